@@ -1,0 +1,84 @@
+"""The shape of one attention layer, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot describe an attention layer; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    d_model: int  # width of each token's vector, X is (n, d_model)
+    n_heads: int  # number of query heads h
+    n_kv_heads: int | None = None  # key/value heads: n_heads = MHA, fewer = GQA, 1 = MQA
+    d_head: int | None = None  # width of q and k per head; default d_model // n_heads
+    d_v: int | None = None  # width of v per head; default d_head
+    causal: bool = False  # mask key positions after the query
+    bias: bool = False  # add biases to the Q, K, V and output projections
+    kv_group: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads"):
+            _check_positive_int(name, getattr(self, name))
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        _check_positive_int("n_kv_heads", self.n_kv_heads)
+        if self.n_kv_heads > self.n_heads:
+            raise ConfigError(
+                f"n_kv_heads={self.n_kv_heads} is more than n_heads={self.n_heads}: "
+                f"use at most {self.n_heads} key/value heads"
+            )
+        if self.n_heads % self.n_kv_heads:
+            divisors = [d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]
+            raise ConfigError(
+                f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: "
+                f"choose n_kv_heads from {divisors}"
+            )
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError(
+                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
+                    f"set d_head explicitly or choose n_heads dividing {self.d_model}"
+                )
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        _check_positive_int("d_head", self.d_head)
+        if self.d_v is None:
+            object.__setattr__(self, "d_v", self.d_head)
+        _check_positive_int("d_v", self.d_v)
+        for name in ("causal", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
+        # head i reads key/value head i // (n_heads / n_kv_heads)
+        group_size = self.n_heads // self.n_kv_heads
+        object.__setattr__(self, "kv_group", tuple(i // group_size for i in range(self.n_heads)))
+
+    @property
+    def kind(self) -> str:
+        """MHA, GQA or MQA, by how many key/value heads the query heads share."""
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("kv_group")
+        return d
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r} must be a whole number such as 4")
+    if value < 1:
+        raise ConfigError(f"{name}={value} must be at least 1")
+
+
+PRESETS: dict[str, AttentionConfig] = {
+    "teaching": AttentionConfig(d_model=4, n_heads=2),
+    "mha": AttentionConfig(d_model=8, n_heads=4),
+    "causal": AttentionConfig(d_model=8, n_heads=4, causal=True),
+    "gqa": AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, causal=True),
+    "mqa": AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, causal=True),
+}

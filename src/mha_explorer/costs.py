@@ -1,0 +1,66 @@
+"""What a configuration costs at sequence length n: arithmetic, attention entries, KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .config import AttentionConfig
+
+BYTES = {"float16": 2, "float32": 4}
+
+
+@dataclass(frozen=True)
+class KVCache:
+    kind: str  # MHA, GQA or MQA
+    n_kv_heads: int
+    numbers_per_token: int  # per layer: one key (d_head) and one value (d_v) per K/V head
+    numbers: int  # for n tokens
+    bytes_per_token: dict[str, int]
+    bytes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Costs:
+    n: int
+    multiply_adds: dict[str, int]  # per stage, dense (a causal mask skips nothing here)
+    attention_entries: int  # h * n^2 numbers in a materialized attention matrix
+    kv_cache: KVCache  # this config
+    kv_cache_mha: KVCache  # the same widths with one K/V head per query head
+    kv_cache_mqa: KVCache  # the same widths with a single shared K/V head
+
+
+def kv_cache(config: AttentionConfig, n: int) -> KVCache:
+    per_token = config.n_kv_heads * (config.d_head + config.d_v)
+    return KVCache(
+        kind=config.kind,
+        n_kv_heads=config.n_kv_heads,
+        numbers_per_token=per_token,
+        numbers=per_token * n,
+        bytes_per_token={t: per_token * b for t, b in BYTES.items()},
+        bytes={t: per_token * n * b for t, b in BYTES.items()},
+    )
+
+
+def costs(config: AttentionConfig, n: int) -> Costs:
+    if n < 1:
+        raise ValueError(f"n={n} must be at least 1")
+    c = config
+    h, g, d, e, f = c.n_heads, c.n_kv_heads, c.d_model, c.d_head, c.d_v
+    multiply_adds = {
+        "q": n * d * h * e,
+        "k": n * d * g * e,
+        "v": n * d * g * f,
+        "scores": h * n * n * e,
+        "scaled": h * n * n,  # one multiply per score
+        "weights": h * n * n,  # one exp and one divide per entry
+        "z": h * n * n * f,
+        "output": n * h * f * d,
+    }
+    return Costs(
+        n=n,
+        multiply_adds=multiply_adds,
+        attention_entries=h * n * n,
+        kv_cache=kv_cache(c, n),
+        kv_cache_mha=kv_cache(replace(c, n_kv_heads=h), n),
+        kv_cache_mqa=kv_cache(replace(c, n_kv_heads=1), n),
+    )

@@ -1,0 +1,122 @@
+"""What the page and the terminal say at each stage: titles, formulas, explanations, as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from latex2mathml.converter import convert as latex_to_mathml
+
+from .config import AttentionConfig
+
+
+@dataclass(frozen=True)
+class PageStage:
+    id: str  # used in URLs, the CLI's --stage and the page
+    title: str
+    trace_stages: tuple[str, ...]  # the trace arrays this view shows
+    latex: str
+    explanation: str
+
+
+PAGE_STAGES: tuple[PageStage, ...] = (
+    PageStage(
+        "projections",
+        "Projections",
+        ("x", "q", "k", "v"),
+        r"q_i = x\,W_i^Q,\quad k_{i,j} = x_j\,W_i^K,\quad v_{i,j} = x_j\,W_i^V",
+        "Each head multiplies the whole input vector of a token by its own three matrices. "
+        "The query token gets a query vector q; every token, the query included, gets a key k and a value v. "
+        "No head sees a slice of x: each one projects all of it.",
+    ),
+    PageStage(
+        "scores",
+        "Scores",
+        ("scores", "scaled"),
+        r"s_{j} = \frac{q \cdot k_j}{\sqrt{d_k}}",
+        "The query is compared with every key by a dot product: multiply matching components and add. "
+        "Dividing by the square root of the key width keeps the scores from growing with the width, "
+        "so the softmax that follows does not saturate.",
+    ),
+    PageStage(
+        "mask",
+        "Mask",
+        ("mask",),
+        r"s_{j} \leftarrow -\infty \ \text{ for } j > t",
+        "A causal decoder may not look ahead: every key after the query's position gets minus infinity, "
+        "so its weight after the softmax is exactly zero.",
+    ),
+    PageStage(
+        "weights",
+        "Weights",
+        ("weights",),
+        r"a_{j} = \frac{e^{s_j}}{\sum_{m} e^{s_m}}",
+        "The softmax turns the scores into positive weights that sum to 1. "
+        "A higher score gives a larger share, but every visible key keeps some weight.",
+    ),
+    PageStage(
+        "mixing",
+        "Value mixing",
+        ("z",),
+        r"z_i = \sum_{j} a_{j}\, v_{i,j}",
+        "The head's output is the weighted sum of the value rows: each value vector is scaled by its weight, "
+        "then they are added. This is the new vector the head offers for the query token.",
+    ),
+    PageStage(
+        "concat",
+        "Concatenation",
+        ("concat",),
+        r"\mathrm{concat} = [\,z_0 \mid z_1 \mid \dots \mid z_{h-1}\,]",
+        "The head outputs are placed side by side in head order. Nothing is added or mixed yet: "
+        "the first d_v numbers come from head 0, the next from head 1, and so on.",
+    ),
+    PageStage(
+        "output",
+        "Output projection",
+        ("output", "contributions"),
+        r"y = \mathrm{concat}\,W^O = \sum_{i} z_i\, W^O_{[i]}",
+        "W^O mixes the heads. Each output component is a sum over all concatenated numbers, "
+        "so every head contributes to every component: head i through its own block of rows of W^O.",
+    ),
+)
+
+PAGE_STAGE_IDS = tuple(s.id for s in PAGE_STAGES)
+
+# Points a careful teacher makes beside the figure.
+NOTES: tuple[tuple[str, str], ...] = (
+    (
+        "visibility",
+        "Here every token is visible to every query. A causal decoder would mask later positions "
+        "before the softmax, so a token could only attend to itself and what came before it.",
+    ),
+    (
+        "roles",
+        "Heads have no guaranteed roles. Training may make one head track, say, the previous token, "
+        "but nothing forces it, and the same head can do several things at once.",
+    ),
+    (
+        "evidence",
+        "A large weight is not proof of a semantic relation. It says where this head read from, "
+        "not why, and the value vectors and W^O decide what the reading changes.",
+    ),
+    (
+        "cost",
+        "More heads are not free: each head materializes its own n×n weight matrix, "
+        "so a layer holds h·n² attention entries.",
+    ),
+    (
+        "mqa",
+        "Multi-query attention shares one K/V projection across all query heads, "
+        "and grouped-query attention shares one per group, to shrink the KV cache a decoder keeps per token.",
+    ),
+)
+
+
+def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
+    """The stages of the walkthrough for this config: the mask only when it is causal."""
+    return tuple(s for s in PAGE_STAGES if s.id != "mask" or config.causal)
+
+
+@lru_cache(maxsize=None)
+def mathml(latex: str) -> str:
+    return latex_to_mathml(latex, display="block")

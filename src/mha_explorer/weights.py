@@ -1,0 +1,138 @@
+"""Per-head projection weights, and their packed library layout.
+
+Every head projects the full input: W_Q[i] is (d_model, d_head), so
+q_i = x @ W_Q[i]. Libraries store the heads side by side instead; the
+converters here move between the two forms without changing a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .config import AttentionConfig, ConfigError
+
+
+def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
+    """The shape of every array a config needs, by name."""
+    c = config
+    shapes = {
+        "W_Q": (c.n_heads, c.d_model, c.d_head),
+        "W_K": (c.n_kv_heads, c.d_model, c.d_head),
+        "W_V": (c.n_kv_heads, c.d_model, c.d_v),
+        "W_O": (c.n_heads * c.d_v, c.d_model),
+    }
+    if c.bias:
+        shapes |= {
+            "b_Q": (c.n_heads, c.d_head),
+            "b_K": (c.n_kv_heads, c.d_head),
+            "b_V": (c.n_kv_heads, c.d_v),
+            "b_O": (c.d_model,),
+        }
+    return shapes
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionWeights:
+    W_Q: np.ndarray  # (n_heads, d_model, d_head)
+    W_K: np.ndarray  # (n_kv_heads, d_model, d_head)
+    W_V: np.ndarray  # (n_kv_heads, d_model, d_v)
+    W_O: np.ndarray  # (n_heads * d_v, d_model); rows i*d_v:(i+1)*d_v belong to head i
+    b_Q: np.ndarray | None = None  # (n_heads, d_head)
+    b_K: np.ndarray | None = None  # (n_kv_heads, d_head)
+    b_V: np.ndarray | None = None  # (n_kv_heads, d_v)
+    b_O: np.ndarray | None = None  # (d_model,)
+
+    def check(self, config: AttentionConfig) -> None:
+        """Raise ConfigError naming the first array whose shape does not fit the config."""
+        expected = weight_shapes(config)
+        for name, shape in expected.items():
+            got = getattr(self, name)
+            if got is None:
+                raise ConfigError(f"{name} is missing: bias=True needs an array of shape {shape}")
+            if got.shape != shape:
+                raise ConfigError(f"{name} has shape {got.shape}; this config needs {shape}")
+        for name in ("b_Q", "b_K", "b_V", "b_O"):
+            if name not in expected and getattr(self, name) is not None:
+                raise ConfigError(f"{name} is given but bias=False: set bias=True or drop {name}")
+
+    def astype(self, dtype) -> AttentionWeights:
+        return AttentionWeights(
+            **{f.name: None if (a := getattr(self, f.name)) is None else a.astype(dtype) for f in fields(self)}
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {f.name: a for f in fields(self) if (a := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def random(cls, config: AttentionConfig, seed: int = 0, dtype=np.float64) -> AttentionWeights:
+        """Uniform in +-1/sqrt(fan_in), like a freshly initialised linear layer."""
+        rng = np.random.default_rng(seed)
+        arrays = {}
+        for name, shape in weight_shapes(config).items():
+            fan_in = config.n_heads * config.d_v if name == "W_O" else config.d_model
+            bound = 1.0 / np.sqrt(fan_in)
+            arrays[name] = rng.uniform(-bound, bound, size=shape).astype(dtype)
+        return cls(**arrays)
+
+    # --- the packed layout of torch.nn.MultiheadAttention -----------------
+    # in_proj_weight is (3*d_model, d_model) and computes x @ in_proj_weight.T,
+    # so its first d_model rows are the transpose of all W_Q heads side by side.
+
+    def to_packed(self, config: AttentionConfig) -> dict[str, np.ndarray]:
+        _require_packable(config)
+        W_Q = pack_heads(self.W_Q)  # (d_model, h*d_head)
+        W_K = pack_heads(self.W_K)
+        W_V = pack_heads(self.W_V)
+        packed = {
+            "in_proj_weight": np.concatenate([W_Q, W_K, W_V], axis=1).T,  # (3*d_model, d_model)
+            "out_proj.weight": self.W_O.T,  # (d_model, h*d_v)
+        }
+        if config.bias:
+            packed["in_proj_bias"] = np.concatenate([self.b_Q.ravel(), self.b_K.ravel(), self.b_V.ravel()])
+            packed["out_proj.bias"] = self.b_O
+        return packed
+
+    @classmethod
+    def from_packed(cls, packed: dict[str, np.ndarray], config: AttentionConfig) -> AttentionWeights:
+        _require_packable(config)
+        d, h = config.d_model, config.n_heads
+        in_proj = np.asarray(packed["in_proj_weight"])
+        if in_proj.shape != (3 * d, d):
+            raise ConfigError(f"in_proj_weight has shape {in_proj.shape}; this config needs {(3 * d, d)}")
+        W_Q, W_K, W_V = (unpack_heads(w.T, h) for w in np.split(in_proj, 3, axis=0))
+        arrays = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "W_O": np.asarray(packed["out_proj.weight"]).T}
+        if config.bias:
+            b_Q, b_K, b_V = np.split(np.asarray(packed["in_proj_bias"]), 3)
+            arrays |= {
+                "b_Q": b_Q.reshape(h, -1),
+                "b_K": b_K.reshape(h, -1),
+                "b_V": b_V.reshape(h, -1),
+                "b_O": np.asarray(packed["out_proj.bias"]),
+            }
+        weights = cls(**arrays)
+        weights.check(config)
+        return weights
+
+
+def pack_heads(w: np.ndarray) -> np.ndarray:
+    """Per-head (h, d_model, d_head) weights side by side as one (d_model, h*d_head) matrix."""
+    h, d_model, d_head = w.shape
+    return w.transpose(1, 0, 2).reshape(d_model, h * d_head)  # (d_model, h*d_head)
+
+
+def unpack_heads(w: np.ndarray, h: int) -> np.ndarray:
+    d_model, width = w.shape
+    return w.reshape(d_model, h, width // h).transpose(1, 0, 2)  # (h, d_model, d_head)
+
+
+def _require_packable(config: AttentionConfig) -> None:
+    c = config
+    if not (c.n_kv_heads == c.n_heads and c.d_v == c.d_head and c.n_heads * c.d_head == c.d_model):
+        raise ConfigError(
+            "the packed layout needs MHA with n_heads * d_head = d_model and d_v = d_head; "
+            f"this config has n_heads={c.n_heads}, n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, "
+            f"d_v={c.d_v}, d_model={c.d_model}"
+        )
+
