@@ -75,8 +75,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "Output projection",
         ("output", "contributions"),
         r"y = \mathrm{concat}\,W^O = \sum_{i} z_i\, W^O_{[i]}",
-        "W^O mixes the heads. Each output component is a sum over all concatenated numbers, "
-        "so every head contributes to every component: head i through its own block of rows of W^O.",
+        "The output matrix Wᴼ mixes the heads. Each output component is a sum over all concatenated numbers, "
+        "so every head contributes to every component: head i through its own block of rows of Wᴼ.",
     ),
 )
 
@@ -97,7 +97,7 @@ NOTES: tuple[tuple[str, str], ...] = (
     (
         "evidence",
         "A large weight is not proof of a semantic relation. It says where this head read from, "
-        "not why, and the value vectors and W^O decide what the reading changes.",
+        "not why, and the value vectors and Wᴼ decide what the reading changes.",
     ),
     (
         "cost",

@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks [NAME ...]` runs every `bench_*.py` module's `main()` in name order."""

@@ -1,0 +1,642 @@
+// mha-explorer: follow one query through multi-head attention.
+// One ES module in the anywidget form, `export default { render({ model, el }) }`.
+// The page, the static site and the notebook widget load it, each with a small `model` adapter
+// that provides get(name), set(name, value), save_changes() and on("change:name", callback).
+//
+// Traits: payload (the trace, schema.TracePayload), stage (a page stage id), head (int), query (int).
+// Every string from the payload is put in the page as text, never as markup.
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// ---- small DOM helpers ---------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
+  append(node, children);
+  return node;
+}
+
+// ---- numbers -------------------------------------------------------------------------
+
+// Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00.
+export function fmt(value) {
+  if (value === null) return "−∞";
+  const s = value.toFixed(2);
+  return s === "-0.00" ? "0.00" : s;
+}
+
+function full(value) {
+  return value === null ? "-Infinity" : String(value);
+}
+
+// A number the learner can check: two decimals shown, full precision on hover and focus.
+// data-src names the trace array and index it came from, so tests can check it.
+function num(value, src, extra) {
+  return h("span", { class: "num" + (extra ? " " + extra : ""), tabindex: 0, "data-full": full(value), "data-src": src }, fmt(value));
+}
+
+// A row-major array from the payload: at(i, j, ...) reads one entry.
+class Tensor {
+  constructor({ shape, data }) {
+    this.shape = shape;
+    this.data = data;
+    this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
+  }
+  at(...index) {
+    let offset = 0;
+    for (let i = 0; i < index.length; i++) offset += index[i] * this.strides[i];
+    return this.data[offset];
+  }
+  row(...index) {
+    const last = this.shape[this.shape.length - 1];
+    return Array.from({ length: last }, (_, j) => this.at(...index, j));
+  }
+}
+
+function tensors(record) {
+  return Object.fromEntries(Object.entries(record).map(([name, a]) => [name, new Tensor(a)]));
+}
+
+function mathml(markup) {
+  const doc = new DOMParser().parseFromString(markup, "application/xml");
+  return doc.documentElement.nodeName === "math" ? document.importNode(doc.documentElement, true) : h("code", {}, markup);
+}
+
+const sub = (base, s) => [base, h("sub", {}, String(s))];
+const sup = (base, s) => [base, h("sup", {}, s)];
+
+// ---- a labelled matrix as a table; hovering a cell can call back --------------------------
+
+function matrix({ caption, rows, cols, value, src, rowLabel, colLabel, rowClass, onCell, cellClass }) {
+  const head = h("tr", {}, h("td", { class: "corner" }), cols.map((c) => h("th", { scope: "col" }, colLabel ? colLabel(c) : String(c))));
+  const body = rows.map((r, ri) =>
+    h(
+      "tr",
+      { class: rowClass ? rowClass(r, ri) : null, "data-row": ri },
+      h("th", { scope: "row" }, rowLabel ? rowLabel(r, ri) : String(r)),
+      cols.map((c, ci) =>
+        h(
+          "td",
+          { "data-row": ri, "data-col": ci, class: cellClass ? cellClass(ri, ci) : null },
+          num(value(ri, ci), src(ri, ci)),
+        ),
+      ),
+    ),
+  );
+  const table = h("table", { class: "matrix" }, h("caption", {}, caption), h("thead", {}, head), h("tbody", {}, body));
+  if (onCell) {
+    const hover = (event) => {
+      const cell = event.target.closest("td[data-col]");
+      if (cell) onCell(Number(cell.dataset.row), Number(cell.dataset.col));
+    };
+    table.addEventListener("mouseover", hover);
+    table.addEventListener("focusin", hover);
+  }
+  return table;
+}
+
+function range(n) {
+  return Array.from({ length: n }, (_, i) => i);
+}
+
+function products(a, b, srcA, srcB) {
+  // "a0×b0 + a1×b1 + …" with every factor a checkable number
+  return a.flatMap((x, i) => [i ? " + " : "", num(x, srcA(i)), "×", num(b[i], srcB(i))]);
+}
+
+// ---- the explorer ------------------------------------------------------------------------
+
+function render({ model, el }) {
+  const original = model.get("payload");
+  let view = null; // derived from the payload once per payload change, never per interaction
+
+  const ids = { query: uid("query"), head: uid("head"), stage: uid("stage") };
+  const querySelect = h("select", { id: ids.query });
+  const headSelect = h("select", { id: ids.head });
+  const stageSelect = h("select", { id: ids.stage });
+  const previous = h("button", { type: "button", class: "step" }, "Previous");
+  const next = h("button", { type: "button", class: "step primary" }, "Next");
+  const reset = h("button", { type: "button", class: "reset" }, "Reset example");
+  const steps = h("ol", { class: "steps" });
+  const live = h("p", { class: "sr-only", "aria-live": "polite", role: "status" });
+  const stagePanel = h("section", { class: "stage", "aria-labelledby": ids.stage + "-title" });
+  const outputs = h("aside", { class: "outputs", "aria-label": "Head outputs" });
+  const notes = h("section", { class: "notes", "aria-label": "Things to keep in mind" });
+  const matrices = h("details", { class: "matrices" });
+
+  const root = h(
+    "div",
+    { class: "mha-explorer" },
+    h(
+      "div",
+      { class: "controls" },
+      h("div", { class: "field" }, h("label", { for: ids.query }, "Query token"), querySelect),
+      h("div", { class: "field" }, h("label", { for: ids.head }, "Inspect head"), headSelect),
+      h("div", { class: "field" }, h("label", { for: ids.stage }, "Calculation stage"), stageSelect),
+      h("div", { class: "buttons" }, previous, next, reset),
+    ),
+    h("nav", { "aria-label": "Stages" }, steps),
+    live,
+    h("div", { class: "layout" }, stagePanel, outputs),
+    matrices,
+    notes,
+  );
+  el.replaceChildren(root);
+
+  const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query") });
+  const set = (changes) => {
+    for (const [key, value] of Object.entries(changes)) model.set(key, value);
+    model.save_changes();
+  };
+
+  querySelect.addEventListener("change", () => set({ query: Number(querySelect.value) }));
+  headSelect.addEventListener("change", () => set({ head: Number(headSelect.value) }));
+  stageSelect.addEventListener("change", () => set({ stage: stageSelect.value }));
+  const move = (delta) => {
+    const i = view.stageIds.indexOf(model.get("stage")) + delta;
+    if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
+  };
+  previous.addEventListener("click", () => move(-1));
+  next.addEventListener("click", () => move(1));
+  reset.addEventListener("click", () => {
+    if (model.get("payload") !== original) model.set("payload", original);
+    set({ stage: original.page_stages[0].id, head: 0, query: original.query });
+  });
+
+  function setPayload() {
+    const payload = model.get("payload");
+    view = {
+      payload,
+      t: tensors(payload.stages),
+      w: tensors(payload.weights),
+      stageIds: payload.page_stages.map((s) => s.id),
+      formulas: Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
+    };
+    querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
+    headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
+    stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
+    steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("span", { class: "n" }, i + 1), s.title)));
+    notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
+    matrices.replaceChildren(h("summary", {}, "Matrices"), matricesView(view));
+  }
+
+  function update(announce) {
+    const { payload } = view;
+    const { head, query } = clampState(state(), payload);
+    const stage = view.stageIds.includes(state().stage) ? state().stage : view.stageIds[0];
+    const i = view.stageIds.indexOf(stage);
+    querySelect.value = String(query);
+    headSelect.value = String(head);
+    stageSelect.value = stage;
+    const focused = root.ownerDocument.activeElement;
+    previous.disabled = i <= 0;
+    next.disabled = i >= view.stageIds.length - 1;
+    // a button that just became disabled drops the focus; hand it to its partner
+    if (focused === next && next.disabled) previous.focus();
+    if (focused === previous && previous.disabled) next.focus();
+    for (const li of steps.children) {
+      if (li.dataset.stage === stage) li.setAttribute("aria-current", "step");
+      else li.removeAttribute("aria-current");
+    }
+    const info = payload.page_stages[i];
+    stagePanel.replaceChildren(
+      h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
+      h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
+      h("p", { class: "explain" }, info.explanation),
+      h("div", { class: "figure", "data-stage": stage }, STAGE_VIEWS[stage](view, query, head)),
+    );
+    outputs.replaceChildren(...headOutputs(view, query, head));
+    if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}.`;
+  }
+
+  setPayload();
+  update(false);
+  // Several traits may change in one go (reset, a link); draw once, before the next paint.
+  let payloadChanged = false;
+  let queued = false;
+  const schedule = () => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => {
+      queued = false;
+      if (payloadChanged) setPayload();
+      payloadChanged = false;
+      update(true);
+    });
+  };
+  const onState = schedule;
+  const onPayload = () => {
+    payloadChanged = true;
+    schedule();
+  };
+  model.on("change:stage", onState);
+  model.on("change:head", onState);
+  model.on("change:query", onState);
+  model.on("change:payload", onPayload);
+  return () => {
+    model.off?.("change:stage", onState);
+    model.off?.("change:head", onState);
+    model.off?.("change:query", onState);
+    model.off?.("change:payload", onPayload);
+  };
+}
+
+function clampState({ head, query }, payload) {
+  const inRange = (v, n) => (Number.isInteger(v) && v >= 0 && v < n ? v : 0);
+  return { head: inRange(head, payload.config.n_heads), query: inRange(query, payload.tokens.length) };
+}
+
+let uidCount = 0;
+function uid(name) {
+  uidCount += 1;
+  return `mha-${name}-${uidCount}`;
+}
+
+// ---- the stage views: (view, query, head) -> nodes ---------------------------------------
+
+function tokenLabel(tokens, query) {
+  return (_, j) => [h("span", { class: "tok" }, tokens[j]), j === query ? h("span", { class: "badge" }, "query") : null];
+}
+
+function projections(view, query, head) {
+  const { payload, t, w } = view;
+  const c = payload.config;
+  const g = payload.kv_group[head];
+  const n = payload.tokens.length;
+  const calc = h("p", { class: "calc", "aria-live": "off" }, "Point at a number of q, K or V to see the row of X and the column of W that made it.");
+  const links = [];
+
+  function linked(name, weight, out, outRows, dOut) {
+    // out[r, c] = X[outRows[r]] · W[:, c]
+    const xTable = matrix({
+      caption: outRows.length === 1 ? h("span", {}, sub("x", payload.tokens[query])) : "X",
+      rows: outRows,
+      cols: range(c.d_model),
+      value: (r, k) => t.x.at(outRows[r], k),
+      src: (r, k) => `x:${outRows[r]},${k}`,
+      rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
+    });
+    const wTable = matrix({
+      caption: h("span", {}, sup(sub("W", weight === "W_Q" ? head : g), name.toUpperCase())),
+      rows: range(c.d_model),
+      cols: range(dOut),
+      value: (k, j) => w[weight].at(weight === "W_Q" ? head : g, k, j),
+      src: (k, j) => `${weight}:${weight === "W_Q" ? head : g},${k},${j}`,
+    });
+    const outTable = matrix({
+      caption: outRows.length === 1 ? h("span", {}, "q") : name.toUpperCase(),
+      rows: outRows,
+      cols: range(dOut),
+      value: (r, j) => t[name].at(name === "q" ? head : g, outRows[r], j),
+      src: (r, j) => `${name}:${name === "q" ? head : g},${outRows[r]},${j}`,
+      rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
+      onCell: (r, j) => {
+        for (const tbl of [xTable, wTable, outTable]) for (const cell of tbl.querySelectorAll(".hl")) cell.classList.remove("hl");
+        xTable.querySelectorAll(`td[data-row="${r}"]`).forEach((cell) => cell.classList.add("hl"));
+        wTable.querySelectorAll(`td[data-col="${j}"]`).forEach((cell) => cell.classList.add("hl"));
+        outTable.querySelector(`td[data-row="${r}"][data-col="${j}"]`).classList.add("hl");
+        const x = range(c.d_model).map((k) => t.x.at(outRows[r], k));
+        const wc = range(c.d_model).map((k) => w[weight].at(weight === "W_Q" ? head : g, k, j));
+        const value = t[name].at(name === "q" ? head : g, outRows[r], j);
+        calc.replaceChildren(
+          `${name}[${payload.tokens[outRows[r]]}][${j}] = `,
+          x.flatMap((v, k) => [k ? " + " : "", fmt(v), "×", fmt(wc[k])]),
+          c.bias ? " + bias" : "",
+          ` = ${fmt(value)}`,
+        );
+      },
+    });
+    links.push(outTable);
+    return h("div", { class: "equation" }, xTable, h("span", { class: "op" }, "×"), wTable, h("span", { class: "op" }, "="), outTable);
+  }
+
+  const all = range(n);
+  return [
+    h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, g !== head ? ` Its keys and values come from K/V head ${g}, shared with heads ${payload.kv_group.map((x, i) => (x === g ? i : null)).filter((i) => i !== null).join(", ")}.` : ""),
+    linked("q", "W_Q", "q", [query], c.d_head),
+    linked("k", "W_K", "k", all, c.d_head),
+    linked("v", "W_V", "v", all, c.d_v),
+    calc,
+  ];
+}
+
+function scores(view, query, head) {
+  const { payload, t } = view;
+  const g = payload.kv_group[head];
+  const n = payload.tokens.length;
+  const root = Math.sqrt(payload.config.d_head);
+  const q = t.q.row(head, query);
+  const rows = range(n).map((j) =>
+    h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("td", { class: "terms" }, products(q, t.k.row(g, j), (e) => `q:${head},${query},${e}`, (e) => `k:${g},${j},${e}`)),
+      h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
+      h("td", { class: "div" }, `÷ ${fmt(root)}`),
+      h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
+    ),
+  );
+  return [
+    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, payload.tokens[query], `”, head ${head}. √d_k = √${payload.config.d_head} = ${fmt(root)}.`),
+    h(
+      "table",
+      { class: "calc-table" },
+      h("caption", {}, "Dot product of the query with each key, then scaled"),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, "q · k as a sum of products"), h("th", { scope: "col" }, "q · k"), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
+      h("tbody", {}, rows),
+    ),
+  ];
+}
+
+function mask(view, query, head) {
+  const { payload, t } = view;
+  const rows = range(payload.tokens.length).map((j) =>
+    h(
+      "tr",
+      { class: j > query ? "masked" : null },
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("td", {}, String(j)),
+      h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
+      h("td", {}, j > query ? "masked: after the query" : "visible"),
+      h("td", {}, num(t.mask.at(head, query, j), `mask:${head},${query},${j}`)),
+    ),
+  );
+  return h(
+    "table",
+    { class: "calc-table" },
+    h("caption", {}, `Query “`, payload.tokens[query], `” is at position ${query}: keys after it are set to −∞`),
+    h("thead", {}, h("tr", {}, ["key", "position", "scaled", "", "after the mask"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows),
+  );
+}
+
+function weights(view, query, head) {
+  const { payload, t } = view;
+  const n = payload.tokens.length;
+  const a = range(n).map((j) => t.weights.at(head, query, j));
+  const bars = range(n).map((j) =>
+    h(
+      "div",
+      { class: "bar-row" + (a[j] === 0 ? " masked" : "") },
+      h("span", { class: "tok" }, payload.tokens[j]),
+      h("span", { class: "bar-track" }, h("span", { class: `bar head-${head % 8}`, "data-width": a[j] })),
+      num(a[j], `weights:${head},${query},${j}`),
+    ),
+  );
+  for (const row of bars) {
+    const bar = row.querySelector(".bar");
+    bar.style.width = `${(100 * Number(bar.dataset.width)).toFixed(2)}%`;
+  }
+  const stack = h("div", { class: "stack", "aria-hidden": "true" });
+  a.forEach((x, j) => {
+    if (x <= 0) return;
+    const seg = h("span", { class: `seg shade-${j % 4}` }, x > 0.12 ? payload.tokens[j] : "");
+    seg.style.width = `${(100 * x).toFixed(2)}%`;
+    stack.append(seg);
+  });
+  const total = a.reduce((s, x) => s + x, 0);
+  return [
+    h("div", { class: "bars", role: "group", "aria-label": `Softmax weights of head ${head}` }, bars),
+    h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
+    stack,
+  ];
+}
+
+function mixing(view, query, head) {
+  const { payload, t } = view;
+  const g = payload.kv_group[head];
+  const n = payload.tokens.length;
+  const dv = payload.config.d_v;
+  const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
+  const rows = range(n).map((j) => {
+    const aj = t.weights.at(head, query, j);
+    return h(
+      "tr",
+      { class: aj === 0 ? "masked" : null },
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("td", {}, num(aj, `weights:${head},${query},${j}`)),
+      h("td", { class: "op" }, "×"),
+      h("td", {}, vec(range(dv).map((e) => num(t.v.at(g, j, e), `v:${g},${j},${e}`)))),
+      h("td", { class: "op" }, "="),
+      h("td", {}, vec(range(dv).map((e) => fmt(aj * t.v.at(g, j, e))))),
+    );
+  });
+  const z = h(
+    "tr",
+    { class: "total" },
+    h("th", { scope: "row" }, sub("z", head)),
+    h("td", { colspan: 3 }, "sum of the rows above"),
+    h("td", { class: "op" }, "="),
+    h("td", {}, vec(range(dv).map((e) => num(t.z.at(head, query, e), `z:${head},${query},${e}`)))),
+  );
+  return h(
+    "table",
+    { class: "calc-table" },
+    h("caption", {}, `Weighted sum of the value rows, head ${head}`),
+    h("thead", {}, h("tr", {}, ["key", "weight", "", "value row", "", "weighted"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows, z),
+  );
+}
+
+function concat(view, query, head) {
+  const { payload, t } = view;
+  const { n_heads, d_v } = payload.config;
+  const blocks = range(n_heads).map((i) =>
+    h(
+      "div",
+      { class: `block head-${i % 8}` + (i === head ? " inspected" : "") },
+      h("div", { class: "block-label" }, sub("z", i), ` · head ${i}`, i === head ? " (inspected)" : ""),
+      h("div", { class: "cells" }, range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))),
+      h("div", { class: "block-index" }, `columns ${i * d_v}–${(i + 1) * d_v - 1}`),
+    ),
+  );
+  return [
+    h("p", { class: "lead" }, `concat has ${n_heads} × ${d_v} = ${n_heads * d_v} numbers: the head outputs in head order.`),
+    h("div", { class: "concat" }, blocks),
+  ];
+}
+
+function output(view, query, head) {
+  const { payload, t, w } = view;
+  const { n_heads, d_v, d_model } = payload.config;
+  const wo = matrix({
+    caption: sup("W", "O"),
+    rows: range(n_heads * d_v),
+    cols: range(d_model),
+    value: (r, m) => w.W_O.at(r, m),
+    src: (r, m) => `W_O:${r},${m}`,
+    rowLabel: (r) => `head ${Math.floor(r / d_v)} · ${r % d_v}`,
+    rowClass: (r) => `block-row head-${Math.floor(r / d_v) % 8}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
+    colLabel: (m) => `y[${m}]`,
+  });
+  const y = range(d_model).map((m) => t.output.at(query, m));
+  const contrib = range(n_heads).map((i) => range(d_model).map((m) => t.contributions.at(i, query, m)));
+  const table = h(
+    "table",
+    { class: "calc-table contributions" },
+    h("caption", {}, "Each output component is the sum of every head's contribution"),
+    h("thead", {}, h("tr", {}, h("td", {}), range(d_model).map((m) => h("th", { scope: "col" }, `y[${m}]`)))),
+    h(
+      "tbody",
+      {},
+      range(n_heads).map((i) =>
+        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key head-${i % 8}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[i][m], `contributions:${i},${query},${m}`)))),
+      ),
+      payload.config.bias ? h("tr", {}, h("th", { scope: "row" }, "bias"), range(d_model).map((m) => h("td", {}, num(w.b_O.at(m), `b_O:${m}`)))) : null,
+      h("tr", { class: "total" }, h("th", { scope: "row" }, "output y"), range(d_model).map((m) => h("td", {}, num(y[m], `output:${query},${m}`)))),
+    ),
+  );
+  return [
+    h("div", { class: "equation" }, h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]")), h("span", { class: "op" }, "×"), wo),
+    table,
+    contributionChart(contrib, y, head),
+  ];
+}
+
+// Diverging stacked bars: for each output component, positive contributions stack right of 0,
+// negative ones left; a tick marks the total. Heads are told apart by label and pattern, not colour alone.
+function contributionChart(contrib, y, head) {
+  const nHeads = contrib.length;
+  const d = y.length;
+  const rowH = 34;
+  const left = 56;
+  const width = 520;
+  const plot = width - left - 16;
+  let extent = 0;
+  for (let m = 0; m < d; m++) {
+    let pos = 0;
+    let neg = 0;
+    for (let i = 0; i < nHeads; i++) (contrib[i][m] > 0 ? (pos += contrib[i][m]) : (neg -= contrib[i][m]));
+    extent = Math.max(extent, pos, neg, Math.abs(y[m]));
+  }
+  extent = extent || 1;
+  const scale = plot / 2 / extent;
+  const zero = left + plot / 2;
+  const height = d * rowH + 46;
+  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Contributions of each head to each output component, as stacked bars" });
+  const defs = svg("defs", {});
+  for (let i = 0; i < nHeads; i++) {
+    const p = svg("pattern", { id: `hatch-${i}`, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: `rotate(${45 * (i % 4)})` });
+    p.append(svg("rect", { width: 6, height: 6, class: `fill head-${i % 8}` }), svg("rect", { width: i % 2 ? 2 : 0, height: 6, fill: "rgba(255,255,255,0.55)" }));
+    defs.append(p);
+  }
+  chart.append(defs);
+  chart.append(svg("line", { x1: zero, x2: zero, y1: 4, y2: d * rowH + 8, class: "axis" }));
+  for (let m = 0; m < d; m++) {
+    const top = 8 + m * rowH;
+    chart.append(svg("text", { x: left - 8, y: top + rowH / 2 + 4, "text-anchor": "end", class: "label" }, `y[${m}]`));
+    let pos = zero;
+    let neg = zero;
+    for (let i = 0; i < nHeads; i++) {
+      const v = contrib[i][m];
+      const wpx = Math.abs(v) * scale;
+      const x = v >= 0 ? pos : neg - wpx;
+      if (v >= 0) pos += wpx;
+      else neg -= wpx;
+      const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, fill: `url(#hatch-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") });
+      rect.append(svg("title", {}, `head ${i}: ${fmt(v)}`));
+      chart.append(rect);
+      if (wpx > 26) chart.append(svg("text", { x: x + wpx / 2, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
+    }
+    const ty = zero + y[m] * scale;
+    chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }));
+  }
+  const legendY = d * rowH + 30;
+  let lx = left;
+  for (let i = 0; i < nHeads; i++) {
+    chart.append(svg("rect", { x: lx, y: legendY - 10, width: 14, height: 12, fill: `url(#hatch-${i})` }));
+    chart.append(svg("text", { x: lx + 18, y: legendY, class: "label" }, `head ${i} (h${i})`));
+    lx += 96;
+  }
+  chart.append(svg("line", { x1: lx, x2: lx, y1: legendY - 11, y2: legendY + 2, class: "total-tick" }));
+  chart.append(svg("text", { x: lx + 6, y: legendY, class: "label" }, "total y"));
+  return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, "Bars right of the axis add, bars left subtract; the black tick is the output component."));
+}
+
+const STAGE_VIEWS = { projections, scores, mask, weights, mixing, concat, output };
+
+// ---- always visible: every head's output for the current query ----------------------------
+
+function headOutputs(view, query, head) {
+  const { payload, t } = view;
+  const { n_heads, d_v, d_model } = payload.config;
+  const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
+  return [
+    h("h2", {}, "Head outputs for “", payload.tokens[query], "”"),
+    h(
+      "ul",
+      { class: "head-list" },
+      range(n_heads).map((i) =>
+        h(
+          "li",
+          { class: `head-output head-${i % 8}` + (i === head ? " inspected" : ""), "data-head": i },
+          h("span", { class: "head-name" }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`, i === head ? h("span", { class: "badge" }, "inspected") : null),
+          h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.z.at(i, query, e), `z:${i},${query},${e}`))), ""),
+        ),
+      ),
+    ),
+    h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
+    h("p", { class: "hint" }, `${payload.config.kind} · d_model ${d_model} · ${n_heads} heads of ${payload.config.d_head}`),
+  ];
+}
+
+// ---- the Matrices view -----------------------------------------------------------------
+
+function matricesView(view) {
+  const { payload, t, w } = view;
+  const c = payload.config;
+  const tok = (r) => h("span", { class: "tok" }, payload.tokens[r]);
+  const perHead = (name, i, width) =>
+    matrix({
+      caption: h("span", {}, sup(sub("W", i), name.slice(2))),
+      rows: range(c.d_model),
+      cols: range(width),
+      value: (k, j) => w[name].at(i, k, j),
+      src: (k, j) => `${name}:${i},${k},${j}`,
+    });
+  const heads = range(c.n_heads).map((i) => {
+    const g = payload.kv_group[i];
+    return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, g !== i ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, perHead("W_Q", i, c.d_head), perHead("W_K", g, c.d_head), perHead("W_V", g, c.d_v)));
+  });
+  const wo = matrix({
+    caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`),
+    rows: range(c.n_heads * c.d_v),
+    cols: range(c.d_model),
+    value: (r, m) => w.W_O.at(r, m),
+    src: (r, m) => `W_O:${r},${m}`,
+    rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · ${r % c.d_v}`,
+    rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % 8}`,
+  });
+  return h(
+    "div",
+    { class: "matrices-body" },
+    h("p", {}, "The fixed numbers of this example. Every head reads all of X; each output column of ", sup("W", "O"), " takes rows from every head, so every output component gets contributions from both heads."),
+    matrix({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
+    heads,
+    wo,
+  );
+}
+
+export default { render };

@@ -1,0 +1,87 @@
+"""A real server on loopback and Debian's Chromium driven by Playwright, with the network outside blocked."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import uvicorn
+from playwright.sync_api import sync_playwright
+
+from mha_explorer.server import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def block_outside(route):
+    host = urlparse(route.request.url).hostname or ""
+    if route.request.url.startswith(("data:", "blob:", "file:")) or host in LOCAL_HOSTS:
+        route.continue_()
+    else:
+        route.abort()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.route("**/*", block_outside)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    pg.console_errors = errors
+    yield pg
+    context.close()
+    assert errors == [], f"the page logged errors: {errors}"
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    path = ARTIFACTS / "screenshots"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,297 @@
+"""The teaching page in headless Chromium: every control, every number, keyboard, accessibility."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import httpx
+import numpy as np
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+
+from mha_explorer.schema import TracePayload, payload_arrays
+from mha_explorer.walkthrough import fmt
+
+pytestmark = pytest.mark.e2e
+
+STAGES = ["Projections", "Scores", "Weights", "Value mixing", "Concatenation", "Output projection"]
+STAGE_IDS = ["projections", "scores", "weights", "mixing", "concat", "output"]
+
+# every .num on the page says which array and index it shows: data-src="name:i,j,k"
+NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
+    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
+
+
+@pytest.fixture(scope="module")
+def api(server_url):
+    payload = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
+    arrays = payload_arrays(payload)
+    for name, a in payload.weights.items():
+        arrays[name] = np.array(a.data, dtype=np.float64).reshape(a.shape)
+    return payload, arrays
+
+
+def page_text(value: float) -> str:
+    return "−∞" if value == -np.inf else fmt(value)
+
+
+def check_numbers(page, selector, arrays) -> set[str]:
+    """Every number shown equals the API's trace: rounded in the text, exact in data-full."""
+    shown = page.evaluate(NUMBERS, selector)
+    assert shown, f"no numbers under {selector}"
+    for src, text, full in shown:
+        name, index = src.split(":")
+        value = arrays[name][tuple(int(i) for i in index.split(","))]
+        assert text == page_text(value), f"{src} shows {text}, the trace has {value}"
+        assert float(full) == value, f"{src} carries {full} at full precision, the trace has {value}"
+    return {src for src, _, _ in shown}
+
+
+def required_sources(stage: str, query: int, head: int, payload) -> set[str]:
+    c = payload.config
+    g = payload.kv_group[head]
+    n = len(payload.tokens)
+    rng = range
+    if stage == "projections":
+        return (
+            {f"q:{head},{query},{e}" for e in rng(c.d_head)}
+            | {f"k:{g},{j},{e}" for j in rng(n) for e in rng(c.d_head)}
+            | {f"v:{g},{j},{e}" for j in rng(n) for e in rng(c.d_v)}
+            | {f"x:{j},{m}" for j in rng(n) for m in rng(c.d_model)}
+            | {f"W_Q:{head},{m},{e}" for m in rng(c.d_model) for e in rng(c.d_head)}
+        )
+    if stage == "scores":
+        return {f"{s}:{head},{query},{j}" for s in ("scores", "scaled") for j in rng(n)}
+    if stage == "weights":
+        return {f"weights:{head},{query},{j}" for j in rng(n)}
+    if stage == "mixing":
+        return {f"z:{head},{query},{e}" for e in rng(c.d_v)} | {f"v:{g},{j},{e}" for j in rng(n) for e in rng(c.d_v)}
+    if stage == "concat":
+        return {f"concat:{query},{m}" for m in rng(c.n_heads * c.d_v)}
+    if stage == "output":
+        return (
+            {f"output:{query},{m}" for m in rng(c.d_model)}
+            | {f"contributions:{i},{query},{m}" for i in rng(c.n_heads) for m in rng(c.d_model)}
+            | {f"W_O:{r},{m}" for r in rng(c.n_heads * c.d_v) for m in rng(c.d_model)}
+        )
+    raise AssertionError(stage)
+
+
+def open_page(page, server_url):
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+
+
+def select(page, label, option):
+    page.get_by_label(label).select_option(label=option)
+
+
+def test_first_view_and_controls(page, server_url):
+    open_page(page, server_url)
+    for name in ("Previous", "Next", "Reset example"):
+        assert page.get_by_role("button", name=name).is_visible()
+    stage = page.get_by_role("combobox", name="Calculation stage")
+    head = page.get_by_role("combobox", name="Inspect head")
+    query = page.get_by_role("combobox", name="Query token")
+    assert stage.locator("option").all_inner_texts() == STAGES
+    assert head.locator("option").all_inner_texts() == ["Head 0", "Head 1"]
+    assert query.locator("option").all_inner_texts() == ["cats", "like", "warm", "milk"]
+    assert query.evaluate("e => e.selectedOptions[0].text") == "like"
+    assert head.evaluate("e => e.selectedOptions[0].text") == "Head 0"
+    assert stage.evaluate("e => e.selectedOptions[0].text") == "Projections"
+    assert page.get_by_role("button", name="Previous").is_disabled()
+    assert "Projections" in page.locator(".stage h2").inner_text()
+
+
+def test_every_number_on_every_view_equals_the_api(page, server_url, api, artifacts):
+    payload, arrays = api
+    open_page(page, server_url)
+    for (query, token), head, (title, stage) in itertools.product(
+        enumerate(payload.tokens), range(payload.config.n_heads), zip(STAGES, STAGE_IDS)
+    ):
+        select(page, "Query token", token)
+        select(page, "Inspect head", f"Head {head}")
+        select(page, "Calculation stage", title)
+        heading = page.locator(".stage h2").inner_text()
+        assert title in heading and f"head {head}" in heading and token in heading
+        shown = check_numbers(page, ".stage", arrays)
+        missing = required_sources(stage, query, head, payload) - shown
+        assert not missing, f"{token}, head {head}, {title}: not shown: {sorted(missing)}"
+        check_numbers(page, ".outputs", arrays)
+        if token == "like":
+            page.screenshot(path=str(artifacts / f"teaching-{stage}-head{head}.png"), full_page=True)
+
+
+def test_both_head_outputs_stay_visible(page, server_url, api):
+    payload, arrays = api
+    open_page(page, server_url)
+    query = payload.query
+    before = page.locator(".outputs").inner_text()
+    for title in STAGES:
+        select(page, "Calculation stage", title)
+        for head in range(payload.config.n_heads):
+            select(page, "Inspect head", f"Head {head}")
+            outputs = page.locator(".outputs")
+            for i in range(payload.config.n_heads):
+                assert outputs.locator(f'[data-head="{i}"]').is_visible()
+            shown = check_numbers(page, ".outputs", arrays)
+            wanted = {f"z:{i},{query},{e}" for i in range(payload.config.n_heads) for e in range(payload.config.d_v)}
+            assert wanted <= shown
+            # inspecting another head never changes an output number
+            text = page.locator(".outputs").inner_text().replace("inspected", "")
+            assert text == before.replace("inspected", "")
+    # a new query updates both heads
+    select(page, "Query token", "milk")
+    shown = check_numbers(page, ".outputs", arrays)
+    milk = payload.tokens.index("milk")
+    assert {f"z:{i},{milk},0" for i in range(payload.config.n_heads)} <= shown
+    assert page.locator(".outputs").inner_text() != before
+
+
+def test_next_and_previous_walk_the_stages(page, server_url):
+    open_page(page, server_url)
+    nxt = page.get_by_role("button", name="Next")
+    prev = page.get_by_role("button", name="Previous")
+    for i, title in enumerate(STAGES):
+        assert title in page.locator(".stage h2").inner_text()
+        assert page.locator('.steps li[aria-current="step"]').inner_text().endswith(title)
+        assert page.locator(".sr-only[aria-live]").inner_text() == ("" if i == 0 else f"Stage {i + 1} of 6: {title}. Head 0, query like.")
+        if i < len(STAGES) - 1:
+            nxt.click()
+    assert nxt.is_disabled()
+    prev.click()
+    assert "Concatenation" in page.locator(".stage h2").inner_text()
+
+
+def test_reset_restores_the_example(page, server_url):
+    open_page(page, server_url)
+    first = page.locator(".layout").inner_text()
+    for _ in range(2):
+        select(page, "Query token", "warm")
+        select(page, "Inspect head", "Head 1")
+        select(page, "Calculation stage", "Weights")
+        assert page.locator(".layout").inner_text() != first
+        page.get_by_role("button", name="Reset example").click()
+        assert page.locator(".layout").inner_text() == first
+        assert page.get_by_label("Query token").evaluate("e => e.selectedOptions[0].text") == "like"
+        assert page.get_by_label("Inspect head").evaluate("e => e.selectedOptions[0].text") == "Head 0"
+        assert page.get_by_label("Calculation stage").evaluate("e => e.selectedOptions[0].text") == "Projections"
+
+
+def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
+    payload, arrays = api
+    open_page(page, server_url)
+    # the K table is the second equation; its cell (milk, 0) comes from X[milk] and column 0 of W_K[0]
+    k_cell = page.locator('.figure .equation').nth(1).locator('table').nth(2).locator('td[data-row="3"][data-col="0"]')
+    k_cell.hover()
+    eq = page.locator(".figure .equation").nth(1)
+    x_hl = eq.locator("table").nth(0).locator("td.hl .num").all_inner_texts()
+    w_hl = eq.locator("table").nth(1).locator("td.hl .num").all_inner_texts()
+    assert x_hl == [fmt(v) for v in arrays["x"][3]]
+    assert w_hl == [fmt(v) for v in arrays["W_K"][0, :, 0]]
+    calc = page.locator(".figure .calc").inner_text()
+    assert calc.startswith("k[milk][0] = ") and calc.endswith(f"= {fmt(arrays['k'][0, 3, 0])}")
+
+
+def test_formulas_explanations_and_notes(page, server_url):
+    open_page(page, server_url)
+    for title in STAGES:
+        select(page, "Calculation stage", title)
+        assert page.locator(".stage .formula math").count() == 1
+        assert len(page.locator(".stage .explain").inner_text()) > 60
+    notes = page.locator(".notes").inner_text().lower()
+    for phrase in ("every token is visible", "causal", "no guaranteed roles", "not proof", "h·n²", "multi-query", "kv cache"):
+        assert phrase in notes, phrase
+
+
+def test_matrices_view(page, server_url, api):
+    payload, arrays = api
+    open_page(page, server_url)
+    page.get_by_text("Matrices", exact=True).click()
+    body = page.locator(".matrices-body")
+    assert body.is_visible()
+    shown = check_numbers(page, ".matrices-body", arrays)
+    c = payload.config
+    for name, heads, width in (("W_Q", c.n_heads, c.d_head), ("W_K", c.n_kv_heads, c.d_head), ("W_V", c.n_kv_heads, c.d_v)):
+        assert {f"{name}:{i},{m},{e}" for i in range(heads) for m in range(c.d_model) for e in range(width)} <= shown
+    assert {f"W_O:{r},{m}" for r in range(c.n_heads * c.d_v) for m in range(c.d_model)} <= shown
+    assert {f"x:{j},{m}" for j in range(len(payload.tokens)) for m in range(c.d_model)} <= shown
+    row_labels = body.locator("tr.block-row th").all_inner_texts()
+    assert row_labels == [f"head {r // c.d_v} · {r % c.d_v}" for r in range(c.n_heads * c.d_v)]
+
+
+def test_full_precision_on_hover_and_focus(page, server_url, api):
+    payload, arrays = api
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Weights")
+    number = page.locator(".stage .num").first
+    value = arrays["weights"][0, payload.query, 0]
+    after = "e => getComputedStyle(e, '::after').content"
+    assert number.evaluate(after) == "none"
+    number.focus()
+    assert number.evaluate(after) == json.dumps(repr(float(value)))
+    page.mouse.move(0, 0)
+    page.locator(".stage .num").nth(1).hover()
+    assert page.locator(".stage .num").nth(1).evaluate(after) == json.dumps(repr(float(arrays["weights"][0, payload.query, 1])))
+
+
+def test_keyboard_only_walkthrough(page, server_url, artifacts):
+    open_page(page, server_url)
+    page.locator("body").focus()
+
+    def tab_to(label):
+        for _ in range(40):
+            page.keyboard.press("Tab")
+            if page.evaluate("() => { const e = document.activeElement; return (e.labels && e.labels[0] && e.labels[0].textContent) || e.textContent }") == label:
+                focused = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+                assert focused != "none", f"{label} has no visible focus"
+                return
+        raise AssertionError(f"Tab never reached {label}")
+
+    tab_to("Query token")
+    page.keyboard.press("ArrowDown")  # like -> warm
+    assert "warm" in page.locator(".stage h2").inner_text()
+    tab_to("Inspect head")
+    page.keyboard.press("ArrowDown")
+    assert "head 1" in page.locator(".stage h2").inner_text()
+    tab_to("Next")
+    for title in STAGES[1:]:
+        page.keyboard.press("Enter")
+        assert title in page.locator(".stage h2").inner_text()
+        assert title in page.locator(".sr-only[aria-live]").inner_text()
+    page.screenshot(path=str(artifacts / "keyboard-focus.png"))
+    tab_to("Reset example")
+    page.keyboard.press("Space")
+    assert "Projections" in page.locator(".stage h2").inner_text() and "like" in page.locator(".stage h2").inner_text()
+
+
+def test_no_serious_accessibility_violations(page, server_url):
+    open_page(page, server_url)
+    page.get_by_text("Matrices", exact=True).click()
+    axe = Axe()
+    for title in STAGES:
+        select(page, "Calculation stage", title)
+        violations = axe.run(page).response["violations"]
+        bad = [(v["id"], v["impact"], v["help"]) for v in violations if v["impact"] in ("serious", "critical")]
+        assert bad == [], f"{title}: {bad}"
+
+
+def test_token_text_is_rendered_as_text(page, server_url, api):
+    payload, _ = api
+    hostile = payload.model_copy(deep=True)
+    hostile.tokens[0] = '<img src=x onerror="window.pwned=1">'
+    body = hostile.model_dump_json()
+    page.route("**/api/example", lambda route: route.fulfill(status=200, content_type="application/json", body=body))
+    open_page(page, server_url)
+    select(page, "Query token", hostile.tokens[0])
+    assert page.locator(".mha-explorer img").count() == 0
+    assert hostile.tokens[0] in page.locator(".stage").inner_text()
+    assert page.evaluate("() => window.pwned") is None
+
+
+def test_page_is_served_with_a_strict_content_security_policy(server_url):
+    response = httpx.get(server_url)
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert response.headers["x-content-type-options"] == "nosniff"

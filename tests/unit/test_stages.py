@@ -1,0 +1,75 @@
+"""The recorded stages: their exact names, their order and their shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_explorer.config import AttentionConfig
+from mha_explorer.trace import STAGE_NAMES, STAGES, trace
+from mha_explorer.weights import AttentionWeights
+
+from ._support import shape_of
+
+pytestmark = pytest.mark.unit
+
+NON_CAUSAL = ["x", "q", "k", "v", "scores", "scaled", "weights", "z", "concat", "output", "contributions"]
+CAUSAL = ["x", "q", "k", "v", "scores", "scaled", "mask", "weights", "z", "concat", "output", "contributions"]
+
+CONFIGS = {
+    "mha": AttentionConfig(d_model=8, n_heads=4),
+    "gqa": AttentionConfig(d_model=12, n_heads=6, n_kv_heads=2),
+    "mqa": AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1),
+    "dv-ne-dhead": AttentionConfig(d_model=6, n_heads=3, d_head=4, d_v=5),
+    "causal": AttentionConfig(d_model=8, n_heads=2, causal=True),
+    "bias": AttentionConfig(d_model=8, n_heads=2, bias=True),
+    "one-head": AttentionConfig(d_model=3, n_heads=1),
+    "gqa-causal-bias-odd-widths": AttentionConfig(
+        d_model=5, n_heads=4, n_kv_heads=2, d_head=3, d_v=2, causal=True, bias=True
+    ),
+}
+
+
+def run(config: AttentionConfig, n: int, seed: int = 0):
+    x = np.random.default_rng(seed).standard_normal((n, config.d_model))
+    return trace(x, AttentionWeights.random(config, seed=seed), config)
+
+
+def test_stage_table_is_pinned():
+    assert list(STAGE_NAMES) == CAUSAL
+    assert STAGE_NAMES == tuple(s.name for s in STAGES)
+    assert len(set(STAGE_NAMES)) == len(STAGE_NAMES)
+    for s in STAGES:
+        assert s.shape and s.formula and s.meaning, s
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_trace_records_exactly_the_named_stages_in_order(config):
+    t = run(config, n=5)
+    assert list(t.stages) == (CAUSAL if config.causal else NON_CAUSAL)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7], ids=lambda n: f"n={n}")
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_every_stage_has_the_shape_its_table_row_states(config, n):
+    t = run(config, n)
+    table = {s.name: s.shape for s in STAGES}
+    for name, array in t.stages.items():
+        assert array.shape == shape_of(table[name], config, n), name
+    assert t.n == n
+
+
+def test_shape_strings_mean_what_they_say():
+    # a hand-evaluated check of the parser the shape test relies on
+    c = AttentionConfig(d_model=7, n_heads=6, n_kv_heads=3, d_head=2, d_v=5)
+    assert shape_of("(n_heads, n, d_head)", c, 4) == (6, 4, 2)
+    assert shape_of("(n_kv_heads, n, d_v)", c, 4) == (3, 4, 5)
+    assert shape_of("(n, n_heads*d_v)", c, 4) == (4, 30)
+    assert shape_of("(n, d_model)", c, 1) == (1, 7)
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_kv_group_of_the_trace_is_the_configs(config):
+    t = run(config, n=3)
+    assert t.kv_group.tolist() == list(config.kv_group)
+    assert t.config is config

@@ -1,0 +1,100 @@
+"""trace(): agreement with a loop-by-loop reference, input checks, dtypes, purity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_explorer.config import AttentionConfig, ConfigError
+from mha_explorer.trace import trace
+from mha_explorer.weights import AttentionWeights
+
+from ._support import naive_attention
+
+pytestmark = pytest.mark.unit
+
+CONFIGS = {
+    "mha": AttentionConfig(d_model=4, n_heads=2),
+    "mha-bias-causal": AttentionConfig(d_model=6, n_heads=3, bias=True, causal=True),
+    "gqa": AttentionConfig(d_model=6, n_heads=6, n_kv_heads=3, d_head=2, d_v=3),
+    "mqa-causal": AttentionConfig(d_model=5, n_heads=4, n_kv_heads=1, d_head=3, d_v=2, causal=True),
+    "gqa-bias": AttentionConfig(d_model=3, n_heads=4, n_kv_heads=2, d_head=5, d_v=1, bias=True),
+}
+
+
+@pytest.mark.parametrize("n", [1, 6], ids=lambda n: f"n={n}")
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_trace_matches_a_loop_by_loop_reference(config, n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, config.d_model))
+    w = AttentionWeights.random(config, seed=n)
+    t = trace(x, w, config)
+    ref = naive_attention(x, w, config)
+    for name, expected in ref.items():
+        np.testing.assert_allclose(t[name], expected, rtol=1e-12, atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(t["scaled"], ref["scores"] / np.sqrt(config.d_head), rtol=1e-12, atol=1e-12)
+
+
+def test_float32_in_float32_out():
+    """Every stage of a float32 layer stays float32 (and close to the float64 trace)."""
+    config = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, causal=True, bias=True)
+    w64 = AttentionWeights.random(config, seed=3)
+    x64 = np.random.default_rng(3).standard_normal((5, 8))
+    t32 = trace(x64.astype(np.float32), w64.astype(np.float32), config)
+    t64 = trace(x64, w64, config)
+    for name, a in t32.stages.items():
+        assert a.dtype == np.float32, f"{name} is {a.dtype}"
+        np.testing.assert_allclose(a, t64[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_trace_does_not_change_its_inputs():
+    config = AttentionConfig(d_model=4, n_heads=2, bias=True, causal=True)
+    w = AttentionWeights.random(config, seed=1)
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    before = (x.copy(), {k: a.copy() for k, a in w.arrays().items()})
+    trace(x, w, config)
+    np.testing.assert_array_equal(x, before[0])
+    for k, a in w.arrays().items():
+        np.testing.assert_array_equal(a, before[1][k])
+
+
+def test_same_input_same_trace():
+    config = AttentionConfig(d_model=6, n_heads=3, causal=True)
+    w = AttentionWeights.random(config, seed=5)
+    x = np.random.default_rng(5).standard_normal((4, 6))
+    a, b = trace(x, w, config), trace(x.copy(), w, config)
+    for name in a.stages:
+        np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_a_list_input_is_accepted():
+    config = AttentionConfig(d_model=2, n_heads=1)
+    w = AttentionWeights.random(config, seed=0)
+    x = [[1.0, 0.0], [0.0, 1.0]]
+    np.testing.assert_array_equal(trace(x, w, config)["output"], trace(np.array(x), w, config)["output"])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(4,), (3, 5), (2, 3, 4), (0, 4)],
+    ids=["1-d", "wrong-width", "3-d", "no-tokens"],
+)
+def test_bad_input_shape_is_a_config_error_naming_the_needed_shape(shape):
+    config = AttentionConfig(d_model=4, n_heads=2)
+    with pytest.raises(ConfigError) as err:
+        trace(np.zeros(shape), AttentionWeights.random(config), config)
+    message = str(err.value)
+    assert "(n, 4)" in message or "at least one row" in message, message
+
+
+def test_weights_for_another_config_are_refused():
+    small, big = AttentionConfig(d_model=4, n_heads=2), AttentionConfig(d_model=4, n_heads=4)
+    with pytest.raises(ConfigError, match=r"W_Q has shape \(2, 4, 2\); this config needs \(4, 4, 1\)"):
+        trace(np.zeros((3, 4)), AttentionWeights.random(small), big)
+
+
+def test_causal_single_token_attends_to_itself():
+    config = AttentionConfig(d_model=4, n_heads=2, causal=True)
+    t = trace(np.ones((1, 4)), AttentionWeights.random(config), config)
+    assert t["weights"].tolist() == [[[1.0]], [[1.0]]]
+    np.testing.assert_allclose(t["z"][:, 0, :], t["v"][:, 0, :], rtol=0, atol=1e-15)

@@ -1,0 +1,170 @@
+"""AttentionWeights: shape checks, seeded init, packed layout, head split and merge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mha_explorer.config import AttentionConfig, ConfigError
+from mha_explorer.weights import AttentionWeights, pack_heads, unpack_heads, weight_shapes
+
+from ._support import PROPERTY, configs
+
+pytestmark = pytest.mark.unit
+
+GQA_BIAS = AttentionConfig(d_model=6, n_heads=4, n_kv_heads=2, d_head=3, d_v=2, bias=True)
+
+
+def test_weight_shapes_follow_the_config():
+    assert weight_shapes(GQA_BIAS) == {
+        "W_Q": (4, 6, 3),
+        "W_K": (2, 6, 3),
+        "W_V": (2, 6, 2),
+        "W_O": (8, 6),
+        "b_Q": (4, 3),
+        "b_K": (2, 3),
+        "b_V": (2, 2),
+        "b_O": (6,),
+    }
+    assert set(weight_shapes(AttentionConfig(d_model=6, n_heads=2))) == {"W_Q", "W_K", "W_V", "W_O"}
+
+
+def test_check_names_a_missing_bias():
+    w = AttentionWeights.random(AttentionConfig(d_model=6, n_heads=4, n_kv_heads=2, d_head=3, d_v=2))
+    with pytest.raises(ConfigError) as err:
+        w.check(GQA_BIAS)
+    assert str(err.value) == "b_Q is missing: bias=True needs an array of shape (4, 3)"
+
+
+def test_check_names_the_array_with_the_wrong_shape():
+    good = AttentionWeights.random(GQA_BIAS).arrays()
+    bad = AttentionWeights(**(good | {"W_V": np.zeros((2, 6, 3))}))
+    with pytest.raises(ConfigError) as err:
+        bad.check(GQA_BIAS)
+    assert str(err.value) == "W_V has shape (2, 6, 3); this config needs (2, 6, 2)"
+
+
+def test_check_refuses_a_bias_the_config_does_not_have():
+    config = AttentionConfig(d_model=4, n_heads=2)
+    w = AttentionWeights(**AttentionWeights.random(config).arrays(), b_O=np.zeros(4))
+    with pytest.raises(ConfigError) as err:
+        w.check(config)
+    assert str(err.value) == "b_O is given but bias=False: set bias=True or drop b_O"
+
+
+def test_random_weights_fit_their_config():
+    w = AttentionWeights.random(GQA_BIAS, seed=1)
+    w.check(GQA_BIAS)
+    for name, a in w.arrays().items():
+        assert a.dtype == np.float64, name
+        fan_in = 4 * 2 if name == "W_O" else 6  # W_O reads h*d_v numbers, the rest read d_model
+        assert np.abs(a).max() <= 1 / np.sqrt(fan_in), name
+
+
+def test_random_is_deterministic_per_seed_and_differs_across_seeds():
+    a, b, c = (AttentionWeights.random(GQA_BIAS, seed=s) for s in (7, 7, 8))
+    for name in a.arrays():
+        np.testing.assert_array_equal(a.arrays()[name], b.arrays()[name])
+        assert not np.array_equal(a.arrays()[name], c.arrays()[name]), name
+
+
+def test_random_default_seed_is_reproducible():
+    a, b = AttentionWeights.random(GQA_BIAS), AttentionWeights.random(GQA_BIAS)
+    for name in a.arrays():
+        np.testing.assert_array_equal(a.arrays()[name], b.arrays()[name])
+
+
+def test_random_and_astype_honour_the_dtype():
+    w = AttentionWeights.random(GQA_BIAS, seed=0, dtype=np.float32)
+    assert {a.dtype for a in w.arrays().values()} == {np.dtype(np.float32)}
+    back = w.astype(np.float64)
+    assert {a.dtype for a in back.arrays().values()} == {np.dtype(np.float64)}
+    for name, a in w.arrays().items():
+        np.testing.assert_array_equal(back.arrays()[name], a)
+
+
+def test_arrays_lists_only_what_is_present():
+    config = AttentionConfig(d_model=4, n_heads=2)
+    assert list(AttentionWeights.random(config).arrays()) == ["W_Q", "W_K", "W_V", "W_O"]
+    assert list(AttentionWeights.random(GQA_BIAS).arrays()) == ["W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"]
+
+
+# --- packed layout ---------------------------------------------------------
+
+
+def test_packed_layout_by_hand():
+    """in_proj_weight row r, column m multiplies x[m] into packed output r (torch computes x @ W.T)."""
+    config = AttentionConfig(d_model=4, n_heads=2, bias=True)
+    w = AttentionWeights.random(config, seed=2)
+    p = w.to_packed(config)
+    assert p["in_proj_weight"].shape == (12, 4)
+    assert p["out_proj.weight"].shape == (4, 4)
+    for i in range(2):  # head i's q, k, v columns sit at rows i*2..i*2+1 of each third
+        for j in range(2):
+            np.testing.assert_array_equal(p["in_proj_weight"][0 + 2 * i + j], w.W_Q[i][:, j])
+            np.testing.assert_array_equal(p["in_proj_weight"][4 + 2 * i + j], w.W_K[i][:, j])
+            np.testing.assert_array_equal(p["in_proj_weight"][8 + 2 * i + j], w.W_V[i][:, j])
+            assert p["in_proj_bias"][2 * i + j] == w.b_Q[i, j]
+            assert p["in_proj_bias"][4 + 2 * i + j] == w.b_K[i, j]
+            assert p["in_proj_bias"][8 + 2 * i + j] == w.b_V[i, j]
+    np.testing.assert_array_equal(p["out_proj.weight"], w.W_O.T)
+    np.testing.assert_array_equal(p["out_proj.bias"], w.b_O)
+
+
+def test_packed_projection_equals_per_head_projection():
+    config = AttentionConfig(d_model=6, n_heads=3, bias=True)
+    w = AttentionWeights.random(config, seed=4)
+    x = np.random.default_rng(4).standard_normal((5, 6))
+    p = w.to_packed(config)
+    qkv = x @ p["in_proj_weight"].T + p["in_proj_bias"]  # (n, 3*d_model), as torch computes it
+    q_packed = qkv[:, :6]
+    for i in range(3):
+        np.testing.assert_allclose(q_packed[:, 2 * i : 2 * i + 2], x @ w.W_Q[i] + w.b_Q[i], rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2),
+        AttentionConfig(d_model=8, n_heads=4, d_v=3),
+        AttentionConfig(d_model=8, n_heads=4, d_head=3),
+    ],
+    ids=["gqa", "d_v-differs", "h*d_head-not-d_model"],
+)
+def test_unpackable_configs_are_refused_with_the_reason(config):
+    w = AttentionWeights.random(config)
+    with pytest.raises(ConfigError, match="the packed layout needs MHA with n_heads \\* d_head = d_model and d_v = d_head"):
+        w.to_packed(config)
+
+
+def test_from_packed_refuses_a_wrong_in_proj_shape():
+    config = AttentionConfig(d_model=4, n_heads=2)
+    with pytest.raises(ConfigError, match=r"in_proj_weight has shape \(8, 4\); this config needs \(12, 4\)"):
+        AttentionWeights.from_packed({"in_proj_weight": np.zeros((8, 4)), "out_proj.weight": np.zeros((4, 4))}, config)
+
+
+# --- split and merge heads -------------------------------------------------
+
+
+@PROPERTY
+@given(h=st.integers(1, 6), d_model=st.integers(1, 9), d_head=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_split_then_merge_heads_is_the_identity(h, d_model, d_head, seed):
+    rng = np.random.default_rng(seed)
+    per_head = rng.standard_normal((h, d_model, d_head))
+    packed = pack_heads(per_head)
+    assert packed.shape == (d_model, h * d_head)
+    for i in range(h):  # head i's columns, side by side in head order
+        np.testing.assert_array_equal(packed[:, i * d_head : (i + 1) * d_head], per_head[i])
+    np.testing.assert_array_equal(unpack_heads(packed, h), per_head)
+    side_by_side = rng.standard_normal((d_model, h * d_head))
+    np.testing.assert_array_equal(pack_heads(unpack_heads(side_by_side, h)), side_by_side)
+
+
+@PROPERTY
+@given(config=configs(), seed=st.integers(0, 2**16))
+def test_random_weights_fit_any_config(config, seed):
+    w = AttentionWeights.random(config, seed=seed)
+    w.check(config)
+    assert {k: a.shape for k, a in w.arrays().items()} == weight_shapes(config)
