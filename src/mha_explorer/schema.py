@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Literal
+import base64
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .costs import costs
 from .narrative import NOTES, mathml, page_stages
@@ -17,10 +18,15 @@ SCHEMA_VERSION = 1
 
 
 class Array(BaseModel):
-    """A row-major array: `data` holds prod(shape) numbers; null stands for -inf (a masked score)."""
+    """A row-major array of prod(shape) numbers, in one of two encodings.
+
+    `data`: a JSON list, null standing for -inf (a masked score). `b64`: the little-endian
+    float64 bytes in base64, for the page, which decodes them straight into a Float64Array.
+    """
 
     shape: list[int]
-    data: list[float | None]
+    data: list[float | None] | None = None
+    b64: str | None = None
 
 
 class ConfigModel(BaseModel):
@@ -87,15 +93,19 @@ class TracePayload(BaseModel):
     costs: CostsModel
 
 
-def array(a: np.ndarray) -> Array:
-    flat = np.asarray(a, dtype=np.float64).ravel()
+def array(a: np.ndarray, encoding: str = "json") -> Array:
+    flat = np.asarray(a, dtype="<f8").ravel()
+    if encoding == "base64":
+        return Array.model_construct(shape=list(a.shape), b64=base64.b64encode(flat.tobytes()).decode("ascii"))
     data = flat.tolist()
     if not np.isfinite(flat).all():
         data = [None if v == -np.inf else v for v in data]
     return Array.model_construct(shape=list(a.shape), data=data)
 
 
-def trace_payload(t: Trace, tokens: list[str], weights: AttentionWeights, query: int = 0) -> TracePayload:
+def trace_payload(
+    t: Trace, tokens: list[str], weights: AttentionWeights, query: int = 0, encoding: str = "json"
+) -> TracePayload:
     config = t.config
     return TracePayload(
         config=ConfigModel(**config.to_dict(), kind=config.kind),
@@ -103,8 +113,8 @@ def trace_payload(t: Trace, tokens: list[str], weights: AttentionWeights, query:
         query=query,
         kv_group=list(config.kv_group),
         stage_table=[StageModel(**asdict(s)) for s in STAGES if s.name in t.stages],
-        stages={name: array(a) for name, a in t.stages.items()},
-        weights={name: array(a) for name, a in weights.arrays().items()},
+        stages={name: array(a, encoding) for name, a in t.stages.items()},
+        weights={name: array(a, encoding) for name, a in weights.arrays().items()},
         page_stages=[
             PageStageModel(**asdict(s) | {"trace_stages": list(s.trace_stages)}, mathml=mathml(s.latex))
             for s in page_stages(config)
@@ -116,8 +126,49 @@ def trace_payload(t: Trace, tokens: list[str], weights: AttentionWeights, query:
 
 def payload_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
     """Back from JSON to NumPy, for tests and the widget's `trace` property."""
-    out = {}
-    for name, a in payload.stages.items():
-        flat = np.array([-np.inf if v is None else v for v in a.data], dtype=np.float64)
-        out[name] = flat.reshape(a.shape)
-    return out
+    return {name: to_numpy(a) for name, a in payload.stages.items()}
+
+
+def to_numpy(a: Array) -> np.ndarray:
+    if a.b64 is not None:
+        return np.frombuffer(base64.b64decode(a.b64), dtype="<f8").reshape(a.shape).copy()
+    return np.array([-np.inf if v is None else v for v in a.data], dtype=np.float64).reshape(a.shape)
+
+
+# ---- requests ---------------------------------------------------------------------------
+
+LAB_MAX_TOKENS = 64
+LAB_MAX_WIDTH = 64
+LAB_MAX_HEADS = 64
+MAX_TOKEN_CHARS = 64
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Matrix = list[list[Finite]]
+
+
+class ConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    d_model: int = Field(ge=1, le=LAB_MAX_WIDTH)
+    n_heads: int = Field(ge=1, le=LAB_MAX_HEADS)
+    n_kv_heads: int | None = Field(default=None, ge=1, le=LAB_MAX_HEADS)
+    d_head: int | None = Field(default=None, ge=1, le=LAB_MAX_WIDTH)
+    d_v: int | None = Field(default=None, ge=1, le=LAB_MAX_WIDTH)
+    causal: bool = False
+    bias: bool = False
+
+
+class TraceRequest(BaseModel):
+    """A configuration, its tokens, and either explicit values or a seed to draw them from."""
+
+    model_config = ConfigDict(extra="forbid")
+    config: ConfigIn
+    tokens: list[Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]] = Field(
+        min_length=1, max_length=LAB_MAX_TOKENS
+    )
+    x: Matrix | None = Field(default=None, description="(n, d_model); drawn from the seed when absent")
+    weights: dict[str, list] | None = Field(
+        default=None, description="W_Q, W_K, W_V, W_O (and b_Q, b_K, b_V, b_O when bias); drawn from the seed when absent"
+    )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    query: int = Field(default=0, ge=0)
+    encoding: Literal["json", "base64"] = "json"

@@ -192,6 +192,8 @@ function render({ model, el }) {
       w: tensors(payload.weights),
       stageIds: payload.page_stages.map((s) => s.id),
       formulas: Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
+      panels: new Map(), // "stage|head|query" -> the stage panel's nodes
+      outputs: new Map(), // "head|query" -> the head outputs panel's nodes
     };
     querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
@@ -220,13 +222,19 @@ function render({ model, el }) {
       else li.removeAttribute("aria-current");
     }
     const info = payload.page_stages[i];
-    stagePanel.replaceChildren(
-      h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
-      h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
-      h("p", { class: "explain" }, info.explanation),
-      h("div", { class: "figure", "data-stage": stage }, STAGE_VIEWS[stage](view, query, head)),
-    );
-    outputs.replaceChildren(...headOutputs(view, query, head));
+    // each view is built once per payload and kept: going back to it costs no work
+    const key = `${stage}|${head}|${query}`;
+    if (!view.panels.has(key)) {
+      view.panels.set(key, [
+        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
+        h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
+        h("p", { class: "explain" }, info.explanation),
+        h("div", { class: "figure", "data-stage": stage }, STAGE_VIEWS[stage](view, query, head)),
+      ]);
+    }
+    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, headOutputs(view, query, head));
+    stagePanel.replaceChildren(...view.panels.get(key));
+    outputs.replaceChildren(...view.outputs.get(`${head}|${query}`));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}.`;
   }
 

@@ -1,0 +1,75 @@
+"""The attention lab: a request (config, tokens, values or a seed) into a trace payload.
+
+Errors are `LabError`s that name the field and say what to change; the server answers them with 422.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import AttentionConfig, ConfigError
+from .schema import TracePayload, TraceRequest, trace_payload
+from .trace import trace
+from .weights import AttentionWeights, weight_shapes
+
+
+class LabError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def random_x(n: int, d_model: int, seed: int) -> np.ndarray:
+    """Inputs a person can read: uniform in [-1, 1], one decimal."""
+    rng = np.random.default_rng([seed, 1])
+    return np.round(rng.uniform(-1, 1, size=(n, d_model)), 1)  # (n, d_model)
+
+
+def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, AttentionWeights]:
+    try:
+        config = AttentionConfig(**request.config.model_dump())
+    except ConfigError as e:
+        raise LabError("config", str(e)) from None
+    n = len(request.tokens)
+    if request.query >= n:
+        raise LabError("query", f"query={request.query} is out of range; choose 0 to {n - 1}")
+
+    if request.x is None:
+        x = random_x(n, config.d_model, request.seed)
+    else:
+        x = _array("x", request.x)
+        if x.shape != (n, config.d_model):
+            raise LabError("x", f"x has shape {x.shape}; {n} tokens of width d_model={config.d_model} need {(n, config.d_model)}")
+
+    if request.weights is None:
+        weights = AttentionWeights.random(config, seed=request.seed)
+    else:
+        shapes = weight_shapes(config)
+        unknown = sorted(set(request.weights) - set(shapes))
+        if unknown:
+            raise LabError(f"weights.{unknown[0]}", f"not a weight of this config; give {', '.join(shapes)}")
+        missing = [name for name in shapes if name not in request.weights]
+        if missing:
+            raise LabError(f"weights.{missing[0]}", f"missing; this config needs {', '.join(shapes)}")
+        arrays = {name: _array(f"weights.{name}", request.weights[name]) for name in shapes}
+        for name, shape in shapes.items():
+            if arrays[name].shape != shape:
+                raise LabError(f"weights.{name}", f"has shape {arrays[name].shape}; this config needs {shape}")
+        weights = AttentionWeights(**arrays)
+    return config, x, weights
+
+
+def lab_payload(request: TraceRequest) -> TracePayload:
+    config, x, weights = lab_inputs(request)
+    return trace_payload(trace(x, weights, config), request.tokens, weights, request.query, request.encoding)
+
+
+def _array(field: str, values) -> np.ndarray:
+    try:
+        a = np.array(values, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise LabError(field, "must be a rectangular array of numbers (every row the same length)") from None
+    if not np.isfinite(a).all():
+        raise LabError(field, "every value must be a finite number: no NaN or infinity")
+    return a
