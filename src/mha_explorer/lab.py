@@ -26,6 +26,14 @@ def random_x(n: int, d_model: int, seed: int) -> np.ndarray:
     return np.round(rng.uniform(-1, 1, size=(n, d_model)), 1)  # (n, d_model)
 
 
+def random_weights(config: AttentionConfig, seed: int) -> AttentionWeights:
+    """Weights a person can read and that attend visibly: uniform in [-1, 1], one decimal."""
+    rng = np.random.default_rng([seed, 2])
+    return AttentionWeights(
+        **{name: np.round(rng.uniform(-1, 1, size=shape), 1) for name, shape in weight_shapes(config).items()}
+    )
+
+
 def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, AttentionWeights]:
     try:
         config = AttentionConfig(**request.config.model_dump())
@@ -43,7 +51,7 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
             raise LabError("x", f"x has shape {x.shape}; {n} tokens of width d_model={config.d_model} need {(n, config.d_model)}")
 
     if request.weights is None:
-        weights = AttentionWeights.random(config, seed=request.seed)
+        weights = random_weights(config, request.seed)
     else:
         shapes = weight_shapes(config)
         unknown = sorted(set(request.weights) - set(shapes))

@@ -112,6 +112,18 @@ NOTES: tuple[tuple[str, str], ...] = (
 )
 
 
+def notes(config: AttentionConfig) -> tuple[tuple[str, str], ...]:
+    """The teaching notes, with the first one true to this config's mask."""
+    if not config.causal:
+        return NOTES
+    causal = (
+        "visibility",
+        "This layer is causal: each query sees only itself and the tokens before it. Later keys are "
+        "set to minus infinity before the softmax, so their weights are exactly 0.",
+    )
+    return (causal, *NOTES[1:])
+
+
 def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
     """The stages of the walkthrough for this config: the mask only when it is causal."""
     return tuple(s for s in PAGE_STAGES if s.id != "mask" or config.causal)

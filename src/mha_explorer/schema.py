@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .costs import costs
-from .narrative import NOTES, mathml, page_stages
+from .narrative import mathml, notes, page_stages
 from .trace import STAGES, Trace
 from .weights import AttentionWeights
 
@@ -119,7 +119,7 @@ def trace_payload(
             PageStageModel(**asdict(s) | {"trace_stages": list(s.trace_stages)}, mathml=mathml(s.latex))
             for s in page_stages(config)
         ],
-        notes=[Note(id=i, text=text) for i, text in NOTES],
+        notes=[Note(id=i, text=text) for i, text in notes(config)],
         costs=CostsModel(**asdict(costs(config, t.n))),
     )
 

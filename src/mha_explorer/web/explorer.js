@@ -41,13 +41,20 @@ function svg(tag, attrs, ...children) {
 
 // Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00.
 export function fmt(value) {
-  if (value === null) return "−∞";
+  if (value === null || value === -Infinity) return "−∞";
   const s = value.toFixed(2);
   return s === "-0.00" ? "0.00" : s;
 }
 
 function full(value) {
   return value === null ? "-Infinity" : String(value);
+}
+
+function decode(b64) {
+  const bin = atob(b64);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return new Float64Array(bytes.buffer);
 }
 
 // A number the learner can check: two decimals shown, full precision on hover and focus.
@@ -58,9 +65,9 @@ function num(value, src, extra) {
 
 // A row-major array from the payload: at(i, j, ...) reads one entry.
 class Tensor {
-  constructor({ shape, data }) {
+  constructor({ shape, data, b64 }) {
     this.shape = shape;
-    this.data = data;
+    this.data = b64 ? decode(b64) : data;
     this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
   }
   at(...index) {
@@ -138,12 +145,14 @@ function render({ model, el }) {
   const previous = h("button", { type: "button", class: "step" }, "Previous");
   const next = h("button", { type: "button", class: "step primary" }, "Next");
   const reset = h("button", { type: "button", class: "reset" }, "Reset example");
+  const allToggle = h("button", { type: "button", class: "toggle", "aria-pressed": "false" }, "All queries");
   const steps = h("ol", { class: "steps" });
   const live = h("p", { class: "sr-only", "aria-live": "polite", role: "status" });
   const stagePanel = h("section", { class: "stage", "aria-labelledby": ids.stage + "-title" });
   const outputs = h("aside", { class: "outputs", "aria-label": "Head outputs" });
   const notes = h("section", { class: "notes", "aria-label": "Things to keep in mind" });
   const matrices = h("details", { class: "matrices" });
+  const costs = h("section", { class: "cost-section", "aria-label": "Cost" });
 
   const root = h(
     "div",
@@ -154,17 +163,18 @@ function render({ model, el }) {
       h("div", { class: "field" }, h("label", { for: ids.query }, "Query token"), querySelect),
       h("div", { class: "field" }, h("label", { for: ids.head }, "Inspect head"), headSelect),
       h("div", { class: "field" }, h("label", { for: ids.stage }, "Calculation stage"), stageSelect),
-      h("div", { class: "buttons" }, previous, next, reset),
+      h("div", { class: "buttons" }, allToggle, previous, next, reset),
     ),
     h("nav", { "aria-label": "Stages" }, steps),
     live,
     h("div", { class: "layout" }, stagePanel, outputs),
+    costs,
     matrices,
     notes,
   );
   el.replaceChildren(root);
 
-  const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query") });
+  const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
   const set = (changes) => {
     for (const [key, value] of Object.entries(changes)) model.set(key, value);
     model.save_changes();
@@ -173,6 +183,7 @@ function render({ model, el }) {
   querySelect.addEventListener("change", () => set({ query: Number(querySelect.value) }));
   headSelect.addEventListener("change", () => set({ head: Number(headSelect.value) }));
   stageSelect.addEventListener("change", () => set({ stage: stageSelect.value }));
+  allToggle.addEventListener("click", () => set({ all_queries: !model.get("all_queries") }));
   const move = (delta) => {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
     if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
@@ -181,7 +192,7 @@ function render({ model, el }) {
   next.addEventListener("click", () => move(1));
   reset.addEventListener("click", () => {
     if (model.get("payload") !== original) model.set("payload", original);
-    set({ stage: original.page_stages[0].id, head: 0, query: original.query });
+    set({ stage: original.page_stages[0].id, head: 0, query: original.query, all_queries: false });
   });
 
   function setPayload() {
@@ -201,11 +212,14 @@ function render({ model, el }) {
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("span", { class: "n" }, i + 1), s.title)));
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
     matrices.replaceChildren(h("summary", {}, "Matrices"), matricesView(view));
+    costs.replaceChildren(costPanel(payload));
   }
 
   function update(announce) {
     const { payload } = view;
     const { head, query } = clampState(state(), payload);
+    const all = state().all;
+    allToggle.setAttribute("aria-pressed", String(all));
     const stage = view.stageIds.includes(state().stage) ? state().stage : view.stageIds[0];
     const i = view.stageIds.indexOf(stage);
     querySelect.value = String(query);
@@ -223,19 +237,19 @@ function render({ model, el }) {
     }
     const info = payload.page_stages[i];
     // each view is built once per payload and kept: going back to it costs no work
-    const key = `${stage}|${head}|${query}`;
+    const key = `${stage}|${head}|${query}|${all}`;
     if (!view.panels.has(key)) {
       view.panels.set(key, [
         h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
         h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
         h("p", { class: "explain" }, info.explanation),
-        h("div", { class: "figure", "data-stage": stage }, STAGE_VIEWS[stage](view, query, head)),
+        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)),
       ]);
     }
     if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, headOutputs(view, query, head));
     stagePanel.replaceChildren(...view.panels.get(key));
     outputs.replaceChildren(...view.outputs.get(`${head}|${query}`));
-    if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}.`;
+    if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
   }
 
   setPayload();
@@ -261,8 +275,10 @@ function render({ model, el }) {
   model.on("change:stage", onState);
   model.on("change:head", onState);
   model.on("change:query", onState);
+  model.on("change:all_queries", onState);
   model.on("change:payload", onPayload);
   return () => {
+    model.off?.("change:all_queries", onState);
     model.off?.("change:stage", onState);
     model.off?.("change:head", onState);
     model.off?.("change:query", onState);
@@ -297,7 +313,7 @@ function projections(view, query, head) {
 
   function linked(name, weight, out, outRows, dOut) {
     // out[r, c] = X[outRows[r]] · W[:, c]
-    const xTable = matrix({
+    const xTable = grid({
       caption: outRows.length === 1 ? h("span", {}, sub("x", payload.tokens[query])) : "X",
       rows: outRows,
       cols: range(c.d_model),
@@ -305,14 +321,14 @@ function projections(view, query, head) {
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
     });
-    const wTable = matrix({
+    const wTable = grid({
       caption: h("span", {}, sup(sub("W", weight === "W_Q" ? head : g), name.toUpperCase())),
       rows: range(c.d_model),
       cols: range(dOut),
       value: (k, j) => w[weight].at(weight === "W_Q" ? head : g, k, j),
       src: (k, j) => `${weight}:${weight === "W_Q" ? head : g},${k},${j}`,
     });
-    const outTable = matrix({
+    const outTable = grid({
       caption: outRows.length === 1 ? h("span", {}, "q") : name.toUpperCase(),
       rows: outRows,
       cols: range(dOut),
@@ -346,6 +362,7 @@ function projections(view, query, head) {
     linked("k", "W_K", "k", all, c.d_head),
     linked("v", "W_V", "v", all, c.d_v),
     calc,
+    packed(view, query),
   ];
 }
 
@@ -489,7 +506,7 @@ function concat(view, query, head) {
 function output(view, query, head) {
   const { payload, t, w } = view;
   const { n_heads, d_v, d_model } = payload.config;
-  const wo = matrix({
+  const wo = grid({
     caption: sup("W", "O"),
     rows: range(n_heads * d_v),
     cols: range(d_model),
@@ -516,10 +533,21 @@ function output(view, query, head) {
       h("tr", { class: "total" }, h("th", { scope: "row" }, "output y"), range(d_model).map((m) => h("td", {}, num(y[m], `output:${query},${m}`)))),
     ),
   );
+  const wide = d_model > 16;
+  const contribMap = () =>
+    heatmap({
+      caption: "Each head's contribution to each output component (rows: heads, then the output)",
+      rows: n_heads + 1,
+      cols: d_model,
+      value: (r, m) => (r < n_heads ? contrib[r][m] : y[m]),
+      rowLabel: (r) => (r < n_heads ? `head ${r}` : "output y"),
+      colLabel: (m) => `y[${m}]`,
+      mark: head,
+    });
   return [
     h("div", { class: "equation" }, h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]")), h("span", { class: "op" }, "×"), wo),
-    table,
-    contributionChart(contrib, y, head),
+    wide ? contribMap() : table,
+    wide ? null : contributionChart(contrib, y, head),
   ];
 }
 
@@ -583,6 +611,257 @@ function contributionChart(contrib, y, head) {
   return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, "Bars right of the axis add, bars left subtract; the black tick is the output component."));
 }
 
+// ---- big matrices: a canvas heatmap with a readout, instead of thousands of table cells ----
+
+const TABLE_LIMIT = 160; // cells; above this a matrix is drawn on canvas
+
+function grid(options) {
+  const { rows, cols } = options;
+  if (rows.length * cols.length <= TABLE_LIMIT) return matrix(options);
+  return heatmap({
+    caption: options.caption,
+    rows: rows.length,
+    cols: cols.length,
+    value: options.value,
+    rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
+    colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
+  });
+}
+
+function textOf(x) {
+  return x instanceof Node ? x.textContent : Array.isArray(x) ? x.map(textOf).join("") : String(x);
+}
+
+function colour(v, scale, kind) {
+  if (v === null || v === -Infinity) return null;
+  const t = Math.min(1, Math.abs(v) / (scale || 1));
+  const [r, g, b] = kind === "weights" ? [29, 78, 160] : v < 0 ? [47, 111, 208] : [208, 102, 31];
+  const mix = (c) => Math.round(255 + (c - 255) * t);
+  return `rgb(${mix(r)},${mix(g)},${mix(b)})`;
+}
+
+// A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
+// cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked }) {
+  const cell = Math.max(5, Math.min(28, Math.floor(560 / Math.max(rows, cols))));
+  const left = 76;
+  const width = left + cols * cell;
+  const height = rows * cell;
+  let scale = 0;
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
+    const v = value(r, c);
+    if (v !== null && v !== -Infinity) scale = Math.max(scale, Math.abs(v));
+  }
+  if (kind === "weights") scale = 1;
+  const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img", "aria-label": `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values` });
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  const readout = h("p", { class: "readout", "aria-live": "polite" }, "Point at a cell, or focus the map and use the arrow keys.");
+  let cursor = null;
+
+  function draw() {
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.font = `${Math.min(12, Math.max(8, cell - 2))}px system-ui, sans-serif`;
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "right";
+    for (let r = 0; r < rows; r++) {
+      if (cell >= 8 || r % Math.ceil(8 / cell) === 0) {
+        ctx.fillStyle = r === mark ? "#1d2330" : "#5b6475";
+        ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * cell + cell / 2);
+      }
+      for (let c = 0; c < cols; c++) {
+        const fill = masked && masked(r, c) ? null : colour(value(r, c), scale, kind);
+        const x = left + c * cell;
+        const y = r * cell;
+        if (fill === null) {
+          ctx.fillStyle = "#e4e6ea";
+          ctx.fillRect(x, y, cell, cell);
+          ctx.strokeStyle = "#a0a6b0";
+          ctx.beginPath();
+          ctx.moveTo(x, y + cell);
+          ctx.lineTo(x + cell, y);
+          ctx.stroke();
+        } else {
+          ctx.fillStyle = fill;
+          ctx.fillRect(x, y, cell, cell);
+        }
+      }
+    }
+    if (mark !== undefined && mark !== null) {
+      ctx.strokeStyle = "#1d2330";
+      ctx.lineWidth = 2;
+      ctx.strokeRect(left + 1, mark * cell + 1, cols * cell - 2, cell - 2);
+    }
+    if (cursor) {
+      ctx.strokeStyle = "#c2410c";
+      ctx.lineWidth = 2;
+      ctx.strokeRect(left + cursor[1] * cell + 1, cursor[0] * cell + 1, cell - 2, cell - 2);
+    }
+  }
+
+  function show(r, c) {
+    cursor = [r, c];
+    const v = value(r, c);
+    const note = masked && masked(r, c) ? " (masked)" : "";
+    readout.textContent = `${rowLabel(r)} · ${colLabel(c)}: ${fmt(v)} (${full(v === -Infinity ? null : v)})${note}`;
+    draw();
+  }
+
+  canvas.addEventListener("mousemove", (event) => {
+    const box = canvas.getBoundingClientRect();
+    const c = Math.floor((event.clientX - box.left - left) / cell);
+    const r = Math.floor((event.clientY - box.top) / cell);
+    if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c);
+  });
+  canvas.addEventListener("keydown", (event) => {
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (!moves[event.key]) return;
+    event.preventDefault();
+    const [r, c] = cursor || [0, 0];
+    const [dr, dc] = cursor ? moves[event.key] : [0, 0];
+    show(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));
+  });
+  canvas.addEventListener("focus", () => cursor || show(mark ?? 0, 0));
+  draw();
+  return h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), canvas, readout);
+}
+
+// ---- every query at once: the current stage as whole matrices ------------------------------
+
+function allQueries(view, query, head, stage) {
+  const { payload, t } = view;
+  const c = payload.config;
+  const n = payload.tokens.length;
+  const g = payload.kv_group[head];
+  const tok = (r) => payload.tokens[r];
+  const later = c.causal ? (r, j) => j > r : null; // key after the query: masked
+  const map = (caption, a, index, cols, colLabel, kind, masked) =>
+    heatmap({ caption, rows: n, cols, value: (r, j) => a.at(...index(r, j)), rowLabel: tok, colLabel, mark: query, kind, masked });
+  const byToken = (j) => `key ${tok(j)}`;
+  const comp = (name) => (j) => `${name}[${j}]`;
+  const views = {
+    projections: () => [
+      map(`Q of head ${head} (n × d_head)`, t.q, (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`K of K/V head ${g}`, t.k, (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`V of K/V head ${g}`, t.v, (r, j) => [g, r, j], c.d_v, comp("v")),
+    ],
+    scores: () => [
+      map(`Q Kᵀ of head ${head}: row = query, column = key`, t.scores, (r, j) => [head, r, j], n, byToken),
+      map(`Scaled by 1/√${c.d_head}`, t.scaled, (r, j) => [head, r, j], n, byToken),
+    ],
+    mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, t.mask, (r, j) => [head, r, j], n, byToken)],
+    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, t.weights, (r, j) => [head, r, j], n, byToken, "weights", later)],
+    mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, t.z, (r, j) => [head, r, j], c.d_v, comp("z"))],
+    concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, t.concat, (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
+    output: () => [map("output Y (n × d_model)", t.output, (r, j) => [r, j], c.d_model, comp("y"))],
+  };
+  return [
+    h("p", { class: "lead" }, `Every query at once: one row per query token. The outlined row is “`, tok(query), "”, the query of the one-query view. In practice all rows are computed together, as matrix products."),
+    h("div", { class: "maps" }, views[stage]()),
+  ];
+}
+
+// ---- K/V sharing and costs -----------------------------------------------------------------
+
+function sharing(payload) {
+  const { n_heads, n_kv_heads } = payload.config;
+  const width = Math.max(220, n_heads * 34 + 20);
+  const x = (i, count) => 10 + ((i + 0.5) * (width - 20)) / count;
+  const chart = svg("svg", { class: "sharing", viewBox: `0 0 ${width} 96`, role: "img", "aria-label": `${n_heads} query heads reading ${n_kv_heads} key/value heads: ${payload.kv_group.map((g, i) => `head ${i} reads K/V ${g}`).join(", ")}` });
+  payload.kv_group.forEach((g, i) => chart.append(svg("line", { x1: x(i, n_heads), y1: 26, x2: x(g, n_kv_heads), y2: 70, class: "link" })));
+  for (let i = 0; i < n_heads; i++) {
+    chart.append(svg("circle", { cx: x(i, n_heads), cy: 18, r: 9, class: `fill head-${i % 8}` }));
+    chart.append(svg("text", { x: x(i, n_heads), y: 22, "text-anchor": "middle", class: "node-label" }, `${i}`));
+  }
+  for (let g = 0; g < n_kv_heads; g++) {
+    chart.append(svg("rect", { x: x(g, n_kv_heads) - 14, y: 70, width: 28, height: 18, rx: 3, class: "kv" }));
+    chart.append(svg("text", { x: x(g, n_kv_heads), y: 83, "text-anchor": "middle", class: "node-label dark" }, `${g}`));
+  }
+  return h("figure", { class: "sharing-figure" }, chart, h("figcaption", {}, "query heads (top) read key/value heads (bottom)"));
+}
+
+function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+}
+
+function costPanel(payload) {
+  const k = payload.costs;
+  const c = payload.config;
+  const rows = [
+    [`${c.kind} (this)`, k.kv_cache],
+    ["MHA", k.kv_cache_mha],
+    ["MQA", k.kv_cache_mqa],
+  ];
+  const cache = h(
+    "table",
+    { class: "calc-table cost" },
+    h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`),
+    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16 × ${k.n}`, `float32 × ${k.n}`].map((x) => h("th", { scope: "col" }, x)))),
+    h(
+      "tbody",
+      {},
+      rows.map(([label, kv]) =>
+        h("tr", { "data-kind": kv.kind }, h("th", { scope: "row" }, label), h("td", {}, String(kv.n_kv_heads)), h("td", {}, String(kv.numbers_per_token)), h("td", {}, bytes(kv.bytes_per_token.float16)), h("td", {}, bytes(kv.bytes_per_token.float32)), h("td", {}, bytes(kv.bytes.float16)), h("td", {}, bytes(kv.bytes.float32))),
+      ),
+    ),
+  );
+  const stages = Object.entries(k.multiply_adds);
+  const total = stages.reduce((sum, [, v]) => sum + v, 0);
+  const macs = h(
+    "table",
+    { class: "calc-table cost" },
+    h("caption", {}, `Multiply-adds for n = ${k.n} tokens`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "stage"), h("th", { scope: "col" }, "multiply-adds"))),
+    h("tbody", {}, stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")))), h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")))),
+  );
+  return h(
+    "details",
+    { class: "costs" },
+    h("summary", {}, "Cost of this configuration"),
+    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), cache), macs),
+  );
+}
+
+// ---- the packed view: all heads' W^Q side by side, one product, then a reshape ---------------
+
+function packed(view, query) {
+  const { payload, t, w } = view;
+  const c = payload.config;
+  const width = c.n_heads * c.d_head;
+  const headOf = (col) => Math.floor(col / c.d_head);
+  const wq = grid({
+    caption: h("span", {}, sup("W", "Q"), ` packed (${c.d_model} × ${c.n_heads}·${c.d_head})`),
+    rows: range(c.d_model),
+    cols: range(width),
+    value: (m, col) => w.W_Q.at(headOf(col), m, col % c.d_head),
+    src: (m, col) => `W_Q:${headOf(col)},${m},${col % c.d_head}`,
+    colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
+  });
+  const q = grid({
+    caption: "x W^Q, then split into heads",
+    rows: [query],
+    cols: range(width),
+    value: (_, col) => t.q.at(headOf(col), query, col % c.d_head),
+    src: (_, col) => `q:${headOf(col)},${query},${col % c.d_head}`,
+    rowLabel: (r) => h("span", { class: "tok" }, payload.tokens[r]),
+    colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
+  });
+  return h(
+    "details",
+    { class: "packed" },
+    h("summary", {}, "Packed view: all heads in one matrix"),
+    h("p", {}, `Libraries keep every head's W^Q side by side in one ${c.d_model} × ${width} matrix. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on. The input is never sliced per head: every head reads all of x.`),
+    h("div", { class: "equation" }, h("span", {}, sub("x", payload.tokens[query])), h("span", { class: "op" }, "×"), wq, h("span", { class: "op" }, "="), q),
+  );
+}
+
 const STAGE_VIEWS = { projections, scores, mask, weights, mixing, concat, output };
 
 // ---- always visible: every head's output for the current query ----------------------------
@@ -617,7 +896,7 @@ function matricesView(view) {
   const c = payload.config;
   const tok = (r) => h("span", { class: "tok" }, payload.tokens[r]);
   const perHead = (name, i, width) =>
-    matrix({
+    grid({
       caption: h("span", {}, sup(sub("W", i), name.slice(2))),
       rows: range(c.d_model),
       cols: range(width),
@@ -628,7 +907,7 @@ function matricesView(view) {
     const g = payload.kv_group[i];
     return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, g !== i ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, perHead("W_Q", i, c.d_head), perHead("W_K", g, c.d_head), perHead("W_V", g, c.d_v)));
   });
-  const wo = matrix({
+  const wo = grid({
     caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`),
     rows: range(c.n_heads * c.d_v),
     cols: range(c.d_model),
@@ -641,7 +920,7 @@ function matricesView(view) {
     "div",
     { class: "matrices-body" },
     h("p", {}, "The fixed numbers of this example. Every head reads all of X; each output column of ", sup("W", "O"), " takes rows from every head, so every output component gets contributions from both heads."),
-    matrix({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
+    grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,
   );

@@ -1,5 +1,7 @@
-// The standalone page: a tiny model adapter around explorer.js, fed by the server's API.
+// The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
+// With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
 import explorer from "./explorer.js";
+import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 
 // The subset of the anywidget model the explorer uses: get, set, save_changes, on, off.
 export class PageModel {
@@ -25,21 +27,215 @@ export class PageModel {
   }
 }
 
+const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
+const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
+
+// ---- the link: the whole view in the URL's fragment ----------------------------------------
+
+function readLink(hash) {
+  const params = new URLSearchParams(hash.replace(/^#/, ""));
+  const known = new Set(["mode", "stage", "head", "query", "all", "tokens", "seed", "edits", "causal", "bias", ...CONFIG_KEYS]);
+  for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${key.slice(0, 20)}”`);
+  const whole = (name, fallback) => {
+    if (!params.has(name)) return fallback;
+    const text = params.get(name);
+    if (!/^\d+$/.test(text)) throw new Error(`${name}=“${text.slice(0, 20)}” is not a whole number`);
+    return Number(text);
+  };
+  const flag = (name) => {
+    const text = params.get(name) ?? "0";
+    if (text !== "0" && text !== "1") throw new Error(`${name} must be 0 or 1`);
+    return text === "1";
+  };
+  const mode = params.get("mode") || "teaching";
+  if (mode !== "teaching" && mode !== "lab") throw new Error(`mode=“${mode.slice(0, 20)}” is neither teaching nor lab`);
+  const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: whole("query", null), all: flag("all") };
+  if (mode === "lab") {
+    const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
+    if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
+    config.causal = flag("causal");
+    config.bias = flag("bias");
+    const tokens = (params.get("tokens") || "").split(" ").filter(Boolean);
+    view.lab = { config, tokens, seed: whole("seed", 0), edits: decodeEdits(params.get("edits")) };
+  }
+  return view;
+}
+
+function writeLink(model, mode, lab) {
+  const params = new URLSearchParams();
+  params.set("mode", mode);
+  if (mode === "lab") {
+    for (const k of CONFIG_KEYS) params.set(k, lab.config[k]);
+    params.set("causal", lab.config.causal ? "1" : "0");
+    params.set("bias", lab.config.bias ? "1" : "0");
+    params.set("tokens", lab.tokens.join(" "));
+    params.set("seed", lab.seed);
+    if (lab.edits.size) params.set("edits", encodeEdits(lab.edits));
+  }
+  params.set("stage", model.get("stage"));
+  params.set("head", model.get("head"));
+  params.set("query", model.get("query"));
+  if (model.get("all_queries")) params.set("all", "1");
+  history.replaceState(null, "", `#${params}`);
+}
+
+// ---- traces: from the API, or from the exported data ------------------------------------------
+
+async function teachingPayload() {
+  if (STATIC) return STATIC.teaching;
+  const response = await fetch("api/example?encoding=base64");
+  if (!response.ok) throw new Error(`the server answered ${response.status}`);
+  return response.json();
+}
+
+function staticPreset(state) {
+  for (const [id, preset] of Object.entries(PRESETS)) {
+    const same = JSON.stringify(preset.config) === JSON.stringify(state.config) && state.tokens.join(" ") === PRESET_TOKENS.join(" ");
+    if (same && state.seed === 0 && !state.arrays) return STATIC.presets[id];
+  }
+  return null;
+}
+
+async function compute(state) {
+  if (STATIC) {
+    const payload = staticPreset(state);
+    return payload ? { payload } : { errors: { config: "This static copy holds only the presets; run mha-explorer serve to compute other configurations." } };
+  }
+  const body = { config: state.config, tokens: state.tokens, seed: state.seed, encoding: "base64" };
+  if (state.arrays) {
+    const { x, ...weights } = state.arrays;
+    Object.assign(body, { x, weights });
+  }
+  try {
+    const response = await fetch("api/trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const answer = await response.json();
+    if (response.ok) return { payload: answer };
+    const errors = {};
+    for (const item of answer.detail || []) errors[item.field] = item.message;
+    return { errors: Object.keys(errors).length ? errors : { request: `the server answered ${response.status}` } };
+  } catch (error) {
+    return { errors: { request: `the server could not be reached (${error.message})` } };
+  }
+}
+
+// ---- the page ---------------------------------------------------------------------------------
+
+function validView(payload, view) {
+  const ids = payload.page_stages.map((s) => s.id);
+  if (view.stage !== null && !ids.includes(view.stage)) throw new Error(`stage “${String(view.stage).slice(0, 20)}” is not one of ${ids.join(", ")}`);
+  if (view.head >= payload.config.n_heads) throw new Error(`head ${view.head} is out of range: there are ${payload.config.n_heads} heads`);
+  if (view.query !== null && view.query >= payload.tokens.length) throw new Error(`query ${view.query} is out of range: there are ${payload.tokens.length} tokens`);
+  return { stage: view.stage ?? ids[0], head: view.head, query: view.query ?? payload.query, all_queries: view.all };
+}
+
 async function main() {
   const app = document.getElementById("app");
+  const notice = document.getElementById("notice");
+  const labBox = document.getElementById("lab");
+  const teachingButton = document.getElementById("mode-teaching");
+  const labButton = document.getElementById("mode-lab");
+  const say = (text) => {
+    notice.textContent = text;
+    notice.hidden = !text;
+  };
+
+  let teaching;
   try {
-    const response = await fetch("api/example");
-    if (!response.ok) throw new Error(`the server answered ${response.status}`);
-    const payload = await response.json();
-    const model = new PageModel({ payload, stage: payload.page_stages[0].id, head: 0, query: payload.query });
-    explorer.render({ model, el: app });
-    window.mhaExplorer = { model };
+    teaching = await teachingPayload();
   } catch (error) {
     const message = document.createElement("p");
     message.className = "error";
     message.textContent = `The teaching example could not be loaded (${error.message}). Is mha-explorer serve still running?`;
     app.replaceChildren(message);
+    return;
   }
+
+  let link;
+  try {
+    link = readLink(location.hash);
+  } catch (error) {
+    say(`This link could not be used: ${error.message}. Showing the teaching example instead.`);
+    link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
+  }
+
+  let mode = "teaching";
+  let start;
+  try {
+    start = validView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
+  } catch (error) {
+    say(`This link could not be used: ${error.message}. Showing the teaching example instead.`);
+    link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
+    start = validView(teaching, link);
+  }
+  const model = new PageModel({ payload: teaching, ...start });
+  explorer.render({ model, el: app });
+  window.mhaExplorer = { model };
+
+  const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
+  let pendingView = link.mode === "lab" ? link : null;
+  const editor = createLab({
+    container: labBox,
+    initial: initialLab,
+    compute,
+    editable: !STATIC,
+    onPayload: (payload) => {
+      let view = { stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all_queries: model.get("all_queries") };
+      if (pendingView) {
+        try {
+          view = validView(payload, pendingView);
+        } catch (error) {
+          say(`This link could not be used: ${error.message}. Showing the teaching example instead.`);
+          pendingView = null;
+          setMode("teaching");
+          return;
+        }
+        pendingView = null;
+      }
+      const ids = payload.page_stages.map((s) => s.id);
+      model.set("payload", payload);
+      model.set("stage", ids.includes(view.stage) ? view.stage : ids[0]);
+      model.set("head", view.head < payload.config.n_heads ? view.head : 0);
+      model.set("query", view.query < payload.tokens.length ? view.query : 0);
+      model.set("all_queries", Boolean(view.all_queries));
+      writeLink(model, mode, editor.lab);
+    },
+  });
+
+  function setMode(next) {
+    mode = next;
+    teachingButton.setAttribute("aria-pressed", String(mode === "teaching"));
+    labButton.setAttribute("aria-pressed", String(mode === "lab"));
+    labBox.hidden = mode !== "lab";
+    if (mode === "teaching") {
+      if (model.get("payload") !== teaching) {
+        model.set("payload", teaching);
+        model.set("stage", teaching.page_stages[0].id);
+        model.set("head", 0);
+        model.set("query", teaching.query);
+      }
+      writeLink(model, mode, editor.lab);
+    } else {
+      editor.start().then((ok) => {
+        if (!ok && pendingView) {
+          pendingView = null;
+          say("This link could not be used: its lab settings were rejected (see the lab's messages). Showing the teaching example instead.");
+          setMode("teaching");
+        }
+      });
+    }
+  }
+
+  teachingButton.addEventListener("click", () => setMode("teaching"));
+  labButton.addEventListener("click", () => {
+    say("");
+    setMode("lab");
+  });
+  for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, mode, editor.lab));
+  model.on("change:payload", () => {
+    // "Reset example" puts the teaching payload back: follow it into teaching mode
+    if (model.get("payload") === teaching && mode === "lab") setMode("teaching");
+  });
+  setMode(link.mode);
 }
 
 main();
