@@ -75,5 +75,21 @@ def serve(host: str, port: int) -> None:
     uvicorn.run(create_app(), host=host, port=port, log_level="warning")
 
 
+@main.command("export-site")
+@click.argument("directory", type=click.Path(file_okay=False, writable=True))
+def export_site_command(directory: str) -> None:
+    """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host)."""
+    from pathlib import Path
+
+    from .export import export_site
+
+    try:
+        written = export_site(Path(directory))
+    except OSError as e:
+        fail(f"cannot write to {directory}: {e.strerror or e}; choose a writable directory")
+    total = sum(p.stat().st_size for p in written)
+    click.echo(f"wrote {len(written)} files ({total / 1024:.0f} KiB) to {directory}; open {Path(directory) / 'index.html'}")
+
+
 if __name__ == "__main__":
     main()

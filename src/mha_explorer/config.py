@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+
+DEFAULT_NORM_EPS = 1e-6  # the q/k RMS norm's epsilon when a config does not give one
 
 
 class ConfigError(ValueError):
@@ -18,6 +21,12 @@ class AttentionConfig:
     d_v: int | None = None  # width of v per head; default d_head
     causal: bool = False  # mask key positions after the query
     bias: bool = False  # add biases to the Q, K, V and output projections
+    # What real architectures add; each defaults to "absent", and an absent stage is not recorded.
+    qk_norm: bool = False  # RMS-normalize every q and k row (over d_head) and scale it by q_norm / k_norm
+    norm_eps: float | None = None  # epsilon of that RMS norm; DEFAULT_NORM_EPS when qk_norm and not given
+    rope_theta: float | None = None  # rotary positions on q and k (after any q/k norm), base theta
+    sliding_window: int | None = None  # key j visible to query i only if i - sliding_window < j
+    scale: float | None = None  # multiplies the scores; default 1 / sqrt(d_head)
     kv_group: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -48,12 +57,29 @@ class AttentionConfig:
         if self.d_v is None:
             object.__setattr__(self, "d_v", self.d_head)
         _check_positive_int("d_v", self.d_v)
-        for name in ("causal", "bias"):
+        for name in ("causal", "bias", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
+        self._check_architecture_fields()
         # head i reads key/value head i // (n_heads / n_kv_heads)
         group_size = self.n_heads // self.n_kv_heads
         object.__setattr__(self, "kv_group", tuple(i // group_size for i in range(self.n_heads)))
+
+    def _check_architecture_fields(self) -> None:
+        if self.norm_eps is not None:
+            if not self.qk_norm:
+                raise ConfigError(f"norm_eps={self.norm_eps!r} is only used with qk_norm=True: set both or neither")
+            _check_positive_float("norm_eps", self.norm_eps)
+        if self.rope_theta is not None:
+            _check_positive_float("rope_theta", self.rope_theta)
+            if self.d_head % 2:
+                raise ConfigError(
+                    f"rope_theta needs an even d_head to rotate pairs of components; d_head={self.d_head} is odd"
+                )
+        if self.sliding_window is not None:
+            _check_positive_int("sliding_window", self.sliding_window)
+        if self.scale is not None:
+            _check_positive_float("scale", self.scale)
 
     @property
     def kind(self) -> str:
@@ -62,10 +88,30 @@ class AttentionConfig:
             return "MHA"
         return "MQA" if self.n_kv_heads == 1 else "GQA"
 
+    @property
+    def masked(self) -> bool:
+        """Whether some keys are hidden from some queries: causal, a sliding window, or both."""
+        return self.causal or self.sliding_window is not None
+
     def to_dict(self) -> dict:
+        """The fields to rebuild this config; the architecture fields only when present."""
         d = asdict(self)
         d.pop("kv_group")
+        for name in _ABSENT_WHEN:
+            if d[name] == _ABSENT_WHEN[name]:
+                d.pop(name)
         return d
+
+
+# The architecture fields and the value that means "this layer does not have it".
+_ABSENT_WHEN = {"qk_norm": False, "norm_eps": None, "rope_theta": None, "sliding_window": None, "scale": None}
+
+
+def _check_positive_float(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name}={value!r} must be a number such as 1e-6")
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name}={value} must be a finite number above 0")
 
 
 def _check_positive_int(name: str, value: object) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from latex2mathml.converter import convert as latex_to_mathml
@@ -28,6 +28,26 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "Each head multiplies the whole input vector of a token by its own three matrices. "
         "The query token gets a query vector q; every token, the query included, gets a key k and a value v. "
         "No head sees a slice of x: each one projects all of it.",
+    ),
+    PageStage(
+        "qk_norm",
+        "Query/key norm",
+        ("q_normed", "k_normed"),
+        r"\hat{q} = \frac{q}{\sqrt{\frac{1}{d_k}\sum_m q_m^2 + \epsilon}} \odot w^q,\quad"
+        r"\hat{k}_j = \frac{k_j}{\sqrt{\frac{1}{d_k}\sum_m k_{j,m}^2 + \epsilon}} \odot w^k",
+        "This layer normalizes every query and key before comparing them: each vector is divided by its "
+        "root mean square, then multiplied component by component by a learned vector. "
+        "The scores can then no longer grow just because q or k got long.",
+    ),
+    PageStage(
+        "rope",
+        "Rotary positions",
+        ("q_rotated", "k_rotated"),
+        r"\tilde{q}_t = R_{t}\,q_t,\quad \tilde{k}_j = R_{j}\,k_j,\quad"
+        r"\tilde{q}_t \cdot \tilde{k}_j = q_t^\top R_{j-t}\,k_j",
+        "The layer has no position vectors added to its input. Instead it turns q and k by angles that grow "
+        "with the token's position: components m and m + d_k/2 form a pair, and each pair turns at its own "
+        "speed. A dot product of two turned vectors depends only on how far apart the tokens are.",
     ),
     PageStage(
         "scores",
@@ -121,12 +141,49 @@ def notes(config: AttentionConfig) -> tuple[tuple[str, str], ...]:
         "This layer is causal: each query sees only itself and the tokens before it. Later keys are "
         "set to minus infinity before the softmax, so their weights are exactly 0.",
     )
+    if config.sliding_window is not None:
+        causal = (
+            "visibility",
+            f"This layer is causal with a sliding window of {config.sliding_window}: each query sees itself "
+            f"and at most the {config.sliding_window - 1} tokens before it. Every other key is set to minus "
+            "infinity before the softmax, so its weight is exactly 0.",
+        )
     return (causal, *NOTES[1:])
 
 
+# Shown only when the layer has the trace stages behind them.
+_OPTIONAL = {
+    "qk_norm": lambda c: c.qk_norm,
+    "rope": lambda c: c.rope_theta is not None,
+    "mask": lambda c: c.masked,
+}
+
+
 def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
-    """The stages of the walkthrough for this config: the mask only when it is causal."""
-    return tuple(s for s in PAGE_STAGES if s.id != "mask" or config.causal)
+    """The stages of the walkthrough for this config: the mask only when causal or windowed, the
+    q/k norm and rotary stages only when the layer has them."""
+    stages = tuple(s for s in PAGE_STAGES if _OPTIONAL.get(s.id, lambda c: True)(config))
+    if config.sliding_window is None:
+        return stages
+    return tuple(_windowed_mask(s, config) if s.id == "mask" else s for s in stages)
+
+
+def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:
+    w = config.sliding_window
+    if config.causal:
+        latex = r"s_{j} \leftarrow -\infty \ \text{ for } j > t \text{ or } j \le t - " + str(w)
+        text = (
+            f"This layer looks back through a sliding window: a query sees itself and at most the {w - 1} "
+            "tokens before it. Later keys, and keys further back than the window, get minus infinity, "
+            "so their weights after the softmax are exactly zero."
+        )
+    else:
+        latex = r"s_{j} \leftarrow -\infty \ \text{ for } j \le t - " + str(w)
+        text = (
+            f"This layer uses a sliding window: keys more than {w - 1} positions before the query get "
+            "minus infinity, so their weights after the softmax are exactly zero."
+        )
+    return replace(stage, latex=latex, explanation=text)
 
 
 @lru_cache(maxsize=None)

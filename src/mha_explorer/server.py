@@ -46,10 +46,10 @@ def explain(error: dict) -> dict:
         message = f"{given!r} is more than the limit of {ctx['le']}; use at most {ctx['le']}"
     elif kind == "greater_than_equal":
         message = f"{given!r} is less than {ctx['ge']}; use at least {ctx['ge']}"
-    elif kind == "too_long":
+    elif kind in ("too_long", "string_too_long"):
         what = "characters" if isinstance(given, str) else "entries"
-        message = f"has {ctx.get('actual_length')} {what}; the limit is {ctx['max_length']}"
-    elif kind == "too_short":
+        message = f"has {len(given) if isinstance(given, (str, list)) else ctx.get('actual_length')} {what}; the limit is {ctx['max_length']}"
+    elif kind in ("too_short", "string_too_short"):
         message = f"is empty; give at least {ctx['min_length']}"
     elif kind == "finite_number":
         message = "must be a finite number: no NaN or infinity"

@@ -9,11 +9,12 @@ Shapes use these letters:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError
+from .config import DEFAULT_NORM_EPS, AttentionConfig, ConfigError
 from .weights import AttentionWeights
 
 
@@ -25,15 +26,46 @@ class Stage:
     meaning: str
 
 
-# The recorded stages, in order. `mask` is present only when the config is causal.
+# The recorded stages, in order. The optional ones are present only when the layer has them:
+# `q_normed`/`k_normed` with qk_norm, `q_rotated`/`k_rotated` with rope_theta, `mask` when causal
+# or with a sliding window. The scores are taken from the last q and k recorded before them.
 STAGES: tuple[Stage, ...] = (
     Stage("x", "(n, d_model)", r"X", "the input: one row per token"),
     Stage("q", "(n_heads, n, d_head)", r"Q_i = X W_i^Q", "queries, one set per head"),
     Stage("k", "(n_kv_heads, n, d_head)", r"K_g = X W_g^K", "keys, one set per key/value head"),
     Stage("v", "(n_kv_heads, n, d_v)", r"V_g = X W_g^V", "values, one set per key/value head"),
+    Stage(
+        "q_normed",
+        "(n_heads, n, d_head)",
+        r"\hat{Q}_i = \frac{Q_i}{\mathrm{rms}(Q_i)} \odot w^q",
+        "each query row divided by its root mean square over d_head, times the learned q_norm",
+    ),
+    Stage(
+        "k_normed",
+        "(n_kv_heads, n, d_head)",
+        r"\hat{K}_g = \frac{K_g}{\mathrm{rms}(K_g)} \odot w^k",
+        "each key row divided by its root mean square over d_head, times the learned k_norm",
+    ),
+    Stage(
+        "q_rotated",
+        "(n_heads, n, d_head)",
+        r"\tilde{Q}_i = Q_i \odot \cos\Theta + \mathrm{rot}(Q_i) \odot \sin\Theta",
+        "queries rotated by position p (RoPE): pair (m, m + d_head/2) turns by p * theta^(-2m/d_head)",
+    ),
+    Stage(
+        "k_rotated",
+        "(n_kv_heads, n, d_head)",
+        r"\tilde{K}_g = K_g \odot \cos\Theta + \mathrm{rot}(K_g) \odot \sin\Theta",
+        "keys rotated by their position, the same way, so q . k depends on the distance between positions",
+    ),
     Stage("scores", "(n_heads, n, n)", r"S_i = Q_i K_{g(i)}^\top", "every query dotted with every key"),
     Stage("scaled", "(n_heads, n, n)", r"S_i / \sqrt{d_{head}}", "scores divided by the square root of d_head"),
-    Stage("mask", "(n_heads, n, n)", r"S_i / \sqrt{d_{head}} + M", "scaled scores with later keys set to -inf"),
+    Stage(
+        "mask",
+        "(n_heads, n, n)",
+        r"S_i / \sqrt{d_{head}} + M",
+        "scaled scores with hidden keys (after the query; outside a sliding window) set to -inf",
+    ),
     Stage("weights", "(n_heads, n, n)", r"A_i = \mathrm{softmax}(\cdot)", "softmax over keys: each row sums to 1"),
     Stage("z", "(n_heads, n, d_v)", r"Z_i = A_i V_{g(i)}", "each head's weighted sum of value rows"),
     Stage("concat", "(n, n_heads*d_v)", r"[Z_0 \mid \dots \mid Z_{h-1}]", "head outputs side by side, in head order"),
@@ -65,8 +97,14 @@ class Trace:
         return self.stages["x"].shape[0]
 
 
-def trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> Trace:
-    """Run one attention layer on x and record every stage (see STAGES)."""
+def trace(
+    x: np.ndarray, weights: AttentionWeights, config: AttentionConfig, positions: np.ndarray | None = None
+) -> Trace:
+    """Run one attention layer on x and record every stage (see STAGES).
+
+    positions: the position of each token, (n,) integers, default 0..n-1. Only RoPE reads them;
+    the causal and sliding-window masks compare token indices.
+    """
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
@@ -76,6 +114,7 @@ def trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> 
     w = weights
     n = x.shape[0]
     group = np.asarray(config.kv_group)
+    positions = _positions(positions, n)
 
     q = x @ w.W_Q  # (h, n, e): every head projects the full input
     k = x @ w.W_K  # (g, n, e)
@@ -84,21 +123,36 @@ def trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> 
         q = q + w.b_Q[:, None, :]
         k = k + w.b_K[:, None, :]
         v = v + w.b_V[:, None, :]
+    stages = {"x": x, "q": q, "k": k, "v": v}
+
+    if config.qk_norm:
+        eps = DEFAULT_NORM_EPS if config.norm_eps is None else config.norm_eps
+        q = _rms_norm(q, w.q_norm, eps)  # (h, n, e)
+        k = _rms_norm(k, w.k_norm, eps)  # (g, n, e)
+        stages |= {"q_normed": q, "k_normed": k}
+    if config.rope_theta is not None:
+        cos, sin = _rotary(positions, config.d_head, config.rope_theta, q.dtype)  # (n, e) each
+        q = q * cos + _rotate_half(q) * sin  # (h, n, e)
+        k = k * cos + _rotate_half(k) * sin  # (g, n, e)
+        stages |= {"q_rotated": q, "k_rotated": k}
 
     k_h, v_h = (k, v) if config.n_kv_heads == config.n_heads else (k[group], v[group])  # (h, n, e), (h, n, f)
     scores = q @ k_h.transpose(0, 2, 1)  # (h, n, n): row = query, column = key
-    scaled = scores * (1.0 / np.sqrt(config.d_head))  # (h, n, n)
-    stages = {"x": x, "q": q, "k": k, "v": v, "scores": scores, "scaled": scaled}
+    # a Python float, not np.sqrt's float64 scalar, so float32 scores stay float32
+    scale = 1.0 / math.sqrt(config.d_head) if config.scale is None else float(config.scale)
+    scaled = scores * scale  # (h, n, n)
+    stages |= {"scores": scores, "scaled": scaled}
 
     logits = scaled
-    if config.causal:
-        later = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): key after query
-        logits = np.where(later, -np.inf, scaled)  # (h, n, n)
+    if config.masked:
+        logits = np.where(hidden_keys(n, config), -np.inf, scaled)  # (h, n, n)
         stages["mask"] = logits
 
-    # softmax over keys; subtracting the row max changes nothing but avoids overflow
-    e = np.exp(logits - logits.max(axis=-1, keepdims=True))  # (h, n, n)
-    weights_ = e / e.sum(axis=-1, keepdims=True)
+    # softmax over keys; subtracting the row max changes nothing but avoids overflow.
+    # The subtraction makes a fresh array, so exp and the division work in place on it.
+    weights_ = logits - logits.max(axis=-1, keepdims=True)  # (h, n, n)
+    np.exp(weights_, out=weights_)
+    weights_ /= weights_.sum(axis=-1, keepdims=True)
     z = weights_ @ v_h  # (h, n, f)
     concat = z.transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
     output = concat @ w.W_O  # (n, d)
@@ -108,3 +162,51 @@ def trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> 
 
     stages |= {"weights": weights_, "z": z, "concat": concat, "output": output, "contributions": contributions}
     return Trace(config=config, stages=stages)
+
+
+def hidden_keys(n: int, config: AttentionConfig) -> np.ndarray:
+    """(n, n) booleans, True where query i may not see key j: j > i when causal, and
+    j <= i - sliding_window with a sliding window. Every query always sees itself."""
+    i = np.arange(n)[:, None]  # (n, 1) query index
+    j = np.arange(n)[None, :]  # (1, n) key index
+    hidden = np.zeros((n, n), dtype=bool)
+    if config.causal:
+        hidden |= j > i
+    if config.sliding_window is not None:
+        hidden |= j <= i - config.sliding_window
+    return hidden
+
+
+def _positions(positions: np.ndarray | None, n: int) -> np.ndarray:
+    if positions is None:
+        return np.arange(n)
+    positions = np.asarray(positions)
+    if positions.shape != (n,) or not np.issubdtype(positions.dtype, np.integer):
+        raise ConfigError(
+            f"positions has shape {positions.shape} and dtype {positions.dtype}; give ({n},) integers, one per token"
+        )
+    return positions
+
+
+def _rms_norm(a: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
+    """Each row of a (..., e) divided by its root mean square, then times the multiplier (e,)."""
+    mean_square = np.mean(a * a, axis=-1, keepdims=True)  # (..., 1)
+    return a / np.sqrt(mean_square + eps) * multiplier.astype(a.dtype, copy=False)  # (..., e)
+
+
+def _rotary(positions: np.ndarray, d_head: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of the RoPE angles, (n, e) each, in the "rotate half" layout: component m and
+    m + e/2 form a pair that turns by positions * theta^(-2m/e). Computed in the dtype of q, the way
+    the reference implementations do in float32."""
+    dtype = np.dtype(dtype)
+    exponents = np.arange(0, d_head, 2).astype(dtype) / dtype.type(d_head)  # (e/2,)
+    inv_freq = dtype.type(1.0) / (dtype.type(theta) ** exponents)  # (e/2,)
+    angles = positions.astype(dtype)[:, None] * inv_freq[None, :]  # (n, e/2)
+    angles = np.concatenate([angles, angles], axis=-1)  # (n, e)
+    return np.cos(angles), np.sin(angles)
+
+
+def _rotate_half(a: np.ndarray) -> np.ndarray:
+    """(..., e): [a1 | a2] -> [-a2 | a1], the 90-degree turn of every pair (m, m + e/2)."""
+    half = a.shape[-1] // 2
+    return np.concatenate([-a[..., half:], a[..., :half]], axis=-1)  # (..., e)

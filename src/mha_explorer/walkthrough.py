@@ -8,10 +8,14 @@ import numpy as np
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
+from rich.markup import escape
 from rich.text import Text
 
 from .narrative import page_stages
-from .trace import Trace
+from .trace import Trace, hidden_keys
+
+# Vectors wider than this (real layers: d_model in the hundreds) show their ends and a count.
+MAX_SHOWN = 8
 
 
 def fmt(v: float, digits: int = 2) -> str:
@@ -23,11 +27,38 @@ def fmt(v: float, digits: int = 2) -> str:
 
 
 def vec(a: np.ndarray, digits: int = 2) -> str:
+    if len(a) > MAX_SHOWN:
+        head, tail = (", ".join(fmt(v, digits) for v in part) for part in (a[:4], a[-2:]))
+        return f"[{head}, …, {tail}] ({len(a)} numbers)"
     return "[" + ", ".join(fmt(v, digits) for v in a) + "]"
 
 
 def dot_terms(a: np.ndarray, b: np.ndarray) -> str:
-    return " + ".join(f"{fmt(x)}×{fmt(y)}" for x, y in zip(a, b))
+    terms = [f"{fmt(x)}×{fmt(y)}" for x, y in zip(a[:MAX_SHOWN], b[:MAX_SHOWN])]
+    if len(a) > MAX_SHOWN:
+        return " + ".join(terms[:3]) + f" + … ({len(a)} products)"
+    return " + ".join(terms)
+
+
+def final_qk(t: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The q and k the scores were taken from: after the q/k norm and RoPE when the layer has them."""
+    for q_name, k_name in (("q_rotated", "k_rotated"), ("q_normed", "k_normed"), ("q", "k")):
+        if q_name in t.stages:
+            return t[q_name], t[k_name]
+    raise KeyError("q")
+
+
+def _features(c) -> str:
+    parts = [", causal"] if c.causal else []
+    if c.sliding_window is not None:
+        parts.append(f", sliding window {c.sliding_window}")
+    if c.qk_norm:
+        parts.append(", q/k norm")
+    if c.rope_theta is not None:
+        parts.append(f", RoPE θ={c.rope_theta:g}")
+    if c.scale is not None:
+        parts.append(f", scale {c.scale:.6g}")
+    return "".join(parts)
 
 
 def render(t: Trace, tokens: list[str], query: int, heads: list[int], stage: str | None, console: Console) -> None:
@@ -35,8 +66,8 @@ def render(t: Trace, tokens: list[str], query: int, heads: list[int], stage: str
     console.print(
         f"[bold]Multi-head attention[/] · {c.kind} · d_model={c.d_model}, n_heads={c.n_heads}, "
         f"n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}"
-        + (", causal" if c.causal else "")
-        + f" · query [bold]{tokens[query]}[/] (position {query})"
+        + _features(c)
+        + f" · query [bold]{escape(tokens[query])}[/] (position {query})"
     )
     for s in page_stages(c):
         if stage is None or stage == s.id:
@@ -59,26 +90,66 @@ def _projections(t, tokens, i, heads):
     return out
 
 
-def _scores(t, tokens, i, heads):
+def _qk_norm(t, tokens, i, heads):
     out = []
     for h in heads:
         g = t.config.kv_group[h]
-        table = Table(title=f"head {h}: q·k_j, then ÷√{t.config.d_head}")
+        table = Table(title=f"head {h}: each row ÷ its root mean square, × the learned weights")
+        for col in ("token", "q", "q normed", "k", "k normed"):
+            table.add_column(col)
+        for j, tok in enumerate(tokens):
+            q, qn = (vec(t["q"][h, j]), vec(t["q_normed"][h, j])) if j == i else ("", "")
+            style = "bold" if j == i else None
+            table.add_row(Text(tok), q, qn, vec(t["k"][g, j]), vec(t["k_normed"][g, j]), style=style)
+        out.append(table)
+    return out
+
+
+def _rope(t, tokens, i, heads):
+    q_before = t.stages.get("q_normed", t["q"])
+    k_before = t.stages.get("k_normed", t["k"])
+    out = []
+    for h in heads:
+        g = t.config.kv_group[h]
+        table = Table(title=f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:g})")
+        for col in ("token", "position", "q", "q rotated", "k", "k rotated"):
+            table.add_column(col)
+        for j, tok in enumerate(tokens):
+            q, qr = (vec(q_before[h, j]), vec(t["q_rotated"][h, j])) if j == i else ("", "")
+            style = "bold" if j == i else None
+            table.add_row(Text(tok), str(j), q, qr, vec(k_before[g, j]), vec(t["k_rotated"][g, j]), style=style)
+        out.append(table)
+    return out
+
+
+def _scores(t, tokens, i, heads):
+    q_final, k_final = final_qk(t)
+    c = t.config
+    scaling = f"÷√{c.d_head}" if c.scale is None else f"× {c.scale:.6g}"
+    out = []
+    for h in heads:
+        g = t.config.kv_group[h]
+        table = Table(title=f"head {h}: q·k_j, then {scaling}")
         for col in ("key", "q·k_j as a sum of products", "score", "scaled"):
             table.add_column(col)
         for j, tok in enumerate(tokens):
-            terms = dot_terms(t["q"][h, i], t["k"][g, j])
+            terms = dot_terms(q_final[h, i], k_final[g, j])
             table.add_row(Text(tok), terms, fmt(t["scores"][h, i, j]), fmt(t["scaled"][h, i, j]))
         out.append(table)
     return out
 
 
 def _mask(t, tokens, i, heads):
-    table = Table(title="keys after the query are masked")
+    c = t.config
+    hidden = hidden_keys(len(tokens), c)[i]  # (n,) for this query
+    title = "keys after the query are masked" if c.causal else "keys outside the window are masked"
+    if c.causal and c.sliding_window is not None:
+        title = f"keys after the query, or {c.sliding_window} or more before it, are masked"
+    table = Table(title=title)
     for col in ("key", "position", "visible", *(f"head {h} masked score" for h in heads)):
         table.add_column(col)
     for j, tok in enumerate(tokens):
-        visible = "yes" if j <= i else "no (masked)"
+        visible = "no (masked)" if hidden[j] else "yes"
         table.add_row(Text(tok), str(j), visible, *(fmt(t["mask"][h, i, j]) for h in heads))
     return [table]
 
@@ -103,7 +174,12 @@ def _mixing(t, tokens, i, heads):
     out = []
     for h in heads:
         g = t.config.kv_group[h]
-        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×{vec(t['v'][g, j])}" for j in range(len(tokens)))
+        keys = range(len(tokens))
+        if len(tokens) > MAX_SHOWN:  # the three keys with the largest weights
+            keys = sorted(np.argsort(-t["weights"][h, i], kind="stable")[:3])
+        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×{vec(t['v'][g, j])}" for j in keys)
+        if len(tokens) > MAX_SHOWN:
+            terms += f" + … ({len(tokens)} keys; the 3 largest weights shown)"
         out.append(Text(f"head {h}: z_{h} = {terms}\n        = {vec(t['z'][h, i])}"))
     return out
 
@@ -114,18 +190,26 @@ def _concat(t, tokens, i, heads):
 
 
 def _output(t, tokens, i, heads):
-    table = Table(title="each head's contribution to each output component")
+    d = t.config.d_model
+    shown = min(d, MAX_SHOWN)
+    title = "each head's contribution to each output component"
+    table = Table(title=title if shown == d else f"{title} (the first {shown} of {d})")
     table.add_column("")
-    for m in range(t.config.d_model):
+    for m in range(shown):
         table.add_column(f"y[{m}]")
+    more = [] if shown == d else ["…"]
+    if more:
+        table.add_column("…")
     for h in range(t.config.n_heads):
-        table.add_row(f"head {h}", *(fmt(v) for v in t["contributions"][h, i]))
-    table.add_row("output y", *(fmt(v) for v in t["output"][i]), style="bold")
+        table.add_row(f"head {h}", *(fmt(v) for v in t["contributions"][h, i, :shown]), *more)
+    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), *more, style="bold")
     return [table]
 
 
 _STAGE_VIEWS = {
     "projections": _projections,
+    "qk_norm": _qk_norm,
+    "rope": _rope,
     "scores": _scores,
     "mask": _mask,
     "weights": _weights,

@@ -30,6 +30,8 @@ def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
             "b_V": (c.n_kv_heads, c.d_v),
             "b_O": (c.d_model,),
         }
+    if c.qk_norm:
+        shapes |= {"q_norm": (c.d_head,), "k_norm": (c.d_head,)}
     return shapes
 
 
@@ -43,6 +45,10 @@ class AttentionWeights:
     b_K: np.ndarray | None = None  # (n_kv_heads, d_head)
     b_V: np.ndarray | None = None  # (n_kv_heads, d_v)
     b_O: np.ndarray | None = None  # (d_model,)
+    # qk_norm only: the multiplier each normalized q (k) row gets, shared by all heads. It is the
+    # effective one: a checkpoint that stores w and multiplies by 1 + w (Gemma) is given 1 + w here.
+    q_norm: np.ndarray | None = None  # (d_head,)
+    k_norm: np.ndarray | None = None  # (d_head,)
 
     def check(self, config: AttentionConfig) -> None:
         """Raise ConfigError naming the first array whose shape does not fit the config."""
@@ -50,12 +56,16 @@ class AttentionWeights:
         for name, shape in expected.items():
             got = getattr(self, name)
             if got is None:
-                raise ConfigError(f"{name} is missing: bias=True needs an array of shape {shape}")
+                flag = "qk_norm" if name in ("q_norm", "k_norm") else "bias"
+                raise ConfigError(f"{name} is missing: {flag}=True needs an array of shape {shape}")
             if got.shape != shape:
                 raise ConfigError(f"{name} has shape {got.shape}; this config needs {shape}")
         for name in ("b_Q", "b_K", "b_V", "b_O"):
             if name not in expected and getattr(self, name) is not None:
                 raise ConfigError(f"{name} is given but bias=False: set bias=True or drop {name}")
+        for name in ("q_norm", "k_norm"):
+            if name not in expected and getattr(self, name) is not None:
+                raise ConfigError(f"{name} is given but qk_norm=False: set qk_norm=True or drop {name}")
 
     def astype(self, dtype) -> AttentionWeights:
         return AttentionWeights(
@@ -71,6 +81,9 @@ class AttentionWeights:
         rng = np.random.default_rng(seed)
         arrays = {}
         for name, shape in weight_shapes(config).items():
+            if name in ("q_norm", "k_norm"):  # multipliers around 1, as a trained norm has
+                arrays[name] = rng.uniform(0.5, 1.5, size=shape).astype(dtype)
+                continue
             fan_in = config.n_heads * config.d_v if name == "W_O" else config.d_model
             bound = 1.0 / np.sqrt(fan_in)
             arrays[name] = rng.uniform(-bound, bound, size=shape).astype(dtype)
@@ -111,7 +124,9 @@ class AttentionWeights:
                 "b_V": b_V.reshape(h, -1),
                 "b_O": np.asarray(packed["out_proj.bias"]),
             }
-        weights = cls(**arrays)
+        # fresh C-ordered copies: nothing shared with the caller's arrays (often a live model's
+        # parameters), and the same memory layout as random(), so trace() rounds identically
+        weights = cls(**{name: np.array(a, order="C") for name, a in arrays.items()})
         weights.check(config)
         return weights
 
@@ -129,6 +144,8 @@ def unpack_heads(w: np.ndarray, h: int) -> np.ndarray:
 
 def _require_packable(config: AttentionConfig) -> None:
     c = config
+    if c.qk_norm:
+        raise ConfigError("the packed layout has no place for q_norm and k_norm: it needs qk_norm=False")
     if not (c.n_kv_heads == c.n_heads and c.d_v == c.d_head and c.n_heads * c.d_head == c.d_model):
         raise ConfigError(
             "the packed layout needs MHA with n_heads * d_head = d_model and d_v = d_head; "

@@ -282,7 +282,7 @@ def test_token_text_is_rendered_as_text(page, server_url, api):
     hostile = payload.model_copy(deep=True)
     hostile.tokens[0] = '<img src=x onerror="window.pwned=1">'
     body = hostile.model_dump_json()
-    page.route("**/api/example", lambda route: route.fulfill(status=200, content_type="application/json", body=body))
+    page.route("**/api/example*", lambda route: route.fulfill(status=200, content_type="application/json", body=body))
     open_page(page, server_url)
     select(page, "Query token", hostile.tokens[0])
     assert page.locator(".mha-explorer img").count() == 0

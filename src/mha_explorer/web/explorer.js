@@ -643,7 +643,7 @@ function colour(v, scale, kind) {
 // A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
 // cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
 function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked }) {
-  const cell = Math.max(5, Math.min(28, Math.floor(560 / Math.max(rows, cols))));
+  const cell = Math.max(3, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
   const left = 76;
   const width = left + cols * cell;
   const height = rows * cell;

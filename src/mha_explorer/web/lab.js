@@ -184,7 +184,19 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     return { config, tokens, seed };
   }
 
-  async function run(next, { redraw } = {}) {
+  // Runs can overlap (a quick edit while the last one computes); only the newest one lands.
+  let latest = 0;
+  async function run(next, options = {}) {
+    const ticket = ++latest;
+    container.dataset.busy = "true";
+    try {
+      return await runOnce(next, options, () => ticket === latest);
+    } finally {
+      if (ticket === latest) delete container.dataset.busy;
+    }
+  }
+
+  async function runOnce(next, { redraw } = {}, isLatest) {
     clearErrors();
     const errors = checkConfig(next.config, next.tokens);
     if (!Number.isInteger(next.seed) || next.seed < 0) errors.seed = "The seed must be a whole number, 0 or more.";
@@ -196,6 +208,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     const shapes = arrayShapes(next.config, next.tokens.length);
     if (redraw || !base || base.key !== baseKey(next)) {
       const result = await compute({ ...next, edits: new Map() });
+      if (!isLatest()) return false;
       if (result.errors) {
         status.textContent = "";
         showErrors(result.errors);
@@ -212,6 +225,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     let payload = base.payload;
     if (kept.size) {
       const result = await compute({ ...next, edits: kept, arrays: applyEdits(base.arrays, kept) });
+      if (!isLatest()) return false;
       if (result.errors) {
         status.textContent = "";
         showErrors(result.errors);
@@ -245,12 +259,25 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   }
 
   // The grid of the chosen matrix: one input per value. A bad cell keeps its text and its message.
+  // After a recompute the same grid is updated in place, so the cell being edited keeps the focus.
+  let gridKey = null;
   function drawGrid() {
     const [name, headText] = current.split(":");
     const values = applyEdits(base.arrays, lab.edits)[name];
     let matrix = headText === undefined ? values : values[Number(headText)];
     if (!Array.isArray(matrix[0])) matrix = [matrix];
     const rowName = (r) => (name === "x" ? lab.tokens[r] : name === "W_O" ? `head ${Math.floor(r / lab.config.d_v)} · ${r % lab.config.d_v}` : matrix.length === 1 ? "" : `row ${r}`);
+    const indexOf = (r, c) => (headText === undefined ? (name === "b_O" ? [c] : [r, c]) : name.startsWith("b_") ? [Number(headText), c] : [Number(headText), r, c]);
+    const key = JSON.stringify([current, matrix.length, matrix[0].length, matrix.map((_, r) => rowName(r))]);
+    if (key === gridKey) {
+      for (const input of gridBox.querySelectorAll("input[data-key]")) {
+        const [r, c] = input.dataset.cell.split(",").map(Number);
+        input.classList.toggle("edited", lab.edits.has(input.dataset.key));
+        if (input !== document.activeElement && !input.hasAttribute("aria-invalid")) input.value = String(matrix[r][c]);
+      }
+      return;
+    }
+    gridKey = key;
     const table = el(
       "table",
       { class: "edit-grid" },
@@ -265,9 +292,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
             {},
             el("th", { scope: "row" }, rowName(r)),
             row.map((v, c) => {
-              const index = headText === undefined ? (name === "b_O" ? [c] : [r, c]) : name.startsWith("b_") ? [Number(headText), c] : [Number(headText), r, c];
-              const key = `${name}:${index.join(",")}`;
-              const input = el("input", { type: "text", inputmode: "decimal", value: String(v), "aria-label": `${name} ${rowName(r) || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, class: lab.edits.has(key) ? "edited" : null });
+              const key = `${name}:${indexOf(r, c).join(",")}`;
+              const input = el("input", { type: "text", inputmode: "decimal", value: String(v), "aria-label": `${name} ${rowName(r) || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null });
               const message = el("span", { class: "cell-error", role: "alert" });
               input.addEventListener("change", () => editCell(input, message, key));
               return el("td", {}, input, message);
@@ -293,7 +319,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     input.classList.add("edited");
     const edits = new Map(lab.edits);
     edits.set(key, parsed.value);
-    await run({ ...lab, edits });
+    await run({ ...readForm(), edits });
   }
 
   const onForm = () => {

@@ -1,0 +1,11 @@
+"""The two ways loading a real model can fail, each with a message that says what to do."""
+
+from __future__ import annotations
+
+
+class ModelError(ValueError):
+    """A model, layer or text the explorer cannot use: unknown name, not installed, too long."""
+
+
+class CheckpointError(ModelError):
+    """A weight file that is refused or cannot be read safely: the message names the file and the reason."""

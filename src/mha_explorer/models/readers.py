@@ -1,0 +1,310 @@
+"""Weight files read with NumPy: safetensors by hand, GGUF through the `gguf` package, pickles refused.
+
+Every reader checks what a file claims before it trusts it: a safetensors header's size against
+the file, every tensor's dtype against a short list and its byte range against the data that is
+really there; a GGUF's magic, version, tensor types and data ranges. Failures raise
+CheckpointError naming the file and the reason. Arrays come back as float32 in the layout the
+libraries use for a linear layer, (out_features, in_features).
+
+Nothing here imports torch, and nothing here runs code from a file: a pickled checkpoint (.bin,
+.pt, ...) is refused by its name and never opened.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CheckpointError
+
+# --- pickles ---------------------------------------------------------------
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+
+def is_pickle(path: str | os.PathLike) -> bool:
+    return Path(path).suffix.lower() in PICKLE_SUFFIXES
+
+
+def refuse_pickle(path: str | os.PathLike) -> CheckpointError:
+    """The error for a pickled checkpoint: it is never opened, so nothing in it can run."""
+    path = Path(path)
+    return CheckpointError(
+        f"{path.name} is a pickled checkpoint ({path.suffix}): it is refused and never opened, because "
+        "unpickling a file can run any code hidden in it. Convert it to safetensors on a machine you trust "
+        "(transformers: model.save_pretrained(dir, safe_serialization=True)), or use a GGUF file."
+    )
+
+
+# --- safetensors -----------------------------------------------------------
+# Layout: 8 bytes little-endian header length N, N bytes of JSON, then the data. The JSON maps
+# each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, offsets into the data.
+
+MAX_HEADER_BYTES = 100 * 2**20  # 100 MiB; a real header is a few hundred KiB at most
+SAFETENSORS_DTYPES: dict[str, str] = {
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",  # bfloat16: the top half of a float32, widened on read
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U8": "u1",
+    "BOOL": "?",
+}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    dtype: str  # a key of SAFETENSORS_DTYPES
+    shape: tuple[int, ...]
+    begin: int  # byte offsets into the data section
+    end: int
+
+
+class SafetensorsFile:
+    """One .safetensors file: a validated header, and tensors read on demand from a memory map."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.entries, self.metadata, self._data_start = _read_safetensors_header(self.path)
+        self._map: np.memmap | None = None
+
+    def names(self) -> list[str]:
+        return list(self.entries)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._entry(name).shape
+
+    def read(self, name: str) -> np.ndarray:
+        """The whole tensor, as float32 for floating dtypes (a copy: nothing keeps the file open)."""
+        return _widen(self._raw(name), self._entry(name).dtype)
+
+    def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """Rows ids of a 2-D tensor (an embedding lookup) without reading the rest."""
+        raw = self._raw(name)
+        if raw.ndim != 2:
+            raise CheckpointError(f"{self.path.name}: {name} has shape {raw.shape}; a row lookup needs 2 dimensions")
+        return _widen(raw[np.asarray(ids)], self._entry(name).dtype)
+
+    def _entry(self, name: str) -> TensorEntry:
+        try:
+            return self.entries[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path.name} has no tensor {name!r}") from None
+
+    def _raw(self, name: str) -> np.ndarray:
+        e = self._entry(name)
+        dtype = np.dtype(SAFETENSORS_DTYPES[e.dtype])
+        if e.end == e.begin:
+            return np.zeros(e.shape, dtype=dtype)
+        if self._map is None:
+            self._map = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._data_start)
+        return self._map[e.begin : e.end].view(dtype).reshape(e.shape)
+
+
+def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "BF16":
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    if dtype in ("F64", "F32", "F16"):
+        return np.array(a, dtype=np.float32)
+    return np.array(a)
+
+
+def _read_safetensors_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], int]:
+    """Parse and check the header; nothing is allocated from a size the file has not backed."""
+    name = path.name
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            if size < 8:
+                raise CheckpointError(f"{name} has {size} bytes: too short to be a safetensors file")
+            n = int.from_bytes(f.read(8), "little")
+            if n > MAX_HEADER_BYTES:
+                raise CheckpointError(
+                    f"{name}: the header claims {n} bytes; at most {MAX_HEADER_BYTES} are accepted, "
+                    "so this is not a safetensors file or it is damaged"
+                )
+            if 8 + n > size:
+                raise CheckpointError(
+                    f"{name}: the header claims {n} bytes but the file has only {size - 8} after the length; "
+                    "the file is truncated or not safetensors"
+                )
+            raw = f.read(n)
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{name}: the header is not valid JSON ({e}); the file is damaged") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{name}: the header is not a JSON object")
+
+    data_size = size - 8 - n
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{name}: __metadata__ is not a JSON object")
+    entries: dict[str, TensorEntry] = {}
+    for tensor, info in header.items():
+        entries[tensor] = _check_entry(name, tensor, info, data_size)
+    spans = sorted((e.begin, e.end, t) for t, e in entries.items() if e.end > e.begin)
+    for (_, end_a, a), (begin_b, _, b) in zip(spans, spans[1:]):
+        if begin_b < end_a:
+            raise CheckpointError(f"{name}: tensors {a!r} and {b!r} overlap in the data section")
+    return entries, {str(k): str(v) for k, v in metadata.items()}, 8 + n
+
+
+def _check_entry(file: str, tensor: str, info: Any, data_size: int) -> TensorEntry:
+    where = f"{file}: tensor {tensor!r}"
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{where} has no dtype/shape/data_offsets record")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if dtype not in SAFETENSORS_DTYPES:
+        raise CheckpointError(f"{where} has dtype {dtype!r}; supported: {', '.join(SAFETENSORS_DTYPES)}")
+    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+        raise CheckpointError(f"{where} has shape {shape!r}; a shape is a list of whole numbers >= 0")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
+        raise CheckpointError(f"{where} has data_offsets {offsets!r}; expected [begin, end]")
+    begin, end = offsets
+    if not begin <= end <= data_size:
+        raise CheckpointError(
+            f"{where} lies at bytes {begin}..{end}, outside the {data_size} bytes of data the file holds"
+        )
+    expected = math.prod(shape) * np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
+    if end - begin != expected:
+        raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {expected} bytes, the offsets give {end - begin}")
+    return TensorEntry(dtype, tuple(shape), begin, end)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# --- GGUF ------------------------------------------------------------------
+
+GGUF_MAGIC = b"GGUF"
+# tensor types read here; gguf's dequantize turns each into float32
+GGUF_TYPES = (
+    "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
+)  # fmt: skip
+
+
+class GGUFFile:
+    """One GGUF file, parsed by gguf.GGUFReader (a memory map: tensors are read on demand)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        name = self.path.name
+        try:
+            size = self.path.stat().st_size
+            with self.path.open("rb") as f:
+                head = f.read(24)
+        except OSError as e:
+            raise CheckpointError(f"cannot read {self.path}: {e.strerror or e}") from None
+        if len(head) < 24 or head[:4] != GGUF_MAGIC:
+            raise CheckpointError(f"{name} is not a GGUF file: it does not start with the bytes 'GGUF'")
+        version = int.from_bytes(head[4:8], "little")
+        if version not in (2, 3):
+            raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
+
+        from gguf import GGUFReader
+
+        try:
+            self._reader = GGUFReader(self.path)
+        except (ValueError, IndexError, KeyError, OverflowError, TypeError, MemoryError) as e:
+            raise CheckpointError(f"{name} is not a readable GGUF file ({e}); it may be truncated or damaged") from None
+        self.tensors = {t.name: t for t in self._reader.tensors}
+        for t in self._reader.tensors:
+            if t.tensor_type.name not in GGUF_TYPES:
+                raise CheckpointError(
+                    f"{name}: tensor {t.name} has type {t.tensor_type.name}; supported: {', '.join(GGUF_TYPES)}"
+                )
+            if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
+                raise CheckpointError(
+                    f"{name}: tensor {t.name} lies at bytes {t.data_offset}..{t.data_offset + t.n_bytes}, "
+                    f"past the end of the {size}-byte file; the file is truncated"
+                )
+        self._values: dict[str, Any] = {}
+
+    def has(self, key: str) -> bool:
+        return key in self._reader.fields
+
+    def value(self, key: str, default: Any = ...) -> Any:
+        """A metadata value as a Python str, int, float, bool or list."""
+        if key not in self._values:
+            field = self._reader.fields.get(key)
+            if field is None:
+                if default is ...:
+                    raise CheckpointError(f"{self.path.name} has no metadata {key!r}")
+                return default
+            self._values[key] = _field_value(field)
+        return self._values[key]
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """In NumPy order: a linear layer is (out_features, in_features)."""
+        return tuple(int(d) for d in reversed(self._tensor(name).shape.tolist()))
+
+    def read(self, name: str) -> np.ndarray:
+        """The whole tensor, dequantized to float32."""
+        t = self._tensor(name)
+        return self._dequantize(t.data, t).reshape(self.shape(name))
+
+    def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """Rows ids of a 2-D tensor, dequantized alone: an embedding lookup never widens the whole table."""
+        t = self._tensor(name)
+        shape = self.shape(name)
+        if len(shape) != 2:
+            raise CheckpointError(f"{self.path.name}: {name} has shape {shape}; a row lookup needs 2 dimensions")
+        data = t.data.reshape(shape[0], -1)  # (rows, bytes or numbers per row)
+        return self._dequantize(data[np.asarray(ids)], t).reshape(len(ids), shape[1])
+
+    def _tensor(self, name: str):
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path.name} has no tensor {name!r}") from None
+
+    @staticmethod
+    def _dequantize(data: np.ndarray, t) -> np.ndarray:
+        from gguf.quants import dequantize
+
+        return np.asarray(dequantize(np.asarray(data), t.tensor_type), dtype=np.float32)
+
+
+def _field_value(field) -> Any:
+    """A GGUF metadata field as a Python value: strings decoded, arrays as lists."""
+    from gguf import GGUFValueType
+
+    main = field.types[0]
+    if main == GGUFValueType.ARRAY:
+        if len(field.types) < 2 or not field.data:
+            return []
+        if field.types[-1] == GGUFValueType.STRING:
+            return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+        return np.concatenate([field.parts[i] for i in field.data]).tolist()
+    if main == GGUFValueType.STRING:
+        return bytes(field.parts[-1]).decode("utf-8")
+    return field.parts[-1].tolist()[0]
+
+
+def unpermute_qk_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's reordering of a Llama q or k projection, (n_heads*d_head, d_in).
+
+    For its interleaved rotary layout, llama.cpp's converter stores each head's rows so that the
+    two components RoPE turns together, m and m + d_head/2, sit next to each other: row 2m holds
+    original row m and row 2m + 1 original row m + d_head/2. This puts them back, so that
+    rotate-half RoPE (the Hugging Face convention, and trace()'s) applies.
+    """
+    rows, cols = w.shape
+    if rows % n_heads or (rows // n_heads) % 2:
+        raise CheckpointError(f"a q/k projection of {rows} rows cannot hold {n_heads} heads of even width")
+    d_head = rows // n_heads
+    # stored: (head, m, pair member); original: (head, pair member, m)
+    return w.reshape(n_heads, d_head // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)

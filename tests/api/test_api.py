@@ -1,0 +1,111 @@
+"""The HTTP API through TestClient: the example, the lab's trace, and every kind of bad request."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from mha_explorer.schema import TracePayload, payload_arrays, to_numpy
+from mha_explorer.server import create_app
+
+pytestmark = pytest.mark.api
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app())
+
+
+def test_health(client):
+    assert client.get("/api/health").json() == {"status": "ok"}
+
+
+def test_every_response_carries_the_hardening_headers(client):
+    for response in (client.get("/"), client.get("/api/example"), client.get("/static/explorer.js"), client.get("/nope")):
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_example_in_both_encodings_holds_the_same_numbers(client):
+    as_json = TracePayload.model_validate(client.get("/api/example").json())
+    as_b64 = TracePayload.model_validate(client.get("/api/example?encoding=base64").json())
+    assert as_json.tokens == ["cats", "like", "warm", "milk"] and as_json.tokens[as_json.query] == "like"
+    a, b = payload_arrays(as_json), payload_arrays(as_b64)
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+    for name in as_json.weights:
+        np.testing.assert_array_equal(to_numpy(as_json.weights[name]), to_numpy(as_b64.weights[name]))
+
+
+def test_a_seeded_lab_trace_is_reproducible_and_complete(client):
+    body = {"config": {"d_model": 8, "n_heads": 4, "n_kv_heads": 2, "causal": True}, "tokens": "a b c d e".split(), "seed": 7}
+    first, second = client.post("/api/trace", json=body), client.post("/api/trace", json=body)
+    assert first.status_code == 200 and first.content == second.content
+    payload = TracePayload.model_validate(first.json())
+    assert payload.config.kind == "GQA" and payload.kv_group == [0, 0, 1, 1]
+    assert [s.id for s in payload.page_stages] == ["projections", "scores", "mask", "weights", "mixing", "concat", "output"]
+    weights = payload_arrays(payload)["weights"]
+    assert np.all(weights[:, np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0.0)
+    other = client.post("/api/trace", json=body | {"seed": 8})
+    assert other.content != first.content
+
+
+def test_explicit_values_are_used_as_given(client):
+    x = [[0.5, -1.0], [1.0, 0.0]]
+    weights = {"W_Q": [[[1.0], [0.0]]], "W_K": [[[0.0], [1.0]]], "W_V": [[[1.0], [1.0]]], "W_O": [[2.0, 0.0]]}
+    body = {"config": {"d_model": 2, "n_heads": 1, "d_head": 1}, "tokens": ["p", "q"], "x": x, "weights": weights}
+    arrays = payload_arrays(TracePayload.model_validate(client.post("/api/trace", json=body).json()))
+    np.testing.assert_array_equal(arrays["x"], x)
+    np.testing.assert_array_equal(arrays["q"][0, :, 0], [0.5, 1.0])  # x @ [1, 0]
+    np.testing.assert_array_equal(arrays["k"][0, :, 0], [-1.0, 0.0])  # x @ [0, 1]
+
+
+BAD = {
+    "d_model over the limit": ({"config": {"d_model": 65, "n_heads": 1}, "tokens": ["a"]}, "config.d_model", "at most 64"),
+    "zero heads": ({"config": {"d_model": 4, "n_heads": 0}, "tokens": ["a"]}, "config.n_heads", "at least 1"),
+    "heads not a multiple": ({"config": {"d_model": 8, "n_heads": 6, "n_kv_heads": 4}, "tokens": ["a"]}, "config", "n_heads=6 is not a multiple of n_kv_heads=4"),
+    "width not divisible": ({"config": {"d_model": 6, "n_heads": 4}, "tokens": ["a"]}, "config", "set d_head"),
+    "too many tokens": ({"config": {"d_model": 4, "n_heads": 1}, "tokens": ["a"] * 65}, "tokens", "limit is 64"),
+    "no tokens": ({"config": {"d_model": 4, "n_heads": 1}, "tokens": []}, "tokens", "at least 1"),
+    "long token": ({"config": {"d_model": 4, "n_heads": 1}, "tokens": ["a" * 65]}, "tokens.0", "limit is 64"),
+    "text in x": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [["abc", 1]]}, "x.0.0", "not a number"),
+    "x of the wrong shape": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a", "b"], "x": [[1, 1]]}, "x", "need (2, 2)"),
+    "ragged x": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a", "b"], "x": [[1, 1], [1]]}, "x", "rectangular"),
+    "missing weight": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[[1.0], [1.0]]]}}, "weights.W_K", "missing"),
+    "unknown weight": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "weights": {"W_X": []}}, "weights.W_X", "not a weight"),
+    "weight of the wrong shape": (
+        {"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[[1.0]]], "W_K": [[[1.0], [1.0]]], "W_V": [[[1.0], [1.0]]], "W_O": [[1.0, 1.0]]}},
+        "weights.W_Q",
+        "needs (1, 2, 2)",
+    ),
+    "NaN in a weight": (
+        {"config": {"d_model": 1, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[["NaN"]]], "W_K": [[[1.0]]], "W_V": [[[1.0]]], "W_O": [[1.0]]}},
+        "weights.W_Q",
+        "finite",
+    ),
+    "query out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "query": 3}, "query", "choose 0 to 0"),
+    "unknown field": ({"config": {"d_model": 2, "n_heads": 1, "heads": 2}, "tokens": ["a"]}, "config.heads", "remove it"),
+    "missing config": ({"tokens": ["a"]}, "config", "required"),
+}
+
+
+@pytest.mark.parametrize("body, field, words", BAD.values(), ids=BAD.keys())
+def test_bad_requests_get_a_422_that_names_the_field_and_the_fix(client, body, field, words):
+    response = client.post("/api/trace", json=body)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert any(d["field"] == field and words in d["message"] for d in detail), detail
+
+
+@pytest.mark.parametrize("raw", [b'{"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[NaN, 1]]}', b'{"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[1e999, 1]]}'], ids=["NaN", "1e999"])
+def test_non_finite_numbers_are_refused(client, raw):
+    response = client.post("/api/trace", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["field"] == "x.0.0" and "finite" in response.json()["detail"][0]["message"]
+
+
+def test_a_body_that_is_not_json_gets_a_422(client):
+    response = client.post("/api/trace", content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422 and "JSON" in response.json()["detail"][0]["message"]

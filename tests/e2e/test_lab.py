@@ -1,0 +1,288 @@
+"""The attention lab in headless Chromium: editing, causal mask, GQA/MQA, costs, links, static export."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import numpy as np
+import pytest
+
+from mha_explorer.export import export_site
+from mha_explorer.schema import TracePayload, payload_arrays, to_numpy
+from mha_explorer.walkthrough import fmt
+
+pytestmark = pytest.mark.e2e
+
+NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
+    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
+
+
+def arrays_of(payload: TracePayload) -> dict[str, np.ndarray]:
+    arrays = payload_arrays(payload)
+    arrays |= {name: to_numpy(a) for name, a in payload.weights.items()}
+    return arrays
+
+
+def check_numbers(page, selector, arrays) -> set[str]:
+    shown = page.evaluate(NUMBERS, selector)
+    assert shown, f"no numbers under {selector}"
+    for src, text, full in shown:
+        name, index = src.split(":")
+        value = arrays[name][tuple(int(i) for i in index.split(","))]
+        assert text == ("−∞" if value == -np.inf else fmt(value)), src
+        assert float(full) == value, src
+    return {s for s, _, _ in shown}
+
+
+def lab_state(page) -> dict:
+    """The request the page's link stands for, rebuilt from the URL (seed only, no edits)."""
+    params = dict(re.findall(r"([a-z_]+)=([^&]*)", page.url.split("#", 1)[1]))
+    config = {k: int(params[k]) for k in ("d_model", "n_heads", "n_kv_heads", "d_head", "d_v")}
+    config |= {"causal": params["causal"] == "1", "bias": params["bias"] == "1"}
+    return {"config": config, "tokens": params["tokens"].replace("+", " ").replace("%20", " ").split(), "seed": int(params["seed"])}
+
+
+def open_lab(page, server_url):
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("() => document.querySelector('.outputs .hint').textContent.startsWith('GQA')")
+
+
+def settle(page):
+    """Wait until the lab has no computation under way."""
+    page.wait_for_function("() => !document.getElementById('lab').dataset.busy")
+
+
+def set_field(page, label, value):
+    field = page.get_by_label(label, exact=True)
+    field.fill(str(value))
+    field.blur()  # the browser fires change, as when a person tabs away
+    settle(page)
+
+
+def wait_kind(page, text):
+    page.wait_for_function("(t) => document.querySelector('.outputs .hint').textContent.includes(t)", arg=text)
+
+
+def test_lab_numbers_equal_the_api_for_causal_gqa_and_mqa(page, server_url):
+    open_lab(page, server_url)
+    for n_kv, kind in ((2, "GQA"), (1, "MQA"), (4, "MHA")):
+        set_field(page, "n_kv_heads", n_kv)
+        wait_kind(page, kind)
+        body = lab_state(page)
+        assert body["config"]["causal"]
+        payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
+        arrays = arrays_of(payload)
+        stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
+        assert stages == ["Projections", "Scores", "Mask", "Weights", "Value mixing", "Concatenation", "Output projection"]
+        for head in (0, 3):
+            page.get_by_label("Inspect head").select_option(label=f"Head {head}")
+            for title in stages:
+                page.get_by_label("Calculation stage").select_option(label=title)
+                check_numbers(page, ".stage", arrays)
+            check_numbers(page, ".outputs", arrays)
+
+
+def test_causal_mask_stage_shows_masked_cells_with_zero_weight(page, server_url, artifacts):
+    open_lab(page, server_url)
+    page.get_by_label("Query token").select_option(index=1)
+    page.get_by_label("Calculation stage").select_option(label="Mask")
+    rows = page.locator(".stage tbody tr")
+    assert rows.count() == 6
+    for j in range(6):
+        masked = "masked" in (rows.nth(j).get_attribute("class") or "")
+        assert masked == (j > 1)
+        if masked:
+            assert rows.nth(j).locator(".num").last.inner_text() == "−∞"
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    full = page.evaluate("() => Array.from(document.querySelectorAll('.stage .bar-row .num')).map(e => e.dataset.full)")
+    assert full[2:] == ["0"] * 4 and all(float(v) > 0 for v in full[:2])
+    page.screenshot(path=str(artifacts / "lab-causal-weights.png"), full_page=True)
+    page.get_by_label("Causal mask").uncheck()
+    page.wait_for_function("() => !Array.from(document.querySelectorAll('select option')).some(o => o.textContent === 'Mask')")
+
+
+def test_gqa_sharing_and_costs_are_shown(page, server_url):
+    open_lab(page, server_url)
+    page.locator("summary", has_text="Cost of this configuration").click()
+    figure = page.locator("svg.sharing")
+    assert figure.get_attribute("aria-label").startswith("4 query heads reading 2 key/value heads")
+    assert "head 3 reads K/V 1" in figure.get_attribute("aria-label")
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
+    costs = payload.costs
+    for kind, kv in (("GQA", costs.kv_cache), ("MHA", costs.kv_cache_mha), ("MQA", costs.kv_cache_mqa)):
+        cells = page.locator(f'.cost tr[data-kind="{kind}"] td').all_inner_texts()
+        assert cells[:2] == [str(kv.n_kv_heads), str(kv.numbers_per_token)]
+    assert costs.kv_cache_mha.numbers == 2 * costs.kv_cache.numbers == 4 * costs.kv_cache_mqa.numbers
+    assert f"{costs.attention_entries:,}" in page.locator(".costs .entries").inner_text()
+
+
+def test_packed_view_gives_the_same_q(page, server_url):
+    open_lab(page, server_url)
+    page.locator("summary", has_text="Packed view").click()
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
+    shown = check_numbers(page, ".packed", arrays_of(payload))
+    query = int(re.search(r"query=(\d+)", page.url).group(1))
+    assert {f"q:{h},{query},{e}" for h in range(4) for e in range(2)} <= shown
+    assert {f"W_Q:{h},{m},{e}" for h in range(4) for m in range(8) for e in range(2)} <= shown
+    assert "never sliced" in page.locator(".packed").inner_text()
+
+
+def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
+    open_lab(page, server_url)
+    set_field(page, "Tokens (separated by spaces)", "we read the old map")
+    set_field(page, "n_heads", 2)
+    set_field(page, "n_kv_heads", 1)
+    set_field(page, "d_head", 3)
+    wait_kind(page, "MQA")
+    cell = page.locator('.edit-grid input[data-key="x:2,3"]')
+    cell.fill("0.25")
+    cell.blur()
+    settle(page)
+    assert "edits=x" in page.url
+    page.get_by_label("Query token").select_option(label="old")
+    page.get_by_label("Inspect head").select_option(label="Head 1")
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    link, view = page.url, page.locator(".layout").inner_text()
+    other = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    other.goto(link)
+    other.wait_for_function("() => document.querySelector('.outputs .hint').textContent.startsWith('MQA')")
+    settle(other)
+    assert other.locator(".layout").inner_text() == view
+    assert other.locator('.edit-grid input[data-key="x:2,3"]').input_value() == "0.25"
+    other.context.close()
+
+
+@pytest.mark.parametrize(
+    "fragment, words",
+    [
+        ("#mode=lab&d_model=abc", "not a whole number"),
+        ("#head=7", "head 7 is out of range"),
+        ("#stage=nowhere", "not one of"),
+        ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&tokens=a+b&seed=0", "rejected"),
+        ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a+b&seed=0&query=9", "query 9 is out of range"),
+        ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
+        ("#what=1", "unknown part"),
+    ],
+    ids=["not a number", "head out of range", "unknown stage", "bad config", "query out of range", "bad edits", "unknown key"],
+)
+def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, words):
+    page.goto(server_url + fragment)
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    notice = page.locator("#notice").inner_text()
+    assert "could not be used" in notice and words in notice and "teaching example" in notice
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('like')")
+    assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+
+
+@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", ""])
+def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed, artifacts):
+    open_lab(page, server_url)
+    good = page.locator('.edit-grid input[data-key="x:0,0"]')
+    good.fill("0.5")
+    good.blur()
+    page.wait_for_function("() => location.hash.includes('edits=x%3A0%2C0%3D0.5') || location.hash.includes('edits=x:0,0=0.5')")
+    before = page.locator(".layout").inner_text()
+    bad = page.locator('.edit-grid input[data-key="x:1,2"]')
+    bad.fill(typed)
+    bad.blur()
+    message = bad.locator("xpath=following-sibling::span[@class='cell-error']")
+    message.wait_for(state="visible")
+    assert message.inner_text()
+    assert bad.get_attribute("aria-invalid") == "true"
+    assert bad.input_value() == typed  # what the user typed stays in the cell
+    assert good.input_value() == "0.5"  # other edits stay
+    assert page.locator(".layout").inner_text() == before  # the last good trace stays
+    if typed == "abc":
+        page.screenshot(path=str(artifacts / "lab-bad-cell.png"), full_page=False)
+    bad.fill("0.1")
+    bad.blur()
+    page.wait_for_function("() => location.hash.includes('1%2C2') || location.hash.includes('1,2')")
+    assert message.inner_text() == "" and bad.get_attribute("aria-invalid") is None
+
+
+def test_bad_config_fields_get_inline_messages(page, server_url):
+    open_lab(page, server_url)
+    before = page.locator(".layout").inner_text()
+    set_field(page, "n_kv_heads", 3)
+    assert "not a multiple" in page.locator("#lab-error-n_kv_heads").inner_text()
+    set_field(page, "n_kv_heads", 2)
+    set_field(page, "d_model", 65)
+    assert "between 1 and 64" in page.locator("#lab-error-d_model").inner_text()
+    set_field(page, "Tokens (separated by spaces)", " ".join(["t"] * 65))
+    assert "at most 64" in page.locator("#lab-error-tokens").inner_text()
+    assert page.locator(".layout").inner_text() == before
+
+
+def test_all_queries_view_shows_every_query_at_once(page, server_url, artifacts):
+    open_lab(page, server_url)
+    page.get_by_role("button", name="All queries").click()
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
+    arrays = arrays_of(payload)
+    for title, count in (("Scores", 2), ("Weights", 1), ("Value mixing", 1)):
+        page.get_by_label("Calculation stage").select_option(label=title)
+        assert page.locator(".stage canvas.heatmap").count() == count
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    canvas = page.locator(".stage canvas.heatmap")
+    canvas.focus()
+    for key in ("ArrowDown", "ArrowDown", "ArrowRight"):
+        page.keyboard.press(key)
+    query = int(re.search(r"query=(\d+)", page.url).group(1))
+    row = min(query + 2, 5)
+    readout = page.locator(".stage .readout").inner_text()
+    assert readout.startswith(f"{payload.tokens[row]} · key {payload.tokens[1]}: {fmt(arrays['weights'][0, row, 1])}")
+    page.screenshot(path=str(artifacts / "lab-all-queries.png"), full_page=True)
+    assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
+
+
+def test_64_tokens_and_width_64_stay_usable(page, server_url, artifacts):
+    open_lab(page, server_url)
+    set_field(page, "Tokens (separated by spaces)", " ".join(f"t{i}" for i in range(64)))
+    set_field(page, "d_model", 64)
+    set_field(page, "n_heads", 8)
+    set_field(page, "n_kv_heads", 8)
+    set_field(page, "d_head", 8)
+    set_field(page, "d_v", 8)
+    page.wait_for_function("() => document.querySelector('.outputs .hint').textContent.includes('d_model 64 · 8 heads of 8')")
+    for title in ("Projections", "Scores", "Weights", "Output projection"):
+        page.get_by_label("Calculation stage").select_option(label=title)
+    page.screenshot(path=str(artifacts / "lab-64-tokens.png"), full_page=False)
+
+
+def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_path, artifacts):
+    export_site(tmp_path / "site")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    requests: list[str] = []
+
+    def only_files(route):
+        requests.append(route.request.url)
+        route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((tmp_path / "site" / "index.html").as_uri())
+    page.wait_for_selector(".mha-explorer .stage h2")
+    assert "like" in page.locator(".stage h2").inner_text()
+    page.get_by_role("button", name="Next").click()
+    assert "Scores" in page.locator(".stage h2").inner_text()
+    page.get_by_role("button", name="Attention lab").click()
+    assert "static copy" in page.locator(".lab-static").inner_text()
+    assert page.get_by_label("d_model").is_disabled() and page.locator(".edit-grid input").first.is_disabled()
+    for preset, kind in (("mha", "MHA"), ("causal", "MHA"), ("gqa", "GQA"), ("mqa", "MQA")):
+        page.get_by_label("Preset").select_option(preset)
+        wait_kind(page, kind)
+        stages = page.get_by_label("Calculation stage").locator("option").count()
+        page.get_by_label("Calculation stage").select_option(index=0)
+        for _ in range(stages - 1):
+            page.get_by_role("button", name="Next").click()
+        assert page.get_by_role("button", name="Next").is_disabled()
+        assert ("Mask" in page.get_by_label("Calculation stage").locator("option").all_inner_texts()) == (preset != "mha")
+    page.screenshot(path=str(artifacts / "static-site-mqa.png"), full_page=True)
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests
+    assert errors == []
+    context.close()
