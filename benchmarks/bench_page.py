@@ -12,16 +12,12 @@ frame; `next_frame` also checks that the change was drawn before that frame's ca
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
-import uvicorn
 from playwright.sync_api import sync_playwright
 
-from mha_explorer.server import create_app
+from ._browser import ARGS, CHROMIUM, serve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHANGES = 100
@@ -56,27 +52,12 @@ MEASURE = """async ([label, count]) => {
 }"""
 
 
-def serve() -> tuple[str, uvicorn.Server]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{port}/", server
-
-
 def main() -> None:
     url, server = serve()
     report = {"changes_per_control": CHANGES, "target_p95_ms": TARGET_MS, "controls": {}}
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path="/usr/bin/chromium",
-                headless=True,
-                args=["--no-sandbox", "--disable-gpu"],
-            )
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(url)
             page.wait_for_selector(".mha-explorer .stage h2")

@@ -30,6 +30,25 @@ SECURITY_HEADERS = {
 }
 
 
+class SecurityHeaders:
+    """Pure ASGI middleware: adds SECURITY_HEADERS to every HTTP response without buffering the body."""
+
+    def __init__(self, app):
+        self.app = app
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self.headers]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 def teaching_payload(encoding: str = "json") -> TracePayload:
     example = load_teaching_example()
     t = trace(example.x, example.weights, example.config)
@@ -68,11 +87,7 @@ def create_app() -> FastAPI:
     app = FastAPI(title="mha-explorer", version="0.1.0")
     example = teaching_payload()  # computed once: the example never changes
 
-    @app.middleware("http")
-    async def harden(request: Request, call_next):
-        response = await call_next(request)
-        response.headers.update(SECURITY_HEADERS)
-        return response
+    app.add_middleware(SecurityHeaders)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:

@@ -67,8 +67,13 @@ function num(value, src, extra) {
 class Tensor {
   constructor({ shape, data, b64 }) {
     this.shape = shape;
-    this.data = b64 ? decode(b64) : data;
+    this.b64 = b64;
+    this.values = b64 ? null : data;
     this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
+  }
+  get data() {
+    if (this.values === null) this.values = decode(this.b64); // decoded on first use only
+    return this.values;
   }
   at(...index) {
     let offset = 0;
@@ -173,6 +178,10 @@ function render({ model, el }) {
     notes,
   );
   el.replaceChildren(root);
+  // the Matrices view is built when first opened, once per payload
+  matrices.addEventListener("toggle", () => {
+    if (matrices.open && matrices.children.length === 1) matrices.append(matricesView(view));
+  });
 
   const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
   const set = (changes) => {
@@ -211,7 +220,8 @@ function render({ model, el }) {
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("span", { class: "n" }, i + 1), s.title)));
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
-    matrices.replaceChildren(h("summary", {}, "Matrices"), matricesView(view));
+    matrices.replaceChildren(h("summary", {}, "Matrices"));
+    if (matrices.open) matrices.append(matricesView(view));
     costs.replaceChildren(costPanel(payload));
   }
 

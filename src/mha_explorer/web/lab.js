@@ -272,8 +272,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     if (key === gridKey) {
       for (const input of gridBox.querySelectorAll("input[data-key]")) {
         const [r, c] = input.dataset.cell.split(",").map(Number);
-        input.classList.toggle("edited", lab.edits.has(input.dataset.key));
-        if (input !== document.activeElement && !input.hasAttribute("aria-invalid")) input.value = String(matrix[r][c]);
+        const edited = lab.edits.has(input.dataset.key);
+        if (input.classList.contains("edited") !== edited) input.classList.toggle("edited", edited);
+        const text = String(matrix[r][c]);
+        // touch only what changed: a redraw of thousands of inputs would cost a frame or more
+        if (input.value !== text && input !== document.activeElement && !input.hasAttribute("aria-invalid")) input.value = text;
       }
       return;
     }

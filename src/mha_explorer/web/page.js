@@ -28,6 +28,7 @@ export class PageModel {
 }
 
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
+let currentMode = () => "teaching";
 const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
 
 // ---- the link: the whole view in the URL's fragment ----------------------------------------
@@ -61,7 +62,18 @@ function readLink(hash) {
   return view;
 }
 
+// Several traits change together; write the link once, after all of them.
+let linkQueued = false;
 function writeLink(model, mode, lab) {
+  if (linkQueued) return;
+  linkQueued = true;
+  queueMicrotask(() => {
+    linkQueued = false;
+    writeLinkNow(model, currentMode(), lab);
+  });
+}
+
+function writeLinkNow(model, mode, lab) {
   const params = new URLSearchParams();
   params.set("mode", mode);
   if (mode === "lab") {
@@ -159,6 +171,7 @@ async function main() {
   }
 
   let mode = "teaching";
+  currentMode = () => mode;
   let start;
   try {
     start = validView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
