@@ -55,7 +55,8 @@ def export_site(directory: Path) -> list[Path]:
     page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
     written = {
         Path(directory) / "index.html": page,
-        static / "style.css": WEB.joinpath("style.css").read_text(encoding="utf-8"),
+        static / "page.css": WEB.joinpath("page.css").read_text(encoding="utf-8"),
+        static / "explorer.css": WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
         static / "app.js": bundle(),
         static / "data.js": "globalThis.MHA_DATA = " + json.dumps(site_data(), separators=(",", ":")) + ";\n",
     }

@@ -21,13 +21,14 @@ def test_export_site_writes_a_self_contained_site(tmp_path):
         "index.html",
         "static/app.js",
         "static/data.js",
-        "static/style.css",
+        "static/explorer.css",
+        "static/page.css",
     ]
     html = (site / "index.html").read_text()
     assert 'type="module"' not in html and "static/app.js" in html and "static/data.js" in html
     app = (site / "static/app.js").read_text()
     assert not re.search(r"^\s*(import|export)\b", app, flags=re.M)
-    for text in (html, app, (site / "static/style.css").read_text()):
+    for text in (html, app, (site / "static/page.css").read_text(), (site / "static/explorer.css").read_text()):
         assert "http://" not in text.replace("http://www.w3.org/", "") and "https://" not in text
     data = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
     assert set(data["presets"]) == {"mha", "causal", "gqa", "mqa"}
