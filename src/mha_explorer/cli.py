@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import replace
 
@@ -71,8 +72,11 @@ def serve(host: str, port: int) -> None:
 
     from .server import create_app
 
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
     click.echo(f"mha-explorer: open http://{host}:{port}/ (Ctrl+C stops)")
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
+    uvicorn.run(create_app(), host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 
 
 @main.command("export-site")

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import time
 from importlib.resources import files
 from typing import Literal
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from pydantic import BaseModel
 
 from .examples import load_teaching_example
 from .lab import LabError, lab_payload
@@ -30,23 +37,121 @@ SECURITY_HEADERS = {
 }
 
 
-class SecurityHeaders:
-    """Pure ASGI middleware: adds SECURITY_HEADERS to every HTTP response without buffering the body."""
+MAX_BODY = 1_000_000  # bytes: a full 64-token lab request with every weight is about 0.2 MB
+access_log = logging.getLogger("mha_explorer.access")
 
-    def __init__(self, app):
+
+class Problem(BaseModel):
+    field: str
+    message: str
+    type: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer: which field is wrong, and what to change."""
+
+    detail: list[Problem]
+
+
+ERRORS = {
+    400: {"model": ErrorResponse, "description": "the body could not be read as JSON"},
+    413: {"model": ErrorResponse, "description": "the request body is over the limit"},
+    422: {"model": ErrorResponse, "description": "a field is out of range or inconsistent; `detail` names it and the fix"},
+    503: {"model": ErrorResponse, "description": "too many traces under way; retry after the Retry-After seconds"},
+}
+
+
+def problem(status: int, field: str, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"detail": [{"field": field, "message": message}]}, status_code=status, headers=headers)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    """Pure ASGI middleware around everything: caps request bodies, adds the security headers to
+    every response without buffering it, and writes one JSON log line per request."""
+
+    def __init__(self, app, max_body: int = MAX_BODY):
         self.app = app
+        self.max_body = max_body
         self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        state = {"status": 500, "sent": False}
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
+                state["status"], state["sent"] = message["status"], True
                 message["headers"] = [*message.get("headers", []), *self.headers]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            length = dict(scope["headers"]).get(b"content-length", b"0")
+            if length.isdigit() and int(length) > self.max_body:
+                raise BodyTooLarge
+            # read the whole body first, so a stream without a length is cut at the limit too
+            body, more = b"", scope["method"] in ("POST", "PUT", "PATCH")
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+                if len(body) > self.max_body:
+                    raise BodyTooLarge
+            replayed = False
+
+            async def replay():
+                nonlocal replayed
+                if replayed:
+                    return await receive()
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await self.app(scope, replay, send_with_headers)
+        except BodyTooLarge:
+            if not state["sent"]:
+                message = f"the request body is over the limit of {self.max_body:,} bytes; send less"
+                await problem(413, "body", message)(scope, receive, send_with_headers)
+        finally:
+            access_log.info(
+                json.dumps(
+                    {
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "status": state["status"],
+                        "ms": round(1000 * (time.perf_counter() - started), 2),
+                    }
+                )
+            )
+
+
+class Busy(Exception):
+    pass
+
+
+class TraceGate:
+    """A bounded queue for heavy traces: `workers` run at once, `queue` more may wait, the rest get 503."""
+
+    def __init__(self, workers: int = 2, queue: int = 16):
+        self.slots = asyncio.Semaphore(workers)
+        self.limit = workers + queue
+        self.pending = 0
+
+    async def run(self, fn, *args):
+        if self.pending >= self.limit:
+            raise Busy
+        self.pending += 1
+        try:
+            async with self.slots:
+                return await run_in_threadpool(fn, *args)
+        finally:
+            self.pending -= 1
 
 
 def teaching_payload(encoding: str = "json") -> TracePayload:
@@ -74,6 +179,8 @@ def explain(error: dict) -> dict:
         message = "must be a finite number: no NaN or infinity"
     elif kind in ("float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"):
         message = f"{given!r} is not a {'whole ' if kind.startswith('int') else ''}number; type a number such as 0.5"
+    elif kind == "literal_error":
+        message = f"{given!r} is not allowed; use {ctx.get('expected')}"
     elif kind == "missing":
         message = "is required"
     elif kind == "extra_forbidden":
@@ -83,11 +190,11 @@ def explain(error: dict) -> dict:
     return {"field": field, "message": message, "type": kind}
 
 
-def create_app() -> FastAPI:
+def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16) -> FastAPI:
     app = FastAPI(title="mha-explorer", version="0.1.0")
     example = teaching_payload()  # computed once: the example never changes
-
-    app.add_middleware(SecurityHeaders)
+    gate = TraceGate(workers, queue)
+    app.add_middleware(Guard, max_body=max_body)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -97,21 +204,28 @@ def create_app() -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/api/example", response_model=TracePayload)
+    @app.get("/api/example", response_model=TracePayload, responses={422: ERRORS[422]})
     def teaching_example(encoding: Literal["json", "base64"] = "json") -> Response:
         return Response(example_json[encoding], media_type="application/json")
 
-    @app.post(
-        "/api/trace",
-        response_model=TracePayload,
-        responses={422: {"description": "a field is out of range or inconsistent; `detail` names it and the fix"}},
-    )
-    def lab_trace(request: TraceRequest) -> Response:
-        return Response(lab_payload(request).model_dump_json(), media_type="application/json")
+    @app.post("/api/trace", response_model=TracePayload, responses=ERRORS)
+    async def lab_trace(request: TraceRequest) -> Response:
+        payload = await gate.run(lambda: lab_payload(request).model_dump_json())
+        return Response(payload, media_type="application/json")
 
     @app.exception_handler(LabError)
     async def lab_error(request: Request, error: LabError) -> JSONResponse:
-        return JSONResponse({"detail": [{"field": error.field, "message": error.message}]}, status_code=422)
+        return problem(422, error.field, error.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        # the same shape as every other error answer
+        message = "the body could not be read as JSON; send a JSON object" if error.status_code == 400 else str(error.detail)
+        return problem(error.status_code, "body" if error.status_code == 400 else "path", message, getattr(error, "headers", None))
+
+    @app.exception_handler(Busy)
+    async def busy(request: Request, error: Busy) -> JSONResponse:
+        return problem(503, "server", "too many traces are under way; try again in a second", {"Retry-After": "1"})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

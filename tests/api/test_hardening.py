@@ -1,0 +1,139 @@
+"""Safe defaults: body caps, the trace queue, security headers, logging, static paths, shutdown."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from mha_explorer import server
+from mha_explorer.server import create_app
+
+pytestmark = pytest.mark.api
+
+SMALL = {"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a", "b"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_body_over_the_limit_is_refused_with_413():
+    client = TestClient(create_app(max_body=2_000))
+    big = json.dumps(SMALL | {"tokens": ["t"] * 40, "pad": "x" * 3_000}).encode()
+    response = client.post("/api/trace", content=big, headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert response.json()["detail"][0]["field"] == "body" and "2,000 bytes" in response.json()["detail"][0]["message"]
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+
+
+def test_a_streamed_body_without_length_is_cut_at_the_limit():
+    client = TestClient(create_app(max_body=2_000))
+
+    def chunks():
+        yield b'{"config": {"d_model": 4, "n_heads": 2}, "tokens": ["'
+        for _ in range(10):
+            yield b"x" * 500
+        yield b'"]}'
+
+    response = client.post("/api/trace", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413
+
+
+def test_one_structured_log_line_per_request(caplog):
+    client = TestClient(create_app())
+    with caplog.at_level(logging.INFO, logger="mha_explorer.access"):
+        client.get("/api/health")
+        client.post("/api/trace", json={"tokens": []})
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mha_explorer.access"]
+    assert [(l["method"], l["path"], l["status"]) for l in lines] == [("GET", "/api/health", 200), ("POST", "/api/trace", 422)]
+    assert all(isinstance(l["ms"], float) and l["ms"] >= 0 for l in lines)
+
+
+def test_static_files_cannot_reach_outside_the_web_folder():
+    client = TestClient(create_app())
+    for path in ("/static/../server.py", "/static/%2e%2e/server.py", "/static/..%2fserver.py", "/static/%2e%2e%2f%2e%2e%2fpyproject.toml"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert b"create_app" not in response.content
+
+
+def test_no_route_takes_a_path():
+    spec = TestClient(create_app()).get("/openapi.json").json()
+    names = {p["name"] for ops in spec["paths"].values() for op in ops.values() for p in op.get("parameters", [])}
+    assert names <= {"encoding"}
+    assert "path" not in json.dumps(spec["components"]["schemas"]["TraceRequest"]).lower()
+
+
+def test_a_full_trace_queue_answers_503_with_retry_after(monkeypatch):
+    release = threading.Event()
+    started = threading.Event()
+    real = server.lab_payload
+
+    def slow(request):
+        started.set()
+        release.wait(10)
+        return real(request)
+
+    monkeypatch.setattr(server, "lab_payload", slow)
+    port = free_port()
+    app = create_app(workers=1, queue=0)
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{port}/api/trace"
+    first: dict = {}
+    worker = threading.Thread(target=lambda: first.setdefault("r", httpx.post(url, json=SMALL, timeout=20)))
+    worker.start()
+    try:
+        assert started.wait(10)
+        second = httpx.post(url, json=SMALL, timeout=10)
+        assert second.status_code == 503 and second.headers["retry-after"] == "1"
+        assert "try again" in second.json()["detail"][0]["message"]
+        assert httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200  # still serving
+    finally:
+        release.set()
+        worker.join(20)
+        uv.should_exit = True
+        thread.join(10)
+    assert first["r"].status_code == 200
+
+
+def test_serve_binds_loopback_and_stops_gracefully_on_sigterm():
+    port = free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "mha-explorer")
+    proc = subprocess.Popen([exe, "serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    # uvicorn finishes the open requests, then ends the process with the signal it caught
+    assert proc.returncode in (0, -signal.SIGTERM)
+    assert f"http://127.0.0.1:{port}/" in out
+    assert "Traceback" not in err
+    assert '"path": "/api/health", "status": 200' in err
