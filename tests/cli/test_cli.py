@@ -1,0 +1,255 @@
+"""`mha-explorer trace`, through click's CliRunner.
+
+Expected numbers come from the example's JSON file and a plain-loop attention
+written here, not from the package's trace().
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from decimal import ROUND_HALF_UP, Decimal
+from importlib.resources import files
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mha_explorer.cli import main
+from mha_explorer.schema import TracePayload
+
+pytestmark = pytest.mark.cli
+
+TITLES = ["Projections", "Scores", "Weights", "Value mixing", "Concatenation", "Output projection"]
+TITLES_CAUSAL = ["Projections", "Scores", "Mask", "Weights", "Value mixing", "Concatenation", "Output projection"]
+STAGE_IDS = ["projections", "scores", "weights", "mixing", "concat", "output"]
+
+
+# --- an independent reference ------------------------------------------------
+
+
+def example() -> dict:
+    return json.loads(files("mha_explorer.examples").joinpath("teaching.json").read_text(encoding="utf-8"))
+
+
+def loop_attention(ex: dict, causal: bool) -> dict[str, list]:
+    """Attention one number at a time on the example's lists (no bias in the example)."""
+    x, c = ex["x"], ex["config"]
+    n, d, h, e, f = len(x), c["d_model"], c["n_heads"], c["d_head"], c["d_v"]
+    assert not c["bias"]
+
+    def proj(W, i, t, width):
+        return [sum(x[t][m] * W[i][m][j] for m in range(d)) for j in range(width)]
+
+    q = [[proj(ex["W_Q"], i, t, e) for t in range(n)] for i in range(h)]
+    k = [[proj(ex["W_K"], i, t, e) for t in range(n)] for i in range(h)]
+    v = [[proj(ex["W_V"], i, t, f) for t in range(n)] for i in range(h)]
+    scores = [[[sum(a * b for a, b in zip(q[i][t], k[i][s])) for s in range(n)] for t in range(n)] for i in range(h)]
+    weights = []
+    for i in range(h):
+        rows = []
+        for t in range(n):
+            visible = [s for s in range(n) if not causal or s <= t]
+            scaled = {s: scores[i][t][s] / math.sqrt(e) for s in visible}
+            top = max(scaled.values())
+            ex_ = {s: math.exp(scaled[s] - top) for s in visible}
+            total = sum(ex_.values())
+            rows.append([ex_[s] / total if s in ex_ else 0.0 for s in range(n)])
+        weights.append(rows)
+    z = [[[sum(weights[i][t][s] * v[i][s][j] for s in range(n)) for j in range(f)] for t in range(n)] for i in range(h)]
+    concat = [[z[i][t][j] for i in range(h) for j in range(f)] for t in range(n)]
+    output = [[sum(concat[t][r] * ex["W_O"][r][m] for r in range(h * f)) for m in range(d)] for t in range(n)]
+    return {"q": q, "k": k, "v": v, "scores": scores, "weights": weights, "z": z, "output": output}
+
+
+def two(v: float) -> str:
+    """Two decimals, halves away from zero (JavaScript's toFixed), and no "-0.00"."""
+    s = str(Decimal(v).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    return "0.00" if s == "-0.00" else s
+
+
+# --- running the command -----------------------------------------------------
+
+
+def run(*args: str, width: int = 200):
+    result = CliRunner().invoke(main, ["trace", *args], env={"COLUMNS": str(width)})
+    assert "Traceback" not in result.output
+    return result
+
+
+def ok(*args: str, width: int = 200) -> str:
+    result = run(*args, width=width)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stderr == ""
+    return result.stdout
+
+
+def titles(out: str) -> list[str]:
+    return re.findall(r"╭─+ (.+?) ─+╮", out)
+
+
+def cells(out: str) -> list[list[str]]:
+    """The cells of every table row, with the panel's own borders dropped."""
+    rows = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split("│")]  # "│ │ a │ b │   │" -> "", "", a, b, "", ""
+        if len(parts) > 4:
+            rows.append(parts[2:-2])
+    return rows
+
+
+def has_row(out: str, expected: list[str]) -> bool:
+    """Some table row holds `expected` as consecutive cells."""
+    k = len(expected)
+    return any(row[i : i + k] == expected for row in cells(out) for i in range(len(row) - k + 1))
+
+
+# --- the default walkthrough -------------------------------------------------
+
+
+def test_runner_keeps_stderr_apart():
+    """click >= 8.2 captures stderr separately; the error tests rely on it."""
+    result = run("--head", "9")
+    assert result.stdout == ""
+    assert result.stderr.strip() != ""
+
+
+@pytest.mark.parametrize("width", [80, 200], ids=["80-columns", "200-columns"])
+def test_default_shows_every_stage_and_both_heads(width):
+    out = ok(width=width)
+    assert titles(out) == TITLES
+    assert "query like (position 1)" in out
+    for head in (0, 1):
+        assert f"head {head}" in out
+
+
+def test_score_rows_show_the_dot_product_terms_and_the_scores():
+    ex, out = example(), ok()
+    ref = loop_attention(ex, causal=False)
+    i, e = ex["tokens"].index("like"), ex["config"]["d_head"]
+    for h in (0, 1):
+        assert f"head {h}: q·k_j, then ÷√{e}" in out
+        for j, tok in enumerate(ex["tokens"]):
+            terms = " + ".join(f"{two(a)}×{two(b)}" for a, b in zip(ref["q"][h][i], ref["k"][h][j]))
+            score = ref["scores"][h][i][j]
+            assert has_row(out, [tok, terms, two(score), two(score / math.sqrt(e))]), (h, tok, terms)
+
+
+def test_weights_rows_and_the_summing_line():
+    ex, out = example(), ok("--stage", "weights")
+    ref = loop_attention(ex, causal=False)
+    i = ex["tokens"].index("like")
+    for j, tok in enumerate(ex["tokens"]):
+        w0, w1 = ref["weights"][0][i][j], ref["weights"][1][i][j]
+        assert has_row(out, [tok, two(w0), "█" * round(w0 * 20), two(w1), "█" * round(w1 * 20)]), tok
+    assert has_row(out, ["sum", "1.00", "", "1.00", ""])
+
+
+def test_output_rows_are_the_reference_output():
+    ex, out = example(), ok("--stage", "output")
+    ref = loop_attention(ex, causal=False)
+    i = ex["tokens"].index("like")
+    assert has_row(out, ["output y", *(two(y) for y in ref["output"][i])])
+
+
+# --- options ------------------------------------------------------------------
+
+
+def test_query_option_changes_the_query():
+    ex, out = example(), ok("--query", "cats", "--stage", "scores")
+    ref = loop_attention(ex, causal=False)
+    assert "query cats (position 0)" in out
+    terms = " + ".join(f"{two(a)}×{two(b)}" for a, b in zip(ref["q"][1][0], ref["k"][1][3]))
+    assert has_row(out, ["milk", terms, two(ref["scores"][1][0][3])])
+
+
+def test_head_option_shows_only_that_head():
+    out = ok("--head", "1", "--stage", "scores")
+    assert "head 1: q·k_j" in out
+    assert "head 0" not in out
+    out = ok("--head", "0", "--stage", "projections")
+    assert "head 0" in out and "head 1" not in out
+
+
+@pytest.mark.parametrize("stage", STAGE_IDS)
+def test_stage_option_shows_only_that_stage(stage):
+    out = ok("--stage", stage)
+    assert titles(out) == [TITLES[STAGE_IDS.index(stage)]]
+
+
+def test_causal_adds_the_mask_stage_and_masks_later_keys():
+    out = ok("--causal", "--query", "cats")
+    assert titles(out) == TITLES_CAUSAL
+    assert "causal" in out.splitlines()[0]
+    for j, tok in enumerate(["cats", "like", "warm", "milk"]):
+        visible = "yes" if j == 0 else "no (masked)"
+        masked = "-inf" if j > 0 else None
+        if masked:
+            assert has_row(out, [tok, str(j), visible, "-inf", "-inf"]), tok
+        else:
+            assert has_row(out, [tok, str(j), visible]), tok
+    # the first token can only attend to itself
+    assert has_row(out, ["cats", "1.00", "█" * 20, "1.00", "█" * 20])
+    assert has_row(out, ["milk", "0.00", "", "0.00", ""])
+
+
+def test_causal_stage_mask():
+    out = ok("--causal", "--stage", "mask")
+    assert titles(out) == ["Mask"]
+
+
+# --- --json -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
+def test_json_validates_and_its_output_is_the_reference(causal):
+    ex = example()
+    out = ok("--json", *(["--causal"] if causal else []))
+    payload = TracePayload.model_validate_json(out)
+    assert payload.tokens == ex["tokens"]
+    assert payload.query == ex["tokens"].index("like")
+    assert payload.config.causal is causal
+    assert ("mask" in payload.stages) is causal
+    ref = loop_attention(ex, causal=causal)
+    for name in ("q", "k", "v", "scores", "weights", "z", "output"):
+        got = payload.stages[name]
+        expected = np.array(ref[name])
+        assert got.shape == list(expected.shape), name
+        np.testing.assert_allclose(np.array(got.data).reshape(got.shape), expected, rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_json_follows_query_option():
+    payload = TracePayload.model_validate_json(ok("--json", "--query", "milk"))
+    assert payload.query == 3
+
+
+# --- mistakes -----------------------------------------------------------------
+
+MISTAKES = {
+    "unknown-query": (["--query", "dogs"], "cats, like, warm, milk"),
+    "empty-query": (["--query", ""], "cats, like, warm, milk"),
+    "head-too-big": (["--head", "2"], "0 to 1"),
+    "head-negative": (["--head", "-1"], "0 to 1"),
+    "head-not-a-number": (["--head", "first"], "0 to 1"),
+    "unknown-stage": (["--stage", "softmax"], ", ".join(STAGE_IDS)),
+    "mask-without-causal": (["--stage", "mask"], "--causal"),
+    "json-with-bad-query": (["--json", "--query", "dogs"], "cats, like, warm, milk"),
+}
+
+
+@pytest.mark.parametrize(("args", "allowed"), MISTAKES.values(), ids=MISTAKES.keys())
+def test_mistakes_exit_2_with_one_line_naming_what_is_allowed(args, allowed):
+    result = run(*args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert allowed in lines[0], lines[0]
+    assert isinstance(result.exception, SystemExit)
+
+
+def test_superscript_digit_head_is_a_clean_mistake():
+    result = run("--head", "²")
+    assert result.exit_code == 2, (result.exit_code, repr(result.exception))
+    assert len(result.stderr.splitlines()) == 1
