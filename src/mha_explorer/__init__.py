@@ -18,3 +18,14 @@ __all__ = [
     "load_teaching_example",
     "trace",
 ]
+
+
+def __getattr__(name: str):
+    # The notebook widget needs anywidget (and so ipywidgets); import it only when asked for,
+    # so that the core, the server and the CLI never load it.
+    if name == "Explorer":
+        from .widget import Explorer
+
+        return Explorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -17,7 +17,7 @@ from .schema import TraceRequest
 from .server import teaching_payload
 
 WEB = files(__package__).joinpath("web")
-MODULES = ("explorer.js", "lab.js", "page.js")  # in dependency order
+MODULES = ("explorer.js", "lab.js", "models.js", "page.js")  # in dependency order
 PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"]  # as in lab.js
 LAB_PRESETS = ("mha", "causal", "gqa", "mqa")
 

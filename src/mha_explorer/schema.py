@@ -27,6 +27,10 @@ class Array(BaseModel):
     shape: list[int]
     data: list[float | None] | None = None
     b64: str | None = None
+    dtype: Literal["float64", "float32"] = "float64"  # of the b64 bytes
+    heads: list[int] | None = Field(
+        default=None, description="when set, only these slices of axis 0 (heads) are present, in this order"
+    )
 
 
 class ConfigModel(BaseModel):
@@ -38,6 +42,10 @@ class ConfigModel(BaseModel):
     causal: bool
     bias: bool
     kind: Literal["MHA", "GQA", "MQA"]
+    qk_norm: bool = False
+    rope_theta: float | None = None
+    sliding_window: int | None = None
+    scale: float | None = None
 
 
 class StageModel(BaseModel):
@@ -79,6 +87,21 @@ class CostsModel(BaseModel):
     kv_cache_mqa: KVCacheModel
 
 
+class ModelLayer(BaseModel):
+    """What a real model's trace adds: which model and layer, and every head's pattern in small."""
+
+    name: str
+    title: str
+    family: str
+    layer: int = Field(description="numbered from 0")
+    n_layers: int
+    text: str
+    special: list[bool] = Field(description="True for tokens the tokenizer added")
+    readable: list[str] = Field(description="the text each token stands for")
+    overview: Array = Field(description="(n_heads, m, m): each head's weights, averaged over blocks of tokens")
+    overview_block: int = Field(description="tokens per overview cell along each axis")
+
+
 class TracePayload(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     config: ConfigModel
@@ -91,12 +114,15 @@ class TracePayload(BaseModel):
     page_stages: list[PageStageModel]
     notes: list[Note]
     costs: CostsModel
+    model: ModelLayer | None = Field(default=None, description="present when the trace is a real model's layer")
 
 
-def array(a: np.ndarray, encoding: str = "json") -> Array:
-    flat = np.asarray(a, dtype="<f8").ravel()
+def array(a: np.ndarray, encoding: str = "json", dtype: str = "float64", heads: list[int] | None = None) -> Array:
     if encoding == "base64":
-        return Array.model_construct(shape=list(a.shape), b64=base64.b64encode(flat.tobytes()).decode("ascii"))
+        flat = np.asarray(a, dtype="<f4" if dtype == "float32" else "<f8").ravel()
+        b64 = base64.b64encode(flat.tobytes()).decode("ascii")
+        return Array.model_construct(shape=list(a.shape), b64=b64, dtype=dtype, heads=heads)
+    flat = np.asarray(a, dtype="<f8").ravel()
     data = flat.tolist()
     if not np.isfinite(flat).all():
         data = [None if v == -np.inf else v for v in data]
@@ -104,8 +130,16 @@ def array(a: np.ndarray, encoding: str = "json") -> Array:
 
 
 def trace_payload(
-    t: Trace, tokens: list[str], weights: AttentionWeights, query: int = 0, encoding: str = "json"
+    t: Trace,
+    tokens: list[str],
+    weights: AttentionWeights,
+    query: int = 0,
+    encoding: str = "json",
+    encode=None,
+    model: ModelLayer | None = None,
 ) -> TracePayload:
+    """The payload of a trace. `encode(name, array) -> Array` may slice or narrow arrays (real models)."""
+    encode = encode or (lambda name, a: array(a, encoding))
     config = t.config
     return TracePayload(
         config=ConfigModel(**config.to_dict(), kind=config.kind),
@@ -113,14 +147,15 @@ def trace_payload(
         query=query,
         kv_group=list(config.kv_group),
         stage_table=[StageModel(**asdict(s)) for s in STAGES if s.name in t.stages],
-        stages={name: array(a, encoding) for name, a in t.stages.items()},
-        weights={name: array(a, encoding) for name, a in weights.arrays().items()},
+        stages={name: encode(name, a) for name, a in t.stages.items()},
+        weights={name: encode(name, a) for name, a in weights.arrays().items()},
         page_stages=[
             PageStageModel(**asdict(s) | {"trace_stages": list(s.trace_stages)}, mathml=mathml(s.latex))
             for s in page_stages(config)
         ],
         notes=[Note(id=i, text=text) for i, text in notes(config)],
         costs=CostsModel(**asdict(costs(config, t.n))),
+        model=model,
     )
 
 
@@ -130,9 +165,12 @@ def payload_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
 
 
 def to_numpy(a: Array) -> np.ndarray:
+    """The array as NumPy; with `heads`, only the present head slices (in `heads` order)."""
+    shape = list(a.shape) if a.heads is None else [len(a.heads), *a.shape[1:]]
     if a.b64 is not None:
-        return np.frombuffer(base64.b64decode(a.b64), dtype="<f8").reshape(a.shape).copy()
-    return np.array([-np.inf if v is None else v for v in a.data], dtype=np.float64).reshape(a.shape)
+        dtype = "<f4" if a.dtype == "float32" else "<f8"
+        return np.frombuffer(base64.b64decode(a.b64), dtype=dtype).astype(np.float64).reshape(shape)
+    return np.array([-np.inf if v is None else v for v in a.data], dtype=np.float64).reshape(shape)
 
 
 # ---- requests ---------------------------------------------------------------------------

@@ -15,10 +15,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.middleware.gzip import GZipMiddleware
 
 from .examples import load_teaching_example
 from .lab import LabError, lab_payload
+from .models.errors import ModelError
+from .modelview import MAX_TEXT, ModelService, model_payload
 from .schema import TracePayload, TraceRequest, trace_payload
 from .trace import trace
 
@@ -190,11 +193,86 @@ def explain(error: dict) -> dict:
     return {"field": field, "message": message, "type": kind}
 
 
-def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16) -> FastAPI:
+class ModelTraceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(description="a registry name from GET /api/models", max_length=64)
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    layer: int = Field(ge=0, le=1000, description="numbered from 0")
+    head: int = Field(default=0, ge=0, le=1000)
+    query: int | None = Field(default=None, ge=0)
+
+
+class ModelStatus(BaseModel):
+    name: str
+    title: str
+    family: str
+    package: str
+    installed: bool
+    heavy: bool
+    state: Literal["idle", "loading", "ready", "error"]
+    fraction: float
+    message: str
+    config: dict | None = None
+
+
+def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, models: ModelService | None = None) -> FastAPI:
     app = FastAPI(title="mha-explorer", version="0.1.0")
     example = teaching_payload()  # computed once: the example never changes
     gate = TraceGate(workers, queue)
+    service = models or ModelService()
+    app.add_middleware(GZipMiddleware, minimum_size=100_000, compresslevel=1)  # large traces only; level 1 is fast
     app.add_middleware(Guard, max_body=max_body)
+
+    def status(info) -> ModelStatus:
+        loaded = service.get(info.name)
+        return ModelStatus(
+            **{k: getattr(info, k) for k in ("name", "title", "family", "package", "installed", "heavy")},
+            **service.state(info.name),
+            config=None if loaded is None else loaded.config_summary(),
+        )
+
+    def registry_entry(name: str):
+        from .models import available_models
+
+        infos = {i.name: i for i in available_models()}
+        if name not in infos:
+            raise LabError("model", f"no model named {name!r}; choose one of: {', '.join(infos)}")
+        if not infos[name].installed:
+            raise LabError("model", f"{name} is not installed; run: {infos[name].install}")
+        return infos[name]
+
+    @app.get("/api/models", response_model=list[ModelStatus])
+    def list_models() -> list[ModelStatus]:
+        from .models import available_models
+
+        return [status(info) for info in available_models()]
+
+    @app.get("/api/models/{name}", response_model=ModelStatus, responses=ERRORS)
+    def model_status(name: str) -> ModelStatus:
+        return status(registry_entry(name))
+
+    @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=ERRORS)
+    def load(name: str) -> ModelStatus:
+        info = registry_entry(name)
+        service.start(name)
+        return status(info)
+
+    @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | {409: ERRORS[422] | {"description": "the model is not loaded yet"}})
+    async def model_trace(request: ModelTraceRequest) -> Response:
+        registry_entry(request.model)
+        model = service.get(request.model)
+        if model is None:
+            return problem(409, "model", f"{request.model} is not loaded yet: POST /api/models/{request.model}/load first")
+
+        def run() -> str:
+            return model_payload(model, request.text, request.layer, request.head, request.query).model_dump_json()
+
+        try:
+            payload = await gate.run(run)
+        except ModelError as error:
+            field = next((f for f in ("head", "layer") if str(error).startswith(f)), "text")
+            raise LabError(field, str(error)) from None
+        return Response(payload, media_type="application/json")
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:

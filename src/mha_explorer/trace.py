@@ -120,9 +120,9 @@ def trace(
     k = x @ w.W_K  # (g, n, e)
     v = x @ w.W_V  # (g, n, f)
     if config.bias:
-        q = q + w.b_Q[:, None, :]
-        k = k + w.b_K[:, None, :]
-        v = v + w.b_V[:, None, :]
+        q = _add(q, w.b_Q[:, None, :])
+        k = _add(k, w.b_K[:, None, :])
+        v = _add(v, w.b_V[:, None, :])
     stages = {"x": x, "q": q, "k": k, "v": v}
 
     if config.qk_norm:
@@ -158,10 +158,19 @@ def trace(
     output = concat @ w.W_O  # (n, d)
     contributions = z @ w.W_O.reshape(config.n_heads, config.d_v, config.d_model)  # (h, n, d)
     if config.bias:
-        output = output + w.b_O
+        output = _add(output, w.b_O)
 
     stages |= {"weights": weights_, "z": z, "concat": concat, "output": output, "contributions": contributions}
     return Trace(config=config, stages=stages)
+
+
+def _add(fresh: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """fresh + bias, in place when that keeps the dtype: fresh is a new array nobody else holds,
+    and every array trace() does not allocate is one the system need not page in."""
+    if np.result_type(fresh, bias) == fresh.dtype:
+        fresh += bias
+        return fresh
+    return fresh + bias
 
 
 def hidden_keys(n: int, config: AttentionConfig) -> np.ndarray:
@@ -196,11 +205,14 @@ def _rms_norm(a: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
 
 def _rotary(positions: np.ndarray, d_head: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin of the RoPE angles, (n, e) each, in the "rotate half" layout: component m and
-    m + e/2 form a pair that turns by positions * theta^(-2m/e). Computed in the dtype of q, the way
-    the reference implementations do in float32."""
+    m + e/2 form a pair that turns by positions * theta^(-2m/e). Computed in the dtype of q, step by
+    step as the reference implementations do in float32; the power is rounded from float64, as a
+    correctly rounded float32 power would be (at position 800, one unit in the last place of a
+    frequency already moves an angle by 5e-5)."""
     dtype = np.dtype(dtype)
     exponents = np.arange(0, d_head, 2).astype(dtype) / dtype.type(d_head)  # (e/2,)
-    inv_freq = dtype.type(1.0) / (dtype.type(theta) ** exponents)  # (e/2,)
+    powers = (np.float64(theta) ** exponents.astype(np.float64)).astype(dtype)  # (e/2,)
+    inv_freq = dtype.type(1.0) / powers  # (e/2,)
     angles = positions.astype(dtype)[:, None] * inv_freq[None, :]  # (n, e/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (n, e)
     return np.cos(angles), np.sin(angles)

@@ -28,8 +28,7 @@ def fmt(v: float, digits: int = 2) -> str:
 
 def vec(a: np.ndarray, digits: int = 2) -> str:
     if len(a) > MAX_SHOWN:
-        head, tail = (", ".join(fmt(v, digits) for v in part) for part in (a[:4], a[-2:]))
-        return f"[{head}, …, {tail}] ({len(a)} numbers)"
+        return "[" + ", ".join(fmt(v, digits) for v in a[:3]) + f", …] ({len(a)} numbers)"
     return "[" + ", ".join(fmt(v, digits) for v in a) + "]"
 
 

@@ -74,8 +74,15 @@ def test_static_files_cannot_reach_outside_the_web_folder():
 def test_no_route_takes_a_path():
     spec = TestClient(create_app()).get("/openapi.json").json()
     names = {p["name"] for ops in spec["paths"].values() for op in ops.values() for p in op.get("parameters", [])}
-    assert names <= {"encoding"}
+    assert names <= {"encoding", "name"}  # name: a model of the registry, never a file
     assert "path" not in json.dumps(spec["components"]["schemas"]["TraceRequest"]).lower()
+    client = TestClient(create_app())
+    for name in ("..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd", "C:%5Cmodels"):
+        response = client.get(f"/api/models/{name}")
+        assert response.status_code in (404, 422), name
+        assert "root:" not in response.text
+    refused = client.post("/api/model-trace", json={"model": "/etc/passwd", "text": "a", "layer": 0})
+    assert refused.status_code == 422 and "choose one of" in refused.json()["detail"][0]["message"]
 
 
 def test_a_full_trace_queue_answers_503_with_retry_after(monkeypatch):

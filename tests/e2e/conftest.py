@@ -10,7 +10,6 @@ from urllib.parse import urlparse
 
 import pytest
 import uvicorn
-from playwright.sync_api import sync_playwright
 
 from mha_explorer.server import create_app
 
@@ -51,11 +50,10 @@ def server_url():
 
 
 @pytest.fixture(scope="session")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def browser(playwright_driver):
+    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    yield b
+    b.close()
 
 
 def block_outside(route):

@@ -136,7 +136,8 @@ def test_both_head_outputs_stay_visible(page, server_url, api):
             for i in range(payload.config.n_heads):
                 assert outputs.locator(f'[data-head="{i}"]').is_visible()
             shown = check_numbers(page, ".outputs", arrays)
-            wanted = {f"z:{i},{query},{e}" for i in range(payload.config.n_heads) for e in range(payload.config.d_v)}
+            d_v = payload.config.d_v
+            wanted = {f"concat:{query},{i * d_v + e}" for i in range(payload.config.n_heads) for e in range(d_v)}
             assert wanted <= shown
             # inspecting another head never changes an output number
             text = page.locator(".outputs").inner_text().replace("inspected", "")
@@ -145,7 +146,7 @@ def test_both_head_outputs_stay_visible(page, server_url, api):
     select(page, "Query token", "milk")
     shown = check_numbers(page, ".outputs", arrays)
     milk = payload.tokens.index("milk")
-    assert {f"z:{i},{milk},0" for i in range(payload.config.n_heads)} <= shown
+    assert {f"concat:{milk},{i * payload.config.d_v}" for i in range(payload.config.n_heads)} <= shown
     assert page.locator(".outputs").inner_text() != before
 
 

@@ -27,13 +27,17 @@ def divisors(k: int) -> list[int]:
 
 
 @st.composite
-def configs(draw, causal: bool | None = None) -> AttentionConfig:
-    """Any valid config: d_model 1..16, n_heads 1..6, n_kv_heads dividing it, d_head and d_v 1..8."""
-    n_heads = draw(st.integers(1, 6))
+def configs(draw, causal: bool | None = None, grouped: bool = False) -> AttentionConfig:
+    """Any valid config: d_model 1..16, n_heads 1..6, n_kv_heads dividing it, d_head and d_v 1..8.
+
+    grouped=True: only GQA and MQA (fewer key/value heads than query heads).
+    """
+    n_heads = draw(st.integers(2 if grouped else 1, 6))
+    kv_choices = divisors(n_heads)[:-1] if grouped else divisors(n_heads)
     return AttentionConfig(
         d_model=draw(st.integers(1, 16)),
         n_heads=n_heads,
-        n_kv_heads=draw(st.sampled_from(divisors(n_heads))),
+        n_kv_heads=draw(st.sampled_from(kv_choices)),
         d_head=draw(st.integers(1, 8)),
         d_v=draw(st.integers(1, 8)),
         causal=draw(st.booleans()) if causal is None else causal,

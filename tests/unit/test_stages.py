@@ -27,6 +27,10 @@ CONFIGS = {
     "gqa-causal-bias-odd-widths": AttentionConfig(
         d_model=5, n_heads=4, n_kv_heads=2, d_head=3, d_v=2, causal=True, bias=True
     ),
+    "rope": AttentionConfig(d_model=8, n_heads=2, rope_theta=10000.0),
+    "qk-norm-rope-window-gqa": AttentionConfig(
+        d_model=8, n_heads=4, n_kv_heads=2, qk_norm=True, rope_theta=10000.0, sliding_window=2
+    ),
 }
 
 
@@ -35,8 +39,12 @@ def run(config: AttentionConfig, n: int, seed: int = 0):
     return trace(x, AttentionWeights.random(config, seed=seed), config)
 
 
+# every stage a layer can have: the optional q/k norm and RoPE stages sit between v and the scores
+ALL = ["x", "q", "k", "v", "q_normed", "k_normed", "q_rotated", "k_rotated", *CAUSAL[4:]]
+
+
 def test_stage_table_is_pinned():
-    assert list(STAGE_NAMES) == CAUSAL
+    assert list(STAGE_NAMES) == ALL
     assert STAGE_NAMES == tuple(s.name for s in STAGES)
     assert len(set(STAGE_NAMES)) == len(STAGE_NAMES)
     for s in STAGES:
@@ -46,7 +54,17 @@ def test_stage_table_is_pinned():
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
 def test_trace_records_exactly_the_named_stages_in_order(config):
     t = run(config, n=5)
-    assert list(t.stages) == (CAUSAL if config.causal else NON_CAUSAL)
+    if config.qk_norm or config.rope_theta is not None or config.sliding_window is not None:
+        optional = {
+            "q_normed": config.qk_norm,
+            "k_normed": config.qk_norm,
+            "q_rotated": config.rope_theta is not None,
+            "k_rotated": config.rope_theta is not None,
+            "mask": config.causal or config.sliding_window is not None,
+        }
+        assert list(t.stages) == [name for name in ALL if optional.get(name, True)]
+    else:
+        assert list(t.stages) == (CAUSAL if config.causal else NON_CAUSAL)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7], ids=lambda n: f"n={n}")

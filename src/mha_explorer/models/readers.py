@@ -233,8 +233,17 @@ class GGUFFile:
                 )
         self._values: dict[str, Any] = {}
 
-    def has(self, key: str) -> bool:
+    def has_key(self, key: str) -> bool:
+        """Whether the metadata has key."""
         return key in self._reader.fields
+
+    def has(self, name: str) -> bool:
+        """Whether the file has a tensor of this name."""
+        return name in self.tensors
+
+    def names(self) -> list[str]:
+        """The tensor names."""
+        return list(self.tensors)
 
     def value(self, key: str, default: Any = ...) -> Any:
         """A metadata value as a Python str, int, float, bool or list."""
@@ -308,3 +317,40 @@ def unpermute_qk_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     d_head = rows // n_heads
     # stored: (head, m, pair member); original: (head, pair member, m)
     return w.reshape(n_heads, d_head // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+class SafetensorsCheckpoint:
+    """The .safetensors files of one checkpoint directory (one file, or shards), read as one."""
+
+    def __init__(self, paths: list[Path]):
+        if not paths:
+            raise CheckpointError("no .safetensors files given")
+        self.files = [SafetensorsFile(p) for p in sorted(paths)]
+        self._where: dict[str, SafetensorsFile] = {}
+        for f in self.files:
+            for name in f.names():
+                if name in self._where:
+                    raise CheckpointError(f"tensor {name!r} is in both {self._where[name].path.name} and {f.path.name}")
+                self._where[name] = f
+        self.path = self.files[0].path.parent
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def has(self, name: str) -> bool:
+        return name in self._where
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._file(name).shape(name)
+
+    def read(self, name: str) -> np.ndarray:
+        return self._file(name).read(name)
+
+    def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        return self._file(name).rows(name, ids)
+
+    def _file(self, name: str) -> SafetensorsFile:
+        try:
+            return self._where[name]
+        except KeyError:
+            raise CheckpointError(f"the checkpoint in {self.path} has no tensor {name!r}") from None

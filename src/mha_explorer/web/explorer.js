@@ -50,11 +50,11 @@ function full(value) {
   return value === null ? "-Infinity" : String(value);
 }
 
-function decode(b64) {
+function decode(b64, dtype) {
   const bin = atob(b64);
   const bytes = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  return new Float64Array(bytes.buffer);
+  return dtype === "float32" ? new Float32Array(bytes.buffer) : new Float64Array(bytes.buffer);
 }
 
 // A number the learner can check: two decimals shown, full precision on hover and focus.
@@ -65,19 +65,25 @@ function num(value, src, extra) {
 
 // A row-major array from the payload: at(i, j, ...) reads one entry.
 class Tensor {
-  constructor({ shape, data, b64 }) {
+  constructor({ shape, data, b64, dtype, heads }) {
     this.shape = shape;
     this.b64 = b64;
+    this.dtype = dtype;
     this.values = b64 ? null : data;
+    // a real model's payload holds only some slices of axis 0 (heads): map head -> slice
+    this.slices = heads ? new Map(heads.map((head, i) => [head, i])) : null;
     this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
   }
   get data() {
-    if (this.values === null) this.values = decode(this.b64); // decoded on first use only
+    if (this.values === null) this.values = decode(this.b64, this.dtype); // decoded on first use only
     return this.values;
+  }
+  has(first) {
+    return !this.slices || this.slices.has(first);
   }
   at(...index) {
     let offset = 0;
-    for (let i = 0; i < index.length; i++) offset += index[i] * this.strides[i];
+    for (let i = 0; i < index.length; i++) offset += (i === 0 && this.slices ? this.slices.get(index[0]) : index[i]) * this.strides[i];
     return this.data[offset];
   }
   row(...index) {
@@ -158,6 +164,7 @@ function render({ model, el }) {
   const notes = h("section", { class: "notes", "aria-label": "Things to keep in mind" });
   const matrices = h("details", { class: "matrices" });
   const costs = h("section", { class: "cost-section", "aria-label": "Cost" });
+  const overviewBox = h("section", { class: "overview", "aria-label": "Every head of this layer" });
 
   const root = h(
     "div",
@@ -171,6 +178,7 @@ function render({ model, el }) {
       h("div", { class: "buttons" }, allToggle, previous, next, reset),
     ),
     h("nav", { "aria-label": "Stages" }, steps),
+    overviewBox,
     live,
     h("div", { class: "layout" }, stagePanel, outputs),
     costs,
@@ -223,6 +231,8 @@ function render({ model, el }) {
     matrices.replaceChildren(h("summary", {}, "Matrices"));
     if (matrices.open) matrices.append(matricesView(view));
     costs.replaceChildren(costPanel(payload));
+    overviewBox.replaceChildren(...(payload.model ? modelOverview(payload, (head) => set({ head })) : []));
+    overviewBox.hidden = !payload.model;
   }
 
   function update(announce) {
@@ -248,7 +258,11 @@ function render({ model, el }) {
     const info = payload.page_stages[i];
     // each view is built once per payload and kept: going back to it costs no work
     const key = `${stage}|${head}|${query}|${all}`;
-    if (!view.panels.has(key)) {
+    const loading = !view.t.q.has(head);
+    if (loading) {
+      // a real model's payload holds one head at a time; the adapter fetches the one asked for
+      stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
+    } else if (!view.panels.has(key)) {
       view.panels.set(key, [
         h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
         h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
@@ -257,8 +271,10 @@ function render({ model, el }) {
       ]);
     }
     if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, headOutputs(view, query, head));
-    stagePanel.replaceChildren(...view.panels.get(key));
-    outputs.replaceChildren(...view.outputs.get(`${head}|${query}`));
+
+    if (!loading) stagePanel.replaceChildren(...view.panels.get(key));
+    outputs.replaceChildren(...view.outputs.get(`${head}|${query}`).filter(Boolean));
+    for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
   }
 
@@ -301,10 +317,13 @@ function clampState({ head, query }, payload) {
   return { head: inRange(head, payload.config.n_heads), query: inRange(query, payload.tokens.length) };
 }
 
+// Ids must be unique in the document. A notebook imports this module once per widget, so each
+// copy has its own counter: a random prefix per copy keeps two widgets' ids apart.
+const UID_PREFIX = Math.random().toString(36).slice(2, 8);
 let uidCount = 0;
 function uid(name) {
   uidCount += 1;
-  return `mha-${name}-${uidCount}`;
+  return `mha-${name}-${UID_PREFIX}-${uidCount}`;
 }
 
 // ---- the stage views: (view, query, head) -> nodes ---------------------------------------
@@ -324,6 +343,7 @@ function projections(view, query, head) {
   function linked(name, weight, out, outRows, dOut) {
     // out[r, c] = X[outRows[r]] · W[:, c]
     const xTable = grid({
+      source: [t.x, outRows.length === 1 ? `row ${outRows[0]}` : "all"],
       caption: outRows.length === 1 ? h("span", {}, sub("x", payload.tokens[query])) : "X",
       rows: outRows,
       cols: range(c.d_model),
@@ -332,6 +352,7 @@ function projections(view, query, head) {
       rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
     });
     const wTable = grid({
+      source: [w[weight], String(weight === "W_Q" ? head : g)],
       caption: h("span", {}, sup(sub("W", weight === "W_Q" ? head : g), name.toUpperCase())),
       rows: range(c.d_model),
       cols: range(dOut),
@@ -339,6 +360,7 @@ function projections(view, query, head) {
       src: (k, j) => `${weight}:${weight === "W_Q" ? head : g},${k},${j}`,
     });
     const outTable = grid({
+      source: [t[name], `${name === "q" ? head : g} ${outRows.length === 1 ? outRows[0] : "all"}`],
       caption: outRows.length === 1 ? h("span", {}, "q") : name.toUpperCase(),
       rows: outRows,
       cols: range(dOut),
@@ -372,11 +394,35 @@ function projections(view, query, head) {
     linked("k", "W_K", "k", all, c.d_head),
     linked("v", "W_V", "v", all, c.d_v),
     calc,
-    packed(view, query),
+    w.W_Q.slices ? null : packed(view, query), // a real model's payload holds one head's W^Q
   ];
 }
 
+// Beyond this many tokens a one-query view lists the top keys and draws the rest on canvas.
+const MANY_TOKENS = 24;
+const TOP_KEYS = 8;
+
+function topKeys(view, query, head) {
+  const n = view.payload.tokens.length;
+  return range(n)
+    .sort((a, b) => view.t.weights.at(head, query, b) - view.t.weights.at(head, query, a))
+    .slice(0, TOP_KEYS);
+}
+
+// One vector: a row of checkable numbers when short, a heatmap strip when long.
+function vector(caption, length, value, src, label) {
+  if (length <= 16) return h("div", { class: "vector" }, h("span", { class: "vector-caption" }, caption, " = "), h("span", { class: "vec" }, "[", range(length).flatMap((e) => [e ? ", " : "", num(value(e), src(e))]), "]"));
+  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label || "", colLabel: (e) => `[${e}]` });
+}
+
+function keyStrip(view, query, head, name, caption, kind) {
+  const { payload, t } = view;
+  const n = payload.tokens.length;
+  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => payload.tokens[query], colLabel: (j) => `key ${j} “${payload.tokens[j]}”`, kind });
+}
+
 function scores(view, query, head) {
+  if (view.payload.tokens.length > MANY_TOKENS || view.payload.config.d_head > 8) return scoresMany(view, query, head);
   const { payload, t } = view;
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
@@ -407,27 +453,70 @@ function scores(view, query, head) {
 
 function mask(view, query, head) {
   const { payload, t } = view;
-  const rows = range(payload.tokens.length).map((j) =>
+  const hidden = (j) => {
+    const v = t.mask.at(head, query, j);
+    return v === null || v === -Infinity;
+  };
+  const n = payload.tokens.length;
+  const count = range(n).filter(hidden).length;
+  const rule = payload.config.sliding_window ? `keys after it, and keys ${payload.config.sliding_window} or more positions before it,` : "keys after it";
+  if (n > MANY_TOKENS)
+    return [
+      h("p", { class: "lead" }, `Query “`, payload.tokens[query], `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey).`),
+      heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => payload.tokens[query], colLabel: (j) => `key ${j} “${payload.tokens[j]}”` }),
+    ];
+  const rows = range(n).map((j) =>
     h(
       "tr",
-      { class: j > query ? "masked" : null },
+      { class: hidden(j) ? "masked" : null },
       h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
       h("td", {}, String(j)),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
-      h("td", {}, j > query ? "masked: after the query" : "visible"),
+      h("td", {}, hidden(j) ? (j > query ? "masked: after the query" : "masked: outside the window") : "visible"),
       h("td", {}, num(t.mask.at(head, query, j), `mask:${head},${query},${j}`)),
     ),
   );
   return h(
     "table",
     { class: "calc-table" },
-    h("caption", {}, `Query “`, payload.tokens[query], `” is at position ${query}: keys after it are set to −∞`),
+    h("caption", {}, `Query “`, payload.tokens[query], `” is at position ${query}: ${rule} are set to −∞`),
     h("thead", {}, h("tr", {}, ["key", "position", "scaled", "", "after the mask"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
 }
 
+function scoresMany(view, query, head) {
+  const { payload, t } = view;
+  const g = payload.kv_group[head];
+  const top = topKeys(view, query, head);
+  const c = payload.config;
+  const scale = c.scale ?? 1 / Math.sqrt(c.d_head);
+  const rows = top.map((j) =>
+    h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)),
+      h("td", {}, `Σ of ${c.d_head} products`),
+      h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
+      h("td", { class: "div" }, `× ${fmt(scale)}`),
+      h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
+    ),
+  );
+  return [
+    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${top.length} keys that get the most weight.`),
+    keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
+    h(
+      "table",
+      { class: "calc-table" },
+      h("caption", {}, `Top ${top.length} keys by weight`),
+      h("thead", {}, h("tr", {}, ["key", "q · k", "q · k", "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, rows),
+    ),
+  ];
+}
+
 function weights(view, query, head) {
+  if (view.payload.tokens.length > MANY_TOKENS) return weightsMany(view, query, head);
   const { payload, t } = view;
   const n = payload.tokens.length;
   const a = range(n).map((j) => t.weights.at(head, query, j));
@@ -459,7 +548,26 @@ function weights(view, query, head) {
   ];
 }
 
+function weightsMany(view, query, head) {
+  const { payload, t } = view;
+  const top = topKeys(view, query, head);
+  const bars = top.map((j) => {
+    const a = t.weights.at(head, query, j);
+    const bar = h("span", { class: `bar head-${head % 8}` });
+    bar.style.width = `${(100 * a).toFixed(2)}%`;
+    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, payload.tokens[j], h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(a, `weights:${head},${query},${j}`));
+  });
+  let rest = 0;
+  for (let j = 0; j < payload.tokens.length; j++) if (!top.includes(j)) rest += t.weights.at(head, query, j);
+  return [
+    keyStrip(view, query, head, "weights", `Weights of head ${head} over all ${payload.tokens.length} keys (darker = more)`, "weights"),
+    h("div", { class: "bars", role: "group", "aria-label": `The ${top.length} largest weights of head ${head}` }, bars),
+    h("p", { class: "lead" }, `The other ${payload.tokens.length - top.length} keys share ${fmt(rest)} of the weight.`),
+  ];
+}
+
 function mixing(view, query, head) {
+  if (view.payload.tokens.length > MANY_TOKENS || view.payload.config.d_v > 8) return mixingMany(view, query, head);
   const { payload, t } = view;
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
@@ -495,7 +603,57 @@ function mixing(view, query, head) {
   );
 }
 
+function mixingMany(view, query, head) {
+  const { payload, t } = view;
+  const g = payload.kv_group[head];
+  const dv = payload.config.d_v;
+  const top = topKeys(view, query, head);
+  return [
+    h("p", { class: "lead" }, `z is the weighted sum of all ${payload.tokens.length} value rows of K/V head ${g}. Below: the value rows of the ${top.length} keys with the most weight, then z.`),
+    heatmap({
+      caption: `Value rows of the top keys (rows), each to be scaled by its weight`,
+      rows: top.length,
+      cols: dv,
+      value: (r, e) => t.v.at(g, top[r], e),
+      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${payload.tokens[top[r]]}`,
+      colLabel: (e) => `v[${e}]`,
+    }),
+    vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`),
+  ];
+}
+
+function normed(view, query, head) {
+  const { payload, t } = view;
+  const g = payload.kv_group[head];
+  const d = payload.config.d_head;
+  const n = payload.tokens.length;
+  return [
+    h("p", { class: "lead" }, `Each q and k row is divided by its root mean square, then multiplied by a learned scale per component. This keeps the scores in range however large the projections grow.`),
+    vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
+    vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
+    heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
+  ];
+}
+
+function rope(view, query, head) {
+  const { payload, t } = view;
+  const g = payload.kv_group[head];
+  const d = payload.config.d_head;
+  const n = payload.tokens.length;
+  const qIn = t.q_normed ? "q_normed" : "q";
+  const kIn = t.k_normed ? "k_normed" : "k";
+  return [
+    h("p", { class: "lead" }, `Rotary positions turn pairs of components of q and k by an angle that grows with the token's position (θ = ${payload.config.rope_theta}). After the turn, q·k depends on how far apart the two tokens are, not on where they stand.`),
+    vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
+    vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
+    heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K after the rotation`, rows: n, cols: d, value: (r, e) => t.k_rotated.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
+  ];
+}
+
 function concat(view, query, head) {
+  if (view.payload.config.n_heads * view.payload.config.d_v > 64) return concatMany(view, query, head);
   const { payload, t } = view;
   const { n_heads, d_v } = payload.config;
   const blocks = range(n_heads).map((i) =>
@@ -513,10 +671,20 @@ function concat(view, query, head) {
   ];
 }
 
+function concatMany(view, query, head) {
+  const { payload, t } = view;
+  const { n_heads, d_v } = payload.config;
+  return [
+    h("p", { class: "lead" }, `concat has ${n_heads} × ${d_v} = ${n_heads * d_v} numbers: the head outputs in head order. Each row below is one head's z; read them left to right, top to bottom.`),
+    heatmap({ caption: `concat for “${payload.tokens[query]}”, one row per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head }),
+  ];
+}
+
 function output(view, query, head) {
   const { payload, t, w } = view;
   const { n_heads, d_v, d_model } = payload.config;
   const wo = grid({
+    source: [w.W_O, "output"],
     caption: sup("W", "O"),
     rows: range(n_heads * d_v),
     cols: range(d_model),
@@ -527,8 +695,9 @@ function output(view, query, head) {
     colLabel: (m) => `y[${m}]`,
   });
   const y = range(d_model).map((m) => t.output.at(query, m));
-  const contrib = range(n_heads).map((i) => range(d_model).map((m) => t.contributions.at(i, query, m)));
-  const table = h(
+  const shown = range(n_heads).filter((i) => t.contributions.has(i)); // a real model's payload: the inspected head
+  const contrib = shown.map((i) => range(d_model).map((m) => t.contributions.at(i, query, m)));
+  const table = () => h(
     "table",
     { class: "calc-table contributions" },
     h("caption", {}, "Each output component is the sum of every head's contribution"),
@@ -536,27 +705,27 @@ function output(view, query, head) {
     h(
       "tbody",
       {},
-      range(n_heads).map((i) =>
-        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key head-${i % 8}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[i][m], `contributions:${i},${query},${m}`)))),
+      shown.map((i, r) =>
+        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key head-${i % 8}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[r][m], `contributions:${i},${query},${m}`)))),
       ),
       payload.config.bias ? h("tr", {}, h("th", { scope: "row" }, "bias"), range(d_model).map((m) => h("td", {}, num(w.b_O.at(m), `b_O:${m}`)))) : null,
       h("tr", { class: "total" }, h("th", { scope: "row" }, "output y"), range(d_model).map((m) => h("td", {}, num(y[m], `output:${query},${m}`)))),
     ),
   );
-  const wide = d_model > 16;
+  const wide = d_model > 16 || shown.length < n_heads;
   const contribMap = () =>
     heatmap({
-      caption: "Each head's contribution to each output component (rows: heads, then the output)",
-      rows: n_heads + 1,
+      caption: shown.length < n_heads ? `Head ${head}'s contribution to each output component, and the output (pick another head to see its share)` : "Each head's contribution to each output component (rows: heads, then the output)",
+      rows: shown.length + 1,
       cols: d_model,
-      value: (r, m) => (r < n_heads ? contrib[r][m] : y[m]),
-      rowLabel: (r) => (r < n_heads ? `head ${r}` : "output y"),
+      value: (r, m) => (r < shown.length ? contrib[r][m] : y[m]),
+      rowLabel: (r) => (r < shown.length ? `head ${shown[r]}` : "output y"),
       colLabel: (m) => `y[${m}]`,
-      mark: head,
+      mark: shown.indexOf(head),
     });
   return [
     h("div", { class: "equation" }, h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]")), h("span", { class: "op" }, "×"), wo),
-    wide ? contribMap() : table,
+    wide ? contribMap() : table(),
     wide ? null : contributionChart(contrib, y, head),
   ];
 }
@@ -583,8 +752,9 @@ function contributionChart(contrib, y, head) {
   const height = d * rowH + 46;
   const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Contributions of each head to each output component, as stacked bars" });
   const defs = svg("defs", {});
+  const hatch = uid("hatch"); // the patterns' ids, unique per chart: several charts can share a document
   for (let i = 0; i < nHeads; i++) {
-    const p = svg("pattern", { id: `hatch-${i}`, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: `rotate(${45 * (i % 4)})` });
+    const p = svg("pattern", { id: `${hatch}-${i}`, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: `rotate(${45 * (i % 4)})` });
     p.append(svg("rect", { width: 6, height: 6, class: `fill head-${i % 8}` }), svg("rect", { width: i % 2 ? 2 : 0, height: 6, fill: "rgba(255,255,255,0.55)" }));
     defs.append(p);
   }
@@ -601,7 +771,7 @@ function contributionChart(contrib, y, head) {
       const x = v >= 0 ? pos : neg - wpx;
       if (v >= 0) pos += wpx;
       else neg -= wpx;
-      const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, fill: `url(#hatch-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") });
+      const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") });
       rect.append(svg("title", {}, `head ${i}: ${fmt(v)}`));
       chart.append(rect);
       if (wpx > 26) chart.append(svg("text", { x: x + wpx / 2, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
@@ -612,7 +782,7 @@ function contributionChart(contrib, y, head) {
   const legendY = d * rowH + 30;
   let lx = left;
   for (let i = 0; i < nHeads; i++) {
-    chart.append(svg("rect", { x: lx, y: legendY - 10, width: 14, height: 12, fill: `url(#hatch-${i})` }));
+    chart.append(svg("rect", { x: lx, y: legendY - 10, width: 14, height: 12, fill: `url(#${hatch}-${i})` }));
     chart.append(svg("text", { x: lx + 18, y: legendY, class: "label" }, `head ${i} (h${i})`));
     lx += 96;
   }
@@ -635,6 +805,7 @@ function grid(options) {
     value: options.value,
     rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
+    source: options.source,
   });
 }
 
@@ -642,26 +813,40 @@ function textOf(x) {
   return x instanceof Node ? x.textContent : Array.isArray(x) ? x.map(textOf).join("") : String(x);
 }
 
+// The colour of one cell as [r, g, b]: white to blue for weights, blue (negative) or orange
+// (positive) for signed values; null for a masked cell.
 function colour(v, scale, kind) {
   if (v === null || v === -Infinity) return null;
   const t = Math.min(1, Math.abs(v) / (scale || 1));
   const [r, g, b] = kind === "weights" ? [29, 78, 160] : v < 0 ? [47, 111, 208] : [208, 102, 31];
-  const mix = (c) => Math.round(255 + (c - 255) * t);
-  return `rgb(${mix(r)},${mix(g)},${mix(b)})`;
+  return [255 + (r - 255) * t, 255 + (g - 255) * t, 255 + (b - 255) * t];
 }
 
 // A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
 // cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked }) {
-  const cell = Math.max(3, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
+// Painted heatmap cells, per array of a payload: views of other queries reuse them.
+const paintedCells = new WeakMap();
+
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source }) {
+  // source = [tensor, key]: these cells depend only on that tensor, never on the query
+  let store = null;
+  if (source) {
+    if (!paintedCells.has(source[0])) paintedCells.set(source[0], new Map());
+    store = paintedCells.get(source[0]);
+  }
+  const hit = store?.get(source[1]);
+  const cell = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
   const left = 76;
   const width = left + cols * cell;
   const height = rows * cell;
   let scale = 0;
-  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
-    const v = value(r, c);
-    if (v !== null && v !== -Infinity) scale = Math.max(scale, Math.abs(v));
-  }
+  if (hit) scale = hit.scale;
+  else
+    for (let r = 0; r < rows; r++)
+      for (let c = 0; c < cols; c++) {
+        const v = value(r, c);
+        if (v !== null && v !== -Infinity) scale = Math.max(scale, Math.abs(v));
+      }
   if (kind === "weights") scale = 1;
   const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img", "aria-label": `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values` });
   const ratio = window.devicePixelRatio || 1;
@@ -672,35 +857,57 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   const readout = h("p", { class: "readout", "aria-live": "polite" }, "Point at a cell, or focus the map and use the arrow keys.");
   let cursor = null;
 
+  // The cells are painted once, one pixel each, into an image scaled up to the cell size;
+  // moving the cursor only redraws the outlines.
+  let cells = hit ? hit.cells : null;
+  let hiddenCells = hit ? hit.hiddenCells : []; // [row, col] of masked cells
+  function paintCells() {
+    cells = document.createElement("canvas");
+    cells.width = cols;
+    cells.height = rows;
+    const cctx = cells.getContext("2d");
+    const image = cctx.createImageData(cols, rows);
+    hiddenCells = [];
+    for (let r = 0; r < rows; r++)
+      for (let c = 0; c < cols; c++) {
+        const rgb = masked && masked(r, c) ? null : colour(value(r, c), scale, kind);
+        const o = 4 * (r * cols + c);
+        const [red, green, blue] = rgb || [228, 230, 234];
+        image.data[o] = red;
+        image.data[o + 1] = green;
+        image.data[o + 2] = blue;
+        image.data[o + 3] = 255;
+        if (!rgb) hiddenCells.push([r, c]);
+      }
+    cctx.putImageData(image, 0, 0);
+    store?.set(source[1], { cells, scale, hiddenCells });
+  }
+
   function draw() {
+    if (!cells) paintCells();
     const ctx = canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(cells, left, 0, cols * cell, rows * cell);
     ctx.font = `${Math.min(12, Math.max(8, cell - 2))}px system-ui, sans-serif`;
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
-    for (let r = 0; r < rows; r++) {
-      if (cell >= 8 || r % Math.ceil(8 / cell) === 0) {
-        ctx.fillStyle = r === mark ? "#1d2330" : "#5b6475";
-        ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * cell + cell / 2);
+    const every = cell >= 8 ? 1 : Math.ceil(8 / cell);
+    for (let r = 0; r < rows; r += every) {
+      ctx.fillStyle = r === mark ? "#1d2330" : "#5b6475";
+      ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * cell + cell / 2);
+    }
+    if (cell >= 6) {
+      // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
+      ctx.strokeStyle = "#a0a6b0";
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (const [r, c] of hiddenCells) {
+        ctx.moveTo(left + c * cell, (r + 1) * cell);
+        ctx.lineTo(left + (c + 1) * cell, r * cell);
       }
-      for (let c = 0; c < cols; c++) {
-        const fill = masked && masked(r, c) ? null : colour(value(r, c), scale, kind);
-        const x = left + c * cell;
-        const y = r * cell;
-        if (fill === null) {
-          ctx.fillStyle = "#e4e6ea";
-          ctx.fillRect(x, y, cell, cell);
-          ctx.strokeStyle = "#a0a6b0";
-          ctx.beginPath();
-          ctx.moveTo(x, y + cell);
-          ctx.lineTo(x + cell, y);
-          ctx.stroke();
-        } else {
-          ctx.fillStyle = fill;
-          ctx.fillRect(x, y, cell, cell);
-        }
-      }
+      ctx.stroke();
     }
     if (mark !== undefined && mark !== null) {
       ctx.strokeStyle = "#1d2330";
@@ -872,7 +1079,7 @@ function packed(view, query) {
   );
 }
 
-const STAGE_VIEWS = { projections, scores, mask, weights, mixing, concat, output };
+const STAGE_VIEWS = { projections, qk_norm: normed, rope, scores, mask, weights, mixing, concat, output };
 
 // ---- always visible: every head's output for the current query ----------------------------
 
@@ -880,22 +1087,60 @@ function headOutputs(view, query, head) {
   const { payload, t } = view;
   const { n_heads, d_v, d_model } = payload.config;
   const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
+  const many = n_heads * d_v > 64; // a real model: say which head, show its z on inspection only
   return [
     h("h2", {}, "Head outputs for “", payload.tokens[query], "”"),
     h(
       "ul",
-      { class: "head-list" },
+      { class: "head-list" + (many ? " compact" : "") },
       range(n_heads).map((i) =>
         h(
           "li",
           { class: `head-output head-${i % 8}` + (i === head ? " inspected" : ""), "data-head": i },
           h("span", { class: "head-name" }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`, i === head ? h("span", { class: "badge" }, "inspected") : null),
-          h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.z.at(i, query, e), `z:${i},${query},${e}`))), ""),
+          many && i !== head
+            ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`)
+            : h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))), ""),
         ),
       ),
     ),
-    h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
+    many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
     h("p", { class: "hint" }, `${payload.config.kind} · d_model ${d_model} · ${n_heads} heads of ${payload.config.d_head}`),
+  ];
+}
+
+// ---- a real model: every head of the layer in small, and the tokens as the tokenizer split them
+
+function modelOverview(payload, pick) {
+  const m = payload.model;
+  const small = new Tensor(m.overview);
+  const [heads, cells] = small.shape;
+  const size = Math.max(48, Math.min(96, Math.floor(900 / heads) - 12));
+  const buttons = range(heads).map((i) => {
+    const canvas = h("canvas", { width: cells, height: cells, class: "thumb", "aria-hidden": "true" });
+    canvas.style.width = canvas.style.height = `${size}px`;
+    const ctx = canvas.getContext("2d");
+    const image = ctx.createImageData(cells, cells);
+    let top = 0;
+    for (let r = 0; r < cells; r++) for (let c = 0; c < cells; c++) top = Math.max(top, small.at(i, r, c));
+    for (let r = 0; r < cells; r++)
+      for (let c = 0; c < cells; c++) {
+        const v = Math.sqrt(small.at(i, r, c) / (top || 1)); // square root: faint patterns stay visible
+        const o = 4 * (r * cells + c);
+        image.data[o] = 255 - v * (255 - 29);
+        image.data[o + 1] = 255 - v * (255 - 78);
+        image.data[o + 2] = 255 - v * (255 - 160);
+        image.data[o + 3] = 255;
+      }
+    ctx.putImageData(image, 0, 0);
+    return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));
+  });
+  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, m.readable[j] || tok));
+  return [
+    h("h2", {}, `${m.title} · layer ${m.layer} of 0–${m.n_layers - 1} · every head's weights`),
+    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),
+    h("div", { class: "thumbs" }, buttons),
+    h("p", { class: "token-strip", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${payload.tokens.length} tokens: `), tokens),
   ];
 }
 
@@ -913,7 +1158,7 @@ function matricesView(view) {
       value: (k, j) => w[name].at(i, k, j),
       src: (k, j) => `${name}:${i},${k},${j}`,
     });
-  const heads = range(c.n_heads).map((i) => {
+  const heads = range(c.n_heads).filter((i) => w.W_Q.has(i)).map((i) => {
     const g = payload.kv_group[i];
     return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, g !== i ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, perHead("W_Q", i, c.d_head), perHead("W_K", g, c.d_head), perHead("W_V", g, c.d_v)));
   });

@@ -2,6 +2,7 @@
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
 import explorer from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
+import { createModels } from "./models.js";
 
 // The subset of the anywidget model the explorer uses: get, set, save_changes, on, off.
 export class PageModel {
@@ -35,7 +36,7 @@ const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
 
 function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
-  const known = new Set(["mode", "stage", "head", "query", "all", "tokens", "seed", "edits", "causal", "bias", ...CONFIG_KEYS]);
+  const known = new Set(["mode", "stage", "head", "query", "all", "tokens", "seed", "edits", "causal", "bias", "model", "layer", "text", ...CONFIG_KEYS]);
   for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${key.slice(0, 20)}”`);
   const whole = (name, fallback) => {
     if (!params.has(name)) return fallback;
@@ -49,8 +50,14 @@ function readLink(hash) {
     return text === "1";
   };
   const mode = params.get("mode") || "teaching";
-  if (mode !== "teaching" && mode !== "lab") throw new Error(`mode=“${mode.slice(0, 20)}” is neither teaching nor lab`);
+  if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${mode.slice(0, 20)}” is not teaching, lab or model`);
   const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: whole("query", null), all: flag("all") };
+  if (mode === "model") {
+    if (STATIC) throw new Error("real models need the server (mha-explorer serve)");
+    const model = params.get("model") || "";
+    if (!/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
+    view.model = { model, layer: whole("layer", 0), text: params.get("text") || "" };
+  }
   if (mode === "lab") {
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
     if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
@@ -64,6 +71,7 @@ function readLink(hash) {
 
 // Several traits change together; write the link once, after all of them.
 let linkQueued = false;
+let models = null; // the real-model panel, once the page has one
 function writeLink(model, mode, lab) {
   if (linkQueued) return;
   linkQueued = true;
@@ -76,6 +84,12 @@ function writeLink(model, mode, lab) {
 function writeLinkNow(model, mode, lab) {
   const params = new URLSearchParams();
   params.set("mode", mode);
+  if (mode === "model" && models?.request()) {
+    const { model: name, layer, text } = models.request();
+    params.set("model", name);
+    params.set("layer", layer);
+    params.set("text", text);
+  }
   if (mode === "lab") {
     for (const k of CONFIG_KEYS) params.set(k, lab.config[k]);
     params.set("causal", lab.config.causal ? "1" : "0");
@@ -146,6 +160,9 @@ async function main() {
   const labBox = document.getElementById("lab");
   const teachingButton = document.getElementById("mode-teaching");
   const labButton = document.getElementById("mode-lab");
+  const modelButton = document.getElementById("mode-model");
+  const modelBox = document.getElementById("models");
+  if (STATIC) modelButton.hidden = true; // real models need the server
   const say = (text) => {
     notice.textContent = text;
     notice.hidden = !text;
@@ -185,7 +202,7 @@ async function main() {
   window.mhaExplorer = { model };
 
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
-  let pendingView = link.mode === "lab" ? link : null;
+  let pendingView = link.mode !== "teaching" ? link : null;
   const editor = createLab({
     container: labBox,
     initial: initialLab,
@@ -214,11 +231,32 @@ async function main() {
     },
   });
 
+  let modelsStarted = false;
+  models = STATIC
+    ? null
+    : createModels({
+        container: modelBox,
+        initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
+        getView: () => ({ head: model.get("head"), query: model.get("query") }),
+        onPayload: (payload, request) => {
+          const ids = payload.page_stages.map((s) => s.id);
+          const stage = pendingView?.stage ?? model.get("stage");
+          pendingView = null;
+          model.set("payload", payload);
+          model.set("stage", ids.includes(stage) ? stage : ids[0]);
+          model.set("head", request.head);
+          model.set("query", payload.query);
+          writeLink(model, mode, editor.lab);
+        },
+      });
+
   function setMode(next) {
     mode = next;
     teachingButton.setAttribute("aria-pressed", String(mode === "teaching"));
     labButton.setAttribute("aria-pressed", String(mode === "lab"));
+    modelButton.setAttribute("aria-pressed", String(mode === "model"));
     labBox.hidden = mode !== "lab";
+    modelBox.hidden = mode !== "model";
     if (mode === "teaching") {
       if (model.get("payload") !== teaching) {
         model.set("payload", teaching);
@@ -227,6 +265,17 @@ async function main() {
         model.set("query", teaching.query);
       }
       writeLink(model, mode, editor.lab);
+    } else if (mode === "model") {
+      if (!modelsStarted) {
+        modelsStarted = true;
+        models.start().then((ok) => {
+          if (!ok && pendingView) {
+            pendingView = null;
+            say("This link could not be used: its model, layer or text was rejected (see the messages above). Showing the teaching example instead.");
+            setMode("teaching");
+          }
+        });
+      }
     } else {
       editor.start().then((ok) => {
         if (!ok && pendingView) {
@@ -243,10 +292,19 @@ async function main() {
     say("");
     setMode("lab");
   });
+  modelButton.addEventListener("click", () => {
+    say("");
+    setMode("model");
+  });
+  // a real model's payload holds one head: asking for another fetches it
+  model.on("change:head", () => {
+    const payload = model.get("payload");
+    if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
+  });
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, mode, editor.lab));
   model.on("change:payload", () => {
     // "Reset example" puts the teaching payload back: follow it into teaching mode
-    if (model.get("payload") === teaching && mode === "lab") setMode("teaching");
+    if (model.get("payload") === teaching && mode !== "teaching") setMode("teaching");
   });
   setMode(link.mode);
 }

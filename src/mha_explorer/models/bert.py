@@ -1,0 +1,106 @@
+"""BERT-family encoders (all-MiniLM-L6-v2 and the like) from a Hugging Face directory.
+
+Source tensors (optionally under "bert."):
+    embeddings.{word,position,token_type}_embeddings.weight, embeddings.LayerNorm.{weight,bias}
+    encoder.layer.{i}.attention.self.{query,key,value}.{weight,bias}     (h*e, d), (h*e,)
+    encoder.layer.{i}.attention.output.dense.{weight,bias}              (d, h*e), (d,)
+    encoder.layer.{i}.attention.output.LayerNorm.{weight,bias}
+    encoder.layer.{i}.intermediate.dense.{weight,bias}, encoder.layer.{i}.output.dense.{weight,bias}
+    encoder.layer.{i}.output.LayerNorm.{weight,bias}
+
+A layer (post-norm): a = LayerNorm(h + attention(h)); h' = LayerNorm(a + W2 gelu(W1 a)).
+Attention sees every token (no mask): one sentence, no padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..config import AttentionConfig
+from ..weights import AttentionWeights
+from .errors import CheckpointError
+from .forward import Architecture, check_shape, gelu_erf, layer_norm, linear, per_head
+from .readers import SafetensorsCheckpoint
+
+
+class Bert(Architecture):
+    family = "bert"
+
+    def __init__(self, cfg: dict, tensors: SafetensorsCheckpoint, progress: Callable[[float, str], None]):
+        where = str(tensors.path)
+        _require(cfg, "hidden_act", "gelu", where)
+        _require(cfg, "position_embedding_type", "absolute", where)
+        d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+        self.n_layers, self.d_model, self.max_positions = int(cfg["num_hidden_layers"]), d, int(cfg["max_position_embeddings"])
+        self.eps = float(cfg.get("layer_norm_eps", 1e-12))
+        ffn = int(cfg["intermediate_size"])
+        if d % h:
+            raise CheckpointError(f"{where}: hidden_size {d} is not divisible by num_attention_heads {h}")
+        e = d // h
+        self.config = AttentionConfig(d_model=d, n_heads=h, d_head=e, bias=True)
+
+        p = "bert." if tensors.has("bert.embeddings.word_embeddings.weight") else ""
+
+        def get(name: str, shape: tuple[int, ...]) -> np.ndarray:
+            return check_shape(where, p + name, tensors.read(p + name), shape)
+
+        self._tensors, self._word = tensors, p + "embeddings.word_embeddings.weight"
+        if len(tensors.shape(self._word)) != 2 or tensors.shape(self._word)[1] != d:
+            raise CheckpointError(f"{where}: {self._word} has shape {tensors.shape(self._word)}; expected (vocab, {d})")
+        self.positions = get("embeddings.position_embeddings.weight", (self.max_positions, d))
+        self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size", 2)), d))[0]
+        self.embed_norm = get("embeddings.LayerNorm.weight", (d,)), get("embeddings.LayerNorm.bias", (d,))
+
+        self.layers = []
+        for i in range(self.n_layers):
+            progress(i / self.n_layers, f"layer {i}")
+            L = f"encoder.layer.{i}."
+            attn = AttentionWeights(
+                W_Q=per_head(get(L + "attention.self.query.weight", (d, d)), h),  # (h, d, e)
+                W_K=per_head(get(L + "attention.self.key.weight", (d, d)), h),
+                W_V=per_head(get(L + "attention.self.value.weight", (d, d)), h),
+                W_O=np.ascontiguousarray(get(L + "attention.output.dense.weight", (d, d)).T),  # (h*e, d)
+                b_Q=get(L + "attention.self.query.bias", (d,)).reshape(h, e),
+                b_K=get(L + "attention.self.key.bias", (d,)).reshape(h, e),
+                b_V=get(L + "attention.self.value.bias", (d,)).reshape(h, e),
+                b_O=get(L + "attention.output.dense.bias", (d,)),
+            )
+            attn.check(self.config)
+            self.layers.append(
+                {
+                    "attention": attn,
+                    "attention_norm": (get(L + "attention.output.LayerNorm.weight", (d,)), get(L + "attention.output.LayerNorm.bias", (d,))),
+                    "up": (get(L + "intermediate.dense.weight", (ffn, d)), get(L + "intermediate.dense.bias", (ffn,))),
+                    "down": (get(L + "output.dense.weight", (d, ffn)), get(L + "output.dense.bias", (d,))),
+                    "output_norm": (get(L + "output.LayerNorm.weight", (d,)), get(L + "output.LayerNorm.bias", (d,))),
+                }
+            )
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        n = len(ids)
+        words = self._tensors.rows(self._word, ids)  # (n, d)
+        h = (words + self.token_type) + self.positions[:n]  # (n, d), in the reference's order of additions
+        return layer_norm(h, *self.embed_norm, self.eps)
+
+    def attention_config(self, layer: int) -> AttentionConfig:
+        return self.config
+
+    def attention_weights(self, layer: int) -> AttentionWeights:
+        return self.layers[layer]["attention"]
+
+    def after_attention(self, h: np.ndarray, attention_output: np.ndarray, layer: int) -> np.ndarray:
+        p = self.layers[layer]
+        a = layer_norm(attention_output + h, *p["attention_norm"], self.eps)  # (n, d)
+        f = gelu_erf(linear(a, *p["up"]))  # (n, ffn)
+        return layer_norm(linear(f, *p["down"]) + a, *p["output_norm"], self.eps)  # (n, d)
+
+    def summary(self) -> dict:
+        return {"norm": "post-norm LayerNorm", "mlp": "GELU", "positions": "learned absolute", "mask": "none"}
+
+
+def _require(cfg: dict, key: str, value: str, where: str) -> None:
+    got = cfg.get(key, value)
+    if got != value:
+        raise CheckpointError(f"{where}: {key} is {got!r}; the BERT converter supports {value!r} only")

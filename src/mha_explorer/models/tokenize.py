@@ -1,0 +1,181 @@
+"""Tokenizers built from the files a model ships, with the `tokenizers` package.
+
+- A Hugging Face directory ships tokenizer.json: it is loaded as it is, without its padding and
+  truncation (the explorer shows every token of the text, or says the text is too long).
+- A GGUF file has no tokenizer.json, only its vocabulary as metadata, under llama.cpp's keys:
+  `tokenizer.ggml.model` "gpt2" is byte-level BPE with the merges listed in the file;
+  "llama" is SentencePiece-style BPE, whose merges follow from the token scores (a higher score
+  merges first), with byte fallback for characters outside the vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CheckpointError
+from .readers import GGUFFile
+
+# llama.cpp's token types (tokenizer.ggml.token_type)
+NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+SPACE = "\u2581"  # SentencePiece's visible space, "▁"
+
+# How llama.cpp names the text splitting ("pre-tokenizer") of a byte-level vocabulary, and which
+# of them are read here. "smollm" (like "starcoder") first cuts every digit off on its own.
+BYTE_LEVEL_SPLITS = {"default": False, "gpt2": False, "gpt-2": False, "smollm": True, "starcoder": True}
+
+
+@dataclass(frozen=True)
+class Encoded:
+    ids: np.ndarray  # (n,) token ids
+    tokens: list[str]  # the token strings, as the vocabulary spells them
+    special: list[bool]  # True for tokens the tokenizer added or marks special ([CLS], <bos>, ...)
+
+
+@dataclass
+class TextTokenizer:
+    backend: object  # tokenizers.Tokenizer
+    style: str  # "wordpiece", "byte-level" or "sentencepiece": how token strings spell text
+    source: str  # what it was built from, for the config summary
+    space_prefix: bool = False  # SentencePiece's "dummy prefix": the text is read as if it began with a space
+    _readable: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def encode(self, text: str) -> Encoded:
+        # The prefix is added to the text, not by a normalizer: a normalizer would also rewrite the
+        # user-defined tokens that are matched in normalized text ("▁▁" would become "▁▁▁").
+        enc = self.backend.encode(" " + text if self.space_prefix else text)
+        return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), [bool(s) for s in enc.special_tokens_mask])
+
+    def readable(self, token: str) -> str:
+        """The text a token stands for: "Ġfox" -> " fox", "▁fox" -> " fox", "##ing" -> "ing"."""
+        if token not in self._readable:
+            if self.style == "wordpiece":
+                text = token[2:] if token.startswith("##") and len(token) > 2 else token
+            else:
+                text = self.backend.decoder.decode([token]) if self.backend.decoder is not None else token
+            self._readable[token] = text
+        return self._readable[token]
+
+
+def from_tokenizer_json(path: Path) -> TextTokenizer:
+    from tokenizers import Tokenizer
+
+    try:
+        backend = Tokenizer.from_file(str(path))
+    except Exception as e:  # the tokenizers package raises plain Exception on a bad file
+        raise CheckpointError(f"{path.name} is not a tokenizer file the tokenizers package can read ({e})") from None
+    backend.no_padding()
+    backend.no_truncation()
+    kind = type(backend.model).__name__
+    if kind == "WordPiece":
+        style = "wordpiece"
+    elif kind == "BPE" and getattr(backend.model, "byte_fallback", False):
+        style = "sentencepiece"
+    else:
+        style = "byte-level"
+    return TextTokenizer(backend, style, f"{path.name} ({kind})")
+
+
+def from_gguf(gguf: GGUFFile) -> TextTokenizer:
+    kind = gguf.value("tokenizer.ggml.model", None)
+    if kind == "gpt2":
+        return _byte_level_bpe(gguf)
+    if kind == "llama":
+        return _sentencepiece_bpe(gguf)
+    raise CheckpointError(
+        f"{gguf.path.name}: tokenizer.ggml.model is {kind!r}; the explorer reads 'gpt2' (byte-level BPE) "
+        "and 'llama' (SentencePiece BPE) vocabularies"
+    )
+
+
+def _byte_level_bpe(gguf: GGUFFile) -> TextTokenizer:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tokens = gguf.value("tokenizer.ggml.tokens")
+    pre = gguf.value("tokenizer.ggml.pre", "default")
+    if pre not in BYTE_LEVEL_SPLITS:
+        raise CheckpointError(
+            f"{gguf.path.name}: its text splitting (tokenizer.ggml.pre) is {pre!r}; "
+            f"supported: {', '.join(BYTE_LEVEL_SPLITS)}"
+        )
+    merges = [tuple(m.split(" ", 1)) for m in gguf.value("tokenizer.ggml.merges")]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if BYTE_LEVEL_SPLITS[pre]:
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    else:
+        backend.pre_tokenizer = byte_level
+    backend.decoder = decoders.ByteLevel()
+    _add_special_tokens(backend, gguf, tokens)
+    return TextTokenizer(backend, "byte-level", f"GGUF vocabulary: byte-level BPE, {len(tokens)} tokens, split {pre!r}")
+
+
+def _sentencepiece_bpe(gguf: GGUFFile) -> TextTokenizer:
+    from tokenizers import Tokenizer, decoders, models, normalizers
+
+    # A token of spaces only is stored with real spaces; text reaches the model with "▁" for each.
+    tokens = [SPACE * len(t) if t and not t.strip(" ") else t for t in gguf.value("tokenizer.ggml.tokens")]
+    types = gguf.value("tokenizer.ggml.token_type", None) or [NORMAL] * len(tokens)
+    scores = gguf.value("tokenizer.ggml.scores", None)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    unk = gguf.value("tokenizer.ggml.unknown_token_id", None)
+    backend = Tokenizer(
+        models.BPE(
+            vocab=vocab,
+            merges=_merges_from_scores(tokens, types, scores, vocab),
+            unk_token=None if unk is None else tokens[unk],
+            fuse_unk=True,
+            byte_fallback=True,
+        )
+    )
+    backend.normalizer = normalizers.Replace(" ", SPACE)
+    backend.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
+    _add_special_tokens(backend, gguf, tokens)
+    return TextTokenizer(
+        backend,
+        "sentencepiece",
+        f"GGUF vocabulary: SentencePiece BPE, {len(tokens)} tokens",
+        space_prefix=bool(gguf.value("tokenizer.ggml.add_space_prefix", True)),
+    )
+
+
+def _merges_from_scores(tokens, types, scores, vocab) -> list[tuple[str, str]]:
+    """Every way to cut a normal token into two tokens of the vocabulary is a merge; a merge ranks by
+    the score of the token it makes (higher first, as SentencePiece merges), then by file order."""
+    ranked = []
+    for index, (token, kind) in enumerate(zip(tokens, types)):
+        if kind != NORMAL or len(token) < 2:
+            continue
+        rank = (-scores[index] if scores is not None else 0.0, index)
+        for cut in range(1, len(token)):
+            left, right = token[:cut], token[cut:]
+            if left in vocab and right in vocab:
+                ranked.append((rank, cut, left, right))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [(left, right) for _, _, left, right in ranked]
+
+
+def _add_special_tokens(backend, gguf: GGUFFile, tokens: list[str]) -> None:
+    """Control tokens (<bos>, <|im_start|>) stay whole and count as special; user-defined ones stay whole
+    (SentencePiece finds those in the normalized text, where spaces are already "▁"); and a
+    beginning-of-sequence token is put first when the file says so."""
+    from tokenizers import AddedToken, processors
+
+    kind = gguf.value("tokenizer.ggml.model")
+    types = gguf.value("tokenizer.ggml.token_type", None) or []
+    control = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types) if k == CONTROL]
+    in_normalized = kind == "llama"
+    user = [AddedToken(t, special=False, normalized=in_normalized) for t, k in zip(tokens, types) if k == USER_DEFINED]
+    if control:
+        backend.add_special_tokens(control)
+    if user:
+        backend.add_tokens(user)
+    if gguf.value("tokenizer.ggml.add_bos_token", kind == "llama"):
+        bos_id = gguf.value("tokenizer.ggml.bos_token_id", None)
+        if bos_id is None:
+            raise CheckpointError(f"{gguf.path.name} asks for a beginning-of-sequence token but names none")
+        bos = tokens[bos_id]
+        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, bos_id)])

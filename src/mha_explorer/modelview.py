@@ -1,0 +1,127 @@
+"""Real models for the page: loading in the background with progress, and compact layer payloads.
+
+A 512-token layer holds n_heads * n * n numbers per score stage, far too many to send. A payload
+therefore carries the arrays of one head (and its key/value group) in float32, the per-token
+arrays whole, and an overview of every head's weights averaged over blocks of tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from functools import lru_cache
+
+import numpy as np
+
+from .schema import Array, ModelLayer, TracePayload, array, trace_payload
+
+HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
+GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
+OVERVIEW_CELLS = 64  # at most this many cells per axis in a head's overview
+MAX_TEXT = 4000  # characters
+
+
+class ModelService:
+    """Loads named models once, in a background thread, and reports how far each load has come."""
+
+    def __init__(self, loader=None):
+        from .models import load_model
+
+        self.loader = loader or load_model
+        self.lock = threading.Lock()
+        self.status: dict[str, dict] = {}
+        self.loaded: dict = {}
+
+    def state(self, name: str) -> dict:
+        with self.lock:
+            return dict(self.status.get(name, {"state": "idle", "fraction": 0.0, "message": "not loaded"}))
+
+    def start(self, name: str) -> dict:
+        with self.lock:
+            current = self.status.get(name, {}).get("state")
+            if current in ("loading", "ready"):
+                return dict(self.status[name])
+            self.status[name] = {"state": "loading", "fraction": 0.0, "message": "starting"}
+        threading.Thread(target=self._load, args=(name,), daemon=True, name=f"load-{name}").start()
+        return self.state(name)
+
+    def _load(self, name: str) -> None:
+        def progress(fraction: float, message: str) -> None:
+            with self.lock:
+                self.status[name] = {"state": "loading", "fraction": float(fraction), "message": message}
+
+        try:
+            model = self.loader(name, progress=progress)
+        except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
+            with self.lock:
+                self.status[name] = {"state": "error", "fraction": 0.0, "message": str(error)}
+            return
+        with self.lock:
+            self.loaded[name] = model
+            self.status[name] = {"state": "ready", "fraction": 1.0, "message": "loaded"}
+
+    def get(self, name: str):
+        with self.lock:
+            return self.loaded.get(name)
+
+
+def overview(weights: np.ndarray) -> tuple[np.ndarray, int]:
+    """(h, n, n) weights averaged over blocks of b x b tokens: (h, ceil(n/b), ceil(n/b))."""
+    h, n, _ = weights.shape
+    block = max(1, math.ceil(n / OVERVIEW_CELLS))
+    m = math.ceil(n / block)
+    padded = np.zeros((h, m * block, m * block), dtype=np.float32)
+    padded[:, :n, :n] = weights
+    sums = padded.reshape(h, m, block, m, block).sum(axis=(2, 4))  # (h, m, m)
+    counts = np.zeros((m * block, m * block), dtype=np.float32)
+    counts[:n, :n] = 1
+    cells = counts.reshape(m, block, m, block).sum(axis=(1, 3))  # (m, m): real tokens per cell
+    return sums / cells, block
+
+
+def one_slice(a: np.ndarray, i: int) -> Array:
+    """Slice i of axis 0 only; the Array keeps the full shape and says which slice it holds."""
+    sliced = array(a[i : i + 1], "base64", "float32", heads=[i])
+    sliced.shape = list(a.shape)
+    return sliced
+
+
+@lru_cache(maxsize=2)
+def _layer_run(model, text: str, layer: int):
+    """The last layers traced: another head of the same layer is then only a matter of slicing."""
+    return model.run(text, layer)
+
+
+def model_payload(model, text: str, layer: int, head: int, query: int | None = None) -> TracePayload:
+    run = _layer_run(model, text, layer)
+    t = run.trace
+    config = t.config
+    if not 0 <= head < config.n_heads:
+        from .models import ModelError
+
+        raise ModelError(f"head {head} does not exist: this layer has heads 0 to {config.n_heads - 1}")
+    group = config.kv_group[head]
+
+    def encode(name: str, a: np.ndarray) -> Array:
+        if name in HEAD_AXIS:
+            return one_slice(a, head)
+        if name in GROUP_AXIS:
+            return one_slice(a, group)
+        return array(a, "base64", "float32")
+
+    small, block = overview(t["weights"])
+    n = t.n
+    default_query = n - 1 if query is None else query
+    layer_info = ModelLayer(
+        name=model.name,
+        title=model.title,
+        family=model.arch.family,
+        layer=run.layer,
+        n_layers=model.n_layers,
+        text=text,
+        special=list(run.special),
+        readable=[model.readable(tok) for tok in run.tokens],
+        overview=array(small, "base64", "float32"),
+        overview_block=block,
+    )
+    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info)

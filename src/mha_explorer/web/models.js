@@ -1,0 +1,154 @@
+// Real models on the page: pick a model, type a text, pick a layer; the server loads the model
+// (with progress), runs it up to that layer and sends the layer's trace, one head at a time.
+
+function node(tag, attrs, ...children) {
+  const made = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") made.className = value;
+    else made.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) if (child !== null && child !== undefined && child !== false) made.append(child instanceof Node ? child : String(child));
+  return made;
+}
+
+const wait = (ms) => new Promise((done) => setTimeout(done, ms));
+
+async function answer(response) {
+  const body = await response.json().catch(() => ({}));
+  if (response.ok) return body;
+  const detail = (body.detail || []).map((d) => d.message).join("; ");
+  throw new Error(detail || `the server answered ${response.status}`);
+}
+
+// The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query }.
+export function createModels({ container, onPayload, getView, initial }) {
+  const picker = node("select", { id: "model-name" });
+  const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
+  text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
+  const layer = node("select", { id: "model-layer" });
+  const go = node("button", { type: "button", class: "primary" }, "Trace");
+  const bar = node("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
+  const status = node("p", { class: "model-status", role: "status" });
+  const error = node("p", { class: "lab-error", role: "alert" });
+  let models = [];
+  let current = null; // the request behind the payload on screen
+
+  container.replaceChildren(
+    node("h2", {}, "Real model"),
+    node(
+      "div",
+      { class: "lab-row" },
+      node("div", { class: "field" }, node("label", { for: "model-name" }, "Model"), picker),
+      node("div", { class: "field" }, node("label", { for: "model-layer" }, "Layer (from 0)"), layer),
+      node("div", { class: "field wide" }, node("label", { for: "model-text" }, "Text"), text),
+      node("div", { class: "field" }, node("span", { class: "spacer" }, " "), go),
+    ),
+    node("div", { class: "model-load" }, bar, status),
+    error,
+  );
+  bar.hidden = true;
+
+  function fillLayers(n, keep) {
+    layer.replaceChildren(...Array.from({ length: n }, (_, i) => node("option", { value: i }, `Layer ${i}`)));
+    layer.value = String(Math.min(keep ?? 0, n - 1));
+  }
+
+  async function refresh() {
+    models = await answer(await fetch("api/models"));
+    const keep = picker.value || initial.model || "minilm";
+    picker.replaceChildren(
+      ...models.map((m) => node("option", { value: m.name, disabled: !m.installed }, `${m.title}${m.installed ? "" : " (not installed)"}${m.heavy ? " · large" : ""}`)),
+    );
+    picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
+    const chosen = models.find((m) => m.name === picker.value);
+    fillLayers(chosen?.config?.n_layers || 1, Number(layer.value || initial.layer || 0));
+  }
+
+  async function ensureLoaded(name) {
+    let state = await answer(await fetch(`api/models/${encodeURIComponent(name)}`));
+    if (state.state === "ready") return state;
+    state = await answer(await fetch(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
+    bar.hidden = false;
+    while (state.state === "loading") {
+      bar.value = state.fraction;
+      status.textContent = `Loading ${state.title}: ${state.message} (${Math.round(100 * state.fraction)}%)`;
+      await wait(250);
+      state = await answer(await fetch(`api/models/${encodeURIComponent(name)}`));
+    }
+    bar.hidden = true;
+    if (state.state === "error") throw new Error(state.message);
+    return state;
+  }
+
+  async function trace(request) {
+    error.textContent = "";
+    go.disabled = true;
+    try {
+      const state = await ensureLoaded(request.model);
+      if (layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
+      status.textContent = `Running ${state.title} up to layer ${request.layer}…`;
+      const payload = await answer(
+        await fetch("api/model-trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) }),
+      );
+      current = request;
+      status.textContent = `${state.title}, layer ${payload.model.layer}: ${payload.tokens.length} tokens.`;
+      onPayload(payload, request);
+      return true;
+    } catch (failure) {
+      error.textContent = `${failure.message}. The last good result stays on screen.`;
+      status.textContent = "";
+      bar.hidden = true;
+      return false;
+    } finally {
+      go.disabled = false;
+    }
+  }
+
+  go.addEventListener("click", () => {
+    const { head, query } = getView();
+    trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: current && current.model === picker.value ? head : 0, query: null });
+    void query;
+  });
+  // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
+  async function prepare(name, keepLayer) {
+    error.textContent = "";
+    try {
+      const state = await ensureLoaded(name);
+      fillLayers(state.config.n_layers, keepLayer);
+      status.textContent = `${state.title} is loaded: ${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V heads (${state.config.kind}).`;
+      return true;
+    } catch (failure) {
+      error.textContent = `${failure.message}.`;
+      status.textContent = "";
+      bar.hidden = true;
+      return false;
+    }
+  }
+
+  picker.addEventListener("change", () => prepare(picker.value, 0));
+  layer.addEventListener("change", () => {
+    if (current) trace({ ...current, layer: Number(layer.value), query: getView().query });
+  });
+
+  return {
+    start: async () => {
+      try {
+        await refresh();
+      } catch (failure) {
+        error.textContent = `The list of models could not be read (${failure.message}).`;
+        return false;
+      }
+      if (!(await prepare(picker.value, initial.layer ?? 0))) return false;
+      if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
+        error.textContent = `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}.`;
+        return false;
+      }
+      if (initial.autostart) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null });
+      return true;
+    },
+    // another head of the same layer: the server sends that head's arrays
+    head: (head) => (current ? trace({ ...current, head, query: getView().query }) : Promise.resolve(false)),
+    request: () => current,
+  };
+}

@@ -1,0 +1,250 @@
+"""The notebook way out: the explorer as an anywidget, for Jupyter, VS Code and marimo.
+
+The widget loads the same ES module as the page (web/explorer.js) and the same stylesheet, both
+shipped in the package: nothing comes from a CDN. Its synced traits are the page model's:
+
+    payload      the trace as schema.TracePayload JSON, arrays base64-encoded (exact float64;
+                 a real model's: one head at a time, float32, as the page gets it)
+    stage        a page stage id: "projections", "scores", ("mask",) "weights", ...
+    head         the inspected head, from 0
+    query        the query token's index, from 0
+    all_queries  show every query at once as heatmaps
+
+`query` also accepts a token: `w.query = "like"` stores the index of "like" (of its first
+occurrence, as `mha-explorer trace --query` does; give the index for a later one). The trait
+itself always holds an int, the index the front end understands; `w.query_token` reads the token.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Mapping, Sequence
+
+import anywidget
+import numpy as np
+import traitlets
+
+from .config import PRESETS, AttentionConfig, ConfigError
+from .examples import load_teaching_example
+from .lab import random_weights, random_x
+from .schema import Array, TracePayload, to_numpy, trace_payload
+from .trace import Trace, trace
+from .weights import AttentionWeights
+
+WEB = pathlib.Path(__file__).parent / "web"
+
+
+class Explorer(anywidget.AnyWidget):
+    """Follow one query token through multi-head attention, stage by stage, in a notebook.
+
+    Explorer()                                        the teaching example (cats like warm milk)
+    Explorer.from_config(config, tokens, x=, weights=, seed=)   any configuration
+    Explorer.from_model("minilm", text="...", layer=3)          one layer of a real model
+
+    Each accepts the starting view as keywords: stage=, head=, query= (index or token), all_queries=.
+    """
+
+    _esm = WEB / "explorer.js"
+    _css = WEB / "explorer.css"
+
+    payload = traitlets.Dict().tag(sync=True)
+    stage = traitlets.Unicode("").tag(sync=True)
+    head = traitlets.Int(0).tag(sync=True)
+    # An index or a token on the way in, always an int index once stored (see _valid_query).
+    query = traitlets.Any(0).tag(sync=True)
+    all_queries = traitlets.Bool(False).tag(sync=True)
+
+    _model = None  # (loaded model, text, layer) for a real model's layer, else None
+
+    def __init__(
+        self,
+        payload: TracePayload | Mapping | None = None,
+        *,
+        stage: str | None = None,
+        head: int = 0,
+        query: int | str | None = None,
+        all_queries: bool = False,
+        **kwargs,
+    ) -> None:
+        if payload is None:
+            payload = teaching_payload()
+        if isinstance(payload, TracePayload):
+            payload = payload.model_dump(mode="json")
+        elif isinstance(payload, Mapping):
+            payload = dict(payload)
+        else:
+            raise TypeError(f"payload must be a TracePayload or its JSON as a dict, not {type(payload).__name__}")
+        stage = _stage_ids(payload)[0] if stage is None else stage
+        query = payload["query"] if query is None else query
+        # traits given together are validated together, once all of them are set
+        super().__init__(payload=payload, stage=stage, head=head, query=query, all_queries=all_queries, **kwargs)
+
+    # ---- the three ways in --------------------------------------------------------------------
+
+    @classmethod
+    def from_config(
+        cls,
+        config: AttentionConfig | str | Mapping,
+        tokens: Sequence[str] | str,
+        x: np.ndarray | None = None,
+        weights: AttentionWeights | Mapping[str, np.ndarray] | None = None,
+        seed: int = 0,
+        **view,
+    ) -> Explorer:
+        """Any configuration: an AttentionConfig, a preset name ("mha", "causal", "gqa", "mqa") or
+        the config's fields as a dict. tokens: a list of strings, or one string split at spaces.
+        x (n, d_model) and the weights are drawn from `seed` when not given, rounded to one decimal
+        so that they can be read."""
+        config = _config(config)
+        tokens = tokens.split() if isinstance(tokens, str) else list(tokens)
+        if not tokens or not all(isinstance(t, str) and t for t in tokens):
+            raise ValueError(f"tokens must be a non-empty list of non-empty strings, not {tokens!r}")
+        x = random_x(len(tokens), config.d_model, seed) if x is None else np.asarray(x, dtype=np.float64)
+        if x.shape != (len(tokens), config.d_model):
+            raise ConfigError(
+                f"x has shape {x.shape}; {len(tokens)} tokens of width d_model={config.d_model} need {(len(tokens), config.d_model)}"
+            )
+        if weights is None:
+            weights = random_weights(config, seed)
+        elif not isinstance(weights, AttentionWeights):
+            weights = AttentionWeights(**{name: np.asarray(a, dtype=np.float64) for name, a in weights.items()})
+        t = trace(x, weights, config)
+        return cls(_payload(t, tokens, weights), **view)
+
+    @classmethod
+    def from_model(cls, name: str, text: str, layer: int = 0, **view) -> Explorer:
+        """One attention layer of a real model ("minilm", "smollm2", "gemma3" or a checkpoint path),
+        traced on the input that layer really receives for the text. Layers are numbered from 0.
+
+        The view gets the page's compact payload: one head's arrays at a time, in float32, and every
+        head's pattern in small. When the view asks for another head, Python sends that head's arrays.
+        """
+        from .models import load_model  # read only when a model is asked for
+        from .modelview import model_payload
+
+        model = load_model(name)
+        payload = model_payload(model, text, layer, head=view.get("head", 0))
+        widget = cls(payload, **view)
+        widget._model = (model, text, layer)
+        return widget
+
+    # ---- reading it back --------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> list[str]:
+        return list(self.payload["tokens"])
+
+    @property
+    def query_token(self) -> str:
+        return self.payload["tokens"][self.query]
+
+    @property
+    def stages(self) -> list[str]:
+        """The stage ids of this trace, in order: the values `stage` accepts."""
+        return _stage_ids(self.payload)
+
+    @property
+    def trace(self) -> dict[str, np.ndarray]:
+        """Every recorded stage as a NumPy array, all heads and all queries, as fresh copies:
+        trace["weights"] is (n_heads, n, n), and so on (see mha_explorer.STAGES).
+
+        Decoded from the payload the view shows (float64, exact). For a real model, whose payload
+        holds one head in float32, it is the layer's whole trace as the model computes it."""
+        if self._model is not None and self.payload.get("model") is not None:
+            model, text, layer = self._model
+            t, _ = model.trace(text, layer)
+            return {name: a.copy() for name, a in t.stages.items()}
+        return {name: to_numpy(Array.model_validate(a)) for name, a in self.payload["stages"].items()}
+
+    # ---- validation: every error says what would be accepted ------------------------------------
+
+    @traitlets.validate("payload")
+    def _valid_payload(self, proposal):
+        payload = proposal["value"]
+        missing = [k for k in ("tokens", "config", "stages", "page_stages", "query") if k not in payload]
+        if missing:
+            raise traitlets.TraitError(f"payload is not a trace payload: it lacks {', '.join(missing)}")
+        return payload
+
+    @traitlets.observe("payload")
+    def _follow_payload(self, change) -> None:
+        # a new trace may have fewer heads, tokens or stages: keep what still fits, else start over
+        payload = change["new"]
+        with self.hold_trait_notifications():
+            if self.stage not in _stage_ids(payload):
+                self.stage = _stage_ids(payload)[0]
+            if not 0 <= self.head < payload["config"]["n_heads"]:
+                self.head = 0
+            if not 0 <= self.query < len(payload["tokens"]):
+                self.query = payload["query"]
+
+    @traitlets.observe("head")
+    def _send_head(self, change) -> None:
+        # a real model's payload holds one head: the front end shows "Loading head ..." until it comes
+        if self._model is None or self.payload.get("model") is None:
+            return
+        present = self.payload["stages"]["q"].get("heads")
+        if present is None or change["new"] in present:
+            return
+        from .modelview import model_payload
+
+        model, text, layer = self._model
+        self.payload = model_payload(model, text, layer, head=change["new"], query=self.query).model_dump(mode="json")
+
+    @traitlets.validate("stage")
+    def _valid_stage(self, proposal):
+        ids = _stage_ids(self.payload)
+        if proposal["value"] not in ids:
+            raise traitlets.TraitError(f"stage {proposal['value']!r} is not a stage of this trace; choose one of {', '.join(ids)}")
+        return proposal["value"]
+
+    @traitlets.validate("head")
+    def _valid_head(self, proposal):
+        n_heads = self.payload["config"]["n_heads"]
+        if not 0 <= proposal["value"] < n_heads:
+            raise traitlets.TraitError(f"head {proposal['value']} is out of range: this trace has heads 0 to {n_heads - 1}")
+        return proposal["value"]
+
+    @traitlets.validate("query")
+    def _valid_query(self, proposal):
+        """An index, or a token (its first occurrence, as the CLI's --query), becomes the index."""
+        value = proposal["value"]
+        tokens = self.payload["tokens"]
+        choices = ", ".join(f"{i} {t!r}" for i, t in enumerate(tokens))
+        if isinstance(value, str):
+            if value not in tokens:
+                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices}")
+            return tokens.index(value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
+        if not 0 <= value < len(tokens):
+            raise traitlets.TraitError(f"query {value} is out of range; choose one of {choices}")
+        return int(value)
+
+
+def teaching_payload() -> dict:
+    """The teaching example's payload, as the widget syncs it."""
+    example = load_teaching_example()
+    t = trace(example.x, example.weights, example.config)
+    return _payload(t, list(example.tokens), example.weights, example.tokens.index(example.query))
+
+
+def _payload(t: Trace, tokens: list[str], weights: AttentionWeights, query: int = 0) -> dict:
+    # base64: exact float64 and a third of the size of a JSON list of numbers
+    return trace_payload(t, tokens, weights, query, encoding="base64").model_dump(mode="json")
+
+
+def _stage_ids(payload: Mapping) -> list[str]:
+    return [s["id"] for s in payload["page_stages"]]
+
+
+def _config(config: AttentionConfig | str | Mapping) -> AttentionConfig:
+    if isinstance(config, AttentionConfig):
+        return config
+    if isinstance(config, str):
+        if config not in PRESETS:
+            raise ConfigError(f"{config!r} is not a preset; choose one of {', '.join(PRESETS)} or give an AttentionConfig")
+        return PRESETS[config]
+    if isinstance(config, Mapping):
+        return AttentionConfig(**config)
+    raise TypeError(f"config must be an AttentionConfig, a preset name or a dict of its fields, not {type(config).__name__}")

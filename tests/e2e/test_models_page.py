@@ -1,0 +1,129 @@
+"""Real models on the page: loading with progress, the overview of every head, GQA and RoPE, 512 tokens."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+from mha_explorer.models import available_models
+from mha_explorer.schema import TracePayload, to_numpy
+from mha_explorer.walkthrough import fmt
+
+pytestmark = pytest.mark.e2e
+
+INSTALLED = {m.name for m in available_models() if m.installed}
+NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
+    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
+
+
+def needs(name):
+    return pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models")
+
+
+def full_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
+    """Every array at its full shape; slices the payload does not hold are NaN."""
+    out = {}
+    for name, a in [*payload.stages.items(), *payload.weights.items()]:
+        values = to_numpy(a)
+        if a.heads is None:
+            out[name] = values
+        else:
+            whole = np.full(a.shape, np.nan)
+            whole[a.heads] = values
+            out[name] = whole
+    return out
+
+
+def check_numbers(page, selector, arrays) -> set[str]:
+    shown = page.evaluate(NUMBERS, selector)
+    assert shown, f"no numbers under {selector}"
+    for src, text, full in shown:
+        name, index = src.split(":")
+        value = arrays[name][tuple(int(i) for i in index.split(","))]
+        assert not np.isnan(value), f"{src} is shown but the payload does not hold it"
+        assert text == ("−∞" if value == -np.inf else fmt(value)), src
+        assert float(full) == pytest.approx(value, rel=0, abs=0), src
+    return {s for s, _, _ in shown}
+
+
+def trace_model(page, server_url, name, text, layer):
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    page.get_by_label("Model", exact=True).select_option(name)
+    page.get_by_label("Text", exact=True).fill(text)
+    # choosing a model loads it (with progress) and lists its layers
+    page.wait_for_function("(n) => document.querySelectorAll('#model-layer option').length > n", arg=layer, timeout=120_000)
+    page.get_by_label("Layer (from 0)").select_option(str(layer))
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => !document.querySelector('.overview').hidden", timeout=120_000)
+
+
+def api_trace(server_url, **request) -> TracePayload:
+    return TracePayload.model_validate(httpx.post(server_url + "api/model-trace", json=request, timeout=120).json())
+
+
+@needs("minilm")
+def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, artifacts):
+    text = "The cat sat on the mat because it was warm."
+    trace_model(page, server_url, "minilm", text, 0)
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 0")
+    assert page.locator(".thumb-button").count() == 12
+    strip = page.locator(".token-strip .token").all_inner_texts()
+    payload = api_trace(server_url, model="minilm", text=text, layer=0, head=0)
+    assert len(strip) == len(payload.tokens) and strip[0] == "[CLS]" and strip[-1] == "[SEP]"
+    page.locator(".thumb-button", has_text="Head 5").click()
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('head 5')")
+    page.get_by_label("Query token").select_option(index=3)
+    payload = api_trace(server_url, model="minilm", text=text, layer=0, head=5)
+    arrays = full_arrays(payload)
+    for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
+        page.get_by_label("Calculation stage").select_option(label=title)
+        assert "Loading" not in page.locator(".stage").inner_text()
+        if page.locator(".stage .num").count():
+            check_numbers(page, ".stage", arrays)
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    page.screenshot(path=str(artifacts / "model-minilm-weights.png"), full_page=True)
+
+
+@needs("smollm2")
+def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
+    trace_model(page, server_url, "smollm2", "Attention lets every token read from the tokens before it.", 0)
+    stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
+    assert "Rotary positions" in stages and "Mask" in stages
+    assert page.locator(".thumb-button").count() == 9
+    page.locator("summary", has_text="Cost of this configuration").click()
+    label = page.locator("svg.sharing").get_attribute("aria-label")
+    assert label.startswith("9 query heads reading 3 key/value heads") and "head 8 reads K/V 2" in label
+    page.get_by_label("Calculation stage").select_option(label="Rotary positions")
+    assert page.locator(".stage canvas.heatmap").count() >= 2
+    page.screenshot(path=str(artifacts / "model-smollm2-rope.png"), full_page=True)
+    page.get_by_label("Query token").select_option(index=2)
+    page.get_by_label("Calculation stage").select_option(label="Mask")
+    assert "masked: after the query" in page.locator(".stage").inner_text()
+
+
+@needs("minilm")
+def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens
+    trace_model(page, server_url, "minilm", text, 2)
+    n = len(page.locator(".token-strip .token").all_inner_texts())
+    assert n == 512
+    sent = page.evaluate("() => performance.getEntriesByType('resource').filter(e => e.name.endsWith('api/model-trace')).map(e => e.transferSize)")
+    assert sent and max(sent) < 10_000_000, sent
+    for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
+        page.get_by_label("Calculation stage").select_option(label=title)
+        assert title in page.locator(".stage h2").inner_text()
+    page.get_by_role("button", name="All queries").click()
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    assert page.locator(".stage canvas.heatmap").count() == 1
+    page.screenshot(path=str(artifacts / "model-512-tokens.png"), full_page=False)
+
+
+def test_model_errors_are_clear_and_keep_the_page(page, server_url):
+    page.goto(server_url + "#mode=model&model=../../etc&layer=0&text=hi")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert "not a model name" in page.locator("#notice").inner_text()
+    response = httpx.post(server_url + "api/model-trace", json={"model": "nope", "text": "a", "layer": 0})
+    assert response.status_code == 422 and "choose one of" in response.json()["detail"][0]["message"]

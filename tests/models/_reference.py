@@ -1,0 +1,125 @@
+"""Running a transformers model once and keeping what the tests compare.
+
+For every layer: the attention weights (output_attentions), the attention module's input (a
+forward pre-hook: after the layer's pre-norm, if any), the attention output before the
+residual (a forward hook on the output projection) and the hidden state entering the layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+
+@dataclass
+class ReferenceRun:
+    attentions: list[np.ndarray]  # per layer (n_heads, n, n)
+    inputs: list[np.ndarray]  # per layer (n, d_model): what the attention module receives
+    outputs: list[np.ndarray]  # per layer (n, d_model): the output projection, before the residual
+    hidden: list[np.ndarray]  # per layer (n, d_model): the hidden state entering the layer
+
+
+def run_reference(model, ids: np.ndarray, attention_modules: list, output_projections: list) -> ReferenceRun:
+    import torch
+
+    inputs, outputs = {}, {}
+
+    def keep_input(i):
+        def hook(module, args, kwargs):
+            x = args[0] if args else kwargs["hidden_states"]
+            inputs[i] = x[0].detach().numpy().copy()
+
+        return hook
+
+    def keep_output(i):
+        def hook(module, args, out):
+            outputs[i] = out[0].detach().numpy().copy()
+
+        return hook
+
+    handles = [m.register_forward_pre_hook(keep_input(i), with_kwargs=True) for i, m in enumerate(attention_modules)]
+    handles += [m.register_forward_hook(keep_output(i)) for i, m in enumerate(output_projections)]
+    try:
+        with torch.no_grad():
+            out = model(input_ids=torch.from_numpy(np.asarray(ids, dtype=np.int64)[None]), output_attentions=True, output_hidden_states=True)
+    finally:
+        for h in handles:
+            h.remove()
+    n_layers = len(attention_modules)
+    return ReferenceRun(
+        attentions=[a[0].numpy() for a in out.attentions],
+        inputs=[inputs[i] for i in range(n_layers)],
+        outputs=[outputs[i] for i in range(n_layers)],
+        hidden=[h[0].numpy() for h in out.hidden_states[:n_layers]],
+    )
+
+
+def require(name: str):
+    """The loaded model, or a skip that says how to install it."""
+    from mha_explorer.models import available_models, load_model
+
+    info = next(i for i in available_models() if i.name == name)
+    if not info.installed:
+        pytest.skip(f"{info.title} is not installed: run `make models` ({info.install})")
+    return load_model(name)
+
+
+def max_abs(a: np.ndarray, b: np.ndarray) -> float:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+def row_scale(ref: np.ndarray) -> np.ndarray:
+    """(n, 1): the largest |entry| of each token's row, at least 1. Float32 rounding in a layer
+    grows with the size of the numbers summed, so every entry of a row with one huge component
+    carries errors in proportion to that component."""
+    return np.maximum(np.abs(ref.astype(np.float64)).max(axis=-1, keepdims=True), 1.0)
+
+
+def residual_excess(ours: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> float:
+    """How far the worst entry is past atol + rtol * (its row's scale) (<= 0 passes): float32
+    cannot hold a residual stream of size 20,000 to 1e-3 absolute; its spacing there is 0.002."""
+    diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
+    return float(np.max(diff - (atol + rtol * row_scale(ref))))
+
+
+def compare(model, text: str, ref: ReferenceRun, maxima, tol: float, residual_rtol: float = 0.0) -> dict[str, float]:
+    """Every layer of our model on text against the reference run; records and returns the maxima."""
+    worst = {"weights": 0.0, "attention_output": 0.0, "attention_input": 0.0, "residual": 0.0, "residual_excess": -1.0}
+    for layer in range(model.n_layers):
+        run = model.run(text, layer)
+        worst["weights"] = max(worst["weights"], max_abs(run.trace["weights"], ref.attentions[layer]))
+        worst["attention_output"] = max(worst["attention_output"], max_abs(run.trace["output"], ref.outputs[layer]))
+        worst["attention_input"] = max(worst["attention_input"], max_abs(run.trace["x"], ref.inputs[layer]))
+        worst["residual"] = max(worst["residual"], max_abs(run.residual, ref.hidden[layer]))
+        relative = np.abs(run.residual - ref.hidden[layer]) / row_scale(ref.hidden[layer])
+        worst["residual_row_relative"] = max(worst.get("residual_row_relative", 0.0), float(relative.max()))
+        excess = residual_excess(run.residual, ref.hidden[layer], tol, residual_rtol)
+        worst["residual_excess"] = max(worst["residual_excess"], excess)
+    for quantity, value in worst.items():
+        if quantity != "residual_excess":
+            maxima.record(model.name, quantity, value)
+    return worst
+
+
+def assert_within(worst: dict[str, float], tol: float) -> None:
+    for quantity in ("weights", "attention_output", "attention_input"):
+        assert worst[quantity] <= tol, f"{quantity}: max |ours - reference| = {worst[quantity]:.3g} > {tol}"
+    assert worst["residual_excess"] <= 0, f"residual: {worst['residual']:.3g} is past the tolerance"
+
+
+def compare_isolated(model, ref: ReferenceRun, maxima) -> dict[str, float]:
+    """Each layer's attention alone: our trace() of the reference's own attention input, against the
+    reference's weights and output. This leaves out the float32 rounding the layers before add up."""
+    from mha_explorer.trace import trace
+
+    worst = {"isolated_weights": 0.0, "isolated_attention_output": 0.0}
+    for layer in range(model.n_layers):
+        t = trace(ref.inputs[layer], model.layer_weights(layer), model.layer_config(layer))
+        worst["isolated_weights"] = max(worst["isolated_weights"], max_abs(t["weights"], ref.attentions[layer]))
+        worst["isolated_attention_output"] = max(worst["isolated_attention_output"], max_abs(t["output"], ref.outputs[layer]))
+    for quantity, value in worst.items():
+        maxima.record(model.name, quantity, value)
+    return worst

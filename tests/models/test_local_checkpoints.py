@@ -1,0 +1,92 @@
+"""A user's own checkpoint: small random Llama and Gemma 3 models that transformers writes in the
+Hugging Face layout (config.json, model.safetensors) here, with a tokenizer.json beside them, loaded
+by path and compared with transformers layer by layer. The Gemma 3 one has a sliding window of 4,
+a score scale that is not 1/sqrt(d_head) and norm weights that are not zero, so every extra stage
+and the "1 + w" of its norms matter."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from ._reference import max_abs, require, run_reference
+
+pytestmark = pytest.mark.models
+
+TOL = 1e-4  # values reach about 10 here; float32 keeps 7 digits
+TEXT = "Small random models still have to match, token for token and layer by layer."
+
+
+def tokenizer_json():
+    return require("minilm").source + "/tokenizer.json"  # any tokenizer.json will do: WordPiece, 30522 ids
+
+
+def build(kind: str, folder):
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=30522, hidden_size=64, intermediate_size=96, num_attention_heads=4, max_position_embeddings=256)
+    if kind == "llama":
+        config = LlamaConfig(**common, num_hidden_layers=3, num_key_value_heads=2, rope_theta=5000.0, rms_norm_eps=1e-5)
+        model = LlamaForCausalLM(config)
+    else:
+        config = Gemma3TextConfig(
+            **common,
+            num_hidden_layers=6,
+            num_key_value_heads=1,
+            head_dim=32,
+            sliding_window=4,
+            query_pre_attn_scalar=20,
+            rope_theta=1e6,
+            rope_local_base_freq=1e4,
+        )
+        model = Gemma3ForCausalLM(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_(0.0, 0.5)  # Gemma multiplies by 1 + w: make w matter
+            else:
+                p.normal_(0.0, 0.08)
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(tokenizer_json(), folder / "tokenizer.json")
+    return model.float().eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_a_local_checkpoint_matches_transformers(tmp_path, kind):
+    from transformers import AutoModelForCausalLM
+
+    from mha_explorer.models import load_model
+
+    build(kind, tmp_path)
+    reference = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").float().eval()
+    ours = load_model(tmp_path)
+    assert ours.origin == "local checkpoint" and ours.arch.family == kind
+    ids = ours.tokenizer.encode(TEXT).ids
+    layers = reference.model.layers
+    ref = run_reference(reference, ids, [l.self_attn for l in layers], [l.self_attn.o_proj for l in layers])
+    for layer in range(ours.n_layers):
+        run = ours.run(TEXT, layer)
+        assert max_abs(run.trace["weights"], ref.attentions[layer]) <= TOL, layer
+        assert max_abs(run.trace["output"], ref.outputs[layer]) <= TOL, layer
+        assert max_abs(run.trace["x"], ref.inputs[layer]) <= TOL, layer
+        assert max_abs(run.residual, ref.hidden[layer]) <= TOL, layer
+    if kind == "gemma3":
+        sliding, full = ours.layer_config(0), ours.layer_config(5)
+        assert (sliding.sliding_window, full.sliding_window, sliding.scale) == (4, None, 20**-0.5)
+        t = ours.run(TEXT, 0).trace
+        assert np.all(t["weights"][:, -1, :-4] == 0) and "q_normed" in t.stages
+
+
+def test_a_local_gguf_file_loads_by_path():
+    from mha_explorer.models import load_model
+
+    named = require("smollm2")
+    by_path = load_model(named.source)
+    assert by_path is not named and by_path.config_summary()["layers"] == named.config_summary()["layers"]
+    a, _ = named.trace("A short check.", 29)
+    b, _ = by_path.trace("A short check.", 29)
+    np.testing.assert_array_equal(a["output"], b["output"])

@@ -1,0 +1,94 @@
+"""all-MiniLM-L6-v2 (BERT encoder, from safetensors) against transformers' BertModel, eager attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ._reference import assert_within, compare, compare_isolated, require, run_reference
+
+pytestmark = pytest.mark.models
+
+TOL = 1e-4
+SENTENCES = {
+    "fox": "The quick brown fox jumps over the lazy dog.",
+    "heads": "Attention lets every token look at every other token, and the heads do it in parallel.",
+    "accents": "Unbelievably, naïve café owners in Zürich didn't mind the 42 rainy days!",
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return require("minilm")
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    ref = AutoModel.from_pretrained(model.source, attn_implementation="eager", dtype=torch.float32).eval()
+    return ref, AutoTokenizer.from_pretrained(model.source)
+
+
+@pytest.fixture(scope="module")
+def runs(model, reference):
+    ref, _ = reference
+    layers = ref.encoder.layer
+    return {
+        key: run_reference(
+            ref,
+            model.tokenizer.encode(text).ids,
+            [layer.attention.self for layer in layers],
+            [layer.attention.output.dense for layer in layers],
+        )
+        for key, text in SENTENCES.items()
+    }
+
+
+@pytest.mark.parametrize("key", SENTENCES)
+def test_tokens_are_the_reference_tokenizers(model, reference, key):
+    _, tokenizer = reference
+    ids = tokenizer(SENTENCES[key], padding=False, truncation=False)["input_ids"]
+    assert model.tokenize(SENTENCES[key]) == tokenizer.convert_ids_to_tokens(ids)
+    assert model.tokenizer.encode(SENTENCES[key]).ids.tolist() == ids
+
+
+@pytest.mark.parametrize("key", SENTENCES)
+def test_every_layer_matches_the_reference(model, runs, maxima, key):
+    """Weights = output_attentions, output = the output projection (hook), input = hidden state."""
+    assert model.n_layers == 6
+    worst = compare(model, SENTENCES[key], runs[key], maxima, TOL)
+    assert worst["residual"] <= TOL  # the residual stream stays small here: absolute throughout
+    assert_within(worst, TOL)
+    assert max(compare_isolated(model, runs[key], maxima).values()) <= TOL
+
+
+def test_the_trace_is_the_layer_the_api_names(model, runs):
+    t, tokens = model.trace(SENTENCES["fox"], 3)
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+    assert list(t.stages) == ["x", "q", "k", "v", "scores", "scaled", "weights", "z", "concat", "output", "contributions"]
+    assert t["weights"].shape == (12, len(tokens), len(tokens))
+    np.testing.assert_allclose(t["weights"], runs["fox"].attentions[3], atol=TOL)
+    assert model.config_summary()["kind"] == "MHA" and not model.layer_config(0).causal
+
+
+def test_a_checkpoint_directory_path_loads_the_same_model(model):
+    from mha_explorer.models import load_model
+
+    by_path = load_model(model.source)
+    assert by_path is not model and by_path.origin == "local checkpoint"
+    a, _ = model.trace(SENTENCES["heads"], 5)
+    b, _ = by_path.trace(SENTENCES["heads"], 5)
+    np.testing.assert_array_equal(a["output"], b["output"])
+    assert load_model(model.source) is by_path  # cached per process
+
+
+def test_text_longer_than_the_model_takes_is_refused(model):
+    from mha_explorer.models import ModelError
+
+    assert model.max_tokens == 512
+    with pytest.raises(ModelError, match="at most 512"):
+        model.trace("word " * 600, 0)
+    with pytest.raises(ModelError, match="layers 0 to 5"):
+        model.trace("fine", 6)

@@ -1,0 +1,250 @@
+"""The widget in Python: the synced traits, their validation, independence, and its trace."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import traitlets
+
+from mha_explorer import AttentionConfig, AttentionWeights, ConfigError, Explorer, load_teaching_example, trace
+from mha_explorer.lab import random_weights, random_x
+from mha_explorer.schema import Array, to_numpy, trace_payload
+
+pytestmark = pytest.mark.notebook
+
+WEB = Path(__file__).resolve().parents[2] / "src" / "mha_explorer" / "web"
+SYNCED = {"payload", "stage", "head", "query", "all_queries"}
+TEACHING_STAGES = ["projections", "scores", "weights", "mixing", "concat", "output"]
+
+
+def assert_same_trace(widget_trace: dict, core) -> None:
+    assert list(widget_trace) == list(core.stages)
+    for name, a in core.stages.items():
+        assert widget_trace[name].shape == a.shape, name
+        np.testing.assert_array_equal(widget_trace[name], a.astype(np.float64), err_msg=name)
+
+
+# ---- what it loads ---------------------------------------------------------------------------
+
+
+def test_import_of_the_core_does_not_load_anywidget():
+    code = "import sys, mha_explorer; print('anywidget' in sys.modules, 'ipywidgets' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_it_loads_the_pages_module_and_stylesheet_from_the_package():
+    w = Explorer()
+    assert w._esm == (WEB / "explorer.js").read_text(encoding="utf-8")
+    assert w._css == (WEB / "explorer.css").read_text(encoding="utf-8")
+    # one self-contained module: nothing imported, so nothing fetched from a CDN
+    assert not re.search(r"^\s*import\b|\bimport\(", w._esm, flags=re.M)
+    assert "export default { render }" in w._esm
+
+
+def test_stage_head_query_and_payload_are_synced_traits():
+    w = Explorer()
+    assert {name for name in w.traits(sync=True) if not name.startswith("_")} >= SYNCED
+    state = w.get_state()
+    assert SYNCED <= set(state)
+    assert isinstance(state["query"], int)  # the front end gets an index, never a token
+
+
+# ---- the three ways in -------------------------------------------------------------------------
+
+
+def test_explorer_opens_the_teaching_example():
+    w = Explorer()
+    example = load_teaching_example()
+    assert w.tokens == ["cats", "like", "warm", "milk"]
+    assert (w.stage, w.head, w.query, w.query_token, w.all_queries) == ("projections", 0, 1, "like", False)
+    assert w.stages == TEACHING_STAGES
+    assert_same_trace(w.trace, trace(example.x, example.weights, example.config))
+
+
+def test_the_starting_view_can_be_given():
+    w = Explorer(stage="weights", head=1, query="milk", all_queries=True)
+    assert (w.stage, w.head, w.query, w.all_queries) == ("weights", 1, 3, True)
+
+
+def test_from_config_with_explicit_values_traces_them_exactly():
+    config = AttentionConfig(d_model=6, n_heads=3, d_head=2, causal=True, bias=True)
+    x = np.random.default_rng(1).normal(size=(5, 6))
+    weights = AttentionWeights.random(config, seed=3)
+    w = Explorer.from_config(config, tokens=["a", "b", "c", "d", "e"], x=x, weights=weights)
+    assert w.stages == ["projections", "scores", "mask", "weights", "mixing", "concat", "output"]
+    assert_same_trace(w.trace, trace(x, weights, config))
+    # the weights may also be a dict of arrays
+    w2 = Explorer.from_config(config, tokens="a b c d e", x=x, weights={k: v.tolist() for k, v in weights.arrays().items()})
+    assert_same_trace(w2.trace, trace(x, weights, config))
+
+
+def test_from_config_draws_missing_values_from_the_seed():
+    config = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, causal=True)
+    tokens = "the cat sat on the mat".split()
+    w = Explorer.from_config("gqa", tokens=" ".join(tokens), seed=7, stage="mask", query="cat")
+    assert (w.tokens, w.stage, w.query) == (tokens, "mask", 1)
+    assert w.payload["config"]["kind"] == "GQA" and w.payload["kv_group"] == [0, 0, 1, 1]
+    assert_same_trace(w.trace, trace(random_x(6, 8, 7), random_weights(config, 7), config))
+    other_seed = Explorer.from_config(config, tokens=tokens, seed=8)
+    assert not np.array_equal(other_seed.trace["x"], w.trace["x"])
+
+
+def test_any_trace_payload_can_be_shown():
+    config = AttentionConfig(d_model=4, n_heads=2, causal=True)
+    x = np.arange(12.0).reshape(3, 4) / 10
+    weights = AttentionWeights.random(config, seed=0)
+    t = trace(x, weights, config)
+    w = Explorer(trace_payload(t, ["a", "b", "c"], weights, query=2), stage="mask")  # JSON lists, null for -inf
+    assert (w.query_token, w.stage) == ("c", "mask")
+    assert w.trace["mask"][0, 0, 1] == -np.inf
+    assert_same_trace(w.trace, t)
+
+
+@pytest.mark.parametrize(
+    ("config", "kwargs", "message"),
+    [
+        ("nope", {"tokens": "a b"}, "'nope' is not a preset; choose one of teaching, mha"),
+        ({"d_model": 6, "n_heads": 4}, {"tokens": "a b"}, "d_model=6 is not divisible by n_heads=4"),
+        ("mha", {"tokens": []}, "tokens must be a non-empty list"),
+        ("mha", {"tokens": "a b", "x": np.zeros((3, 8))}, r"x has shape \(3, 8\); 2 tokens of width d_model=8 need \(2, 8\)"),
+        ("mha", {"tokens": "a b", "weights": {"W_Q": np.zeros((4, 8, 2))}}, "missing"),
+    ],
+    ids=["unknown-preset", "bad-config", "no-tokens", "x-shape", "weights-incomplete"],
+)
+def test_from_config_says_what_is_wrong(config, kwargs, message):
+    with pytest.raises((ConfigError, ValueError, TypeError), match=message):
+        Explorer.from_config(config, **kwargs)
+
+
+def test_from_model_traces_a_real_layer(minilm):
+    from mha_explorer.models import load_model
+
+    w = Explorer.from_model(minilm, text="cats like warm milk", layer=3, query="milk")
+    core, tokens = load_model(minilm).trace("cats like warm milk", 3)
+    assert w.tokens == list(tokens) and w.query_token == "milk"
+    assert w.payload["config"]["n_heads"] == 12 and w.payload["config"]["d_model"] == 384
+    assert w.payload["model"]["layer"] == 3
+    assert_same_trace(w.trace, core)  # the whole layer, every head, in the model's float32
+    assert w.trace["q"].dtype == np.float32
+
+
+def test_a_real_model_sends_the_head_the_view_asks_for(minilm):
+    from mha_explorer.models import load_model
+
+    w = Explorer.from_model(minilm, text="cats like warm milk", layer=3, head=2)
+    assert w.payload["stages"]["q"]["heads"] == [2]  # the page's compact payload: one head at a time
+    w.query = "cats"
+    w.set_state({"head": 7})  # as a click in the view would
+    assert w.payload["stages"]["q"]["heads"] == [7] and w.payload["stages"]["k"]["heads"] == [7]
+    assert (w.head, w.query_token) == (7, "cats")
+    core, _ = load_model(minilm).trace("cats like warm milk", 3)
+    shown = Array.model_validate(w.payload["stages"]["weights"])
+    np.testing.assert_array_equal(to_numpy(shown)[0], core["weights"][7])
+
+
+# ---- query by token, and validation ---------------------------------------------------------------
+
+
+def test_query_takes_a_token_or_an_index_and_stores_the_index():
+    w = Explorer()
+    w.query = "milk"
+    assert w.query == 3 and w.query_token == "milk"
+    w.query = 0
+    assert w.query_token == "cats"
+    w.query = np.int64(2)
+    assert w.query == 2 and type(w.query) is int
+    assert w.get_state("query") == {"query": 2}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("dog", "query 'dog' is not a token of this trace; choose one of 0 'cats', 1 'like', 2 'warm', 3 'milk'"),
+        (4, "query 4 is out of range; choose one of 0 'cats'"),
+        (-1, "query -1 is out of range"),
+        (True, "query must be a token or its index, not True"),
+        (1.0, "query must be a token or its index, not 1.0"),
+    ],
+    ids=["unknown-token", "too-large", "negative", "bool", "float"],
+)
+def test_a_bad_query_is_refused_with_the_choices(value, message):
+    w = Explorer()
+    with pytest.raises(traitlets.TraitError, match=re.escape(message)):
+        w.query = value
+    assert w.query == 1  # unchanged
+
+
+def test_a_token_that_occurs_twice_means_its_first_occurrence():
+    w = Explorer.from_config("mha", tokens="the cat sat on the mat", query=2)
+    w.query = "the"
+    assert w.query == 0  # as `mha-explorer trace --query the`
+    w.query = 4  # the later one, by its index
+    assert w.query_token == "the"
+
+
+def test_stage_and_head_are_validated():
+    w = Explorer()
+    with pytest.raises(traitlets.TraitError, match="stage 'mask' is not a stage of this trace; choose one of projections, scores, weights"):
+        w.stage = "mask"  # the teaching example has no mask
+    with pytest.raises(traitlets.TraitError, match="head 2 is out of range: this trace has heads 0 to 1"):
+        w.head = 2
+    with pytest.raises(traitlets.TraitError, match="head -1 is out of range"):
+        w.head = -1
+    with pytest.raises(traitlets.TraitError, match="payload is not a trace payload: it lacks tokens"):
+        w.payload = {"hello": 1}
+    assert (w.stage, w.head) == ("projections", 0)
+    with pytest.raises(TypeError, match="payload must be a TracePayload"):
+        Explorer(payload=[1, 2])
+
+
+def test_a_new_payload_keeps_the_view_where_it_still_fits():
+    w = Explorer(stage="weights", head=1, query="milk")
+    small = Explorer.from_config(AttentionConfig(d_model=2, n_heads=1), tokens="a b", stage="scores")
+    w.payload = small.payload
+    assert (w.stage, w.head, w.query) == ("weights", 0, 0)
+    w.payload = Explorer.from_config("causal", tokens="x y z").payload
+    assert w.stage == "weights" and w.stages[2] == "mask"
+
+
+def test_changes_from_the_front_end_are_validated_like_python_ones():
+    # ipywidgets hands a front end's update to set_state
+    w = Explorer()
+    w.set_state({"stage": "mixing", "head": 1, "query": 2, "all_queries": True})
+    assert (w.stage, w.head, w.query, w.all_queries) == ("mixing", 1, 2, True)
+    with pytest.raises(traitlets.TraitError):
+        w.set_state({"stage": "nowhere"})
+
+
+# ---- several widgets --------------------------------------------------------------------------------
+
+
+def test_two_widgets_are_independent():
+    a, b = Explorer(), Explorer()
+    assert a.model_id != b.model_id
+    a.stage, a.head, a.query = "output", 1, "cats"
+    assert (b.stage, b.head, b.query) == ("projections", 0, 1)
+    b.payload = Explorer.from_config("mqa", tokens="one two three").payload
+    assert a.tokens == ["cats", "like", "warm", "milk"] and b.tokens == ["one", "two", "three"]
+    a.payload["tokens"].append("oops")  # a's payload is its own: b and new widgets do not see it
+    assert Explorer().tokens == ["cats", "like", "warm", "milk"]
+
+
+def test_the_trace_is_a_fresh_copy():
+    w = Explorer()
+    t = w.trace
+    t["weights"][:] = 0
+    assert w.trace["weights"].sum() == pytest.approx(2 * 4)  # rows of both heads still sum to 1
+
+
+def test_showing_a_widget_twice_shows_one_model():
+    w = Explorer()
+    first, second = w._repr_mimebundle_(), w._repr_mimebundle_()
+    view = "application/vnd.jupyter.widget-view+json"
+    assert first[0][view]["model_id"] == second[0][view]["model_id"] == w.model_id

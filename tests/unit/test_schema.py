@@ -1,0 +1,109 @@
+"""The JSON contract: a trace survives the trip to JSON and back, -inf included."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, replace
+
+import numpy as np
+import pytest
+
+from mha_explorer.config import AttentionConfig
+from mha_explorer.costs import costs
+from mha_explorer.examples import load_teaching_example
+from mha_explorer.schema import TracePayload, payload_arrays, trace_payload
+from mha_explorer.trace import STAGES, trace
+from mha_explorer.weights import AttentionWeights
+
+pytestmark = pytest.mark.unit
+
+
+def teaching(causal: bool = False):
+    ex = load_teaching_example()
+    config = replace(ex.config, causal=True) if causal else ex.config
+    return trace(ex.x, ex.weights, config), list(ex.tokens), ex.weights
+
+
+def gqa_causal():
+    config = AttentionConfig(d_model=6, n_heads=4, n_kv_heads=2, d_head=2, d_v=3, causal=True, bias=True)
+    w = AttentionWeights.random(config, seed=11)
+    x = np.random.default_rng(11).standard_normal((5, 6))
+    return trace(x, w, config), [f"t{i}" for i in range(5)], w
+
+
+CASES = {"teaching": lambda: teaching(), "teaching-causal": lambda: teaching(causal=True), "gqa-causal-bias": gqa_causal}
+
+
+@pytest.mark.parametrize("make", CASES.values(), ids=CASES.keys())
+def test_payload_round_trips_through_json(make):
+    t, tokens, w = make()
+    payload = trace_payload(t, tokens, w, query=1)
+    text = payload.model_dump_json()
+    assert "Infinity" not in text and "NaN" not in text
+    again = TracePayload.model_validate_json(text)
+    assert again.model_dump() == payload.model_dump()
+    # and it validates in full (trace_payload builds arrays without validation)
+    TracePayload.model_validate(json.loads(text))
+
+
+@pytest.mark.parametrize("make", CASES.values(), ids=CASES.keys())
+def test_payload_arrays_are_the_trace(make):
+    t, tokens, w = make()
+    again = TracePayload.model_validate_json(trace_payload(t, tokens, w, query=1).model_dump_json())
+    arrays = payload_arrays(again)
+    assert list(arrays) == list(t.stages)
+    for name, a in t.stages.items():
+        assert arrays[name].shape == a.shape, name
+        np.testing.assert_array_equal(arrays[name], a, err_msg=name)  # exact, -inf included
+    for name, a in w.arrays().items():
+        got = again.weights[name]
+        assert got.shape == list(a.shape)
+        np.testing.assert_array_equal(np.array(got.data).reshape(got.shape), a, err_msg=name)
+
+
+def test_masked_entries_are_null_in_json():
+    t, tokens, w = teaching(causal=True)
+    doc = json.loads(trace_payload(t, tokens, w).model_dump_json())
+    mask = doc["stages"]["mask"]
+    n = len(tokens)
+    assert mask["shape"] == [2, n, n]
+    expected_nulls = 2 * n * (n - 1) // 2  # strictly above the diagonal, in both heads
+    assert mask["data"].count(None) == expected_nulls
+    for h in range(2):
+        for i in range(n):
+            for j in range(n):
+                entry = mask["data"][(h * n + i) * n + j]
+                assert (entry is None) == (j > i), (h, i, j)
+    for name, a in doc["stages"].items():  # only the mask stage carries nulls
+        if name != "mask":
+            assert None not in a["data"], name
+        assert len(a["data"]) == math.prod(a["shape"]), name
+
+
+def test_payload_describes_the_trace():
+    t, tokens, w = gqa_causal()
+    p = trace_payload(t, tokens, w, query=3)
+    assert p.schema_version == 1
+    assert p.tokens == tokens and p.query == 3
+    assert p.kv_group == [0, 0, 1, 1]
+    dumped = p.config.model_dump()
+    assert dumped["kind"] == "GQA"
+    assert t.config.to_dict().items() <= dumped.items()
+    for name, value in dumped.items():  # every field the payload states is the config's
+        if name != "kind":
+            assert getattr(t.config, name) == value, name
+    assert [s.name for s in p.stage_table] == list(t.stages)
+    assert [s.shape for s in p.stage_table] == [s.shape for s in STAGES if s.name in t.stages]
+    assert p.costs.model_dump() == asdict(costs(t.config, t.n))
+    ids = [s.id for s in p.page_stages]
+    assert "mask" in ids
+    assert {n.id for n in p.notes} >= {"visibility", "roles", "evidence", "cost", "mqa"}
+
+
+def test_non_causal_payload_has_no_mask_stage():
+    t, tokens, w = teaching()
+    p = trace_payload(t, tokens, w)
+    assert "mask" not in p.stages
+    assert "mask" not in [s.id for s in p.page_stages]
+    assert "mask" not in [s.name for s in p.stage_table]

@@ -1,0 +1,258 @@
+"""The stages real architectures add: q/k norm, RoPE, sliding windows, a custom score scale.
+
+The expected numbers come from naive_extras below, written from the definitions one number at a
+time (not from trace.py); the invariants are what each stage means.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
+
+from mha_explorer.config import AttentionConfig, ConfigError
+from mha_explorer.narrative import page_stages
+from mha_explorer.trace import STAGES, trace
+from mha_explorer.walkthrough import render
+from mha_explorer.weights import AttentionWeights
+
+from ._support import PROPERTY, divisors, shape_of
+
+pytestmark = pytest.mark.unit
+
+
+@st.composite
+def arch_cases(draw):
+    """A config with any mix of the architecture fields, seeded weights, and x of 1..9 tokens."""
+    n_heads = draw(st.integers(1, 4))
+    config = AttentionConfig(
+        d_model=draw(st.integers(1, 10)),
+        n_heads=n_heads,
+        n_kv_heads=draw(st.sampled_from(divisors(n_heads))),
+        d_head=2 * draw(st.integers(1, 4)),
+        d_v=draw(st.integers(1, 5)),
+        causal=draw(st.booleans()),
+        bias=draw(st.booleans()),
+        qk_norm=draw(st.booleans()),
+        rope_theta=draw(st.sampled_from([None, 10.0, 10000.0, 1e6])),
+        sliding_window=draw(st.sampled_from([None, 1, 2, 3, 7])),
+        scale=draw(st.sampled_from([None, 0.0625, 1.0])),
+    )
+    seed = draw(st.integers(0, 2**32 - 1))
+    x = np.random.default_rng(seed).standard_normal((draw(st.integers(1, 9)), config.d_model))
+    start = draw(st.integers(0, 50))
+    return config, x, AttentionWeights.random(config, seed=seed + 1), np.arange(start, start + len(x))
+
+
+def naive_extras(x, w: AttentionWeights, c: AttentionConfig, positions) -> dict[str, np.ndarray]:
+    """q/k norm, RoPE, scores, masked softmax: loops over heads, tokens and components."""
+    n, e = len(x), c.d_head
+    q = np.einsum("nd,hde->hne", x, w.W_Q) + (w.b_Q[:, None] if c.bias else 0)
+    k = np.einsum("nd,gde->gne", x, w.W_K) + (w.b_K[:, None] if c.bias else 0)
+    out = {}
+    if c.qk_norm:
+        eps = 1e-6 if c.norm_eps is None else c.norm_eps
+        for a, mult in ((q, w.q_norm), (k, w.k_norm)):
+            for head in range(a.shape[0]):
+                for t in range(n):
+                    rms = math.sqrt(sum(v * v for v in a[head, t]) / e + eps)
+                    a[head, t] = [a[head, t, m] / rms * mult[m] for m in range(e)]
+        out |= {"q_normed": q.copy(), "k_normed": k.copy()}
+    if c.rope_theta is not None:
+        for a in (q, k):
+            for head in range(a.shape[0]):
+                for t in range(n):
+                    row = a[head, t].copy()
+                    for m in range(e // 2):
+                        angle = positions[t] * c.rope_theta ** (-2 * m / e)
+                        lo, hi = row[m], row[m + e // 2]
+                        a[head, t, m] = lo * math.cos(angle) - hi * math.sin(angle)
+                        a[head, t, m + e // 2] = lo * math.sin(angle) + hi * math.cos(angle)
+        out |= {"q_rotated": q.copy(), "k_rotated": k.copy()}
+    scale = 1 / math.sqrt(e) if c.scale is None else c.scale
+    group = c.n_heads // c.n_kv_heads
+    weights = np.zeros((c.n_heads, n, n))
+    for head in range(c.n_heads):
+        for i in range(n):
+            visible = [j for j in range(n) if (j <= i or not c.causal) and (c.sliding_window is None or j > i - c.sliding_window)]
+            s = {j: sum(q[head, i, m] * k[head // group, j, m] for m in range(e)) * scale for j in visible}
+            top = max(s.values())
+            total = sum(math.exp(v - top) for v in s.values())
+            for j in visible:
+                weights[head, i, j] = math.exp(s[j] - top) / total
+    return out | {"weights": weights}
+
+
+@PROPERTY
+@given(arch_cases())
+def test_extra_stages_and_weights_match_the_definitions(case):
+    config, x, w, positions = case
+    t = trace(x, w, config, positions=positions)
+    expected = naive_extras(x, w, config, positions)
+    for name, value in expected.items():
+        np.testing.assert_allclose(t[name], value, atol=1e-9, rtol=1e-9, err_msg=name)
+
+
+@PROPERTY
+@given(arch_cases())
+def test_each_stage_is_present_exactly_when_the_layer_has_it(case):
+    config, x, w, positions = case
+    t = trace(x, w, config, positions=positions)
+    order = [s.name for s in STAGES]
+    assert list(t.stages) == [s for s in order if s in t.stages]  # table order
+    assert ("q_normed" in t.stages) == ("k_normed" in t.stages) == config.qk_norm
+    assert ("q_rotated" in t.stages) == ("k_rotated" in t.stages) == (config.rope_theta is not None)
+    assert ("mask" in t.stages) == (config.causal or config.sliding_window is not None)
+    table = {s.name: s.shape for s in STAGES}
+    for name, a in t.stages.items():
+        assert a.shape == shape_of(table[name], config, len(x)), name
+
+
+@PROPERTY
+@given(arch_cases())
+def test_hidden_keys_get_exactly_zero_weight_and_rows_still_sum_to_one(case):
+    config, x, w, positions = case
+    t = trace(x, w, config, positions=positions)
+    np.testing.assert_allclose(t["weights"].sum(axis=-1), 1.0, atol=1e-12)
+    if "mask" in t.stages:
+        assert np.all(t["weights"][np.isneginf(t["mask"])] == 0)
+        n = len(x)
+        i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+        hidden = np.zeros((n, n), bool)
+        if config.causal:
+            hidden |= j > i
+        if config.sliding_window is not None:
+            hidden |= j <= i - config.sliding_window
+        assert np.array_equal(np.isneginf(t["mask"]), np.broadcast_to(hidden, t["mask"].shape))
+
+
+@PROPERTY
+@given(arch_cases())
+def test_rope_turns_vectors_without_stretching_them_and_only_distance_matters(case):
+    config, x, w, positions = case
+    config = dataclasses.replace(config, rope_theta=config.rope_theta or 10000.0)
+    t = trace(x, w, config, positions=positions)
+    before = t.stages.get("q_normed", t["q"])
+    np.testing.assert_allclose(np.linalg.norm(t["q_rotated"], axis=-1), np.linalg.norm(before, axis=-1), rtol=1e-9, atol=1e-12)
+    shifted = trace(x, w, config, positions=positions + 17)  # every position moved by the same amount
+    np.testing.assert_allclose(shifted["scores"], t["scores"], rtol=1e-7, atol=1e-7)
+
+
+def test_position_zero_is_not_turned_and_default_positions_count_from_zero():
+    c = AttentionConfig(d_model=4, n_heads=2, d_head=4, rope_theta=10000.0)
+    w, x = AttentionWeights.random(c, seed=3), np.random.default_rng(3).standard_normal((5, 4))
+    t = trace(x, w, c)
+    np.testing.assert_array_equal(t["q_rotated"][:, 0], t["q"][:, 0])
+    same = trace(x, w, c, positions=np.arange(5))
+    np.testing.assert_array_equal(same["scores"], t["scores"])
+
+
+def test_a_window_of_one_leaves_each_query_only_itself():
+    c = AttentionConfig(d_model=4, n_heads=2, causal=True, sliding_window=1)
+    t = trace(np.random.default_rng(0).standard_normal((6, 4)), AttentionWeights.random(c), c)
+    np.testing.assert_array_equal(t["weights"], np.broadcast_to(np.eye(6), (2, 6, 6)))
+
+
+def test_a_window_wider_than_the_text_is_just_causal():
+    c = AttentionConfig(d_model=4, n_heads=2, causal=True)
+    x, w = np.random.default_rng(1).standard_normal((5, 4)), AttentionWeights.random(c, seed=1)
+    windowed = trace(x, w, dataclasses.replace(c, sliding_window=5))
+    np.testing.assert_array_equal(windowed["weights"], trace(x, w, c)["weights"])
+
+
+def test_float32_in_float32_out_with_every_extra_stage():
+    c = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=4, causal=True, qk_norm=True, rope_theta=1e4, sliding_window=3, scale=0.2)
+    w = AttentionWeights.random(c, seed=2, dtype=np.float32)
+    t = trace(np.random.default_rng(2).standard_normal((7, 8)).astype(np.float32), w, c)
+    assert {a.dtype for a in t.stages.values()} == {np.dtype(np.float32)}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"rope_theta": 1e4, "d_head": 3}, "even d_head"),
+        ({"rope_theta": 0.0}, "rope_theta=0.0 must be a finite number above 0"),
+        ({"norm_eps": 1e-6}, "only used with qk_norm=True"),
+        ({"qk_norm": True, "norm_eps": -1.0}, "norm_eps=-1.0"),
+        ({"qk_norm": 1}, "qk_norm=1 must be true or false"),
+        ({"sliding_window": 0}, "sliding_window=0 must be at least 1"),
+        ({"sliding_window": 2.5}, "sliding_window=2.5 must be a whole number"),
+        ({"scale": float("inf")}, "scale=inf must be a finite number above 0"),
+        ({"scale": "big"}, "scale='big' must be a number"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_architecture_fields_explain_their_errors(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        AttentionConfig(**({"d_model": 8, "n_heads": 2} | fields))
+
+
+def test_to_dict_names_only_the_fields_a_layer_has():
+    plain = AttentionConfig(d_model=8, n_heads=2)
+    assert set(plain.to_dict()) == {"d_model", "n_heads", "n_kv_heads", "d_head", "d_v", "causal", "bias"}
+    rich = AttentionConfig(d_model=8, n_heads=2, causal=True, qk_norm=True, rope_theta=1e4, sliding_window=4, scale=0.5)
+    assert rich.to_dict() == plain.to_dict() | {
+        "causal": True,
+        "qk_norm": True,
+        "rope_theta": 1e4,
+        "sliding_window": 4,
+        "scale": 0.5,
+    }
+    assert AttentionConfig(**rich.to_dict()) == rich
+
+
+def test_weights_check_names_the_norm_arrays():
+    c = AttentionConfig(d_model=8, n_heads=2, qk_norm=True)
+    w = AttentionWeights.random(c)
+    assert w.q_norm.shape == w.k_norm.shape == (4,)
+    with pytest.raises(ConfigError, match="q_norm is missing: qk_norm=True"):
+        dataclasses.replace(w, q_norm=None).check(c)
+    with pytest.raises(ConfigError, match="k_norm is given but qk_norm=False"):
+        dataclasses.replace(w, q_norm=None).check(dataclasses.replace(c, qk_norm=False))
+    with pytest.raises(ConfigError, match="packed layout has no place for q_norm"):
+        w.to_packed(c)
+
+
+def test_random_weights_of_existing_configs_are_unchanged_by_the_new_fields():
+    c = AttentionConfig(d_model=8, n_heads=2, bias=True)
+    normed = dataclasses.replace(c, qk_norm=True)
+    a, b = AttentionWeights.random(c, seed=5), AttentionWeights.random(normed, seed=5)
+    for name, array in a.arrays().items():
+        np.testing.assert_array_equal(array, getattr(b, name))
+
+
+def test_positions_must_be_one_integer_per_token():
+    c = AttentionConfig(d_model=4, n_heads=2, rope_theta=1e4)
+    w, x = AttentionWeights.random(c), np.ones((3, 4))
+    with pytest.raises(ConfigError, match=r"give \(3,\) integers"):
+        trace(x, w, c, positions=np.arange(4))
+    with pytest.raises(ConfigError, match="dtype float64"):
+        trace(x, w, c, positions=np.arange(3.0))
+
+
+def test_page_stages_show_the_extra_views_only_when_present():
+    ids = lambda c: [s.id for s in page_stages(c)]  # noqa: E731
+    base = AttentionConfig(d_model=8, n_heads=2)
+    assert ids(base) == ["projections", "scores", "weights", "mixing", "concat", "output"]
+    full = dataclasses.replace(base, causal=True, qk_norm=True, rope_theta=1e4, sliding_window=4)
+    assert ids(full) == ["projections", "qk_norm", "rope", "scores", "mask", "weights", "mixing", "concat", "output"]
+    assert "mask" in ids(dataclasses.replace(base, sliding_window=4))
+    mask = next(s for s in page_stages(full) if s.id == "mask")
+    assert "sliding window" in mask.explanation and "t - 4" in mask.latex
+
+
+def test_the_terminal_walkthrough_shows_every_extra_stage():
+    c = AttentionConfig(d_model=12, n_heads=2, n_kv_heads=1, d_head=10, causal=True, qk_norm=True, rope_theta=1e4, sliding_window=2)
+    x = np.random.default_rng(4).standard_normal((9, 12))
+    out = io.StringIO()
+    render(trace(x, AttentionWeights.random(c, seed=4), c), [f"t{i}" for i in range(9)], 8, [0, 1], None, Console(file=out, width=200))
+    text = out.getvalue()
+    for title in ("Query/key norm", "Rotary positions", "Mask", "sliding window 2", "(12 numbers)", "the first 8 of 12"):
+        assert title in text, title
+    assert "no (masked)" in text and "… (9 keys; the 3 largest weights shown)" in text
