@@ -12,10 +12,10 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
+from pagecheck import check_numbers
+
 pytestmark = pytest.mark.e2e
 
-NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
-    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
 
 
 def arrays_of(payload: TracePayload) -> dict[str, np.ndarray]:
@@ -23,16 +23,6 @@ def arrays_of(payload: TracePayload) -> dict[str, np.ndarray]:
     arrays |= {name: to_numpy(a) for name, a in payload.weights.items()}
     return arrays
 
-
-def check_numbers(page, selector, arrays) -> set[str]:
-    shown = page.evaluate(NUMBERS, selector)
-    assert shown, f"no numbers under {selector}"
-    for src, text, full in shown:
-        name, index = src.split(":")
-        value = arrays[name][tuple(int(i) for i in index.split(","))]
-        assert text == ("−∞" if value == -np.inf else fmt(value)), src
-        assert float(full) == value, src
-    return {s for s, _, _ in shown}
 
 
 def lab_state(page) -> dict:

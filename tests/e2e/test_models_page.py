@@ -8,13 +8,12 @@ import pytest
 
 from mha_explorer.models import available_models
 from mha_explorer.schema import TracePayload, to_numpy
-from mha_explorer.walkthrough import fmt
+
+from pagecheck import check_numbers
 
 pytestmark = pytest.mark.e2e
 
 INSTALLED = {m.name for m in available_models() if m.installed}
-NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
-    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
 
 
 def needs(name):
@@ -34,17 +33,6 @@ def full_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
             out[name] = whole
     return out
 
-
-def check_numbers(page, selector, arrays) -> set[str]:
-    shown = page.evaluate(NUMBERS, selector)
-    assert shown, f"no numbers under {selector}"
-    for src, text, full in shown:
-        name, index = src.split(":")
-        value = arrays[name][tuple(int(i) for i in index.split(","))]
-        assert not np.isnan(value), f"{src} is shown but the payload does not hold it"
-        assert text == ("−∞" if value == -np.inf else fmt(value)), src
-        assert float(full) == pytest.approx(value, rel=0, abs=0), src
-    return {s for s, _, _ in shown}
 
 
 def trace_model(page, server_url, name, text, layer):

@@ -13,14 +13,13 @@ from axe_playwright_python.sync_playwright import Axe
 from mha_explorer.schema import TracePayload, payload_arrays
 from mha_explorer.walkthrough import fmt
 
+from pagecheck import check_numbers
+
 pytestmark = pytest.mark.e2e
 
 STAGES = ["Projections", "Scores", "Weights", "Value mixing", "Concatenation", "Output projection"]
 STAGE_IDS = ["projections", "scores", "weights", "mixing", "concat", "output"]
 
-# every .num on the page says which array and index it shows: data-src="name:i,j,k"
-NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
-    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +31,6 @@ def api(server_url):
     return payload, arrays
 
 
-def page_text(value: float) -> str:
-    return "−∞" if value == -np.inf else fmt(value)
-
-
-def check_numbers(page, selector, arrays) -> set[str]:
-    """Every number shown equals the API's trace: rounded in the text, exact in data-full."""
-    shown = page.evaluate(NUMBERS, selector)
-    assert shown, f"no numbers under {selector}"
-    for src, text, full in shown:
-        name, index = src.split(":")
-        value = arrays[name][tuple(int(i) for i in index.split(","))]
-        assert text == page_text(value), f"{src} shows {text}, the trace has {value}"
-        assert float(full) == value, f"{src} carries {full} at full precision, the trace has {value}"
-    return {src for src, _, _ in shown}
 
 
 def required_sources(stage: str, query: int, head: int, payload) -> set[str]:
@@ -211,7 +196,7 @@ def test_matrices_view(page, server_url, api):
     open_page(page, server_url)
     page.get_by_text("Matrices", exact=True).click()
     body = page.locator(".matrices-body")
-    assert body.is_visible()
+    body.wait_for(state="visible")  # built when the view is first opened
     shown = check_numbers(page, ".matrices-body", arrays)
     c = payload.config
     for name, heads, width in (("W_Q", c.n_heads, c.d_head), ("W_K", c.n_kv_heads, c.d_head), ("W_V", c.n_kv_heads, c.d_v)):
@@ -270,6 +255,7 @@ def test_keyboard_only_walkthrough(page, server_url, artifacts):
 def test_no_serious_accessibility_violations(page, server_url):
     open_page(page, server_url)
     page.get_by_text("Matrices", exact=True).click()
+    page.locator(".matrices-body").wait_for(state="visible")
     axe = Axe()
     for title in STAGES:
         select(page, "Calculation stage", title)

@@ -1,0 +1,29 @@
+"""Checking the numbers a page shows against a trace: every `.num` says which array and index it shows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_explorer.walkthrough import fmt
+
+# data-src="name:i,j,k" on every number
+NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
+    .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
+
+
+def page_text(value: float) -> str:
+    return "−∞" if value == -np.inf else fmt(value)
+
+
+def check_numbers(page, selector: str, arrays: dict[str, np.ndarray]) -> set[str]:
+    """Every number under selector equals the trace: rounded in its text, exact in data-full.
+    Returns the sources shown. A NaN in `arrays` marks a slice the payload does not hold."""
+    shown = page.evaluate(NUMBERS, selector)
+    assert shown, f"no numbers under {selector}"
+    for src, text, full in shown:
+        name, index = src.split(":")
+        value = arrays[name][tuple(int(i) for i in index.split(","))]
+        assert not np.isnan(value), f"{src} is shown but the payload does not hold it"
+        assert text == page_text(value), f"{src} shows {text}, the trace has {value}"
+        assert float(full) == value, f"{src} carries {full} at full precision, the trace has {value}"
+    return {src for src, _, _ in shown}
