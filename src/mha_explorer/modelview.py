@@ -7,6 +7,7 @@ arrays whole, and an overview of every head's weights averaged over blocks of to
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from functools import lru_cache
@@ -19,6 +20,7 @@ HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights"
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
 OVERVIEW_CELLS = 64  # at most this many cells per axis in a head's overview
 MAX_TEXT = 4000  # characters
+log = logging.getLogger("mha_explorer.models")
 
 
 class ModelService:
@@ -46,19 +48,26 @@ class ModelService:
         return self.state(name)
 
     def _load(self, name: str) -> None:
+        said = set()
+
         def progress(fraction: float, message: str) -> None:
             with self.lock:
                 self.status[name] = {"state": "loading", "fraction": float(fraction), "message": message}
+            if message not in said:  # the terminal hears each step once; the page polls the fraction
+                said.add(message)
+                log.info("loading %s: %s (%d%%)", name, message, round(100 * fraction))
 
         try:
             model = self.loader(name, progress=progress)
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
                 self.status[name] = {"state": "error", "fraction": 0.0, "message": str(error)}
+            log.warning("could not load %s: %s", name, error)
             return
         with self.lock:
             self.loaded[name] = model
             self.status[name] = {"state": "ready", "fraction": 1.0, "message": "loaded"}
+        log.info("loaded %s", name)
 
     def get(self, name: str):
         with self.lock:
