@@ -37,7 +37,7 @@ def open_lab(page, server_url):
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Attention lab").click()
-    page.wait_for_function("() => document.querySelector('.outputs .hint').textContent.startsWith('GQA')")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
 
 
 def settle(page):
@@ -53,7 +53,7 @@ def set_field(page, label, value):
 
 
 def wait_kind(page, text):
-    page.wait_for_function("(t) => document.querySelector('.outputs .hint').textContent.includes(t)", arg=text)
+    page.wait_for_function("(t) => document.querySelector('.outputs .hint')?.textContent.includes(t)", arg=text)
 
 
 def test_lab_numbers_equal_the_api_for_causal_gqa_and_mqa(page, server_url):
@@ -138,7 +138,7 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
     link, view = page.url, page.locator(".layout").inner_text()
     other = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     other.goto(link)
-    other.wait_for_function("() => document.querySelector('.outputs .hint').textContent.startsWith('MQA')")
+    other.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MQA')")
     settle(other)
     assert other.locator(".layout").inner_text() == view
     assert other.locator('.edit-grid input[data-key="x:2,3"]').input_value() == "0.25"
@@ -163,7 +163,7 @@ def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, wo
     page.wait_for_function("() => !document.getElementById('notice').hidden")
     notice = page.locator("#notice").inner_text()
     assert "could not be used" in notice and words in notice and "teaching example" in notice
-    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('like')")
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('like')")
     assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
 
 
@@ -235,7 +235,7 @@ def test_64_tokens_and_width_64_stay_usable(page, server_url, artifacts):
     set_field(page, "n_kv_heads", 8)
     set_field(page, "d_head", 8)
     set_field(page, "d_v", 8)
-    page.wait_for_function("() => document.querySelector('.outputs .hint').textContent.includes('d_model 64 · 8 heads of 8')")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.includes('d_model 64 · 8 heads of 8')")
     for title in ("Projections", "Scores", "Weights", "Output projection"):
         page.get_by_label("Calculation stage").select_option(label=title)
     page.screenshot(path=str(artifacts / "lab-64-tokens.png"), full_page=False)

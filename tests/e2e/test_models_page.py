@@ -45,7 +45,7 @@ def trace_model(page, server_url, name, text, layer):
     page.wait_for_function("(n) => document.querySelectorAll('#model-layer option').length > n", arg=layer, timeout=120_000)
     page.get_by_label("Layer (from 0)").select_option(str(layer))
     page.get_by_role("button", name="Trace").click()
-    page.wait_for_function("() => !document.querySelector('.overview').hidden", timeout=120_000)
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
 
 
 def api_trace(server_url, **request) -> TracePayload:
@@ -62,7 +62,7 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     payload = api_trace(server_url, model="minilm", text=text, layer=0, head=0)
     assert len(strip) == len(payload.tokens) and strip[0] == "[CLS]" and strip[-1] == "[SEP]"
     page.locator(".thumb-button", has_text="Head 5").click()
-    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('head 5')")
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 5')")
     page.get_by_label("Query token").select_option(index=3)
     payload = api_trace(server_url, model="minilm", text=text, layer=0, head=5)
     arrays = full_arrays(payload)
