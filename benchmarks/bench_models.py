@@ -112,6 +112,87 @@ def time_minilm() -> dict:
     }
 
 
+def time_smollm2() -> dict:
+    """SmolLM2 on 512 tokens: our run up to its middle layer and trace of it, against transformers'
+    full forward of the same GGUF weights with output_attentions. Target: at most 1.5x."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mha_explorer.models import load_model
+
+    model = load_model("smollm2")
+    text = text_of(model, 512)
+    layer = model.n_layers // 2
+    run = model.run(text, layer)
+    ids = torch.from_numpy(run.ids[None])
+    folder, name = os.path.split(model.source)
+    reference = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager", dtype=torch.float32).eval()
+
+    def reference_forward():
+        with torch.no_grad():
+            return reference(input_ids=ids, output_attentions=True)
+
+    out = reference_forward()
+    np.testing.assert_allclose(run.trace["weights"], out.attentions[layer][0].numpy(), atol=1e-3)
+
+    def run_from_scratch():
+        model.forget()
+        return model.run(text, layer)
+
+    medians, rounds = interleaved({"run": run_from_scratch, "reference": reference_forward})
+    return {
+        "model": "smollm2",
+        "n_tokens": len(run.tokens),
+        "layer": layer,
+        "run_layer_ms": medians["run"],
+        "reference_forward_ms": medians["reference"],
+        "run_layer_ratio": round(medians["run"] / medians["reference"], 3),
+        "rounds": rounds,
+        "target_ratio": 1.5,
+    }
+
+
+LOAD_WORKER = """
+import json, os, sys, time
+os.environ["HF_HUB_OFFLINE"] = "1"
+which, name = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if which == "ours":
+    from mha_explorer.models import load_model
+    load_model(name)
+else:
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM
+    from mha_explorer.models import available_models
+    location = next(i.location for i in available_models() if i.name == name)
+    t0 = time.perf_counter()
+    if name == "minilm":
+        AutoModel.from_pretrained(os.path.dirname(location) if location.endswith(".safetensors") else location, attn_implementation="eager")
+    else:
+        folder, file = os.path.split(location)
+        AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, attn_implementation="eager", dtype=torch.float32)
+print(json.dumps({"seconds": time.perf_counter() - t0}))
+"""
+
+
+def time_loads() -> dict:
+    """First load in a fresh process (imports included for ours), against transformers' load of the
+    same files (its imports excluded). Targets: MiniLM under 2 s, SmolLM2 under 10 s."""
+    out = {}
+    for name, target in (("minilm", 2.0), ("smollm2", 10.0)):
+        row = {"target_s": target}
+        for which in ("ours", "transformers"):
+            done = subprocess.run([sys.executable, "-c", LOAD_WORKER, which, name], capture_output=True, text=True, timeout=600)
+            if done.returncode:
+                row[f"{which}_error"] = done.stderr.strip().splitlines()[-1][:200]
+                continue
+            row[f"{which}_s"] = round(json.loads(done.stdout.strip().splitlines()[-1])["seconds"], 2)
+        if "ours_s" in row and "transformers_s" in row:
+            row["ratio"] = round(row["ours_s"] / row["transformers_s"], 2)
+        out[name] = row
+    return out
+
+
 def memory_worker() -> None:
     """In a fresh process: the server's imports, two models loaded, their longest texts traced."""
     import resource
@@ -150,10 +231,14 @@ def main() -> dict:
         print(f"skipped: {', '.join(missing)} not installed (make models)")
         return {}
     timing = time_minilm()
+    smol = time_smollm2()
+    loads = time_loads()
     memory = measure_memory()
     result = {
         "benchmark": "models",
         "minilm_512_tokens": timing,
+        "smollm2_512_tokens": smol,
+        "first_load": loads,
         "server_memory": memory,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "numpy": np.__version__},
     }
@@ -162,6 +247,12 @@ def main() -> dict:
         f"{timing['run_layer_ms']} ms, transformers forward {timing['reference_forward_ms']} ms "
         f"(ratios {timing['trace_layer_ratio']} and {timing['run_layer_ratio']})"
     )
+    print(
+        f"SmolLM2, 512 tokens, layer {smol['layer']}: run from scratch {smol['run_layer_ms']} ms, transformers "
+        f"forward {smol['reference_forward_ms']} ms (ratio {smol['run_layer_ratio']}, target <= 1.5)"
+    )
+    for name, row in loads.items():
+        print(f"first load of {name}: ours {row.get('ours_s')} s, transformers {row.get('transformers_s')} s (target < {row['target_s']} s)")
     print(f"server with MiniLM and SmolLM2: peak {memory['peak_rss_gb']} GB (target < {MEMORY_TARGET_GB}: {memory['verdict']})")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

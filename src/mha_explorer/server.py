@@ -220,7 +220,9 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     example = teaching_payload()  # computed once: the example never changes
     gate = TraceGate(workers, queue)
     service = models or ModelService()
-    app.add_middleware(GZipMiddleware, minimum_size=100_000, compresslevel=1)  # large traces only; level 1 is fast
+    # only real models' layer traces are large enough for compression to pay; a lab trace (up to
+    # about 2 MB) goes faster as it is than compressed and decompressed
+    app.add_middleware(GZipMiddleware, minimum_size=3_000_000, compresslevel=1)
     app.add_middleware(Guard, max_body=max_body)
 
     def status(info) -> ModelStatus:

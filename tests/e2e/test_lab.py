@@ -38,11 +38,16 @@ def open_lab(page, server_url):
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Attention lab").click()
     page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    settle(page)
+
+
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 10)))"
 
 
 def settle(page):
-    """Wait until the lab has no computation under way."""
+    """Wait until the lab has no computation under way, and the link is written (after a frame)."""
     page.wait_for_function("() => !document.getElementById('lab').dataset.busy")
+    page.evaluate(NEXT_FRAME)
 
 
 def set_field(page, label, value):
@@ -135,6 +140,7 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
     page.get_by_label("Query token").select_option(label="old")
     page.get_by_label("Inspect head").select_option(label="Head 1")
     page.get_by_label("Calculation stage").select_option(label="Scores")
+    page.evaluate(NEXT_FRAME)
     link, view = page.url, page.locator(".layout").inner_text()
     other = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     other.goto(link)

@@ -196,7 +196,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     }
   }
 
-  async function runOnce(next, { redraw } = {}, isLatest) {
+  async function runOnce(next, { redraw, fromCell } = {}, isLatest) {
     clearErrors();
     const errors = checkConfig(next.config, next.tokens);
     if (!Number.isInteger(next.seed) || next.seed < 0) errors.seed = "The seed must be a whole number, 0 or more.";
@@ -236,7 +236,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     Object.assign(lab, next, { edits: kept });
     status.textContent = dropped ? `${dropped} edited value(s) no longer fit the new shapes and were dropped.` : "";
     onPayload(payload, lab);
-    fillMatrixSelect();
+    // a cell edit changes nothing else in the grid: the cell already shows what was typed
+    if (!fromCell || dropped) fillMatrixSelect();
     return true;
   }
 
@@ -322,7 +323,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     input.classList.add("edited");
     const edits = new Map(lab.edits);
     edits.set(key, parsed.value);
-    await run({ ...readForm(), edits });
+    await run({ ...readForm(), edits }, { fromCell: true });
   }
 
   const onForm = () => {

@@ -75,10 +75,13 @@ let models = null; // the real-model panel, once the page has one
 function writeLink(model, mode, lab) {
   if (linkQueued) return;
   linkQueued = true;
-  queueMicrotask(() => {
-    linkQueued = false;
-    writeLinkNow(model, currentMode(), lab);
-  });
+  // after the next frame: the link never delays what the learner sees
+  requestAnimationFrame(() =>
+    setTimeout(() => {
+      linkQueued = false;
+      writeLinkNow(model, currentMode(), lab);
+    }, 0),
+  );
 }
 
 function writeLinkNow(model, mode, lab) {
