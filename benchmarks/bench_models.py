@@ -195,8 +195,6 @@ def time_loads() -> dict:
 
 def memory_worker() -> None:
     """In a fresh process: the server's imports, two models loaded, their longest texts traced."""
-    import resource
-
     from mha_explorer import server  # noqa: F401 - what the server process holds
     from mha_explorer.models import load_model
 
@@ -205,7 +203,10 @@ def memory_worker() -> None:
         model = load_model(name)
         run = model.run(text_of(model, model.max_tokens), model.n_layers - 1)
         loaded[name] = {"n_tokens": len(run.tokens), "layer": run.layer}
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    # VmHWM, the peak of this process's own memory: ru_maxrss would also count the parent it was
+    # forked from (it survives exec), and the parent holds torch and transformers by then
+    status = Path("/proc/self/status").read_text()
+    peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
     print(json.dumps({"peak_rss_gb": round(peak_kib / 2**20, 3), "traced": loaded, "torch_imported": "torch" in sys.modules}))
 
 
