@@ -115,3 +115,16 @@ def test_model_errors_are_clear_and_keep_the_page(page, server_url):
     assert "not a model name" in page.locator("#notice").inner_text()
     response = httpx.post(server_url + "api/model-trace", json={"model": "nope", "text": "a", "layer": 0})
     assert response.status_code == 422 and "choose one of" in response.json()["detail"][0]["message"]
+
+
+@needs("minilm")
+def test_the_model_picker_leads_back_to_the_teaching_example(page, server_url):
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    picker = page.get_by_label("Model", exact=True)
+    page.wait_for_function("() => document.querySelectorAll('#model-name option').length > 1")
+    assert picker.locator("option").all_inner_texts()[0] == "Teaching example"
+    picker.select_option(label="Teaching example")
+    assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+    assert "like" in page.locator(".stage h2").inner_text()

@@ -22,7 +22,7 @@ async function answer(response) {
 }
 
 // The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query }.
-export function createModels({ container, onPayload, getView, initial }) {
+export function createModels({ container, onPayload, getView, initial, onTeaching }) {
   const picker = node("select", { id: "model-name" });
   const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
@@ -58,9 +58,11 @@ export function createModels({ container, onPayload, getView, initial }) {
     models = await answer(await fetch("api/models"));
     const keep = picker.value || initial.model || "minilm";
     picker.replaceChildren(
+      node("option", { value: "" }, "Teaching example"),
       ...models.map((m) => node("option", { value: m.name, disabled: !m.installed }, `${m.title}${m.installed ? "" : " (not installed)"}${m.heavy ? " · large" : ""}`)),
     );
     picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
+    chosen = picker.value;
     const chosen = models.find((m) => m.name === picker.value);
     fillLayers(chosen?.config?.n_layers || 1, Number(layer.value || initial.layer || 0));
   }
@@ -126,7 +128,16 @@ export function createModels({ container, onPayload, getView, initial }) {
     }
   }
 
-  picker.addEventListener("change", () => prepare(picker.value, 0));
+  let chosen = null;
+  picker.addEventListener("change", () => {
+    if (picker.value === "") {
+      picker.value = chosen || "";
+      onTeaching();
+      return;
+    }
+    chosen = picker.value;
+    prepare(picker.value, 0);
+  });
   layer.addEventListener("change", () => {
     if (current) trace({ ...current, layer: Number(layer.value), query: getView().query });
   });

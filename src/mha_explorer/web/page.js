@@ -241,6 +241,7 @@ async function main() {
         container: modelBox,
         initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
         getView: () => ({ head: model.get("head"), query: model.get("query") }),
+        onTeaching: () => setMode("teaching"),
         onPayload: (payload, request) => {
           const ids = payload.page_stages.map((s) => s.id);
           const stage = pendingView?.stage ?? model.get("stage");
