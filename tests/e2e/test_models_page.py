@@ -39,6 +39,9 @@ def trace_model(page, server_url, name, text, layer):
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Real model").click()
+    # entering the mode lists the models and loads the first one, with no error
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    assert page.locator("#models .lab-error").inner_text() == ""
     page.get_by_label("Model", exact=True).select_option(name)
     page.get_by_label("Text", exact=True).fill(text)
     # choosing a model loads it (with progress) and lists its layers

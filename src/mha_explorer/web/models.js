@@ -63,8 +63,8 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
     );
     picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
     chosen = picker.value;
-    const chosen = models.find((m) => m.name === picker.value);
-    fillLayers(chosen?.config?.n_layers || 1, Number(layer.value || initial.layer || 0));
+    const info = models.find((m) => m.name === picker.value);
+    fillLayers(info?.config?.n_layers || 1, Number(layer.value || initial.layer || 0));
   }
 
   async function ensureLoaded(name) {
