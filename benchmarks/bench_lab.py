@@ -34,7 +34,7 @@ MEASURE = """async (count) => {
     });
     const t0 = performance.now();
     input.value = String(((i % 19) - 9) / 10);
-    input.dispatchEvent(new Event("change"));
+    input.dispatchEvent(new Event("change", { bubbles: true }));  // as a real edit's change event does
     await repainted;
     await null;  // the explorer redraws in a microtask
     await frame();
