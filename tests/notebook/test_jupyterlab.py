@@ -133,7 +133,9 @@ def wait_for_idle_kernel(lab, timeout: float = RUN_ALL / 1000) -> None:
     while time.monotonic() < deadline:
         with urllib.request.urlopen(f"{lab['base']}/api/sessions?token={lab['token']}", timeout=5) as answer:
             sessions = json.load(answer)
-        if any(s["path"].endswith(".ipynb") and s["kernel"]["execution_state"] == "idle" for s in sessions):
+        # JupyterLab may give a notebook's session a generated path: its name is the file's
+        notebook = [s for s in sessions if s["path"].endswith(".ipynb") or s.get("name", "").endswith(".ipynb")]
+        if any(s["kernel"]["execution_state"] == "idle" for s in notebook):
             return
         time.sleep(0.25)
     raise AssertionError(f"no idle kernel for the notebook after {timeout} s: {sessions}")
