@@ -23,6 +23,15 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+def chosen_heads(head: str | None, config) -> list[int]:
+    """Every head, or the one --head names (ASCII digits in range), or a one-line error and exit 2."""
+    if head is None:
+        return list(range(config.n_heads))
+    if not (head.isascii() and head.isdigit()) or int(head) >= config.n_heads:
+        fail(f"--head {head} is out of range; choose a head from 0 to {config.n_heads - 1}")
+    return [int(head)]
+
+
 @click.group()
 @click.version_option(package_name="mha-explorer")
 def main() -> None:
@@ -70,11 +79,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
         fail(f"unknown query token {query_token!r}; choose one of: {', '.join(tokens)}")
     query = tokens.index(query_token)
 
-    heads = list(range(config.n_heads))
-    if head is not None:
-        if not (head.isascii() and head.isdigit()) or int(head) >= config.n_heads:
-            fail(f"--head {head} is out of range; choose a head from 0 to {config.n_heads - 1}")
-        heads = [int(head)]
+    heads = chosen_heads(head, config)
 
     allowed = [s.id for s in page_stages(config)]
     if stage is not None and stage not in allowed:
@@ -115,11 +120,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
             shown = ", ".join(dict.fromkeys(tokens))
             fail(f"unknown query token {query_token!r}; choose one of the text's tokens: {shown}")
 
-    heads = list(range(config.n_heads))
-    if head is not None:
-        if not (head.isascii() and head.isdigit()) or int(head) >= config.n_heads:
-            fail(f"--head {head} is out of range; choose a head from 0 to {config.n_heads - 1}")
-        heads = [int(head)]
+    heads = chosen_heads(head, config)
 
     allowed = [s.id for s in page_stages(config)]
     if stage is not None and stage not in allowed:
