@@ -12,7 +12,8 @@ Two measurements, because the C allocator is shared within a process:
 
 - isolated (the verdict): each side runs alone in its own fresh process, the
   two alternating, three processes per side and length. This is what each
-  costs on its own, as in the server (which never imports torch).
+  costs on its own, as in the server (which never imports torch). Both sides'
+  processes keep freed memory as the server does (mha_explorer.memory).
 - same process, interleaved: both in this process, alternating call by call.
   Robust to a busy machine, but each side's frees change when glibc hands
   memory back to the system, so each side's page faults depend on the other.
@@ -35,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_explorer.config import AttentionConfig
+from mha_explorer.memory import keep_freed_memory
 from mha_explorer.trace import trace
 from mha_explorer.weights import AttentionWeights
 
@@ -255,6 +257,7 @@ def main() -> dict:
 
 def worker(side: str, n: int) -> None:
     """One side, alone in this process (torch is imported only for the torch side); prints JSON."""
+    keep_freed_memory()
     print(json.dumps(measure_alone(callables(n, sides=(side,))[side])))
 
 

@@ -212,8 +212,10 @@ def serve(host: str, port: int) -> None:
     """Start the explorer in the browser."""
     import uvicorn
 
+    from .memory import keep_freed_memory
     from .server import create_app
 
+    keep_freed_memory()  # traces reuse freed memory rather than page it in again
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
     click.echo(f"mha-explorer: open http://{host}:{port}/ (Ctrl+C stops)")
     if host not in ("127.0.0.1", "localhost", "::1"):

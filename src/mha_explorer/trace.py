@@ -10,9 +10,12 @@ Shapes use these letters:
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from .config import DEFAULT_NORM_EPS, AttentionConfig, ConfigError
 from .weights import AttentionWeights
@@ -113,16 +116,18 @@ def trace(
     weights.check(config)
     w = weights
     n = x.shape[0]
-    group = np.asarray(config.kv_group)
     positions = _positions(positions, n)
+    if _pool is None or config.n_heads * n * n < _PARALLEL_ENTRIES:
+        return _trace(x, w, config, positions, _serially)
+    with _blas.limit(limits=1, user_api="blas"):
+        return _trace(x, w, config, positions, _in_parallel)
 
-    q = x @ w.W_Q  # (h, n, e): every head projects the full input
-    k = x @ w.W_K  # (g, n, e)
-    v = x @ w.W_V  # (g, n, f)
-    if config.bias:
-        q = _add(q, w.b_Q[:, None, :])
-        k = _add(k, w.b_K[:, None, :])
-        v = _add(v, w.b_V[:, None, :])
+
+def _trace(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, positions: np.ndarray, each) -> Trace:
+    """The body of trace(). each(task, items) runs task(item) for every item, perhaps in parallel."""
+    n = x.shape[0]
+    group = np.asarray(config.kv_group)
+    q, k, v = _project(x, w, config, each)  # (h, n, e), (g, n, e), (g, n, f): every head projects the full input
     stages = {"x": x, "q": q, "k": k, "v": v}
 
     if config.qk_norm:
@@ -136,32 +141,111 @@ def trace(
         k = k * cos + _rotate_half(k) * sin  # (g, n, e)
         stages |= {"q_rotated": q, "k_rotated": k}
 
-    k_h, v_h = (k, v) if config.n_kv_heads == config.n_heads else (k[group], v[group])  # (h, n, e), (h, n, f)
-    scores = q @ k_h.transpose(0, 2, 1)  # (h, n, n): row = query, column = key
-    # a Python float, not np.sqrt's float64 scalar, so float32 scores stay float32
     scale = 1.0 / math.sqrt(config.d_head) if config.scale is None else float(config.scale)
-    scaled = scores * scale  # (h, n, n)
+    hidden = hidden_keys(n, config) if config.masked else None  # (n, n) or None
+    dtype = np.result_type(q, k, v)
+    scores = np.empty((config.n_heads, n, n), dtype)  # (h, n, n): row = query, column = key
+    scaled = np.empty_like(scores)  # (h, n, n)
+    logits = np.empty_like(scores) if config.masked else scaled  # (h, n, n)
+    weights_ = np.empty_like(scores)  # (h, n, n)
+    z = np.empty((config.n_heads, n, config.d_v), dtype)  # (h, n, f)
+    W_O = w.W_O.reshape(config.n_heads, config.d_v, config.d_model)  # (h, f, d): head i's rows of W^O
+    contributions = np.empty((config.n_heads, n, config.d_model), np.result_type(z, W_O))  # (h, n, d)
+
+    q_norms = np.sqrt(np.einsum("hne,hne->hn", q, q).max(axis=1))  # (h,): the longest query row per head
+    k_norms = np.sqrt(np.einsum("gne,gne->gn", k, k).max(axis=1))  # (g,)
+    ones = np.ones(n, dtype)  # (n,)
+
+    def one_head(i: int) -> None:
+        """Every stage from the scores to head i's contribution. Heads are independent, so they
+        run in parallel, and each head's (n, n) arrays stay in the core's cache between stages."""
+        g = group[i]
+        np.matmul(q[i], k[g].T, out=scores[i])
+        np.multiply(scores[i], scale, out=scaled[i])
+        if hidden is not None:
+            np.copyto(logits[i], scaled[i])
+            logits[i][hidden] = -np.inf
+        # softmax over keys. Subtracting the row max changes nothing but avoids overflow; it is
+        # needed only when some |score| could pass _EXP_SAFE (Cauchy-Schwarz bounds every score).
+        a = weights_[i]  # (n, n), filled in place
+        if abs(scale) * q_norms[i] * k_norms[g] > _EXP_SAFE:
+            np.subtract(logits[i], logits[i].max(axis=-1, keepdims=True), out=a)
+            np.exp(a, out=a)
+        else:
+            np.exp(logits[i], out=a)
+        row_sums = a @ ones  # (n,): a matrix-vector product is the fastest row sum
+        np.einsum("qk,q->qk", a, np.reciprocal(row_sums, out=row_sums), out=a)  # each row / its sum
+        np.matmul(a, v[g], out=z[i])
+        np.matmul(z[i], W_O[i], out=contributions[i])
+
+    each(one_head, range(config.n_heads))
     stages |= {"scores": scores, "scaled": scaled}
-
-    logits = scaled
     if config.masked:
-        logits = np.where(hidden_keys(n, config), -np.inf, scaled)  # (h, n, n)
         stages["mask"] = logits
-
-    # softmax over keys; subtracting the row max changes nothing but avoids overflow.
-    # The subtraction makes a fresh array, so exp and the division work in place on it.
-    weights_ = logits - logits.max(axis=-1, keepdims=True)  # (h, n, n)
-    np.exp(weights_, out=weights_)
-    weights_ /= weights_.sum(axis=-1, keepdims=True)
-    z = weights_ @ v_h  # (h, n, f)
     concat = z.transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
-    output = concat @ w.W_O  # (n, d)
-    contributions = z @ w.W_O.reshape(config.n_heads, config.d_v, config.d_model)  # (h, n, d)
+    output = _matmul(concat, w.W_O, each)  # (n, d)
     if config.bias:
         output = _add(output, w.b_O)
 
     stages |= {"weights": weights_, "z": z, "concat": concat, "output": output, "contributions": contributions}
     return Trace(config=config, stages=stages)
+
+
+# exp() of every scaled score up to this size is far from float32's overflow (88.7) and
+# underflow (-87.3), so its softmax needs no row-max shift.
+_EXP_SAFE = 60.0
+
+
+def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each) -> tuple[np.ndarray, ...]:
+    """Q, K and V of every head as one product with the packed [W^Q | W^K | W^V], the way
+    nn.MultiheadAttention computes them, then split per head: (h, n, e), (g, n, e), (g, n, f)."""
+    h, g, e, f = config.n_heads, config.n_kv_heads, config.d_head, config.d_v
+    parts = [w.W_Q, w.W_K, w.W_V]
+    packed = np.concatenate([p.transpose(1, 0, 2).reshape(config.d_model, -1) for p in parts], axis=1)
+    qkv = _matmul(x, packed, each)  # (n, h*e + g*e + g*f)
+    if config.bias:
+        qkv = _add(qkv, np.concatenate([w.b_Q.reshape(-1), w.b_K.reshape(-1), w.b_V.reshape(-1)]))
+    n = x.shape[0]
+    ends = np.cumsum([h * e, g * e])
+    q, k, v = np.split(qkv, ends, axis=1)
+    return tuple(
+        np.ascontiguousarray(a.reshape(n, heads, width).transpose(1, 0, 2))
+        for a, heads, width in ((q, h, e), (k, g, e), (v, g, f))
+    )
+
+
+# Heads run in parallel once a layer's attention matrices are big enough to repay the threads.
+# NumPy releases the GIL inside every call used per head. BLAS is held to one thread meanwhile:
+# its own threads would compete with these for the same cores.
+_PARALLEL_ENTRIES = 1 << 18  # h * n * n
+_workers = min(os.cpu_count() or 1, 8)
+_pool = ThreadPoolExecutor(max_workers=_workers, thread_name_prefix="mha-head") if _workers > 1 else None
+_blas = ThreadpoolController()
+
+
+def _serially(task, items) -> None:
+    for item in items:
+        task(item)
+
+
+def _in_parallel(task, items) -> None:
+    for done in [_pool.submit(task, item) for item in items]:
+        done.result()
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, each) -> np.ndarray:
+    """a @ b, its rows computed in one block per worker by each()."""
+    if each is _serially:
+        return a @ b
+    out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    blocks = np.array_split(np.arange(a.shape[0]), _workers)
+
+    def block(rows: np.ndarray) -> None:
+        if rows.size:
+            np.matmul(a[rows[0] : rows[-1] + 1], b, out=out[rows[0] : rows[-1] + 1])
+
+    each(block, blocks)
+    return out
 
 
 def _add(fresh: np.ndarray, bias: np.ndarray) -> np.ndarray:

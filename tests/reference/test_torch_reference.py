@@ -93,8 +93,17 @@ def _any_cases() -> list[Case]:
     return cases
 
 
-PACKABLE = _packable_cases()
-ANY = _any_cases()
+# Long enough (n_heads * n * n >= 2**18) that trace() runs its heads on parallel threads.
+LONG_PACKABLE = [
+    Case(AttentionConfig(d_model=32, n_heads=8, causal=True, bias=True), 200, 2001),
+    Case(AttentionConfig(d_model=48, n_heads=12), 160, 2002),
+]
+LONG_ANY = [
+    Case(AttentionConfig(d_model=32, n_heads=8, n_kv_heads=2, causal=True), 192, 2003),
+    Case(AttentionConfig(d_model=24, n_heads=8, n_kv_heads=1, d_v=5, bias=True), 182, 2004),
+]
+PACKABLE = _packable_cases() + LONG_PACKABLE
+ANY = _any_cases() + LONG_ANY
 
 
 def test_the_cases_cover_what_they_claim():
@@ -105,6 +114,32 @@ def test_the_cases_cover_what_they_claim():
     assert kinds == {(k, causal, bias) for k in ("MHA", "GQA", "MQA") for causal in (False, True) for bias in (False, True)}
     assert any(c.config.d_v != c.config.d_head for c in ANY)
     assert any(c.n == 1 and c.config.kind == kind for c in every for kind in ("MHA", "GQA", "MQA"))
+
+
+def test_the_long_cases_run_in_parallel(monkeypatch):
+    import importlib
+
+    trace_module = importlib.import_module("mha_explorer.trace")
+    ran = []
+    monkeypatch.setattr(trace_module, "_in_parallel", lambda task, items: ran.append(task.__name__) or [task(i) for i in items])
+    for case in LONG_PACKABLE + LONG_ANY:
+        ran.clear()
+        trace(*case.inputs(), case.config)
+        assert "one_head" in ran, f"{case.id} ran serially"
+
+
+def test_scores_too_large_for_a_plain_exp_get_the_row_max_shift():
+    """float32 exp overflows above 88.7: scores of several hundred must still give exact weights."""
+    config = AttentionConfig(d_model=8, n_heads=2, causal=True)
+    w = AttentionWeights.random(config, seed=5, dtype=np.float32)
+    x = (np.random.default_rng(5).standard_normal((6, 8)) * 60).astype(np.float32)
+    t = trace(x, w, config)
+    assert np.abs(t["scaled"]).max() > 200
+    with torch.no_grad():
+        logits = torch.from_numpy(t["scaled"]).masked_fill(causal_mask(6), -math.inf)
+        expected = torch.softmax(logits, dim=-1).numpy()
+    assert np.isfinite(t["weights"]).all()
+    np.testing.assert_allclose(t["weights"], expected, rtol=0, atol=1e-6)
 
 
 def t64(a: np.ndarray) -> torch.Tensor:
