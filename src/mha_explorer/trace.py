@@ -10,13 +10,11 @@ Shapes use these letters:
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
+from . import parallel
 from .config import DEFAULT_NORM_EPS, AttentionConfig, ConfigError
 from .weights import AttentionWeights
 
@@ -117,14 +115,26 @@ def trace(
     w = weights
     n = x.shape[0]
     positions = _positions(positions, n)
-    if _pool is None or config.n_heads * n * n < _PARALLEL_ENTRIES:
-        return _trace(x, w, config, positions, _serially)
-    with _blas.limit(limits=1, user_api="blas"):
-        return _trace(x, w, config, positions, _in_parallel)
+    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
+        return Trace(config=config, stages=_attend(x, w, config, positions, each, record=True))
 
 
-def _trace(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, positions: np.ndarray, each) -> Trace:
-    """The body of trace(). each(task, items) runs task(item) for every item, perhaps in parallel."""
+def attention(
+    x: np.ndarray, weights: AttentionWeights, config: AttentionConfig, positions: np.ndarray | None = None
+) -> np.ndarray:
+    """The layer's output alone, (n, d_model): what trace() computes, without keeping the stages
+    nobody will look at (the layers a real model runs before the traced one)."""
+    x = np.asarray(x)
+    n = x.shape[0]
+    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
+        return _attend(x, weights, config, _positions(positions, n), each, record=False)["output"]
+
+
+def _attend(
+    x: np.ndarray, w: AttentionWeights, config: AttentionConfig, positions: np.ndarray, each: parallel.Each, record: bool
+) -> dict[str, np.ndarray]:
+    """The body of trace(): every stage in STAGES order, or with record=False only those the
+    output needs (the scores are then scaled in place and no contributions are formed)."""
     n = x.shape[0]
     group = np.asarray(config.kv_group)
     q, k, v = _project(x, w, config, each)  # (h, n, e), (g, n, e), (g, n, f): every head projects the full input
@@ -144,13 +154,14 @@ def _trace(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, position
     scale = 1.0 / math.sqrt(config.d_head) if config.scale is None else float(config.scale)
     hidden = hidden_keys(n, config) if config.masked else None  # (n, n) or None
     dtype = np.result_type(q, k, v)
-    scores = np.empty((config.n_heads, n, n), dtype)  # (h, n, n): row = query, column = key
-    scaled = np.empty_like(scores)  # (h, n, n)
-    logits = np.empty_like(scores) if config.masked else scaled  # (h, n, n)
-    weights_ = np.empty_like(scores)  # (h, n, n)
+    weights_ = np.empty((config.n_heads, n, n), dtype)  # (h, n, n): row = query, column = key
+    # without record, the scores are scaled and masked in place, in the weights' own rows
+    scores = np.empty_like(weights_) if record else weights_  # (h, n, n)
+    scaled = np.empty_like(weights_) if record else weights_  # (h, n, n)
+    logits = np.empty_like(weights_) if record and config.masked else scaled  # (h, n, n)
     z = np.empty((config.n_heads, n, config.d_v), dtype)  # (h, n, f)
     W_O = w.W_O.reshape(config.n_heads, config.d_v, config.d_model)  # (h, f, d): head i's rows of W^O
-    contributions = np.empty((config.n_heads, n, config.d_model), np.result_type(z, W_O))  # (h, n, d)
+    contributions = np.empty((config.n_heads, n, config.d_model), np.result_type(z, W_O)) if record else None  # (h, n, d)
 
     q_norms = np.sqrt(np.einsum("hne,hne->hn", q, q).max(axis=1))  # (h,): the longest query row per head
     k_norms = np.sqrt(np.einsum("gne,gne->gn", k, k).max(axis=1))  # (g,)
@@ -163,7 +174,8 @@ def _trace(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, position
         np.matmul(q[i], k[g].T, out=scores[i])
         np.multiply(scores[i], scale, out=scaled[i])
         if hidden is not None:
-            np.copyto(logits[i], scaled[i])
+            if logits is not scaled:
+                np.copyto(logits[i], scaled[i])
             logits[i][hidden] = -np.inf
         # softmax over keys. Subtracting the row max changes nothing but avoids overflow; it is
         # needed only when some |score| could pass _EXP_SAFE (Cauchy-Schwarz bounds every score).
@@ -176,19 +188,21 @@ def _trace(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, position
         row_sums = a @ ones  # (n,): a matrix-vector product is the fastest row sum
         np.einsum("qk,q->qk", a, np.reciprocal(row_sums, out=row_sums), out=a)  # each row / its sum
         np.matmul(a, v[g], out=z[i])
-        np.matmul(z[i], W_O[i], out=contributions[i])
+        if record:
+            np.matmul(z[i], W_O[i], out=contributions[i])
 
     each(one_head, range(config.n_heads))
+    concat = z.transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
+    output = parallel.matmul(concat, w.W_O, each)  # (n, d)
+    if config.bias:
+        output = _add(output, w.b_O)
+    if not record:
+        return {"output": output}
     stages |= {"scores": scores, "scaled": scaled}
     if config.masked:
         stages["mask"] = logits
-    concat = z.transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
-    output = _matmul(concat, w.W_O, each)  # (n, d)
-    if config.bias:
-        output = _add(output, w.b_O)
-
     stages |= {"weights": weights_, "z": z, "concat": concat, "output": output, "contributions": contributions}
-    return Trace(config=config, stages=stages)
+    return stages
 
 
 # exp() of every scaled score up to this size is far from float32's overflow (88.7) and
@@ -202,7 +216,7 @@ def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each) 
     h, g, e, f = config.n_heads, config.n_kv_heads, config.d_head, config.d_v
     parts = [w.W_Q, w.W_K, w.W_V]
     packed = np.concatenate([p.transpose(1, 0, 2).reshape(config.d_model, -1) for p in parts], axis=1)
-    qkv = _matmul(x, packed, each)  # (n, h*e + g*e + g*f)
+    qkv = parallel.matmul(x, packed, each)  # (n, h*e + g*e + g*f)
     if config.bias:
         qkv = _add(qkv, np.concatenate([w.b_Q.reshape(-1), w.b_K.reshape(-1), w.b_V.reshape(-1)]))
     n = x.shape[0]
@@ -214,38 +228,8 @@ def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each) 
     )
 
 
-# Heads run in parallel once a layer's attention matrices are big enough to repay the threads.
-# NumPy releases the GIL inside every call used per head. BLAS is held to one thread meanwhile:
-# its own threads would compete with these for the same cores.
-_PARALLEL_ENTRIES = 1 << 18  # h * n * n
-_workers = min(os.cpu_count() or 1, 8)
-_pool = ThreadPoolExecutor(max_workers=_workers, thread_name_prefix="mha-head") if _workers > 1 else None
-_blas = ThreadpoolController()
-
-
-def _serially(task, items) -> None:
-    for item in items:
-        task(item)
-
-
-def _in_parallel(task, items) -> None:
-    for done in [_pool.submit(task, item) for item in items]:
-        done.result()
-
-
-def _matmul(a: np.ndarray, b: np.ndarray, each) -> np.ndarray:
-    """a @ b, its rows computed in one block per worker by each()."""
-    if each is _serially:
-        return a @ b
-    out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
-    blocks = np.array_split(np.arange(a.shape[0]), _workers)
-
-    def block(rows: np.ndarray) -> None:
-        if rows.size:
-            np.matmul(a[rows[0] : rows[-1] + 1], b, out=out[rows[0] : rows[-1] + 1])
-
-    each(block, blocks)
-    return out
+# Heads run in parallel once a layer's attention matrices hold this many entries (h * n * n).
+PARALLEL_ENTRIES = 1 << 18
 
 
 def _add(fresh: np.ndarray, bias: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_explorer.config import AttentionConfig
-from mha_explorer.trace import trace
+from mha_explorer.trace import attention, trace
 from mha_explorer.weights import AttentionWeights
 
 pytestmark = pytest.mark.reference
@@ -117,11 +117,10 @@ def test_the_cases_cover_what_they_claim():
 
 
 def test_the_long_cases_run_in_parallel(monkeypatch):
-    import importlib
+    from mha_explorer import parallel
 
-    trace_module = importlib.import_module("mha_explorer.trace")
     ran = []
-    monkeypatch.setattr(trace_module, "_in_parallel", lambda task, items: ran.append(task.__name__) or [task(i) for i in items])
+    monkeypatch.setattr(parallel, "in_parallel", lambda task, items: ran.append(task.__name__) or [task(i) for i in items])
     for case in LONG_PACKABLE + LONG_ANY:
         ran.clear()
         trace(*case.inputs(), case.config)
@@ -201,6 +200,13 @@ def test_matches_torch_multihead_attention(case: Case):
         expected = (scores / math.sqrt(e)).masked_fill(causal_mask(n), -math.inf)
         np.testing.assert_array_equal(np.isneginf(t["mask"]), np.isneginf(expected.numpy()))
         check(t["mask"], expected, "mask")
+
+
+@pytest.mark.parametrize("case", PACKABLE + ANY, ids=[c.id for c in PACKABLE + ANY])
+def test_attention_alone_gives_the_traced_output(case: Case):
+    """attention() skips the stages nobody looks at; its output is trace()'s, bit for bit."""
+    x, w = case.inputs()
+    np.testing.assert_array_equal(attention(x, w, case.config), trace(x, w, case.config)["output"])
 
 
 @pytest.mark.parametrize("case", PACKABLE + ANY, ids=[c.id for c in PACKABLE + ANY])

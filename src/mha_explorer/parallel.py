@@ -1,0 +1,70 @@
+"""Big NumPy work split over the machine's cores.
+
+NumPy runs each call on one core, except matrix products, which BLAS spreads over threads of its
+own. A big layer instead splits its work into independent parts (heads, or blocks of rows) and
+runs them on a small pool of threads; NumPy releases the GIL inside each call. Meanwhile BLAS is
+held to one thread: its threads keep spinning between calls and would take the pool's cores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+WORKERS = min(os.cpu_count() or 1, 8)
+_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mha-part") if WORKERS > 1 else None
+_blas = ThreadpoolController()
+
+Each = Callable[[Callable, Iterable], None]  # each(task, items) runs task(item) for every item
+
+
+def serially(task: Callable, items: Iterable) -> None:
+    for item in items:
+        task(item)
+
+
+def in_parallel(task: Callable, items: Iterable) -> None:
+    for done in [_pool.submit(task, item) for item in items]:
+        done.result()
+
+
+@contextmanager
+def cores(big: bool) -> Iterator[Each]:
+    """Yield how to run independent parts: on every core (BLAS on one thread) when the work is
+    big enough to repay the threads, else one after another. Call it from outside the pool."""
+    if _pool is None or not big:
+        yield serially
+        return
+    with _blas.limit(limits=1, user_api="blas"):
+        yield in_parallel
+
+
+def row_blocks(n: int) -> list[slice]:
+    """n rows cut into one block per worker."""
+    edges = np.linspace(0, n, WORKERS + 1).round().astype(int)
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def matmul(a: np.ndarray, b: np.ndarray, each: Each) -> np.ndarray:
+    """a @ b for a 2-d a, one block of a's rows per task."""
+    if each is serially:
+        return a @ b
+    out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    each(lambda rows: np.matmul(a[rows], b, out=out[rows]), row_blocks(a.shape[0]))
+    return out
+
+
+def by_rows(fn: Callable[..., np.ndarray], arrays: tuple[np.ndarray, ...], each: Each) -> np.ndarray:
+    """fn(*arrays) for a row-wise fn (output row i depends on row i of each array only), computed
+    one block of rows per task."""
+    if each is serially:
+        return fn(*arrays)
+    blocks = row_blocks(arrays[0].shape[0])
+    parts: list = [None] * len(blocks)
+    each(lambda i: parts.__setitem__(i, fn(*(a[blocks[i]] for a in arrays))), range(len(blocks)))
+    return np.concatenate(parts)
