@@ -7,6 +7,7 @@
    The reference: transformers' BertModel (eager attention) forward over all 6 layers with
    output_attentions=True, under torch.no_grad(), with torch's default number of threads. Both
    sides are checked to agree before anything is timed; the three calls alternate round by round.
+   The process keeps freed memory as the server does (mha_explorer.memory), for both sides.
    Reported as ratios ours / reference.
 
 2. Memory. A fresh process imports the server, loads MiniLM and SmolLM2 and traces the longest text
@@ -196,8 +197,10 @@ def time_loads() -> dict:
 def memory_worker() -> None:
     """In a fresh process: the server's imports, two models loaded, their longest texts traced."""
     from mha_explorer import server  # noqa: F401 - what the server process holds
+    from mha_explorer.memory import keep_freed_memory
     from mha_explorer.models import load_model
 
+    keep_freed_memory()  # as `mha-explorer serve` does
     loaded = {}
     for name in ("minilm", "smollm2"):
         model = load_model(name)
@@ -231,6 +234,9 @@ def main() -> dict:
     if missing:
         print(f"skipped: {', '.join(missing)} not installed (make models)")
         return {}
+    from mha_explorer.memory import keep_freed_memory
+
+    keep_freed_memory()  # as `mha-explorer serve` does
     timing = time_minilm()
     smol = time_smollm2()
     loads = time_loads()

@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from pydantic import BaseModel, Field
+
 from .schema import Array, ModelLayer, TracePayload, array, trace_payload
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
@@ -101,10 +103,17 @@ def _layer_run(model, text: str, layer: int):
     return model.run(text, layer)
 
 
-def model_payload(model, text: str, layer: int, head: int, query: int | None = None) -> TracePayload:
-    run = _layer_run(model, text, layer)
-    t = run.trace
-    config = t.config
+class HeadArrays(BaseModel):
+    """One head's arrays of a layer already sent: what changes when the page switches heads."""
+
+    head: int
+    stages: dict[str, Array] = Field(description="the stages with a head (or key/value head) axis, sliced to this head")
+    weights: dict[str, Array] = Field(description="W_Q, W_K, W_V and their biases, sliced the same way")
+
+
+def _head_encoder(run, head: int):
+    """encode(name, array) -> Array: one head's slice of per-head arrays, the rest whole, float32."""
+    config = run.trace.config
     if not 0 <= head < config.n_heads:
         from .models import ModelError
 
@@ -117,6 +126,26 @@ def model_payload(model, text: str, layer: int, head: int, query: int | None = N
         if name in GROUP_AXIS:
             return one_slice(a, group)
         return array(a, "base64", "float32")
+
+    return encode
+
+
+def head_arrays(model, text: str, layer: int, head: int) -> HeadArrays:
+    """Only the head's own arrays, for a page that holds the rest of the layer's payload."""
+    run = _layer_run(model, text, layer)
+    encode = _head_encoder(run, head)
+    per_head = HEAD_AXIS | GROUP_AXIS
+    return HeadArrays(
+        head=head,
+        stages={name: encode(name, a) for name, a in run.trace.stages.items() if name in per_head},
+        weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head},
+    )
+
+
+def model_payload(model, text: str, layer: int, head: int, query: int | None = None) -> TracePayload:
+    run = _layer_run(model, text, layer)
+    t = run.trace
+    encode = _head_encoder(run, head)
 
     small, block = overview(t["weights"])
     n = t.n

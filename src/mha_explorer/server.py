@@ -21,7 +21,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from .examples import load_teaching_example
 from .lab import LabError, lab_payload
 from .models.errors import ModelError
-from .modelview import MAX_TEXT, ModelService, model_payload
+from .modelview import MAX_TEXT, HeadArrays, ModelService, head_arrays, model_payload
 from .schema import TracePayload, TraceRequest, trace_payload
 from .trace import trace
 
@@ -259,22 +259,31 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         service.start(name)
         return status(info)
 
-    @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | {409: ERRORS[422] | {"description": "the model is not loaded yet"}})
-    async def model_trace(request: ModelTraceRequest) -> Response:
+    async def on_model(request: ModelTraceRequest, compute) -> Response:
+        """compute(model) -> JSON text, on the trace gate; errors name the field to change."""
         registry_entry(request.model)
         model = service.get(request.model)
         if model is None:
             return problem(409, "model", f"{request.model} is not loaded yet: POST /api/models/{request.model}/load first")
-
-        def run() -> str:
-            return model_payload(model, request.text, request.layer, request.head, request.query).model_dump_json()
-
         try:
-            payload = await gate.run(run)
+            answer = await gate.run(lambda: compute(model))
         except ModelError as error:
             field = next((f for f in ("head", "layer") if str(error).startswith(f)), "text")
             raise LabError(field, str(error)) from None
-        return Response(payload, media_type="application/json")
+        return Response(answer, media_type="application/json")
+
+    not_loaded = {409: ERRORS[422] | {"description": "the model is not loaded yet"}}
+
+    @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | not_loaded)
+    async def model_trace(request: ModelTraceRequest) -> Response:
+        r = request
+        return await on_model(r, lambda model: model_payload(model, r.text, r.layer, r.head, r.query).model_dump_json())
+
+    @app.post("/api/model-head", response_model=HeadArrays, responses=ERRORS | not_loaded)
+    async def model_head(request: ModelTraceRequest) -> Response:
+        """Another head of a layer the page already holds: that head's arrays only."""
+        r = request
+        return await on_model(r, lambda model: head_arrays(model, r.text, r.layer, r.head).model_dump_json())
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:

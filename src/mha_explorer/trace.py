@@ -155,7 +155,7 @@ def _attend(
     hidden = hidden_keys(n, config) if config.masked else None  # (n, n) or None
     dtype = np.result_type(q, k, v)
     weights_ = np.empty((config.n_heads, n, n), dtype)  # (h, n, n): row = query, column = key
-    # without record, the scores are scaled and masked in place, in the weights' own rows
+    # without record, the scaled scores are masked and exponentiated in place, in one (h, n, n) array
     scores = np.empty_like(weights_) if record else weights_  # (h, n, n)
     scaled = np.empty_like(weights_) if record else weights_  # (h, n, n)
     logits = np.empty_like(weights_) if record and config.masked else scaled  # (h, n, n)
@@ -167,12 +167,19 @@ def _attend(
     k_norms = np.sqrt(np.einsum("gne,gne->gn", k, k).max(axis=1))  # (g,)
     ones = np.ones(n, dtype)  # (n,)
 
+    # without record, the scale goes into q (a pass over (h, n, e), not (h, n, n)) and the
+    # normalization into z (n x f, not n x n): the weights' rows are only summed, never divided
+    q_scaled = None if record else q * np.asarray(scale, q.dtype)  # (h, n, e)
+
     def one_head(i: int) -> None:
         """Every stage from the scores to head i's contribution. Heads are independent, so they
         run in parallel, and each head's (n, n) arrays stay in the core's cache between stages."""
         g = group[i]
-        np.matmul(q[i], k[g].T, out=scores[i])
-        np.multiply(scores[i], scale, out=scaled[i])
+        if record:
+            np.matmul(q[i], k[g].T, out=scores[i])
+            np.multiply(scores[i], scale, out=scaled[i])
+        else:
+            np.matmul(q_scaled[i], k[g].T, out=scaled[i])
         if hidden is not None:
             if logits is not scaled:
                 np.copyto(logits[i], scaled[i])
@@ -186,10 +193,14 @@ def _attend(
         else:
             np.exp(logits[i], out=a)
         row_sums = a @ ones  # (n,): a matrix-vector product is the fastest row sum
-        np.einsum("qk,q->qk", a, np.reciprocal(row_sums, out=row_sums), out=a)  # each row / its sum
-        np.matmul(a, v[g], out=z[i])
+        np.reciprocal(row_sums, out=row_sums)
         if record:
+            np.einsum("qk,q->qk", a, row_sums, out=a)  # each row / its sum
+            np.matmul(a, v[g], out=z[i])
             np.matmul(z[i], W_O[i], out=contributions[i])
+        else:
+            np.matmul(a, v[g], out=z[i])
+            z[i] *= row_sums[:, None]
 
     each(one_head, range(config.n_heads))
     concat = z.transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)

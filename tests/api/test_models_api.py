@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mha_explorer.models import available_models, load_model
-from mha_explorer.schema import TracePayload, to_numpy
+from mha_explorer.schema import Array, TracePayload, to_numpy
 from mha_explorer.server import create_app
 
 pytestmark = pytest.mark.api
@@ -53,3 +53,22 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     assert bad.status_code == 422 and "layers 0 to 5" in bad.json()["detail"][0]["message"]
     bad = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 0, "head": 12})
     assert bad.status_code == 422 and "heads 0 to 11" in bad.json()["detail"][0]["message"]
+
+    # another head of the layer on screen: that head's arrays only, equal to its full trace's
+    request = {"model": "minilm", "text": text, "layer": 5, "head": 3}
+    lean = client.post("/api/model-head", json=request)
+    assert lean.status_code == 200
+    arrays = lean.json()
+    full = TracePayload.model_validate(client.post("/api/model-trace", json=request).json())
+    assert arrays["head"] == 3
+    assert set(arrays["stages"]) == {name for name, a in full.stages.items() if a.heads is not None}
+    assert {"q", "k", "v", "scores", "weights", "z", "contributions"} <= set(arrays["stages"])
+    for name, a in [*arrays["stages"].items(), *arrays["weights"].items()]:
+        assert a["heads"] == [3], name
+        np.testing.assert_array_equal(to_numpy(Array.model_validate(a)), to_numpy(full.stages.get(name) or full.weights[name]), err_msg=name)
+    np.testing.assert_allclose(to_numpy(full.stages["weights"])[0], reference["weights"][3], atol=1e-6)
+    assert len(lean.content) < len(client.post("/api/model-trace", json=request).content) / 2
+    bad = client.post("/api/model-head", json={**request, "head": 12})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head" and "heads 0 to 11" in bad.json()["detail"][0]["message"]
+    not_loaded = TestClient(create_app()).post("/api/model-head", json=request)  # a server that has not loaded it
+    assert not_loaded.status_code == 409 and "POST /api/models/minilm/load first" in not_loaded.json()["detail"][0]["message"]

@@ -64,8 +64,11 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     strip = page.locator(".token-strip .token").all_inner_texts()
     payload = api_trace(server_url, model="minilm", text=text, layer=0, head=0)
     assert len(strip) == len(payload.tokens) and strip[0] == "[CLS]" and strip[-1] == "[SEP]"
+    asked = []
+    page.on("request", lambda r: asked.append(r.url.rsplit("/", 1)[-1]) if "/api/model" in r.url else None)
     page.locator(".thumb-button", has_text="Head 5").click()
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 5')")
+    assert asked == ["model-head"]  # only the head's own arrays are fetched
     page.get_by_label("Query token").select_option(index=3)
     payload = api_trace(server_url, model="minilm", text=text, layer=0, head=5)
     arrays = full_arrays(payload)
@@ -76,6 +79,13 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
             check_numbers(page, ".stage", arrays)
     page.get_by_label("Calculation stage").select_option(label="Weights")
     page.screenshot(path=str(artifacts / "model-minilm-weights.png"), full_page=True)
+
+    # back to head 0: the page kept it, so nothing is fetched and its numbers are head 0's
+    asked.clear()
+    page.locator(".thumb-button", has_text="Head 0").click()
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 0')")
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=0, head=0)))
+    assert asked == []
 
 
 @needs("smollm2")

@@ -246,23 +246,26 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 def gelu_erf(x: np.ndarray) -> np.ndarray:
     """GELU, exact form x * Phi(x) (BERT's "gelu"), with erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26).
-    Computed in x's dtype, in place on fresh arrays: on (512, 1536) this is the MLP's largest cost."""
+
+    With r = 1 - erf(|x| / sqrt 2): Phi(x) = 1 - r/2 for x >= 0 and r/2 for x < 0, so
+    gelu(x) = max(x, 0) - |x| r / 2, which has no cancellation on either side. Computed in x's
+    dtype, in place on fresh arrays, with no selection (np.where is slow): on (512, 1536) this is
+    the MLP's largest cost."""
     dt = x.dtype.type
-    z = np.abs(x) * dt(1.0 / np.sqrt(2.0))  # fresh array, then reused in place
+    a = np.abs(x)
+    z = a * dt(1.0 / np.sqrt(2.0))  # |x| / sqrt 2
     t = z * dt(0.3275911)
     t += 1
     np.reciprocal(t, out=t)  # t = 1 / (1 + p z)
-    poly = t * dt(1.061405429)
-    for a in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        poly += dt(a)
-        poly *= t
+    half_r = t * dt(0.5 * 1.061405429)  # the polynomial's coefficients halved: r / 2 directly
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        half_r += dt(0.5 * c)
+        half_r *= t
     np.square(z, out=z)
     np.negative(z, out=z)
     np.exp(z, out=z)
-    poly *= z  # 1 - erf(|x| / sqrt 2)
-    np.copysign(poly, x, out=poly)  # (1 - erf(|u|)) with the sign of x
-    # 1 + erf(u) = 2 - (1 - erf(u)) for u >= 0, and (1 - erf(|u|)) for u < 0
-    out = np.where(x >= 0, dt(2) - poly, -poly)
-    out *= x
-    out *= dt(0.5)
+    half_r *= z  # r / 2 = (1 - erf(|x| / sqrt 2)) / 2
+    half_r *= a
+    out = np.maximum(x, dt(0))
+    out -= half_r
     return out

@@ -33,6 +33,11 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
   const error = node("p", { class: "lab-error", role: "alert" });
   let models = [];
   let current = null; // the request behind the payload on screen
+  // The payloads of the heads already seen, for the layer and text of `current`: each holds the
+  // layer's shared arrays and one head's own. Going back to a head is immediate.
+  let byHead = new Map();
+  let wantedHead = null; // the head asked for last: an older answer that arrives later is dropped
+  const KEEP_HEADS = 6;
 
   container.replaceChildren(
     node("h2", {}, "Real model"),
@@ -94,6 +99,8 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
         await fetch("api/model-trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) }),
       );
       current = request;
+      byHead = new Map([[request.head, payload]]);
+      wantedHead = request.head;
       status.textContent = `${state.title}, layer ${payload.model.layer}: ${payload.tokens.length} tokens.`;
       onPayload(payload, request);
       return true;
@@ -128,6 +135,34 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
     }
   }
 
+  // Another head of the layer on screen: only that head's arrays cross the network.
+  async function showHead(head) {
+    if (!current) return false;
+    wantedHead = head;
+    let payload = byHead.get(head);
+    if (!payload) {
+      const request = { ...current, head, query: null };
+      let arrays;
+      try {
+        arrays = await answer(await fetch("api/model-head", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) }));
+      } catch (failure) {
+        if (wantedHead === head) error.textContent = `Head ${head} could not be fetched: ${failure.message}. Pick it again to retry.`;
+        return false;
+      }
+      if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return false; // a new trace came first
+      const shared = byHead.values().next().value;
+      payload = { ...shared, stages: { ...shared.stages, ...arrays.stages }, weights: { ...shared.weights, ...arrays.weights } };
+      byHead.set(head, payload);
+      if (byHead.size > KEEP_HEADS) byHead.delete(byHead.keys().next().value);
+    }
+    if (wantedHead !== head) return false;
+    error.textContent = "";
+    current = { ...current, head };
+    payload.query = getView().query ?? payload.query; // the same object again: the explorer keeps what it drew for it
+    onPayload(payload, current);
+    return true;
+  }
+
   let chosen = null;
   picker.addEventListener("change", () => {
     if (picker.value === "") {
@@ -158,8 +193,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       if (initial.autostart) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null });
       return true;
     },
-    // another head of the same layer: the server sends that head's arrays
-    head: (head) => (current ? trace({ ...current, head, query: getView().query }) : Promise.resolve(false)),
+    head: showHead,
     request: () => current,
   };
 }
