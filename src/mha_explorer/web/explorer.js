@@ -214,6 +214,7 @@ function render({ model, el }) {
 
   function setPayload() {
     const payload = model.get("payload");
+    for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
     view = {
       payload,
       t: tensors(payload.stages),
@@ -263,17 +264,22 @@ function render({ model, el }) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
     } else if (!view.panels.has(key)) {
+      const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)));
       view.panels.set(key, [
         h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
         h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
         h("p", { class: "explain" }, info.explanation),
-        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)),
+        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
       ]);
     }
-    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, headOutputs(view, query, head));
+    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, slotsFor(`${ids.stage}|outputs`, () => headOutputs(view, query, head)));
 
-    if (!loading) stagePanel.replaceChildren(...view.panels.get(key));
+    if (!loading) {
+      stagePanel.replaceChildren(...view.panels.get(key));
+      claimCanvases(stagePanel);
+    }
     outputs.replaceChildren(...view.outputs.get(`${head}|${query}`).filter(Boolean));
+    claimCanvases(outputs);
     for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
   }
@@ -723,8 +729,13 @@ function output(view, query, head) {
       colLabel: (m) => `y[${m}]`,
       mark: shown.indexOf(head),
     });
+  // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage
+  const concat =
+    n_heads * d_v > 64
+      ? heatmap({ caption: `concat for “${payload.tokens[query]}”, one row per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head })
+      : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
   return [
-    h("div", { class: "equation" }, h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]")), h("span", { class: "op" }, "×"), wo),
+    h("div", { class: "equation" }, concat, h("span", { class: "op" }, "×"), wo),
     wide ? contribMap() : table(),
     wide ? null : contributionChart(contrib, y, head),
   ];
@@ -827,6 +838,38 @@ function colour(v, scale, kind) {
 // Painted heatmap cells, per array of a payload: views of other queries reuse them.
 const paintedCells = new WeakMap();
 
+// A canvas is costly to create: its first drawing allocates its pixels. While a panel is built
+// (slotsFor), each heatmap gets a place, "panel|order|size"; the view of another query or head
+// reuses the canvas of the same place, taking it when its panel is shown (claimCanvases).
+const canvasPlaces = new Map(); // place -> { canvas, active: the handlers of the heatmap showing it }
+const claims = new WeakMap(); // figure -> () => void: put its canvas in, and draw
+let slots = null; // { panel, next } while a panel is built
+
+function slotsFor(panel, build) {
+  slots = { panel, next: 0 };
+  try {
+    return build();
+  } finally {
+    slots = null;
+  }
+}
+
+function claimCanvases(container) {
+  for (const figure of container.querySelectorAll("figure.heatmap-figure")) claims.get(figure)?.();
+}
+
+function heatmapCanvas(place, handlers) {
+  let entry = place && canvasPlaces.get(place);
+  if (!entry) {
+    const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img" });
+    entry = { canvas, active: handlers };
+    for (const type of ["mousemove", "keydown", "focus"]) canvas.addEventListener(type, (event) => entry.active[type](event));
+    if (place) canvasPlaces.set(place, entry);
+  }
+  entry.active = handlers;
+  return entry.canvas;
+}
+
 function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source }) {
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -835,10 +878,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     store = paintedCells.get(source[0]);
   }
   const hit = store?.get(source[1]);
-  const cell = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
+  // square cells, but a map of few rows is drawn at least 16 px tall so that it can be seen and pointed at
+  const cw = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
+  const ch = Math.max(cw, Math.min(28, Math.ceil(16 / rows)));
   const left = 76;
-  const width = left + cols * cell;
-  const height = rows * cell;
+  const width = left + cols * cw;
+  const height = rows * ch;
   let scale = 0;
   if (hit) scale = hit.scale;
   else
@@ -848,12 +893,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
         if (v !== null && v !== -Infinity) scale = Math.max(scale, Math.abs(v));
       }
   if (kind === "weights") scale = 1;
-  const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img", "aria-label": `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values` });
   const ratio = window.devicePixelRatio || 1;
-  canvas.width = width * ratio;
-  canvas.height = height * ratio;
-  canvas.style.width = `${width}px`;
-  canvas.style.height = `${height}px`;
+  const place = slots ? `${slots.panel}|${slots.next++}|${width}x${height}x${ratio}` : null;
+  let canvas = null;
   const readout = h("p", { class: "readout", "aria-live": "polite" }, "Point at a cell, or focus the map and use the arrow keys.");
   let cursor = null;
 
@@ -889,35 +931,35 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(cells, left, 0, cols * cell, rows * cell);
-    ctx.font = `${Math.min(12, Math.max(8, cell - 2))}px system-ui, sans-serif`;
+    ctx.drawImage(cells, left, 0, cols * cw, rows * ch);
+    ctx.font = `${Math.min(12, Math.max(8, ch - 2))}px system-ui, sans-serif`;
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
-    const every = cell >= 8 ? 1 : Math.ceil(8 / cell);
+    const every = ch >= 8 ? 1 : Math.ceil(8 / ch);
     for (let r = 0; r < rows; r += every) {
       ctx.fillStyle = r === mark ? "#1d2330" : "#5b6475";
-      ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * cell + cell / 2);
+      ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * ch + ch / 2);
     }
-    if (cell >= 6) {
+    if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
       ctx.lineWidth = 1;
       ctx.beginPath();
       for (const [r, c] of hiddenCells) {
-        ctx.moveTo(left + c * cell, (r + 1) * cell);
-        ctx.lineTo(left + (c + 1) * cell, r * cell);
+        ctx.moveTo(left + c * cw, (r + 1) * ch);
+        ctx.lineTo(left + (c + 1) * cw, r * ch);
       }
       ctx.stroke();
     }
     if (mark !== undefined && mark !== null) {
       ctx.strokeStyle = "#1d2330";
       ctx.lineWidth = 2;
-      ctx.strokeRect(left + 1, mark * cell + 1, cols * cell - 2, cell - 2);
+      ctx.strokeRect(left + 1, mark * ch + 1, cols * cw - 2, ch - 2);
     }
     if (cursor) {
       ctx.strokeStyle = "#c2410c";
       ctx.lineWidth = 2;
-      ctx.strokeRect(left + cursor[1] * cell + 1, cursor[0] * cell + 1, cell - 2, cell - 2);
+      ctx.strokeRect(left + cursor[1] * cw + 1, cursor[0] * ch + 1, cw - 2, ch - 2);
     }
   }
 
@@ -929,23 +971,39 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     draw();
   }
 
-  canvas.addEventListener("mousemove", (event) => {
-    const box = canvas.getBoundingClientRect();
-    const c = Math.floor((event.clientX - box.left - left) / cell);
-    const r = Math.floor((event.clientY - box.top) / cell);
-    if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c);
-  });
-  canvas.addEventListener("keydown", (event) => {
-    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-    if (!moves[event.key]) return;
-    event.preventDefault();
-    const [r, c] = cursor || [0, 0];
-    const [dr, dc] = cursor ? moves[event.key] : [0, 0];
-    show(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));
-  });
-  canvas.addEventListener("focus", () => cursor || show(mark ?? 0, 0));
-  draw();
-  return h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), canvas, readout);
+  const handlers = {
+    mousemove: (event) => {
+      const box = canvas.getBoundingClientRect();
+      const c = Math.floor((event.clientX - box.left - left) / cw);
+      const r = Math.floor((event.clientY - box.top) / ch);
+      if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c);
+    },
+    keydown: (event) => {
+      const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+      if (!moves[event.key]) return;
+      event.preventDefault();
+      const [r, c] = cursor || [0, 0];
+      const [dr, dc] = cursor ? moves[event.key] : [0, 0];
+      show(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));
+    },
+    focus: () => cursor || show(mark ?? 0, 0),
+  };
+  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), readout);
+  function claim() {
+    canvas = heatmapCanvas(place, handlers);
+    if (canvas.width !== width * ratio || canvas.height !== height * ratio) {
+      canvas.width = width * ratio;
+      canvas.height = height * ratio;
+      canvas.style.width = `${width}px`;
+      canvas.style.height = `${height}px`;
+    }
+    canvas.setAttribute("aria-label", `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
+    if (canvas.parentNode !== figure) figure.insertBefore(canvas, readout);
+    draw();
+  }
+  if (place) claims.set(figure, claim);
+  else claim(); // built outside a panel: a canvas of its own, drawn now
+  return figure;
 }
 
 // ---- every query at once: the current stage as whole matrices ------------------------------
