@@ -92,8 +92,19 @@ class Tensor {
   }
 }
 
-function tensors(record) {
-  return Object.fromEntries(Object.entries(record).map(([name, a]) => [name, new Tensor(a)]));
+// Tensors by name. An array that is the very object of `before` (another head of the same layer)
+// keeps its tensor, with what was decoded and painted from it.
+const sources = new WeakMap(); // tensor -> the payload array it was made from
+function tensors(record, before) {
+  return Object.fromEntries(
+    Object.entries(record).map(([name, a]) => {
+      const kept = before?.[name];
+      if (kept && sources.get(kept) === a) return [name, kept];
+      const made = new Tensor(a);
+      sources.set(made, a);
+      return [name, made];
+    }),
+  );
 }
 
 function mathml(markup) {
@@ -214,23 +225,27 @@ function render({ model, el }) {
 
   function setPayload() {
     const payload = model.get("payload");
-    for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
+    // another head of the layer on screen (a real model's): the tokens, stages, notes, costs and
+    // overview are the same objects, so what was built from them stays
+    const sameLayer = Boolean(payload.model && view && payload.model === view.payload.model && payload.tokens === view.payload.tokens);
+    if (!sameLayer) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
     view = {
       payload,
-      t: tensors(payload.stages),
-      w: tensors(payload.weights),
+      t: tensors(payload.stages, sameLayer ? view.t : null),
+      w: tensors(payload.weights, sameLayer ? view.w : null),
       stageIds: payload.page_stages.map((s) => s.id),
-      formulas: Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
+      formulas: sameLayer ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
       panels: new Map(), // "stage|head|query" -> the stage panel's nodes
       outputs: new Map(), // "head|query" -> the head outputs panel's nodes
     };
+    matrices.replaceChildren(h("summary", {}, "Matrices"));
+    if (matrices.open) matrices.append(matricesView(view));
+    if (sameLayer) return;
     querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("span", { class: "n" }, i + 1), s.title)));
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
-    matrices.replaceChildren(h("summary", {}, "Matrices"));
-    if (matrices.open) matrices.append(matricesView(view));
     costs.replaceChildren(costPanel(payload));
     overviewBox.replaceChildren(...(payload.model ? modelOverview(payload, (head) => set({ head })) : []));
     overviewBox.hidden = !payload.model;
