@@ -203,14 +203,19 @@ class LoadedModel:
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """x (n, in) through a layer stored as the libraries do, w (out, in): x w^T + b -> (n, out)."""
     y = x @ w.T
-    return y if b is None else y + b
+    if b is not None:
+        y += b  # in place: y is fresh
+    return y
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)  # (n, 1)
-    centered = x - mean
-    var = (centered * centered).mean(axis=-1, keepdims=True)  # (n, 1), biased, as torch's layer_norm
-    return centered / np.sqrt(var + eps) * weight + bias
+    centered = x - mean  # fresh: the rest works in place on it
+    var = np.square(centered).mean(axis=-1, keepdims=True)  # (n, 1), biased, as torch's layer_norm
+    centered /= np.sqrt(var + eps)
+    centered *= weight
+    centered += bias
+    return centered
 
 
 def rms_norm(x: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
