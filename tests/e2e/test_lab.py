@@ -247,6 +247,104 @@ def test_64_tokens_and_width_64_stay_usable(page, server_url, artifacts):
     page.screenshot(path=str(artifacts / "lab-64-tokens.png"), full_page=False)
 
 
+BIG = "#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=1&bias=0&tokens=" + "+".join(f"t{i}" for i in range(64)) + "&seed=0"
+
+# Points across the grid's box, below the column numbers and right of the row labels: what is at
+# each one. Every point must show a drawn cell, never a skipped ("far") row or block of columns.
+SEEN_IN_BOX = """() => {
+  const box = document.querySelector('.grid-box');
+  const r = box.getBoundingClientRect();
+  const top = r.top + document.querySelector('.grid-head').offsetHeight + 4;
+  const left = r.left + document.querySelector('.grid-head .row-head').offsetWidth + 4;
+  const seen = [];
+  for (let y = top; y < r.top + box.clientHeight - 4; y += 13)
+    for (let x = left; x < r.left + box.clientWidth - 4; x += 29) {
+      const hit = document.elementFromPoint(x, y);
+      seen.push(Boolean(hit.closest('.cell')) && !hit.closest('.far'));
+    }
+  return seen;
+}"""
+
+
+def active_key(page):
+    return page.evaluate("() => document.activeElement.dataset.key")
+
+
+def test_a_64_by_64_grid_keeps_every_cell_but_draws_only_what_the_box_shows(page, server_url):
+    page.goto(server_url + BIG)
+    wait_kind(page, "d_model 64")
+    settle(page)
+    assert page.locator(".edit-grid input[data-key]").count() == 64 * 64
+    drawn = "() => Array.from(document.querySelectorAll('.edit-grid input')).filter((i) => i.checkVisibility()).length"
+    assert 0 < page.evaluate(drawn) < 64 * 64 / 8
+    seen = page.evaluate(SEEN_IN_BOX)
+    assert len(seen) > 100 and all(seen)
+    page.locator(".grid-box").evaluate("(box) => { box.scrollTop = box.scrollHeight; box.scrollLeft = box.scrollWidth; }")
+    page.evaluate(NEXT_FRAME)
+    seen = page.evaluate(SEEN_IN_BOX)
+    assert len(seen) > 100 and all(seen)
+    assert page.locator('.edit-grid input[data-key="x:63,63"]').evaluate("(i) => i.checkVisibility()")
+    assert 0 < page.evaluate(drawn) < 64 * 64 / 8
+
+
+def test_the_keyboard_reaches_every_cell_and_an_edit_keeps_the_focus(page, server_url):
+    page.goto(server_url + BIG)
+    wait_kind(page, "d_model 64")
+    settle(page)
+    page.locator('.edit-grid input[data-key="x:0,6"]').focus()
+    for _ in range(3):
+        page.keyboard.press("Tab")
+    assert active_key(page) == "x:0,9"  # into the next block of columns
+    for _ in range(20):
+        page.keyboard.press("ArrowDown")
+    assert active_key(page) == "x:20,9"  # rows that were far below the box
+    for _ in range(10):
+        page.keyboard.press("Shift+Tab")
+    assert active_key(page) == "x:19,63"  # back across the row's start, to the end of the row above
+    page.keyboard.press("Tab")
+    assert active_key(page) == "x:20,0"
+    assert page.evaluate("() => document.activeElement.checkVisibility()")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("0.7")
+    page.keyboard.press("Tab")  # change fires as the focus leaves
+    settle(page)
+    assert re.search(r"edits=x(:|%3A)20(,|%2C)0(=|%3D)0\.7", page.url)
+    assert active_key(page) == "x:20,1"
+    page.keyboard.press("Control+A")
+    page.keyboard.type("-0.4")
+    page.keyboard.press("Enter")  # change fires, the focus stays
+    settle(page)
+    assert re.search(r"x(:|%3A)20(,|%2C)1(=|%3D)-0\.4", page.url)
+    assert active_key(page) == "x:20,1"  # the recompute left the focus in the edited cell
+    assert page.evaluate("() => document.activeElement.value") == "-0.4"
+    row = page.locator('.edit-grid input[data-key="x:20,1"]').evaluate("(i) => i.getBoundingClientRect().top")
+    box = page.locator(".grid-box").bounding_box()
+    assert box["y"] <= row <= box["y"] + box["height"]
+
+
+def test_a_bad_cell_keeps_its_text_through_recomputes_and_a_matrix_switch(page, server_url):
+    open_lab(page, server_url)
+    bad = page.locator('.edit-grid input[data-key="x:1,2"]')
+    bad.fill("abc")
+    bad.blur()
+    good = page.locator('.edit-grid input[data-key="x:0,0"]')
+    good.fill("0.5")
+    good.blur()
+    settle(page)
+    page.get_by_label("Causal mask").uncheck()  # a config change updates the values in place
+    page.wait_for_function("() => !Array.from(document.querySelectorAll('select option')).some(o => o.textContent === 'Mask')")
+    settle(page)
+    for _ in range(2):
+        cell = page.locator('.edit-grid input[data-key="x:1,2"]')
+        assert cell.input_value() == "abc"
+        assert cell.get_attribute("aria-invalid") == "true"
+        assert "not a number" in cell.locator("xpath=following-sibling::span[@class='cell-error']").inner_text()
+        page.get_by_label("Edit the values of").select_option("W_Q:0")
+        assert page.locator('.edit-grid input[data-key="x:1,2"]').count() == 0
+        page.get_by_label("Edit the values of").select_option("x")  # a new grid, built again
+    assert page.locator('.edit-grid input[data-key="x:0,0"]').input_value() == "0.5"
+
+
 def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_path, artifacts):
     export_site(tmp_path / "site")
     context = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -19,6 +19,7 @@ const CONFIG_FIELDS = [
   ["d_head", "d_head", 1, LAB_LIMITS.width],
   ["d_v", "d_v", 1, LAB_LIMITS.width],
 ];
+const BLOCK = 8; // columns per block of the value grid: what is drawn or skipped together
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 
 function el(tag, attrs, ...children) {
@@ -123,7 +124,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   const draw = el("button", { type: "button" }, "Draw new values");
   const presetSelect = el("select", { id: "lab-preset" }, el("option", { value: "" }, "Choose a preset…"), Object.entries(PRESETS).map(([id, p]) => el("option", { value: id }, p.title)));
   const matrixSelect = el("select", { id: "lab-matrix" });
-  const gridBox = el("div", { class: "grid-box" });
+  const gridCaption = el("p", { class: "grid-caption", id: "lab-grid-caption" });
+  const gridBox = el("div", { class: "grid-box" }); // the scrolling box around the grid
   const status = el("p", { class: "lab-status", role: "status" });
   const general = el("p", { class: "lab-error", role: "alert" });
 
@@ -149,6 +151,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     ),
     general,
     el("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)),
+    gridCaption,
     gridBox,
     status,
     ].filter(Boolean),
@@ -157,10 +160,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     for (const input of [tokensInput, ...Object.values(configInputs), causal, bias, seedInput, draw, matrixSelect]) input.disabled = true;
   }
 
+  // the form's messages only: a bad cell keeps its text and its message until it is corrected
   function clearErrors() {
     for (const node of Object.values(messages)) node.textContent = "";
     general.textContent = "";
-    for (const input of container.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
+    for (const input of [tokensInput, ...Object.values(configInputs), seedInput]) input.removeAttribute("aria-invalid");
   }
 
   function showErrors(errors) {
@@ -185,14 +189,23 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   }
 
   // Runs can overlap (a quick edit while the last one computes); only the newest one lands.
+  // "Computing…" shows only when a run takes long enough to notice: a quick edit repaints the
+  // figure and nothing else (a frame of the whole page while the server works costs it time).
   let latest = 0;
   async function run(next, options = {}) {
     const ticket = ++latest;
     container.dataset.busy = "true";
+    const slow = setTimeout(() => {
+      if (ticket === latest) status.textContent = "Computing…";
+    }, 300);
     try {
       return await runOnce(next, options, () => ticket === latest);
     } finally {
-      if (ticket === latest) delete container.dataset.busy;
+      clearTimeout(slow);
+      if (ticket === latest) {
+        delete container.dataset.busy;
+        if (status.textContent === "Computing…") status.textContent = "";
+      }
     }
   }
 
@@ -204,7 +217,6 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       showErrors(errors);
       return false;
     }
-    status.textContent = "Computing…";
     const shapes = arrayShapes(next.config, next.tokens.length);
     if (redraw || !base || base.key !== baseKey(next)) {
       const result = await compute({ ...next, edits: new Map() });
@@ -259,9 +271,15 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     drawGrid();
   }
 
-  // The grid of the chosen matrix: one input per value. A bad cell keeps its text and its message.
-  // After a recompute the same grid is updated in place, so the cell being edited keeps the focus.
+  // The grid of the chosen matrix: one input per value, in rows of fixed-width cells grouped in
+  // blocks of columns. A bad cell keeps its text and its message. After a recompute the same grid
+  // is updated in place, so the cell being edited keeps the focus.
   let gridKey = null;
+  let gridRows = []; // the row elements, in order
+  let gridCols = 0;
+  let drawn = new Set(); // the rows drawn now (see drawWindow)
+  let focused = null; // [row, column] of the cell with the focus
+  const drafts = new Map(); // key -> the text of a bad cell, kept until it is corrected
   function drawGrid() {
     const [name, headText] = current.split(":");
     const values = applyEdits(base.arrays, lab.edits)[name];
@@ -282,42 +300,114 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       return;
     }
     gridKey = key;
-    const table = el(
-      "table",
-      { class: "edit-grid" },
-      el("caption", {}, `${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${matrix[0].length}`),
-      el("thead", {}, el("tr", {}, el("td", {}), matrix[0].map((_, c) => el("th", { scope: "col" }, String(c))))),
-      el(
-        "tbody",
-        {},
-        matrix.map((row, r) =>
-          el(
-            "tr",
-            {},
-            el("th", { scope: "row" }, rowName(r)),
-            row.map((v, c) => {
-              const key = `${name}:${indexOf(r, c).join(",")}`;
-              const input = el("input", { type: "text", inputmode: "decimal", value: String(v), "aria-label": `${name} ${rowName(r) || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null });
-              const message = el("span", { class: "cell-error", role: "alert" });
-              input.addEventListener("change", () => editCell(input, message, key));
-              return el("td", {}, input, message);
-            }),
-          ),
-        ),
-      ),
+    const cols = (gridCols = matrix[0].length);
+    const names = matrix.map((_, r) => rowName(r));
+    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, editable ? el("span", { class: "grid-keys" }, " · Tab, ↑ and ↓ move between cells") : null);
+    const cell = (r, c, v) => {
+      const key = `${name}:${indexOf(r, c).join(",")}`;
+      // autocomplete off: else the browser copies every cell's state into the history entry on
+      // each history.replaceState (the link), 17 ms for 64 × 64 cells
+      const draft = drafts.get(key);
+      const input = el("input", { type: "text", inputmode: "decimal", autocomplete: "off", value: draft ?? String(v), "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const message = el("span", { class: "cell-error", role: "alert" }, draft === undefined ? null : parseCell(draft).error);
+      input.addEventListener("change", () => editCell(input, message, key));
+      // near the right end a message opens leftwards, if there is room for it
+      return el("span", { class: c >= cols - 3 && c >= 3 ? "cell end" : "cell", role: "cell" }, input, message);
+    };
+    const blocks = (row, r) => Array.from({ length: Math.ceil(cols / BLOCK) }, (_, b) => el("span", { class: "grid-cols far", role: "none" }, row.slice(b * BLOCK, (b + 1) * BLOCK).map((v, i) => cell(r, b * BLOCK + i, v))));
+    gridRows = matrix.map((row, r) => el("div", { class: "grid-row far", role: "row", "aria-rowindex": r + 2 }, el("span", { class: "row-head", role: "rowheader", title: names[r] || null }, names[r]), blocks(row, r)));
+    const grid = el(
+      "div",
+      { class: "edit-grid", role: "table", "aria-labelledby": "lab-grid-caption", "aria-rowcount": matrix.length + 1, "aria-colcount": cols + 1 },
+      el("div", { class: "grid-head", role: "row" }, el("span", { class: "row-head", role: "cell" }), matrix[0].map((_, c) => el("span", { class: "col-head", role: "columnheader" }, String(c)))),
+      gridRows,
     );
-    gridBox.replaceChildren(table);
-    if (!editable) for (const input of table.querySelectorAll("input")) input.disabled = true;
+    // row labels as wide as the longest, up to 14 characters (the whole label is in the title);
+    // set on the box, whose scroll padding keeps a focused cell clear of the labels
+    gridBox.style.setProperty("--row-chars", String(Math.min(14, Math.max(1, ...names.map((n) => n.length)))));
+    gridBox.replaceChildren(grid);
+    if (!editable) for (const input of grid.querySelectorAll("input")) input.disabled = true;
+    drawn = new Set();
+    focused = null;
+    drawWindow();
   }
+
+  // Only what the box shows is drawn: the rows and blocks of columns in view, one more on each
+  // side, and the focused cell. The others are marked "far": their inputs stay in the page, but
+  // the browser skips their style, layout and paint (content-visibility in page.css), so a
+  // 64 × 64 grid costs each frame what its visible part costs.
+  function drawWindow() {
+    if (!gridRows.length || !gridBox.clientHeight) return; // hidden: drawn when shown (ResizeObserver)
+    const head = gridBox.firstChild.firstChild.children; // the corner, then one heading per column
+    const rowHead = head[0].offsetWidth;
+    const block = head[1].offsetWidth * BLOCK;
+    const { scrollTop, scrollLeft, clientHeight, clientWidth } = gridBox;
+    const rows = new Set();
+    for (let r = Math.max(0, rowAt(scrollTop) - 1); r <= Math.min(gridRows.length - 1, rowAt(scrollTop + clientHeight) + 1); r++) rows.add(r);
+    if (focused) rows.add(focused[0]);
+    const first = Math.floor(scrollLeft / block) - 1;
+    const last = Math.floor((scrollLeft + clientWidth - rowHead) / block) + 1;
+    for (const r of drawn) if (!rows.has(r)) gridRows[r].classList.add("far");
+    for (const r of rows) {
+      gridRows[r].classList.remove("far");
+      const blocks = gridRows[r].children;
+      for (let b = 1; b < blocks.length; b++) {
+        const near = (b - 1 >= first && b - 1 <= last) || (focused?.[0] === r && Math.floor(focused[1] / BLOCK) === b - 1);
+        blocks[b].classList.toggle("far", !near);
+      }
+    }
+    drawn = rows;
+  }
+
+  // the row at height y of the grid (rows with a message are taller than the others)
+  function rowAt(y) {
+    let lo = 0;
+    let hi = gridRows.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (gridRows[mid].offsetTop + gridRows[mid].offsetHeight <= y) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  gridBox.addEventListener("scroll", drawWindow, { passive: true });
+  new ResizeObserver(drawWindow).observe(gridBox); // e.g. the lab shown after it was hidden
+  gridBox.addEventListener("focusin", (event) => {
+    if (!event.target.dataset.cell) return;
+    focused = event.target.dataset.cell.split(",").map(Number);
+    drawWindow();
+  });
+  gridBox.addEventListener("focusout", () => {
+    focused = null;
+  });
+  // Tab and Shift+Tab go cell by cell in reading order, ↑ and ↓ to the row above or below; a far
+  // cell cannot take the focus, so it is drawn first. Tab past the last cell leaves the grid.
+  gridBox.addEventListener("keydown", (event) => {
+    const cellText = event.target.dataset?.cell;
+    if (!cellText || event.altKey || event.ctrlKey || event.metaKey) return;
+    const cols = gridCols;
+    const step = event.key === "Tab" ? (event.shiftKey ? -1 : 1) : event.shiftKey ? 0 : { ArrowDown: cols, ArrowUp: -cols }[event.key];
+    if (!step) return;
+    const [r, c] = cellText.split(",").map(Number);
+    const next = r * cols + c + step;
+    if (next < 0 || next >= gridRows.length * cols) return;
+    event.preventDefault();
+    focused = [Math.floor(next / cols), next % cols];
+    drawWindow();
+    gridRows[focused[0]].children[1 + Math.floor(focused[1] / BLOCK)].children[focused[1] % BLOCK].firstChild.focus();
+  });
 
   async function editCell(input, message, key) {
     const parsed = parseCell(input.value);
     if (parsed.error) {
+      drafts.set(key, input.value);
       message.textContent = parsed.error;
       input.setAttribute("aria-invalid", "true");
       status.textContent = "That value was not used: the figure still shows the last good result.";
       return;
     }
+    drafts.delete(key);
     message.textContent = "";
     input.removeAttribute("aria-invalid");
     input.classList.add("edited");
@@ -333,12 +423,14 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
   draw.addEventListener("click", () => {
+    drafts.clear();
     seedInput.value = String((Number(seedInput.value) || 0) + 1);
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
   presetSelect.addEventListener("change", () => {
     const preset = PRESETS[presetSelect.value];
     if (!preset) return;
+    drafts.clear();
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;
     bias.checked = preset.config.bias;
@@ -368,10 +460,16 @@ function arraysOf(payload) {
   return { x: nest(payload.stages.x), ...Object.fromEntries(Object.entries(payload.weights).map(([name, a]) => [name, nest(a)])) };
 }
 
+// The arrays with the edits applied; the arrays without edits are shared, never copied.
 function applyEdits(arrays, edits) {
-  const out = structuredClone(arrays);
+  const out = { ...arrays };
+  const copied = new Set();
   for (const [key, value] of edits) {
     const [name, index] = key.split(":");
+    if (!copied.has(name)) {
+      out[name] = structuredClone(arrays[name]);
+      copied.add(name);
+    }
     const path = index.split(",").map(Number);
     let target = out[name];
     for (const i of path.slice(0, -1)) target = target[i];
