@@ -212,15 +212,16 @@ def serve(host: str, port: int) -> None:
     """Start the explorer in the browser."""
     import uvicorn
 
-    from .memory import keep_freed_memory
+    from .memory import settle_server_process
     from .server import create_app
 
-    keep_freed_memory()  # traces reuse freed memory rather than page it in again
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
     click.echo(f"mha-explorer: open http://{host}:{port}/ (Ctrl+C stops)")
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
+    app = create_app()
+    settle_server_process()
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 
 
 @main.command("export-site")

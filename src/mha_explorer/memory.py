@@ -1,14 +1,16 @@
-"""Keep freed memory in a long-running process, so that the next trace need not page it in again.
+"""Set-up of a long-running server process: keep freed memory, and keep the garbage collector off
+the objects that live as long as the process.
 
 A 512-token trace allocates about 50 MB of fresh stage arrays. After each request glibc hands
 most of it back to the system, and the next request takes a page fault on every 4 KiB of it:
-about 4,000 faults, which cost more than the attention itself. The server calls
-keep_freed_memory() once at start; other allocators (macOS, musl) are left alone.
+about 4,000 faults, which cost more than the attention itself. Other allocators (macOS, musl)
+are left alone. `mha-explorer serve` calls settle_server_process() once, before serving.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt() parameters
 MMAP_THRESHOLD = 32 << 20  # blocks up to this size come from the heap (glibc's own upper limit)
@@ -23,3 +25,11 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def settle_server_process() -> None:
+    """Once the app is built: keep freed memory, and move every object alive now (modules, the
+    app, loaded tables) out of the collector's way, so that its pauses during requests are short."""
+    keep_freed_memory()
+    gc.collect()
+    gc.freeze()

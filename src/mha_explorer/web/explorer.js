@@ -228,19 +228,23 @@ function render({ model, el }) {
     // another head of the layer on screen (a real model's): the tokens, stages, notes, costs and
     // overview are the same objects, so what was built from them stays
     const sameLayer = Boolean(payload.model && view && payload.model === view.payload.model && payload.tokens === view.payload.tokens);
-    if (!sameLayer) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
+    // new values for the same configuration and tokens (a lab edit): the same selects, steps,
+    // notes and costs; only the numbers change
+    const frame = (p) => JSON.stringify([p.config, p.tokens, p.page_stages, p.notes, p.costs]);
+    const sameFrame = Boolean(!payload.model && view && !view.payload.model && frame(payload) === frame(view.payload));
+    if (!sameLayer && !sameFrame) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
     view = {
       payload,
       t: tensors(payload.stages, sameLayer ? view.t : null),
       w: tensors(payload.weights, sameLayer ? view.w : null),
       stageIds: payload.page_stages.map((s) => s.id),
-      formulas: sameLayer ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
+      formulas: sameLayer || sameFrame ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
       panels: new Map(), // "stage|head|query" -> the stage panel's nodes
       outputs: new Map(), // "head|query" -> the head outputs panel's nodes
     };
     matrices.replaceChildren(h("summary", {}, "Matrices"));
     if (matrices.open) matrices.append(matricesView(view));
-    if (sameLayer) return;
+    if (sameLayer || sameFrame) return;
     querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));

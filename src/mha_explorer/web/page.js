@@ -132,8 +132,12 @@ async function compute(state) {
   }
   const body = { config: state.config, tokens: state.tokens, seed: state.seed, encoding: "base64" };
   if (state.arrays) {
+    // what is not sent, the server draws from the seed, as it drew the values on screen: send
+    // only what the edits changed (x, or all of the weights)
     const { x, ...weights } = state.arrays;
-    Object.assign(body, { x, weights });
+    const edited = new Set([...(state.edits?.keys() || [])].map((key) => key.split(":")[0]));
+    if (edited.has("x")) body.x = x;
+    if ([...edited].some((name) => name !== "x")) body.weights = weights;
   }
   try {
     const response = await fetch("api/trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
