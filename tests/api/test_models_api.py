@@ -70,5 +70,10 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     assert len(lean.content) < len(client.post("/api/model-trace", json=request).content) / 2
     bad = client.post("/api/model-head", json={**request, "head": 12})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head" and "heads 0 to 11" in bad.json()["detail"][0]["message"]
+    # the whole layer is gzipped for a client that accepts it, and only then
+    zipped = client.post("/api/model-trace", json=request, headers={"accept-encoding": "gzip"})
+    plain = client.post("/api/model-trace", json=request, headers={"accept-encoding": "gzip;q=0, identity"})
+    assert zipped.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
+    assert zipped.json() == plain.json() and int(zipped.headers["content-length"]) < len(plain.content)
     not_loaded = TestClient(create_app()).post("/api/model-head", json=request)  # a server that has not loaded it
     assert not_loaded.status_code == 409 and "POST /api/models/minilm/load first" in not_loaded.json()["detail"][0]["message"]
