@@ -25,9 +25,15 @@ def arrays_of(payload: TracePayload) -> dict[str, np.ndarray]:
 
 
 
+def link(page) -> str:
+    """The page's URL once it holds the latest change (the page writes it when idle)."""
+    page.wait_for_function("() => !window.mhaExplorer.linkPending")
+    return page.url
+
+
 def lab_state(page) -> dict:
     """The request the page's link stands for, rebuilt from the URL (seed only, no edits)."""
-    params = dict(re.findall(r"([a-z_]+)=([^&]*)", page.url.split("#", 1)[1]))
+    params = dict(re.findall(r"([a-z_]+)=([^&]*)", link(page).split("#", 1)[1]))
     config = {k: int(params[k]) for k in ("d_model", "n_heads", "n_kv_heads", "d_head", "d_v")}
     config |= {"causal": params["causal"] == "1", "bias": params["bias"] == "1"}
     return {"config": config, "tokens": params["tokens"].replace("+", " ").replace("%20", " ").split(), "seed": int(params["seed"])}
@@ -119,7 +125,7 @@ def test_packed_view_gives_the_same_q(page, server_url):
     page.locator("summary", has_text="Packed view").click()
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
     shown = check_numbers(page, ".packed", arrays_of(payload))
-    query = int(re.search(r"query=(\d+)", page.url).group(1))
+    query = int(re.search(r"query=(\d+)", link(page)).group(1))
     assert {f"q:{h},{query},{e}" for h in range(4) for e in range(2)} <= shown
     assert {f"W_Q:{h},{m},{e}" for h in range(4) for m in range(8) for e in range(2)} <= shown
     assert "never sliced" in page.locator(".packed").inner_text()
@@ -136,14 +142,14 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
     cell.fill("0.25")
     cell.blur()
     settle(page)
-    assert "edits=x" in page.url
+    assert "edits=x" in link(page)
     page.get_by_label("Query token").select_option(label="old")
     page.get_by_label("Inspect head").select_option(label="Head 1")
     page.get_by_label("Calculation stage").select_option(label="Scores")
     page.evaluate(NEXT_FRAME)
-    link, view = page.url, page.locator(".layout").inner_text()
+    url, view = link(page), page.locator(".layout").inner_text()
     other = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    other.goto(link)
+    other.goto(url)
     other.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MQA')")
     settle(other)
     assert other.locator(".layout").inner_text() == view
@@ -225,7 +231,7 @@ def test_all_queries_view_shows_every_query_at_once(page, server_url, artifacts)
     canvas.focus()
     for key in ("ArrowDown", "ArrowDown", "ArrowRight"):
         page.keyboard.press(key)
-    query = int(re.search(r"query=(\d+)", page.url).group(1))
+    query = int(re.search(r"query=(\d+)", link(page)).group(1))
     row = min(query + 2, 5)
     readout = page.locator(".stage .readout").inner_text()
     assert readout.startswith(f"{payload.tokens[row]} · key {payload.tokens[1]}: {fmt(arrays['weights'][0, row, 1])}")
@@ -308,13 +314,13 @@ def test_the_keyboard_reaches_every_cell_and_an_edit_keeps_the_focus(page, serve
     page.keyboard.type("0.7")
     page.keyboard.press("Tab")  # change fires as the focus leaves
     settle(page)
-    assert re.search(r"edits=x(:|%3A)20(,|%2C)0(=|%3D)0\.7", page.url)
+    assert re.search(r"edits=x(:|%3A)20(,|%2C)0(=|%3D)0\.7", link(page))
     assert active_key(page) == "x:20,1"
     page.keyboard.press("Control+A")
     page.keyboard.type("-0.4")
     page.keyboard.press("Enter")  # change fires, the focus stays
     settle(page)
-    assert re.search(r"x(:|%3A)20(,|%2C)1(=|%3D)-0\.4", page.url)
+    assert re.search(r"x(:|%3A)20(,|%2C)1(=|%3D)-0\.4", link(page))
     assert active_key(page) == "x:20,1"  # the recompute left the focus in the edited cell
     assert page.evaluate("() => document.activeElement.value") == "-0.4"
     row = page.locator('.edit-grid input[data-key="x:20,1"]').evaluate("(i) => i.getBoundingClientRect().top")

@@ -75,13 +75,14 @@ let models = null; // the real-model panel, once the page has one
 function writeLink(model, mode, lab) {
   if (linkQueued) return;
   linkQueued = true;
-  // after the next frame: the link never delays what the learner sees
-  requestAnimationFrame(() =>
-    setTimeout(() => {
-      linkQueued = false;
-      writeLinkNow(model, currentMode(), lab);
-    }, 0),
-  );
+  // once the page is idle: writing the URL makes the browser lay the page out again (8 ms at 512
+  // tokens), which must not delay the frame that shows the change
+  const write = () => {
+    linkQueued = false;
+    writeLinkNow(model, currentMode(), lab);
+  };
+  if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
+  else setTimeout(write, 50);
 }
 
 function writeLinkNow(model, mode, lab) {
@@ -206,7 +207,12 @@ async function main() {
   }
   const model = new PageModel({ payload: teaching, ...start });
   explorer.render({ model, el: app });
-  window.mhaExplorer = { model };
+  window.mhaExplorer = {
+    model,
+    get linkPending() {
+      return linkQueued; // the URL does not yet hold the latest change
+    },
+  };
 
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
   let pendingView = link.mode !== "teaching" ? link : null;
