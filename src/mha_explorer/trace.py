@@ -106,17 +106,10 @@ def trace(
     positions: the position of each token, (n,) integers, default 0..n-1. Only RoPE reads them;
     the causal and sliding-window masks compare token indices.
     """
-    x = np.asarray(x)
-    if x.ndim != 2 or x.shape[1] != config.d_model:
-        raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
-    if x.shape[0] < 1:
-        raise ConfigError("x has no tokens: give at least one row")
-    weights.check(config)
-    w = weights
+    x, positions = _checked(x, weights, config, positions)
     n = x.shape[0]
-    positions = _positions(positions, n)
     with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
-        return Trace(config=config, stages=_attend(x, w, config, positions, each, record=True))
+        return Trace(config=config, stages=_attend(x, weights, config, positions, each, record=True))
 
 
 def attention(
@@ -124,10 +117,21 @@ def attention(
 ) -> np.ndarray:
     """The layer's output alone, (n, d_model): what trace() computes, without keeping the stages
     nobody will look at (the layers a real model runs before the traced one)."""
-    x = np.asarray(x)
+    x, positions = _checked(x, weights, config, positions)
     n = x.shape[0]
     with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
-        return _attend(x, weights, config, _positions(positions, n), each, record=False)["output"]
+        return _attend(x, weights, config, positions, each, record=False)["output"]
+
+
+def _checked(x, weights: AttentionWeights, config: AttentionConfig, positions) -> tuple[np.ndarray, np.ndarray]:
+    """x as an array and the positions, once both fit the config and the weights do."""
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[1] != config.d_model:
+        raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
+    if x.shape[0] < 1:
+        raise ConfigError("x has no tokens: give at least one row")
+    weights.check(config)
+    return x, _positions(positions, x.shape[0])
 
 
 def _attend(
