@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
 
 DEFAULT_NORM_EPS = 1e-6  # the q/k RMS norm's epsilon when a config does not give one
 
@@ -30,6 +32,7 @@ class AttentionConfig:
     kv_group: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._plain_numbers()
         for name in ("d_model", "n_heads"):
             _check_positive_int(name, getattr(self, name))
         if self.n_kv_heads is None:
@@ -64,6 +67,20 @@ class AttentionConfig:
         # head i reads key/value head i // (n_heads / n_kv_heads)
         group_size = self.n_heads // self.n_kv_heads
         object.__setattr__(self, "kv_group", tuple(i // group_size for i in range(self.n_heads)))
+
+    def _plain_numbers(self) -> None:
+        """NumPy integers, booleans and floats (from a shape, a comparison, an array) stand for
+        Python ones: the config keeps the Python values, so it prints and serializes plainly."""
+        for f in fields(self):
+            if not f.init:
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, np.bool_):
+                object.__setattr__(self, f.name, bool(value))
+            elif isinstance(value, np.integer):
+                object.__setattr__(self, f.name, int(value))
+            elif isinstance(value, np.floating):
+                object.__setattr__(self, f.name, float(value))
 
     def _check_architecture_fields(self) -> None:
         if self.norm_eps is not None:

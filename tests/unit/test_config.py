@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+
+import numpy as np
 
 import pytest
 
@@ -122,3 +125,16 @@ def test_presets_are_valid_and_named_for_what_they_are(name):
         assert c.kind == name.upper()
     if name == "causal":
         assert c.causal
+
+
+def test_numpy_numbers_stand_for_python_ones():
+    config = AttentionConfig(
+        d_model=np.int64(8), n_heads=np.int32(2), n_kv_heads=np.int64(1), causal=np.bool_(True), scale=np.float32(0.5)
+    )
+    assert config == AttentionConfig(d_model=8, n_heads=2, n_kv_heads=1, causal=True, scale=0.5)
+    assert type(config.d_model) is int and type(config.causal) is bool and type(config.scale) is float
+    json.dumps(config.to_dict())  # plain values only
+    with pytest.raises(ConfigError, match="must be true or false"):
+        AttentionConfig(d_model=8, n_heads=2, causal=np.int64(1))
+    with pytest.raises(ConfigError, match="whole number"):
+        AttentionConfig(d_model=np.float64(8.0), n_heads=2)
