@@ -70,7 +70,17 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
 
 def lab_payload(request: TraceRequest) -> TracePayload:
     config, x, weights = lab_inputs(request)
-    return trace_payload(trace(x, weights, config), request.tokens, weights, request.query, request.encoding)
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a message that says what to do
+        t = trace(x, weights, config)
+    for name, a in t.stages.items():
+        overflowed = np.isnan(a) | (a == np.inf) if name == "mask" else ~np.isfinite(a)  # the mask's -inf is meant
+        if overflowed.any():
+            raise LabError(
+                "values",
+                f"the {name} stage goes past the largest float64 (about 1.8e308): these values are too large "
+                "to compute with; keep every value of X and the weights under about 1e100",
+            )
+    return trace_payload(t, request.tokens, weights, request.query, request.encoding)
 
 
 def _array(field: str, values) -> np.ndarray:

@@ -8,6 +8,7 @@ held to one thread: its threads keep spinning between calls and would take the p
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,8 @@ def serially(task: Callable, items: Iterable) -> None:
 
 
 def in_parallel(task: Callable, items: Iterable) -> None:
-    for done in [_pool.submit(task, item) for item in items]:
+    # each task runs in a copy of the caller's context, so np.errstate and the like hold there too
+    for done in [_pool.submit(contextvars.copy_context().run, task, item) for item in items]:
         done.result()
 
 

@@ -109,3 +109,18 @@ def test_non_finite_numbers_are_refused(client, raw):
 def test_a_body_that_is_not_json_gets_a_422(client):
     response = client.post("/api/trace", content=b"{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422 and "JSON" in response.json()["detail"][0]["message"]
+
+
+@pytest.mark.parametrize("encoding", ["json", "base64"])
+def test_values_that_overflow_get_a_422_not_a_wrong_trace(client, encoding):
+    """1e200 squared is past float64: the scores would be +inf and the weights NaN, which JSON
+    cannot carry (null means a masked -inf). The lab says what to change instead."""
+    big = {"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a", "b", "c"], "x": [[1e200, 1e200], [1e200, -1e200], [0.5, 0.5]], "encoding": encoding}
+    answer = client.post("/api/trace", json=big)
+    assert answer.status_code == 422
+    [problem] = answer.json()["detail"]
+    assert problem["field"] == "values" and "too large" in problem["message"] and "1e100" in problem["message"]
+    fine = client.post("/api/trace", json={**big, "x": [[1e100, 1e100], [1e100, -1e100], [0.5, 0.5]]})
+    assert fine.status_code == 200  # the size the message names is still fine
+    causal = client.post("/api/trace", json={**big, "config": {"d_model": 2, "n_heads": 1, "causal": True}, "x": [[1, 2], [3, 4], [5, 6]]})
+    assert causal.status_code == 200  # a mask's -inf is not an overflow
