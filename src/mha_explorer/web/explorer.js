@@ -901,9 +901,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     store = paintedCells.get(source[0]);
   }
   const hit = store?.get(source[1]);
-  // square cells, but a map of few rows is drawn at least 16 px tall so that it can be seen and pointed at
-  const cw = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
-  const ch = Math.max(cw, Math.min(28, Math.ceil(16 / rows)));
+  // Square cells, except: a map of few rows is drawn at least 16 px tall, and a tall map of few
+  // columns (every token's q, K, V; a W) gets cells up to 8 times wider than high, so that it can
+  // be seen and pointed at.
+  const square = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
+  const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)));
+  const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
   const left = 76;
   const width = left + cols * cw;
   const height = rows * ch;
