@@ -106,10 +106,7 @@ def trace(
     positions: the position of each token, (n,) integers, default 0..n-1. Only RoPE reads them;
     the causal and sliding-window masks compare token indices.
     """
-    x, positions = _checked(x, weights, config, positions)
-    n = x.shape[0]
-    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
-        return Trace(config=config, stages=_attend(x, weights, config, positions, each, record=True))
+    return Trace(config=config, stages=_run(x, weights, config, positions, record=True))
 
 
 def attention(
@@ -117,21 +114,22 @@ def attention(
 ) -> np.ndarray:
     """The layer's output alone, (n, d_model): what trace() computes, without keeping the stages
     nobody will look at (the layers a real model runs before the traced one)."""
-    x, positions = _checked(x, weights, config, positions)
-    n = x.shape[0]
-    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
-        return _attend(x, weights, config, positions, each, record=False)["output"]
+    return _run(x, weights, config, positions, record=False)["output"]
 
 
-def _checked(x, weights: AttentionWeights, config: AttentionConfig, positions) -> tuple[np.ndarray, np.ndarray]:
-    """x as an array and the positions, once both fit the config and the weights do."""
+def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, record: bool) -> dict[str, np.ndarray]:
+    """Check that x, the positions and the weights fit the config, then attend, on every core
+    when the layer is big enough."""
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
     if x.shape[0] < 1:
         raise ConfigError("x has no tokens: give at least one row")
     weights.check(config)
-    return x, _positions(positions, x.shape[0])
+    n = x.shape[0]
+    positions = _positions(positions, n)
+    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
+        return _attend(x, weights, config, positions, each, record)
 
 
 def _attend(
@@ -146,8 +144,8 @@ def _attend(
 
     if config.qk_norm:
         eps = DEFAULT_NORM_EPS if config.norm_eps is None else config.norm_eps
-        q = _rms_norm(q, w.q_norm, eps)  # (h, n, e)
-        k = _rms_norm(k, w.k_norm, eps)  # (g, n, e)
+        q = rms_norm(q, w.q_norm, eps)  # (h, n, e)
+        k = rms_norm(k, w.k_norm, eps)  # (g, n, e)
         stages |= {"q_normed": q, "k_normed": k}
     if config.rope_theta is not None:
         cos, sin = _rotary(positions, config.d_head, config.rope_theta, q.dtype)  # (n, e) each
@@ -280,8 +278,9 @@ def _positions(positions: np.ndarray | None, n: int) -> np.ndarray:
     return positions
 
 
-def _rms_norm(a: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
-    """Each row of a (..., e) divided by its root mean square, then times the multiplier (e,)."""
+def rms_norm(a: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
+    """Each row of a (..., e) divided by its root mean square, then times the multiplier (e,): the
+    q/k norm here, and the models' RMSNorm layers. Gemma's multiplier is the effective 1 + w."""
     mean_square = np.mean(a * a, axis=-1, keepdims=True)  # (..., 1)
     return a / np.sqrt(mean_square + eps) * multiplier.astype(a.dtype, copy=False)  # (..., e)
 

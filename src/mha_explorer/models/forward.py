@@ -218,12 +218,6 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
     return centered
 
 
-def rms_norm(x: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
-    """x / rms(x) * multiplier, over the last axis. multiplier is the effective one (Gemma: 1 + w)."""
-    mean_square = (x * x).mean(axis=-1, keepdims=True)  # (n, 1)
-    return x / np.sqrt(mean_square + eps) * multiplier
-
-
 def per_head(w: np.ndarray, n_heads: int) -> np.ndarray:
     """A projection stored as (n_heads*d_head, d_model) -> per-head (n_heads, d_model, d_head)."""
     rows, d_model = w.shape

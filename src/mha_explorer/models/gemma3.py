@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import AttentionConfig
+from ..trace import rms_norm
 from ..weights import AttentionWeights
 from .errors import CheckpointError
-from .forward import Architecture, check_shape, gelu_tanh, linear, per_head, rms_norm
+from .forward import Architecture, check_shape, gelu_tanh, linear, per_head
 from .llama import hf_rope_theta
 from .readers import GGUFFile, SafetensorsCheckpoint
 

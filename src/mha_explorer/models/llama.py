@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import AttentionConfig
+from ..trace import rms_norm
 from ..weights import AttentionWeights
 from .errors import CheckpointError
-from .forward import Architecture, check_shape, linear, per_head, rms_norm, silu
+from .forward import Architecture, check_shape, linear, per_head, silu
 from .readers import GGUFFile, SafetensorsCheckpoint, unpermute_qk_rows
 
 HF_NAMES = {
