@@ -165,8 +165,14 @@ def _attend(
     W_O = w.W_O.reshape(config.n_heads, config.d_v, config.d_model)  # (h, f, d): head i's rows of W^O
     contributions = np.empty((config.n_heads, n, config.d_model), np.result_type(z, W_O)) if record else None  # (h, n, d)
 
-    q_norms = np.sqrt(np.einsum("hne,hne->hn", q, q).max(axis=1))  # (h,): the longest query row per head
-    k_norms = np.sqrt(np.einsum("gne,gne->gn", k, k).max(axis=1))  # (g,)
+    # Cauchy-Schwarz bounds each row's scores by |q_i| times the longest key row it may see. A
+    # causal row's bound uses only keys up to its own, so later tokens cannot change its rounding.
+    q_norms = np.sqrt(np.einsum("hne,hne->hn", q, q))  # (h, n)
+    k_norms = np.sqrt(np.einsum("gne,gne->gn", k, k))  # (g, n)
+    if config.causal:
+        k_norms = np.maximum.accumulate(k_norms, axis=1)  # (g, n): the longest key row up to each position
+    else:
+        k_norms = np.broadcast_to(k_norms.max(axis=1, keepdims=True), k_norms.shape)  # (g, n)
     ones = np.ones(n, dtype)  # (n,)
 
     # without record, the scale goes into q (a pass over (h, n, e), not (h, n, n)) and the
@@ -187,10 +193,17 @@ def _attend(
                 np.copyto(logits[i], scaled[i])
             logits[i][hidden] = -np.inf
         # softmax over keys. Subtracting the row max changes nothing but avoids overflow; it is
-        # needed only when some |score| could pass _EXP_SAFE (Cauchy-Schwarz bounds every score).
+        # needed only in rows where some |score| could pass _EXP_SAFE. Other rows subtract an
+        # exact 0, so each row's numbers depend on that row's bound alone.
         a = weights_[i]  # (n, n), filled in place
-        if abs(scale) * q_norms[i] * k_norms[g] > _EXP_SAFE:
-            np.subtract(logits[i], logits[i].max(axis=-1, keepdims=True), out=a)
+        unsafe = abs(scale) * q_norms[i] * k_norms[g] > _EXP_SAFE  # (n,)
+        if unsafe.any():
+            if unsafe.all():
+                shift = logits[i].max(axis=-1, keepdims=True)  # (n, 1)
+            else:
+                shift = np.zeros((n, 1), a.dtype)  # (n, 1)
+                shift[unsafe] = logits[i][unsafe].max(axis=-1, keepdims=True)
+            np.subtract(logits[i], shift, out=a)
             np.exp(a, out=a)
         else:
             np.exp(logits[i], out=a)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import find, given
 from hypothesis import strategies as st
 
+from mha_explorer.config import AttentionConfig
 from mha_explorer.trace import trace
 from mha_explorer.weights import AttentionWeights
 
@@ -183,3 +184,19 @@ def test_the_config_strategy_reaches_every_kind(kind, causal):
     assert found.kind == kind
     if kind != "MHA":
         assert find(configs(grouped=True), lambda c: c.kind == kind).kind == kind
+
+
+def test_a_long_last_key_leaves_the_earlier_causal_rows_bit_for_bit():
+    """A last token long enough that its own row needs the softmax's row-max shift does not
+    change how the earlier rows round: they never see it, and their bound stays under the limit."""
+    config = AttentionConfig(d_model=1, n_heads=1, causal=True)
+    one = np.ones((1, 1, 1))
+    weights = AttentionWeights(W_Q=one, W_K=one, W_V=one, W_O=np.ones((1, 1)))
+    x = np.array([[0.3], [-1.7], [2.9], [-3.1], [1.3], [0.7]])
+    changed = x.copy()
+    changed[-1] = 40.0  # its own score is 1600
+    t, tc = trace(x, weights, config), trace(changed, weights, config)
+    np.testing.assert_array_equal(tc["weights"][:, :-1], t["weights"][:, :-1])
+    for name in ("z", "contributions", "output"):
+        np.testing.assert_array_equal(tc[name][..., :-1, :], t[name][..., :-1, :], err_msg=name)
+    np.testing.assert_allclose(tc["weights"].sum(axis=-1), 1.0, rtol=0, atol=1e-12)
