@@ -92,7 +92,7 @@ def main() -> None:
             samples = np.array(page.evaluate(MEASURE, EDITS))
             phases = page.evaluate(PHASES, 20)
             size = page.evaluate("""async (url) => (await (await fetch(url, {method: 'POST', headers: {'content-type': 'application/json'},
-                body: JSON.stringify({config: {d_model: 64, n_heads: 8, causal: true}, tokens: Array.from({length: 64}, (_, i) => 't' + i), encoding: 'base64'})})).text()).length""", url + "api/trace")
+                body: JSON.stringify({config: {d_model: 64, n_heads: 8, causal: true}, tokens: Array.from({length: 64}, (_, i) => 't' + i), encoding: 'binary'})})).arrayBuffer()).byteLength""", url + "api/trace")
             browser.close()
     finally:
         server.should_exit = True
@@ -110,7 +110,7 @@ def main() -> None:
     for name in phases[0]:
         values = [row[name] for row in phases]
         report["phases_ms"][name] = {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95))}
-    print(f"edit -> repainted figure, {report['config']}, {EDITS} edits, API response {size / 1e6:.2f} MB")
+    print(f"edit -> repainted figure, {report['config']}, {EDITS} edits, API response {size / 1e6:.2f} MB (binary)")
     print(f"p50 {report['p50_ms']:.1f} ms   p95 {report['p95_ms']:.1f} ms   max {report['max_ms']:.1f} ms   target p95 < {TARGET_MS:g} ms: {'PASS' if report['meets_target'] else 'MISS'}")
     print("where the time goes (diagnostic pass of 20 more edits, p50 / p95 ms):")
     for name, q in report["phases_ms"].items():

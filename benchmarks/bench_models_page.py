@@ -2,7 +2,7 @@
 
 - paint: from pressing Trace (model loaded) to the next painted frame with the new trace, which
   includes the server's forward pass up to the layer, the transfer and the explorer's drawing;
-- bytes: the compressed size of the trace response (what crosses the network);
+- bytes: the compressed size of the trace response (what crosses the network), a binary answer;
 - interactions: 50 changes each of stage and query, measured as in bench_page (our work plus the
   frame's rendering, leaving out the idle wait for the next 60 Hz frame); a head change asks the
   server for that head's arrays, so it is reported with its round trip.
@@ -96,7 +96,7 @@ def main() -> None:
         "targets": {"paint_ms": 1500, "transfer_bytes": 10_000_000, "interaction_p95_ms": 16},
     }
     print(f"512-token MiniLM layer: paint {', '.join(f'{t:.0f}' for t in report['paint_ms'])} ms (target < 1500; server part {', '.join(f'{t:.0f}' for t in report['server_ms'])} ms)")
-    print(f"sent {best['transfer'] / 1e6:.2f} MB compressed ({best['decoded'] / 1e6:.2f} MB of JSON), target < 10 MB")
+    print(f"sent {best['transfer'] / 1e6:.2f} MB compressed ({best['decoded'] / 1e6:.2f} MB of binary answer), target < 10 MB")
     for label, row in controls.items():
         print(f"{label:<20} busy p50 {row['busy_p50_ms']:.1f} ms  p95 {row['busy_p95_ms']:.1f} ms  next frame {row['drawn_in_next_frame']}  (target p95 < 16 ms)")
     print(f"head switch, with the server round trip: p50 {report['head_switch_with_fetch_p50_ms']:.0f} ms")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
-from .schema import TracePayload, TraceRequest, trace_payload
+from .schema import Packer, TracePayload, TraceRequest, trace_payload
 from .trace import trace
 from .weights import AttentionWeights, weight_shapes
 
@@ -68,7 +68,9 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
     return config, x, weights
 
 
-def lab_payload(request: TraceRequest) -> TracePayload:
+def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePayload:
+    """The trace the request asks for. With a packer (encoding "binary"), its arrays go to the
+    packer and the payload holds their offsets."""
     config, x, weights = lab_inputs(request)
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a message that says what to do
         t = trace(x, weights, config)
@@ -80,7 +82,8 @@ def lab_payload(request: TraceRequest) -> TracePayload:
                 f"the {name} stage goes past the largest float64 (about 1.8e308): these values are too large "
                 "to compute with; keep every value of X and the weights under about 1e100",
             )
-    return trace_payload(t, request.tokens, weights, request.query, request.encoding)
+    encode = (lambda name, a: packer.array(a)) if packer is not None else None
+    return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode)
 
 
 def _array(field: str, values) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 
 from pydantic import BaseModel, Field
 
-from .schema import Array, ModelLayer, TracePayload, array, trace_payload
+from .schema import Array, ModelLayer, Packer, TracePayload, array, trace_payload
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
@@ -90,9 +90,14 @@ def overview(weights: np.ndarray) -> tuple[np.ndarray, int]:
     return sums / cells, block
 
 
-def one_slice(a: np.ndarray, i: int) -> Array:
+def float32(a: np.ndarray, packer: Packer | None, heads: list[int] | None = None) -> Array:
+    """The array as float32: into the packer of a binary answer, else in base64."""
+    return packer.array(a, "float32", heads) if packer is not None else array(a, "base64", "float32", heads)
+
+
+def one_slice(a: np.ndarray, i: int, packer: Packer | None) -> Array:
     """Slice i of axis 0 only; the Array keeps the full shape and says which slice it holds."""
-    sliced = array(a[i : i + 1], "base64", "float32", heads=[i])
+    sliced = float32(a[i : i + 1], packer, heads=[i])
     sliced.shape = list(a.shape)
     return sliced
 
@@ -111,7 +116,7 @@ class HeadArrays(BaseModel):
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V and their biases, sliced the same way")
 
 
-def _head_encoder(run, head: int):
+def _head_encoder(run, head: int, packer: Packer | None):
     """encode(name, array) -> Array: one head's slice of per-head arrays, the rest whole, float32."""
     config = run.trace.config
     if not 0 <= head < config.n_heads:
@@ -122,18 +127,19 @@ def _head_encoder(run, head: int):
 
     def encode(name: str, a: np.ndarray) -> Array:
         if name in HEAD_AXIS:
-            return one_slice(a, head)
+            return one_slice(a, head, packer)
         if name in GROUP_AXIS:
-            return one_slice(a, group)
-        return array(a, "base64", "float32")
+            return one_slice(a, group, packer)
+        return float32(a, packer)
 
     return encode
 
 
-def head_arrays(model, text: str, layer: int, head: int) -> HeadArrays:
-    """Only the head's own arrays, for a page that holds the rest of the layer's payload."""
+def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None = None) -> HeadArrays:
+    """Only the head's own arrays, for a page that holds the rest of the layer's payload. With a
+    packer, the arrays go into it (a binary answer)."""
     run = _layer_run(model, text, layer)
-    encode = _head_encoder(run, head)
+    encode = _head_encoder(run, head, packer)
     per_head = HEAD_AXIS | GROUP_AXIS
     return HeadArrays(
         head=head,
@@ -142,10 +148,12 @@ def head_arrays(model, text: str, layer: int, head: int) -> HeadArrays:
     )
 
 
-def model_payload(model, text: str, layer: int, head: int, query: int | None = None) -> TracePayload:
+def model_payload(
+    model, text: str, layer: int, head: int, query: int | None = None, packer: Packer | None = None
+) -> TracePayload:
     run = _layer_run(model, text, layer)
     t = run.trace
-    encode = _head_encoder(run, head)
+    encode = _head_encoder(run, head, packer)
 
     small, block = overview(t["weights"])
     n = t.n
@@ -159,7 +167,7 @@ def model_payload(model, text: str, layer: int, head: int, query: int | None = N
         text=text,
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],
-        overview=array(small, "base64", "float32"),
+        overview=float32(small, packer),
         overview_block=block,
     )
     return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info)

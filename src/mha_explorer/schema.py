@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 import base64
+import struct
 from typing import Annotated, Literal
 
 import numpy as np
@@ -18,15 +19,17 @@ SCHEMA_VERSION = 1
 
 
 class Array(BaseModel):
-    """A row-major array of prod(shape) numbers, in one of two encodings.
+    """A row-major array of prod(shape) numbers, in one of three encodings.
 
     `data`: a JSON list, null standing for -inf (a masked score). `b64`: the little-endian
-    float64 bytes in base64, for the page, which decodes them straight into a Float64Array.
+    bytes in base64, which the page decodes straight into a Float64Array. `offset`: in a binary
+    answer (see `Packer`), where the bytes start after the JSON head, for a typed-array view.
     """
 
     shape: list[int]
     data: list[float | None] | None = None
     b64: str | None = None
+    offset: int | None = None
     dtype: Literal["float64", "float32"] = "float64"  # of the b64 bytes
     heads: list[int] | None = Field(
         default=None, description="when set, only these slices of axis 0 (heads) are present, in this order"
@@ -129,6 +132,58 @@ def array(a: np.ndarray, encoding: str = "json", dtype: str = "float64", heads: 
     return Array.model_construct(shape=list(a.shape), data=data)
 
 
+BINARY_MEDIA_TYPE = "application/vnd.mha-explorer.trace"
+
+
+class Packer:
+    """A binary answer: 8 bytes of little-endian head length, the JSON head (a payload whose arrays
+    carry `offset`s), space-padded to a multiple of 8, then every array's little-endian bytes,
+    each starting 8-byte aligned. The page views them in place as typed arrays: no decoding."""
+
+    def __init__(self):
+        self.parts: list = []
+        self.size = 0
+
+    def array(self, a: np.ndarray, dtype: str = "float64", heads: list[int] | None = None) -> Array:
+        flat = np.ascontiguousarray(a, dtype="<f4" if dtype == "float32" else "<f8").reshape(-1)
+        offset = self.size
+        pad = -flat.nbytes % 8
+        self.parts += [flat, bytes(pad)] if pad else [flat]
+        self.size += flat.nbytes + pad
+        return Array.model_construct(shape=list(a.shape), offset=offset, dtype=dtype, heads=heads)
+
+    def body(self, head: bytes) -> bytes:
+        head += b" " * (-len(head) % 8)
+        return b"".join([struct.pack("<Q", len(head)), head, *self.parts])
+
+
+def unpack(body: bytes, answer: type[BaseModel]) -> BaseModel:
+    """A binary answer back as `answer` with base64 arrays, the same as a base64 answer: for tests
+    and Python clients."""
+    (size,) = struct.unpack_from("<Q", body)
+    head = answer.model_validate_json(body[8 : 8 + size])
+    start = 8 + size
+
+    def inline(a: Array) -> None:
+        shape = a.shape if a.heads is None else [len(a.heads), *a.shape[1:]]
+        nbytes = int(np.prod(shape)) * (4 if a.dtype == "float32" else 8)
+        a.b64 = base64.b64encode(body[start + a.offset : start + a.offset + nbytes]).decode("ascii")
+        a.offset = None
+
+    def walk(node) -> None:
+        if isinstance(node, Array):
+            inline(node)
+        elif isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                walk(getattr(node, name))
+        elif isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+
+    walk(head)
+    return head
+
+
 def trace_payload(
     t: Trace,
     tokens: list[str],
@@ -209,4 +264,7 @@ class TraceRequest(BaseModel):
     )
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     query: int = Field(default=0, ge=0)
-    encoding: Literal["json", "base64"] = "json"
+    encoding: Literal["json", "base64", "binary"] = Field(
+        default="json",
+        description=f"binary: the answer is {BINARY_MEDIA_TYPE}, a JSON head and the raw arrays (see schema.Packer)",
+    )

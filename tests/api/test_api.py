@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from mha_explorer.schema import TracePayload, payload_arrays, to_numpy
+from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy, unpack
 from mha_explorer.server import create_app
 
 pytestmark = pytest.mark.api
@@ -111,7 +111,7 @@ def test_a_body_that_is_not_json_gets_a_422(client):
     assert response.status_code == 422 and "JSON" in response.json()["detail"][0]["message"]
 
 
-@pytest.mark.parametrize("encoding", ["json", "base64"])
+@pytest.mark.parametrize("encoding", ["json", "base64", "binary"])
 def test_values_that_overflow_get_a_422_not_a_wrong_trace(client, encoding):
     """1e200 squared is past float64: the scores would be +inf and the weights NaN, which JSON
     cannot carry (null means a masked -inf). The lab says what to change instead."""
@@ -124,3 +124,27 @@ def test_values_that_overflow_get_a_422_not_a_wrong_trace(client, encoding):
     assert fine.status_code == 200  # the size the message names is still fine
     causal = client.post("/api/trace", json={**big, "config": {"d_model": 2, "n_heads": 1, "causal": True}, "x": [[1, 2], [3, 4], [5, 6]]})
     assert causal.status_code == 200  # a mask's -inf is not an overflow
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"d_model": 6, "n_heads": 3, "causal": True, "bias": True}, {"d_model": 8, "n_heads": 4, "n_kv_heads": 2}, {"d_model": 4, "n_heads": 4, "n_kv_heads": 1, "d_v": 3}],
+)
+def test_a_binary_answer_holds_exactly_what_the_base64_answer_holds(client, config):
+    """The page's encoding: a JSON head and the raw float64 arrays, 8-byte aligned after it."""
+    request = {"config": config, "tokens": ["a", "b", "c", "d", "e"], "seed": 7, "query": 2}
+    binary = client.post("/api/trace", json=request | {"encoding": "binary"})
+    base64 = client.post("/api/trace", json=request | {"encoding": "base64"})
+    assert binary.status_code == 200 and binary.headers["content-type"] == BINARY_MEDIA_TYPE
+    head_size = int.from_bytes(binary.content[:8], "little")
+    assert head_size % 8 == 0 and binary.content[8:9] == b"{"
+    assert unpack(binary.content, TracePayload).model_dump() == TracePayload.model_validate_json(base64.content).model_dump()
+    assert len(binary.content) < len(base64.content)
+    mask = payload_arrays(unpack(binary.content, TracePayload)).get("mask")
+    assert config.get("causal") is not True or np.isneginf(mask[:, 0, 1:]).all()  # -inf travels as itself
+
+
+def test_a_binary_request_that_is_wrong_still_gets_a_json_422(client):
+    answer = client.post("/api/trace", json={"config": {"d_model": 4, "n_heads": 3}, "tokens": ["a"], "encoding": "binary"})
+    assert answer.status_code == 422 and answer.headers["content-type"] == "application/json"
+    assert answer.json()["detail"][0]["field"] == "config" and "n_heads=3" in answer.json()["detail"][0]["message"]

@@ -9,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mha_explorer.models import available_models, load_model
-from mha_explorer.schema import Array, TracePayload, to_numpy
+from mha_explorer.modelview import HeadArrays
+from mha_explorer.schema import BINARY_MEDIA_TYPE, Array, TracePayload, to_numpy, unpack
 from mha_explorer.server import create_app
 
 pytestmark = pytest.mark.api
@@ -75,5 +76,15 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     plain = client.post("/api/model-trace", json=request, headers={"accept-encoding": "gzip;q=0, identity"})
     assert zipped.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
     assert zipped.json() == plain.json() and int(zipped.headers["content-length"]) < len(plain.content)
+    # binary answers (what the page asks for) hold exactly what the base64 ones hold
+    for route, kind in (("/api/model-trace", TracePayload), ("/api/model-head", HeadArrays)):
+        raw = client.post(route, json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
+        assert raw.status_code == 200 and raw.headers["content-type"] == BINARY_MEDIA_TYPE, route
+        as_base64 = kind.model_validate_json(client.post(route, json=request, headers={"accept-encoding": "identity"}).content)
+        assert unpack(raw.content, kind).model_dump() == as_base64.model_dump(), route
+    zipped = client.post("/api/model-trace", json={**request, "encoding": "binary"}, headers={"accept-encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip" and unpack(zipped.content, TracePayload).model_dump() == full.model_dump()
+    bad = client.post("/api/model-head", json={**request, "head": 12, "encoding": "binary"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head"
     not_loaded = TestClient(create_app()).post("/api/model-head", json=request)  # a server that has not loaded it
     assert not_loaded.status_code == 409 and "POST /api/models/minilm/load first" in not_loaded.json()["detail"][0]["message"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mha_explorer.export import export_site
-from mha_explorer.schema import TracePayload, payload_arrays, to_numpy
+from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
 from pagecheck import check_numbers
@@ -69,8 +69,11 @@ def wait_kind(page, text):
 
 def test_lab_numbers_equal_the_api_for_causal_gqa_and_mqa(page, server_url):
     open_lab(page, server_url)
-    for n_kv, kind in ((2, "GQA"), (1, "MQA"), (4, "MHA")):
-        set_field(page, "n_kv_heads", n_kv)
+    for n_kv, kind in ((1, "MQA"), (2, "GQA"), (4, "MHA")):  # each one a change from the last
+        with page.expect_response(lambda r: r.url.endswith("api/trace")) as answer:
+            set_field(page, "n_kv_heads", n_kv)
+        # the page reads the raw arrays of a binary answer; below, its numbers meet the JSON answer's
+        assert answer.value.headers["content-type"] == BINARY_MEDIA_TYPE
         wait_kind(page, kind)
         body = lab_state(page)
         assert body["config"]["causal"]

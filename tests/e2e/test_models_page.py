@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mha_explorer.models import available_models
-from mha_explorer.schema import TracePayload, to_numpy
+from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
 from pagecheck import check_numbers
 
@@ -65,10 +65,13 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     payload = api_trace(server_url, model="minilm", text=text, layer=0, head=0)
     assert len(strip) == len(payload.tokens) and strip[0] == "[CLS]" and strip[-1] == "[SEP]"
     asked = []
+    kinds = []
     page.on("request", lambda r: asked.append(r.url.rsplit("/", 1)[-1]) if "/api/model" in r.url else None)
+    page.on("response", lambda r: kinds.append(r.headers["content-type"]) if "/api/model-" in r.url else None)
     page.locator(".thumb-button", has_text="Head 5").click()
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 5')")
     assert asked == ["model-head"]  # only the head's own arrays are fetched
+    assert kinds == [BINARY_MEDIA_TYPE]  # as raw float32 arrays, whose numbers meet the JSON answer's below
     page.get_by_label("Query token").select_option(index=3)
     payload = api_trace(server_url, model="minilm", text=text, layer=0, head=5)
     arrays = full_arrays(payload)

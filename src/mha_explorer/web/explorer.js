@@ -57,6 +57,27 @@ function decode(b64, dtype) {
   return dtype === "float32" ? new Float32Array(bytes.buffer) : new Float64Array(bytes.buffer);
 }
 
+// A binary answer (schema.Packer): 8 bytes of head length, the JSON head, then the arrays. Each
+// array of the head gets `data`, a typed-array view of its bytes in place: nothing is decoded.
+export function unpack(buffer) {
+  const size = Number(new DataView(buffer).getBigUint64(0, true));
+  const head = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, size)));
+  const start = 8 + size;
+  const attach = (node) => {
+    if (node === null || typeof node !== "object") return;
+    if (typeof node.offset === "number" && Array.isArray(node.shape)) {
+      const shape = node.heads ? [node.heads.length, ...node.shape.slice(1)] : node.shape;
+      const count = shape.reduce((a, b) => a * b, 1);
+      const View = node.dtype === "float32" ? Float32Array : Float64Array;
+      node.data = new View(buffer, start + node.offset, count);
+      return;
+    }
+    for (const value of Object.values(node)) attach(value);
+  };
+  attach(head);
+  return head;
+}
+
 // A number the learner can check: two decimals shown, full precision on hover and focus.
 // data-src names the trace array and index it came from, so tests can check it.
 function num(value, src, extra) {

@@ -449,7 +449,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
 // The x and weight arrays of a payload, as nested lists (what the request takes).
 function arraysOf(payload) {
   const nest = ({ shape, data, b64 }) => {
-    const flat = b64 ? Array.from(new Float64Array(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)).buffer)) : data;
+    // plain numbers: a typed array's slice would become an object in the request's JSON
+    const flat = Array.from(b64 ? new Float64Array(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)).buffer) : data);
     const build = (offset, dims) => {
       if (dims.length === 1) return flat.slice(offset, offset + dims[0]);
       const size = dims.slice(1).reduce((a, b) => a * b, 1);

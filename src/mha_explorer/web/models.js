@@ -1,6 +1,8 @@
 // Real models on the page: pick a model, type a text, pick a layer; the server loads the model
 // (with progress), runs it up to that layer and sends the layer's trace, one head at a time.
 
+import { unpack } from "./explorer.js";
+
 function node(tag, attrs, ...children) {
   const made = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -14,7 +16,12 @@ function node(tag, attrs, ...children) {
 
 const wait = (ms) => new Promise((done) => setTimeout(done, ms));
 
+// A trace comes binary (raw float32 arrays, viewed in place); errors come as JSON.
+const BINARY = "application/vnd.mha-explorer.trace";
+const asking = (request) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...request, encoding: "binary" }) });
+
 async function answer(response) {
+  if (response.ok && response.headers.get("content-type") === BINARY) return unpack(await response.arrayBuffer());
   const body = await response.json().catch(() => ({}));
   if (response.ok) return body;
   const detail = (body.detail || []).map((d) => d.message).join("; ");
@@ -96,7 +103,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       if (layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
       status.textContent = `Running ${state.title} up to layer ${request.layer}…`;
       const payload = await answer(
-        await fetch("api/model-trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) }),
+        await fetch("api/model-trace", asking(request)),
       );
       current = request;
       byHead = new Map([[request.head, payload]]);
@@ -144,7 +151,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       const request = { ...current, head, query: null };
       let arrays;
       try {
-        arrays = await answer(await fetch("api/model-head", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) }));
+        arrays = await answer(await fetch("api/model-head", asking(request)));
       } catch (failure) {
         if (wantedHead === head) error.textContent = `Head ${head} could not be fetched: ${failure.message}. Pick it again to retry.`;
         return false;

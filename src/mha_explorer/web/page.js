@@ -1,6 +1,6 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
-import explorer from "./explorer.js";
+import explorer, { unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels } from "./models.js";
 
@@ -131,7 +131,7 @@ async function compute(state) {
     const payload = staticPreset(state);
     return payload ? { payload } : { errors: { config: "This static copy holds only the presets; run mha-explorer serve to compute other configurations." } };
   }
-  const body = { config: state.config, tokens: state.tokens, seed: state.seed, encoding: "base64" };
+  const body = { config: state.config, tokens: state.tokens, seed: state.seed, encoding: "binary" };
   if (state.arrays) {
     // what is not sent, the server draws from the seed, as it drew the values on screen: send
     // only what the edits changed (x, or all of the weights)
@@ -142,8 +142,8 @@ async function compute(state) {
   }
   try {
     const response = await fetch("api/trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    if (response.ok) return { payload: unpack(await response.arrayBuffer()) };
     const answer = await response.json();
-    if (response.ok) return { payload: answer };
     const errors = {};
     for (const item of answer.detail || []) errors[item.field] = item.message;
     return { errors: Object.keys(errors).length ? errors : { request: `the server answered ${response.status}` } };
