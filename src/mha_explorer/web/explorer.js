@@ -884,10 +884,14 @@ const paintedCells = new WeakMap();
 // A canvas is costly to create: its first drawing allocates its pixels. While a panel is built
 // (slotsFor), each heatmap gets a place, "panel|order|size"; the view of another query or head
 // reuses the canvas of the same place, taking it when its panel is shown (claimCanvases).
-const canvasPlaces = new Map(); // place -> { canvas, active: the handlers of the heatmap showing it }
+// The canvas holds the cells and labels and is redrawn only when the cells change. The query's
+// row and the cursor are outlines laid over it, so that another query draws nothing: the first
+// drawing on a canvas in a frame costs a millisecond or two, however small it is.
+const canvasPlaces = new Map(); // place -> { canvas, box, mark, markLabel, cursor, active: the handlers showing it, base: the cells drawn }
 const claims = new WeakMap(); // figure -> () => void: put its canvas in, and draw
 const drawnBy = new WeakMap(); // canvas -> the handlers of the heatmap last drawn on it
 let slots = null; // { panel, next } while a panel is built
+const fonts = new WeakMap(); // 2d context -> the font set on it
 
 function slotsFor(panel, build) {
   slots = { panel, next: 0 };
@@ -906,12 +910,21 @@ function heatmapCanvas(place, handlers) {
   let entry = place && canvasPlaces.get(place);
   if (!entry) {
     const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img" });
-    entry = { canvas, active: handlers };
+    const [mark, markLabel, cursor] = ["heatmap-mark", "heatmap-mark-label", "heatmap-cursor"].map((name) => h("div", { class: name, hidden: true, "aria-hidden": "true" }));
+    entry = { canvas, mark, markLabel, cursor, box: h("div", { class: "heatmap-box" }, canvas, mark, markLabel, cursor), active: handlers, base: null };
     for (const type of ["mousemove", "keydown", "focus"]) canvas.addEventListener(type, (event) => entry.active[type](event));
     if (place) canvasPlaces.set(place, entry);
   }
   entry.active = handlers;
-  return entry.canvas;
+  return entry;
+}
+
+// An element laid over a heatmap at [left, top, width, height] px, or hidden when box is falsy.
+function outline(element, box) {
+  element.hidden = !box;
+  if (!box) return;
+  const [left, top, width, height] = box;
+  Object.assign(element.style, { left: `${left}px`, top: `${top}px`, width: `${width}px`, height: `${height}px` });
 }
 
 function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source }) {
@@ -947,52 +960,87 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   if (kind === "weights") scale = 1;
   const ratio = window.devicePixelRatio || 1;
   const place = slots ? `${slots.panel}|${slots.next++}|${width}x${height}x${ratio}` : null;
-  let canvas = null;
+  let entry = null; // its canvases, once claimed
   const readout = h("p", { class: "readout", "aria-live": "polite" }, "Point at a cell, or focus the map and use the arrow keys.");
   let cursor = null;
 
-  // The cells are painted once, one pixel each, into an image scaled up to the cell size;
-  // moving the cursor only redraws the outlines.
-  let cells = hit ? hit.cells : null;
+  // The cells' colours are worked out once, one RGBA pixel each (kept for other queries), then
+  // blown up to the cell size straight into the canvas's pixels. (Drawing a small canvas of them
+  // scaled up costs about a millisecond per new source, even for one row.)
+  let cells = hit ? hit.cells : null; // Uint8ClampedArray, rows x cols x RGBA
   let hiddenCells = hit ? hit.hiddenCells : []; // [row, col] of masked cells
   function paintCells() {
-    cells = document.createElement("canvas");
-    cells.width = cols;
-    cells.height = rows;
-    const cctx = cells.getContext("2d");
-    const image = cctx.createImageData(cols, rows);
+    cells = new Uint8ClampedArray(rows * cols * 4);
     hiddenCells = [];
     for (let r = 0, i = 0; r < rows; r++)
       for (let c = 0; c < cols; c++, i++) {
         const rgb = masked && masked(r, c) ? null : colour(values ? values[i] : value(r, c), scale, kind);
         const o = 4 * i;
         const [red, green, blue] = rgb || [228, 230, 234];
-        image.data[o] = red;
-        image.data[o + 1] = green;
-        image.data[o + 2] = blue;
-        image.data[o + 3] = 255;
+        cells[o] = red;
+        cells[o + 1] = green;
+        cells[o + 2] = blue;
+        cells[o + 3] = 255;
         if (!rgb) hiddenCells.push([r, c]);
       }
     values = null;
-    cctx.putImageData(image, 0, 0);
     store?.set(source[1], { cells, scale, hiddenCells });
+  }
+
+  function putCells(ctx) {
+    // device pixels: each takes the colour of the cell it falls in
+    const across = Math.floor(cols * cw * ratio);
+    const down = Math.floor(rows * ch * ratio);
+    const image = ctx.createImageData(across, down);
+    const to = new Uint32Array(image.data.buffer); // one RGBA pixel per word, bytes in order
+    const from = new Uint32Array(cells.buffer);
+    const column = new Int32Array(across);
+    for (let x = 0; x < across; x++) column[x] = Math.min(cols - 1, Math.floor(x / (cw * ratio)));
+    let lastRow = -1;
+    for (let y = 0; y < down; y++) {
+      const r = Math.min(rows - 1, Math.floor(y / (ch * ratio)));
+      if (r === lastRow) to.copyWithin(y * across, (y - 1) * across, y * across);
+      else for (let x = 0, o = y * across, start = r * cols; x < across; x++) to[o + x] = from[start + column[x]];
+      lastRow = r;
+    }
+    ctx.putImageData(image, Math.round(left * ratio), 0);
+  }
+
+  const font = `${Math.min(12, Math.max(8, ch - 2))}px system-ui, sans-serif`;
+  function labels(ctx, rowsToLabel, colour) {
+    if (fonts.get(ctx) !== font) {
+      // a font is parsed and looked up on every set (a quarter of a millisecond): set it once per
+      // canvas size (resizing a canvas resets its context)
+      ctx.font = font;
+      ctx.textBaseline = "middle";
+      ctx.textAlign = "right";
+      fonts.set(ctx, font);
+    }
+    ctx.fillStyle = colour;
+    for (const r of rowsToLabel) ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * ch + ch / 2);
   }
 
   function draw() {
     if (!cells) paintCells();
-    const ctx = canvas.getContext("2d");
+    if (entry.base !== cells) drawBase(); // the same cells are already on this canvas
+    const marked = mark !== undefined && mark !== null;
+    outline(entry.mark, marked && [left, mark * ch, cols * cw, ch]);
+    const tall = Math.min(12, Math.max(8, ch - 2)) + 4;
+    outline(entry.markLabel, marked && [0, mark * ch + ch / 2 - tall / 2, left - 2, tall]);
+    if (marked) {
+      entry.markLabel.textContent = rowLabel(mark).slice(0, 10);
+      entry.markLabel.style.fontSize = `${tall - 4}px`;
+    }
+    outline(entry.cursor, cursor && [left + cursor[1] * cw, cursor[0] * ch, cw, ch]);
+  }
+
+  function drawBase() {
+    const ctx = entry.canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(cells, left, 0, cols * cw, rows * ch);
-    ctx.font = `${Math.min(12, Math.max(8, ch - 2))}px system-ui, sans-serif`;
-    ctx.textBaseline = "middle";
-    ctx.textAlign = "right";
+    putCells(ctx);
     const every = ch >= 8 ? 1 : Math.ceil(8 / ch);
-    for (let r = 0; r < rows; r += every) {
-      ctx.fillStyle = r === mark ? "#1d2330" : "#5b6475";
-      ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * ch + ch / 2);
-    }
+    labels(ctx, range(Math.ceil(rows / every)).map((i) => i * every), "#5b6475");
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
@@ -1004,16 +1052,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       }
       ctx.stroke();
     }
-    if (mark !== undefined && mark !== null) {
-      ctx.strokeStyle = "#1d2330";
-      ctx.lineWidth = 2;
-      ctx.strokeRect(left + 1, mark * ch + 1, cols * cw - 2, ch - 2);
-    }
-    if (cursor) {
-      ctx.strokeStyle = "#c2410c";
-      ctx.lineWidth = 2;
-      ctx.strokeRect(left + cursor[1] * cw + 1, cursor[0] * ch + 1, cw - 2, ch - 2);
-    }
+    entry.base = cells;
   }
 
   function show(r, c) {
@@ -1026,7 +1065,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
 
   const handlers = {
     mousemove: (event) => {
-      const box = canvas.getBoundingClientRect();
+      const box = entry.canvas.getBoundingClientRect();
       const c = Math.floor((event.clientX - box.left - left) / cw);
       const r = Math.floor((event.clientY - box.top) / ch);
       if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c);
@@ -1043,16 +1082,19 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   };
   const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), readout);
   function claim() {
-    canvas = heatmapCanvas(place, handlers);
-    if (canvas.parentNode === figure && drawnBy.get(canvas) === handlers) return; // still showing this map
+    entry = heatmapCanvas(place, handlers);
+    const { canvas, box } = entry;
+    if (box.parentNode === figure && drawnBy.get(canvas) === handlers) return; // still showing this map
     if (canvas.width !== width * ratio || canvas.height !== height * ratio) {
-      canvas.width = width * ratio;
+      canvas.width = width * ratio; // clears it, and resets its context
       canvas.height = height * ratio;
       canvas.style.width = `${width}px`;
       canvas.style.height = `${height}px`;
+      fonts.delete(canvas.getContext("2d"));
+      entry.base = null;
     }
     canvas.setAttribute("aria-label", `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
-    if (canvas.parentNode !== figure) figure.insertBefore(canvas, readout);
+    if (box.parentNode !== figure) figure.insertBefore(box, readout);
     draw();
     drawnBy.set(canvas, handlers);
   }
