@@ -283,9 +283,29 @@ function render({ model, el }) {
     const { payload } = view;
     const { head, query } = clampState(state(), payload);
     const all = state().all;
-    allToggle.setAttribute("aria-pressed", String(all));
     const stage = view.stageIds.includes(state().stage) ? state().stage : view.stageIds[0];
     const i = view.stageIds.indexOf(stage);
+    const info = payload.page_stages[i];
+    // each view is built once per payload and kept: going back to it costs no work
+    const key = `${stage}|${head}|${query}|${all}`;
+    const loading = !view.t.q.has(head);
+    if (!loading && !view.panels.has(key)) {
+      const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)));
+      view.panels.set(key, [
+        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
+        h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
+        h("p", { class: "explain" }, info.explanation),
+        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
+      ]);
+    }
+    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, slotsFor(`${ids.stage}|outputs`, () => headOutputs(view, query, head)));
+    const panel = loading ? [] : view.panels.get(key);
+    const outputNodes = view.outputs.get(`${head}|${query}`).filter(Boolean);
+    // Draw the heatmaps while their figures are still out of the page and the page is unchanged:
+    // text drawn on a canvas in the page first brings the page's styles up to date.
+    for (const node of [...panel, ...outputNodes]) claimCanvases(node);
+
+    allToggle.setAttribute("aria-pressed", String(all));
     querySelect.value = String(query);
     headSelect.value = String(head);
     stageSelect.value = stage;
@@ -299,30 +319,11 @@ function render({ model, el }) {
       if (li.dataset.stage === stage) li.setAttribute("aria-current", "step");
       else li.removeAttribute("aria-current");
     }
-    const info = payload.page_stages[i];
-    // each view is built once per payload and kept: going back to it costs no work
-    const key = `${stage}|${head}|${query}|${all}`;
-    const loading = !view.t.q.has(head);
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
-    } else if (!view.panels.has(key)) {
-      const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)));
-      view.panels.set(key, [
-        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
-        h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
-        h("p", { class: "explain" }, info.explanation),
-        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
-      ]);
-    }
-    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, slotsFor(`${ids.stage}|outputs`, () => headOutputs(view, query, head)));
-
-    if (!loading) {
-      stagePanel.replaceChildren(...view.panels.get(key));
-      claimCanvases(stagePanel);
-    }
-    outputs.replaceChildren(...view.outputs.get(`${head}|${query}`).filter(Boolean));
-    claimCanvases(outputs);
+    } else stagePanel.replaceChildren(...panel);
+    outputs.replaceChildren(...outputNodes);
     for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
   }
@@ -902,8 +903,10 @@ function slotsFor(panel, build) {
   }
 }
 
-function claimCanvases(container) {
-  for (const figure of container.querySelectorAll("figure.heatmap-figure")) claims.get(figure)?.();
+function claimCanvases(node) {
+  if (!(node instanceof Element)) return;
+  if (node.matches("figure.heatmap-figure")) claims.get(node)?.();
+  for (const figure of node.querySelectorAll("figure.heatmap-figure")) claims.get(figure)?.();
 }
 
 function heatmapCanvas(place, handlers) {
