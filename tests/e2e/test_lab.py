@@ -231,6 +231,7 @@ def test_all_queries_view_shows_every_query_at_once(page, server_url, artifacts)
         assert page.locator(".stage canvas.heatmap").count() == count
     page.get_by_label("Calculation stage").select_option(label="Weights")
     canvas = page.locator(".stage canvas.heatmap")
+    check_weight_colours(page, arrays["weights"][0])
     canvas.focus()
     for key in ("ArrowDown", "ArrowDown", "ArrowRight"):
         page.keyboard.press(key)
@@ -389,3 +390,35 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()
+
+
+PIXELS = """() => {
+  const canvas = document.querySelector(".stage canvas.heatmap");
+  const ratio = canvas.width / parseFloat(canvas.style.width);
+  const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+  const mark = document.querySelector(".stage .heatmap-mark");
+  return { width: canvas.width, height: canvas.height, ratio, data: Array.from(data),
+           mark: mark.hidden ? null : [parseFloat(mark.style.top), parseFloat(mark.style.height)] };
+}"""
+
+
+def check_weight_colours(page, weights):
+    """The weights map's pixels: white to blue with the weight, masked cells grey, labels left of
+    the cells (76 px); the query's row is outlined by an element over the canvas, not in it."""
+    shot = page.evaluate(PIXELS)
+    n = weights.shape[0]
+    left = 76 * shot["ratio"]
+    cw, ch = (shot["width"] - left) / n, shot["height"] / n
+    pixels = np.array(shot["data"]).reshape(shot["height"], shot["width"], 4)
+    for r in range(n):
+        for c in range(n):
+            got = pixels[int((r + 0.5) * ch), int(left + (c + 0.5) * cw)]
+            if c > r:  # after the query: masked
+                expected = [228, 230, 234]
+            else:
+                shade = round(weights[r, c] * 255) / 255
+                expected = [round(255 + (blue - 255) * shade) for blue in (29, 78, 160)]
+            assert np.abs(got[:3] - expected).max() <= 1 and got[3] == 255, (r, c, got, expected)
+    query = int(re.search(r"query=(\d+)", link(page)).group(1))
+    top, height = shot["mark"]
+    assert top == pytest.approx(query * ch / shot["ratio"]) and height == pytest.approx(ch / shot["ratio"])

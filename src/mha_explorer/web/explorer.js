@@ -868,14 +868,20 @@ function textOf(x) {
   return x instanceof Node ? x.textContent : Array.isArray(x) ? x.map(textOf).join("") : String(x);
 }
 
-// The colour of one cell as [r, g, b]: white to blue for weights, blue (negative) or orange
-// (positive) for signed values; null for a masked cell.
-function colour(v, scale, kind) {
-  if (v === null || v === -Infinity) return null;
-  const t = Math.min(1, Math.abs(v) / (scale || 1));
-  const [r, g, b] = kind === "weights" ? [29, 78, 160] : v < 0 ? [47, 111, 208] : [208, 102, 31];
-  return [255 + (r - 255) * t, 255 + (g - 255) * t, 255 + (b - 255) * t];
+// Cell colours: white to blue for weights, blue (negative) or orange (positive) for signed
+// values, grey for a masked cell. Each colour comes in 256 shades from white, as RGBA words, so
+// that painting a cell (every cell of a 512 x 512 map) is a table lookup and one store.
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+function rgbaWord([r, g, b]) {
+  return (LITTLE_ENDIAN ? ((255 << 24) | (b << 16) | (g << 8) | r) : ((r << 24) | (g << 16) | (b << 8) | 255)) >>> 0;
 }
+function shades(rgb) {
+  return Uint32Array.from({ length: 256 }, (_, k) => rgbaWord(rgb.map((c) => Math.round(255 + ((c - 255) * k) / 255))));
+}
+const WEIGHT_SHADES = shades([29, 78, 160]);
+const NEGATIVE_SHADES = shades([47, 111, 208]);
+const POSITIVE_SHADES = shades([208, 102, 31]);
+const MASKED_WORD = rgbaWord([228, 230, 234]);
 
 // A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
 // cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
@@ -952,12 +958,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   let scale = 0;
   if (hit) scale = hit.scale;
   else {
-    values = new Array(rows * cols);
+    values = new Float64Array(rows * cols); // a masked cell (null in JSON) is kept as -Infinity
     for (let r = 0, o = 0; r < rows; r++)
       for (let c = 0; c < cols; c++, o++) {
-        const v = value(r, c);
+        const v = value(r, c) ?? -Infinity;
         values[o] = v;
-        if (v !== null && v !== -Infinity && Math.abs(v) > scale) scale = Math.abs(v);
+        if (v !== -Infinity && Math.abs(v) > scale) scale = Math.abs(v);
       }
   }
   if (kind === "weights") scale = 1;
@@ -974,17 +980,19 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   let hiddenCells = hit ? hit.hiddenCells : []; // [row, col] of masked cells
   function paintCells() {
     cells = new Uint8ClampedArray(rows * cols * 4);
+    const words = new Uint32Array(cells.buffer); // one RGBA cell per word
+    const step = 255 / (scale || 1);
     hiddenCells = [];
     for (let r = 0, i = 0; r < rows; r++)
       for (let c = 0; c < cols; c++, i++) {
-        const rgb = masked && masked(r, c) ? null : colour(values ? values[i] : value(r, c), scale, kind);
-        const o = 4 * i;
-        const [red, green, blue] = rgb || [228, 230, 234];
-        cells[o] = red;
-        cells[o + 1] = green;
-        cells[o + 2] = blue;
-        cells[o + 3] = 255;
-        if (!rgb) hiddenCells.push([r, c]);
+        const v = masked && masked(r, c) ? null : values ? values[i] : value(r, c);
+        if (v === null || v === -Infinity) {
+          words[i] = MASKED_WORD;
+          hiddenCells.push([r, c]);
+        } else {
+          const shade = Math.min(255, Math.round(Math.abs(v) * step));
+          words[i] = (kind === "weights" ? WEIGHT_SHADES : v < 0 ? NEGATIVE_SHADES : POSITIVE_SHADES)[shade];
+        }
       }
     values = null;
     store?.set(source[1], { cells, scale, hiddenCells });
@@ -994,6 +1002,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     // device pixels: each takes the colour of the cell it falls in
     const across = Math.floor(cols * cw * ratio);
     const down = Math.floor(rows * ch * ratio);
+    if (across === cols && down === rows) {
+      ctx.putImageData(new ImageData(cells, cols, rows), Math.round(left * ratio), 0); // a pixel per cell (512 tokens)
+      return;
+    }
     const image = ctx.createImageData(across, down);
     const to = new Uint32Array(image.data.buffer); // one RGBA pixel per word, bytes in order
     const from = new Uint32Array(cells.buffer);
