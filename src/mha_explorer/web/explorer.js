@@ -390,9 +390,11 @@ function projections(view, query, head) {
   const calc = h("p", { class: "calc", "aria-live": "off" }, "Point at a number of q, K or V to see the row of X and the column of W that made it.");
   const links = [];
 
+  // X as a heatmap (more than TABLE_LIMIT numbers) is drawn once, for K: V's product refers to it
+  const bigX = n * c.d_model > TABLE_LIMIT;
   function linked(name, weight, out, outRows, dOut) {
     // out[r, c] = X[outRows[r]] · W[:, c]
-    const xTable = grid({
+    const xTable = name === "v" && bigX ? h("p", { class: "same-x" }, "X, as above") : grid({
       source: [t.x, outRows.length === 1 ? `row ${outRows[0]}` : "all"],
       caption: outRows.length === 1 ? h("span", {}, sub("x", payload.tokens[query])) : "X",
       rows: outRows,
