@@ -119,6 +119,9 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
         page.get_by_label("Calculation stage").select_option(label=title)
         assert title in page.locator(".stage h2").inner_text()
+        if title == "Projections":  # X (512 x 384) is drawn once, for K, and V's product refers to it
+            captions = page.locator(".stage figure.heatmap-figure figcaption").all_inner_texts()
+            assert captions.count("X") == 1 and page.locator(".stage .same-x").inner_text() == "X, as above"
     page.get_by_role("button", name="All queries").click()
     page.get_by_label("Calculation stage").select_option(label="Weights")
     assert page.locator(".stage canvas.heatmap").count() == 1
