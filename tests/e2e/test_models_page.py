@@ -83,6 +83,19 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     page.get_by_label("Calculation stage").select_option(label="Weights")
     page.screenshot(path=str(artifacts / "model-minilm-weights.png"), full_page=True)
 
+    # the pointer resting on a thumbnail fetches that head; the click then shows it at once
+    asked.clear()
+    with page.expect_response(lambda r: r.url.endswith("api/model-head")):
+        page.locator(".thumb-button", has_text="Head 7").hover()
+    assert asked == ["model-head"]
+    shown = page.evaluate("""() => new Promise((done) => {
+        document.querySelector('.thumb-button[data-head="7"]').click();
+        queueMicrotask(() => queueMicrotask(() => done(document.querySelector('.stage').textContent)));
+    })""")
+    assert "head 7" in shown and "Loading" not in shown  # drawn in the click's own task
+    assert asked == ["model-head"]  # nothing more was fetched
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=0, head=7)))
+
     # back to head 0: the page kept it, so nothing is fetched and its numbers are head 0's
     asked.clear()
     page.locator(".thumb-button", has_text="Head 0").click()

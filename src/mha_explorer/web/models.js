@@ -142,25 +142,41 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
     }
   }
 
-  // Another head of the layer on screen: only that head's arrays cross the network.
+  // Another head of the layer on screen: only that head's arrays cross the network, once.
+  const fetching = new Map(); // head -> the promise of its payload, while it is on its way
+  function fetchHead(head) {
+    if (byHead.has(head)) return Promise.resolve(byHead.get(head));
+    if (fetching.has(head)) return fetching.get(head);
+    const request = { ...current, head, query: null };
+    const done = (async () => {
+      try {
+        const arrays = await answer(await fetch("api/model-head", asking(request)));
+        if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return null; // a new trace came first
+        const shared = byHead.values().next().value;
+        const payload = { ...shared, stages: { ...shared.stages, ...arrays.stages }, weights: { ...shared.weights, ...arrays.weights } };
+        byHead.set(head, payload);
+        if (byHead.size > KEEP_HEADS) byHead.delete(byHead.keys().next().value);
+        return payload;
+      } finally {
+        fetching.delete(head);
+      }
+    })();
+    fetching.set(head, done);
+    return done;
+  }
+
   async function showHead(head) {
     if (!current) return false;
     wantedHead = head;
-    let payload = byHead.get(head);
+    let payload = byHead.get(head); // already here (seen, or fetched while the pointer rested on it): no wait
     if (!payload) {
-      const request = { ...current, head, query: null };
-      let arrays;
       try {
-        arrays = await answer(await fetch("api/model-head", asking(request)));
+        payload = await fetchHead(head);
       } catch (failure) {
         if (wantedHead === head) error.textContent = `Head ${head} could not be fetched: ${failure.message}. Pick it again to retry.`;
         return false;
       }
-      if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return false; // a new trace came first
-      const shared = byHead.values().next().value;
-      payload = { ...shared, stages: { ...shared.stages, ...arrays.stages }, weights: { ...shared.weights, ...arrays.weights } };
-      byHead.set(head, payload);
-      if (byHead.size > KEEP_HEADS) byHead.delete(byHead.keys().next().value);
+      if (!payload) return false;
     }
     if (wantedHead !== head) return false;
     error.textContent = "";
@@ -201,6 +217,10 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       return true;
     },
     head: showHead,
+    // a head the user is about to pick (the pointer or the focus is on its thumbnail): fetch it now
+    prefetch: (head) => {
+      if (current && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
+    },
     request: () => current,
   };
 }

@@ -315,6 +315,14 @@ async function main() {
     const payload = model.get("payload");
     if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
   });
+  // the pointer resting on a head's thumbnail, or the focus reaching it, usually comes a few hundred
+  // milliseconds before the click: long enough to fetch that head's arrays
+  const intent = (event) => {
+    const thumb = event.target.closest?.(".thumb-button");
+    if (thumb && mode === "model") models?.prefetch(Number(thumb.dataset.head));
+  };
+  app.addEventListener("pointerover", intent);
+  app.addEventListener("focusin", intent);
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, mode, editor.lab));
   model.on("change:payload", () => {
     // "Reset example" puts the teaching payload back: follow it into teaching mode
