@@ -103,6 +103,19 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=0, head=0)))
     assert asked == []
 
+    # the focus on the head picker fetches the heads its arrow keys step to (1 and 11, from head 0)
+    bodies = []
+    page.on("request", lambda r: bodies.append(r.post_data_json["head"]) if r.url.endswith("api/model-head") else None)
+    done = "() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('api/model-head')).length"
+    before = page.evaluate(done)
+    page.get_by_label("Inspect head").focus()
+    page.wait_for_function(f"() => ({done})() >= {before + 2}")  # both answers are in
+    assert sorted(bodies) == [1, 11]
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 1')")
+    assert "Loading" not in page.locator(".stage").inner_text()
+    assert 1 not in bodies[2:]  # head 1 was not fetched again (head 2, its next neighbour, may be)
+
 
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):

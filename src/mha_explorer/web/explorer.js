@@ -186,7 +186,7 @@ function render({ model, el }) {
 
   const ids = { query: uid("query"), head: uid("head"), stage: uid("stage") };
   const querySelect = h("select", { id: ids.query });
-  const headSelect = h("select", { id: ids.head });
+  const headSelect = h("select", { id: ids.head, "data-control": "head" });
   const stageSelect = h("select", { id: ids.stage });
   const previous = h("button", { type: "button", class: "step" }, "Previous");
   const next = h("button", { type: "button", class: "step primary" }, "Next");

@@ -315,14 +315,25 @@ async function main() {
     const payload = model.get("payload");
     if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
   });
-  // the pointer resting on a head's thumbnail, or the focus reaching it, usually comes a few hundred
-  // milliseconds before the click: long enough to fetch that head's arrays
+  // The pointer resting on a head's thumbnail, or the focus reaching it, usually comes a few hundred
+  // milliseconds before the click: long enough to fetch that head's arrays. With the focus on the
+  // head picker, the arrow keys step to the next or previous head: those two are fetched.
+  const onHeadPicker = () => document.activeElement?.dataset.control === "head";
+  const neighbours = () => {
+    const n = model.get("payload").config.n_heads;
+    for (const step of [1, n - 1]) models.prefetch((model.get("head") + step) % n);
+  };
   const intent = (event) => {
+    if (mode !== "model" || !models) return;
     const thumb = event.target.closest?.(".thumb-button");
-    if (thumb && mode === "model") models?.prefetch(Number(thumb.dataset.head));
+    if (thumb) models.prefetch(Number(thumb.dataset.head));
+    else if (event.type === "focusin" && onHeadPicker()) neighbours();
   };
   app.addEventListener("pointerover", intent);
   app.addEventListener("focusin", intent);
+  model.on("change:head", () => {
+    if (mode === "model" && models && onHeadPicker()) neighbours();
+  });
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, mode, editor.lab));
   model.on("change:payload", () => {
     // "Reset example" puts the teaching payload back: follow it into teaching mode
