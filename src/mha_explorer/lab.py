@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
-from .schema import Packer, TracePayload, TraceRequest, trace_payload
+from .schema import DERIVED, Packer, TracePayload, TraceRequest, trace_payload
 from .trace import trace
 from .weights import AttentionWeights, weight_shapes
 
@@ -82,8 +82,11 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
                 f"the {name} stage goes past the largest float64 (about 1.8e308): these values are too large "
                 "to compute with; keep every value of X and the weights under about 1e100",
             )
-    encode = (lambda name, a: packer.array(a)) if packer is not None else None
-    return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode)
+    if packer is None:
+        return trace_payload(t, request.tokens, weights, request.query, request.encoding)
+    return trace_payload(
+        t, request.tokens, weights, request.query, request.encoding, lambda name, a: packer.array(a), derived=DERIVED
+    )
 
 
 def _array(field: str, values) -> np.ndarray:

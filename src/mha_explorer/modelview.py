@@ -16,7 +16,7 @@ import numpy as np
 
 from pydantic import BaseModel, Field
 
-from .schema import Array, ModelLayer, Packer, TracePayload, array, trace_payload
+from .schema import DERIVED, Array, ConfigModel, ModelLayer, Packer, TracePayload, array, trace_payload
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
@@ -112,7 +112,11 @@ class HeadArrays(BaseModel):
     """One head's arrays of a layer already sent: what changes when the page switches heads."""
 
     head: int
+    config: ConfigModel
     stages: dict[str, Array] = Field(description="the stages with a head (or key/value head) axis, sliced to this head")
+    derived: list[str] = Field(
+        default_factory=list, description="stages left out of a binary answer, for the reader to compute (see schema.derive)"
+    )
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V and their biases, sliced the same way")
 
 
@@ -141,9 +145,13 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     run = _layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
     per_head = HEAD_AXIS | GROUP_AXIS
+    derived = DERIVED if packer is not None else ()
+    config = run.trace.config
     return HeadArrays(
         head=head,
-        stages={name: encode(name, a) for name, a in run.trace.stages.items() if name in per_head},
+        config=ConfigModel(**config.to_dict(), kind=config.kind),
+        stages={name: encode(name, a) for name, a in run.trace.stages.items() if name in per_head and name not in derived},
+        derived=[name for name in run.trace.stages if name in derived],
         weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head},
     )
 
@@ -170,4 +178,5 @@ def model_payload(
         overview=float32(small, packer),
         overview_block=block,
     )
-    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info)
+    derived = DERIVED if packer is not None else ()
+    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 import base64
+import math
 import struct
 from typing import Annotated, Literal
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .costs import costs
 from .narrative import mathml, notes, page_stages
-from .trace import STAGES, Trace
+from .trace import STAGES, Trace, hidden_keys
 from .weights import AttentionWeights
 
 SCHEMA_VERSION = 1
@@ -113,6 +114,9 @@ class TracePayload(BaseModel):
     kv_group: list[int] = Field(description="head i reads key/value head kv_group[i]")
     stage_table: list[StageModel] = Field(description="name, shape and formula of every recorded stage, in order")
     stages: dict[str, Array]
+    derived: list[str] = Field(
+        default_factory=list, description="stages left out of a binary answer, for the reader to compute (see derive)"
+    )
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, W_O and biases, per head")
     page_stages: list[PageStageModel]
     notes: list[Note]
@@ -157,9 +161,23 @@ class Packer:
         return b"".join([struct.pack("<Q", len(head)), head, *self.parts])
 
 
+# Stages a binary answer leaves out, as the reader can compute them exactly from the scores: the
+# scale is one IEEE multiply in the scores' own precision, the mask puts -inf where keys are hidden.
+DERIVED = ("scaled", "mask")
+
+
+def derive(name: str, scores: np.ndarray, config: ConfigModel) -> np.ndarray:
+    """`scaled` or `mask` from the scores (k, n, n) of some heads, as trace() computes them."""
+    scale = 1.0 / math.sqrt(config.d_head) if config.scale is None else config.scale
+    scaled = scores * np.asarray(scale, scores.dtype)  # in the scores' precision, as trace() multiplies
+    if name == "scaled":
+        return scaled
+    return np.where(hidden_keys(scores.shape[-1], config), -np.inf, scaled).astype(scores.dtype)
+
+
 def unpack(body: bytes, answer: type[BaseModel]) -> BaseModel:
-    """A binary answer back as `answer` with base64 arrays, the same as a base64 answer: for tests
-    and Python clients."""
+    """A binary answer back as `answer` with base64 arrays and every stage, the same as a base64
+    answer: for tests and Python clients."""
     (size,) = struct.unpack_from("<Q", body)
     head = answer.model_validate_json(body[8 : 8 + size])
     start = 8 + size
@@ -181,6 +199,18 @@ def unpack(body: bytes, answer: type[BaseModel]) -> BaseModel:
                 walk(value)
 
     walk(head)
+    derived = getattr(head, "derived", [])
+    if derived:
+        scores = head.stages["scores"]
+        dtype = "<f4" if scores.dtype == "float32" else "<f8"
+        values = np.frombuffer(base64.b64decode(scores.b64), dtype=dtype)
+        values = values.reshape(-1, *scores.shape[1:])  # (present heads, n, n)
+        made = {name: array(derive(name, values, head.config), "base64", scores.dtype, scores.heads) for name in derived}
+        for a in made.values():
+            a.shape = list(scores.shape)
+        order = [s.name for s in STAGES]
+        head.stages = {name: head.stages.get(name) or made[name] for name in order if name in head.stages or name in made}
+        head.derived = []
     return head
 
 
@@ -192,8 +222,10 @@ def trace_payload(
     encoding: str = "json",
     encode=None,
     model: ModelLayer | None = None,
+    derived: tuple[str, ...] = (),
 ) -> TracePayload:
-    """The payload of a trace. `encode(name, array) -> Array` may slice or narrow arrays (real models)."""
+    """The payload of a trace. `encode(name, array) -> Array` may slice or narrow arrays (real models);
+    the stages named in `derived` are left out, for the reader to compute (binary answers)."""
     encode = encode or (lambda name, a: array(a, encoding))
     config = t.config
     return TracePayload(
@@ -202,7 +234,8 @@ def trace_payload(
         query=query,
         kv_group=list(config.kv_group),
         stage_table=[StageModel(**asdict(s)) for s in STAGES if s.name in t.stages],
-        stages={name: encode(name, a) for name, a in t.stages.items()},
+        stages={name: encode(name, a) for name, a in t.stages.items() if name not in derived},
+        derived=[name for name in t.stages if name in derived],
         weights={name: encode(name, a) for name, a in weights.arrays().items()},
         page_stages=[
             PageStageModel(**asdict(s) | {"trace_stages": list(s.trace_stages)}, mathml=mathml(s.latex))

@@ -88,3 +88,18 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head"
     not_loaded = TestClient(create_app()).post("/api/model-head", json=request)  # a server that has not loaded it
     assert not_loaded.status_code == 409 and "POST /api/models/minilm/load first" in not_loaded.json()["detail"][0]["message"]
+
+
+@pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
+def test_a_causal_models_binary_answer_leaves_out_scaled_and_mask_and_they_come_back_exactly():
+    """The reader computes the scaled scores and the causal mask from the scores, in float32."""
+    client = TestClient(create_app())
+    client.post("/api/models/smollm2/load")
+    while client.get("/api/models/smollm2").json()["state"] == "loading":
+        time.sleep(0.05)
+    request = {"model": "smollm2", "text": "Every token reads the tokens before it.", "layer": 2, "head": 4}
+    for route, kind in (("/api/model-trace", TracePayload), ("/api/model-head", HeadArrays)):
+        raw = client.post(route, json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
+        assert b'"derived":["scaled","mask"]' in raw.content and b'"scaled":{' not in raw.content, route
+        full = kind.model_validate_json(client.post(route, json=request).content)
+        assert {"scaled", "mask"} <= set(full.stages) and unpack(raw.content, kind).model_dump() == full.model_dump(), route

@@ -119,7 +119,8 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
 
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
-    trace_model(page, server_url, "smollm2", "Attention lets every token read from the tokens before it.", 0)
+    text = "Attention lets every token read from the tokens before it."
+    trace_model(page, server_url, "smollm2", text, 0)
     stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
     assert "Rotary positions" in stages and "Mask" in stages
     assert page.locator(".thumb-button").count() == 9
@@ -132,6 +133,12 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     page.get_by_label("Query token").select_option(index=2)
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
+    # the page computes the scaled scores and the mask from the scores (in float32): the very numbers
+    arrays = full_arrays(api_trace(server_url, model="smollm2", text=text, layer=0, head=0))
+    for title in ("Scores", "Mask", "Weights"):
+        page.get_by_label("Calculation stage").select_option(label=title)
+        shown = check_numbers(page, ".stage", arrays)
+        assert title != "Mask" or any(src.startswith("mask:") for src in shown)
 
 
 @needs("minilm")

@@ -75,7 +75,31 @@ export function unpack(buffer) {
     for (const value of Object.values(node)) attach(value);
   };
   attach(head);
+  // stages left out (schema.DERIVED), made from the scores when first read
+  const scores = head.stages?.scores;
+  for (const name of head.derived || []) head.stages[name] = { shape: scores.shape, heads: scores.heads, dtype: scores.dtype, derive: () => derive(name, scores, head.config) };
   return head;
+}
+
+// scaled or mask from the scores, exactly as the server computes them: each score times the scale
+// in the scores' own precision (a float32 product of two float32 numbers is exact in a double,
+// and storing it in a Float32Array rounds it once, as a float32 multiply does), then -inf where a
+// key is hidden from the query (after it when causal; beyond the sliding window).
+function derive(name, scores, config) {
+  const from = scores.data;
+  const single = from instanceof Float32Array;
+  const scale = config.scale ?? 1 / Math.sqrt(config.d_head);
+  const factor = single ? Math.fround(scale) : scale;
+  const out = single ? new Float32Array(from.length) : new Float64Array(from.length);
+  for (let i = 0; i < from.length; i++) out[i] = from[i] * factor;
+  if (name === "mask") {
+    const n = scores.shape[scores.shape.length - 1];
+    const window = config.sliding_window;
+    for (let o = 0; o < out.length; o += n * n)
+      for (let i = 0; i < n; i++)
+        for (let j = 0; j < n; j++) if ((config.causal && j > i) || (window != null && j <= i - window)) out[o + i * n + j] = -Infinity;
+  }
+  return out;
 }
 
 // A number the learner can check: two decimals shown, full precision on hover and focus.
@@ -86,17 +110,18 @@ function num(value, src, extra) {
 
 // A row-major array from the payload: at(i, j, ...) reads one entry.
 class Tensor {
-  constructor({ shape, data, b64, dtype, heads }) {
+  constructor({ shape, data, b64, dtype, heads, derive }) {
     this.shape = shape;
     this.b64 = b64;
     this.dtype = dtype;
-    this.values = b64 ? null : data;
+    this.derive = derive; // a stage the answer left out: computed on first use
+    this.values = b64 || derive ? null : data;
     // a real model's payload holds only some slices of axis 0 (heads): map head -> slice
     this.slices = heads ? new Map(heads.map((head, i) => [head, i])) : null;
     this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
   }
   get data() {
-    if (this.values === null) this.values = decode(this.b64, this.dtype); // decoded on first use only
+    if (this.values === null) this.values = this.derive ? this.derive() : decode(this.b64, this.dtype); // on first use only
     return this.values;
   }
   has(first) {
