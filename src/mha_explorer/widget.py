@@ -53,6 +53,9 @@ class Explorer(anywidget.AnyWidget):
     # An index or a token on the way in, always an int index once stored (see _valid_query).
     query = traitlets.Any(0).tag(sync=True)
     all_queries = traitlets.Bool(False).tag(sync=True)
+    # A real model's payload holds one head; when the view shows another, this holds that head's
+    # arrays alone (modelview.HeadArrays), which the front end merges in: not a whole new payload.
+    head_arrays = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
 
     _model = None  # (loaded model, text, layer) for a real model's layer, else None
 
@@ -171,6 +174,7 @@ class Explorer(anywidget.AnyWidget):
         # a new trace may have fewer heads, tokens or stages: keep what still fits, else start over
         payload = change["new"]
         with self.hold_trait_notifications():
+            self.head_arrays = None  # they belonged to the payload before
             if self.stage not in _stage_ids(payload):
                 self.stage = _stage_ids(payload)[0]
             if not 0 <= self.head < payload["config"]["n_heads"]:
@@ -180,16 +184,18 @@ class Explorer(anywidget.AnyWidget):
 
     @traitlets.observe("head")
     def _send_head(self, change) -> None:
-        # a real model's payload holds one head: the front end shows "Loading head ..." until it comes
+        # a real model's payload holds one head: the front end shows "Loading head ..." until the
+        # head's arrays come
         if self._model is None or self.payload.get("model") is None:
             return
         present = self.payload["stages"]["q"].get("heads")
         if present is None or change["new"] in present:
+            self.head_arrays = None
             return
-        from .modelview import model_payload
+        from .modelview import head_arrays
 
         model, text, layer = self._model
-        self.payload = model_payload(model, text, layer, head=change["new"], query=self.query).model_dump(mode="json")
+        self.head_arrays = head_arrays(model, text, layer, change["new"]).model_dump(mode="json")
 
     @traitlets.validate("stage")
     def _valid_stage(self, proposal):

@@ -264,6 +264,15 @@ def walk_through(lab, page, minilm_available) -> None:
         # its payload holds one head: picking another asks Python for that head's arrays
         real.get_by_label("Inspect head").select_option(label="Head 3")
         expect_view(real, "weights", 3, 4, "3. Weights · head 3 · query “milk”")
+        # the numbers are head 3's (the walkthrough's cell: minilm, "cats like warm milk", layer 3)
+        from mha_explorer.models import load_model
+
+        core, _ = load_model("minilm").trace("cats like warm milk", 3)
+        shown = real.locator('.stage .num[data-src^="weights:3,"]').evaluate_all("(nums) => nums.map((e) => [e.dataset.src, e.dataset.full])")
+        assert shown
+        for src, full in shown:
+            index = tuple(int(i) for i in src.split(":")[1].split(","))
+            assert float(full) == float(core["weights"][index]), src
         real.screenshot(path=ARTIFACTS / "notebook-minilm.png")
 
     # 2. Next changes the stage: in both views of w, and only there

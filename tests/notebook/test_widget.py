@@ -141,12 +141,18 @@ def test_a_real_model_sends_the_head_the_view_asks_for(minilm):
     w = Explorer.from_model(minilm, text="cats like warm milk", layer=3, head=2)
     assert w.payload["stages"]["q"]["heads"] == [2]  # the page's compact payload: one head at a time
     w.query = "cats"
+    payload = w.payload
     w.set_state({"head": 7})  # as a click in the view would
-    assert w.payload["stages"]["q"]["heads"] == [7] and w.payload["stages"]["k"]["heads"] == [7]
+    # only head 7's arrays go to the front end, which merges them into the payload it has
+    assert w.payload is payload and w.head_arrays["head"] == 7
+    assert w.head_arrays["stages"]["q"]["heads"] == [7] and w.head_arrays["stages"]["k"]["heads"] == [7]
+    assert "x" not in w.head_arrays["stages"] and "concat" not in w.head_arrays["stages"]
     assert (w.head, w.query_token) == (7, "cats")
     core, _ = load_model(minilm).trace("cats like warm milk", 3)
-    shown = Array.model_validate(w.payload["stages"]["weights"])
+    shown = Array.model_validate(w.head_arrays["stages"]["weights"])
     np.testing.assert_array_equal(to_numpy(shown)[0], core["weights"][7])
+    w.set_state({"head": 2})  # the payload's own head again: nothing to merge
+    assert w.head_arrays is None
 
 
 # ---- query by token, and validation ---------------------------------------------------------------

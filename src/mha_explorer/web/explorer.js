@@ -272,8 +272,24 @@ function render({ model, el }) {
     set({ stage: original.page_stages[0].id, head: 0, query: original.query, all_queries: false });
   });
 
-  function setPayload() {
+  // In a notebook, a real model's payload holds one head and Python sends the head on view, when
+  // another, as the trait head_arrays (only that head's arrays): it is merged in here. The page
+  // merges heads itself and never sets head_arrays.
+  let merged = null; // [payload, head arrays, the two merged]
+  function currentPayload() {
     const payload = model.get("payload");
+    const extra = model.get("head_arrays");
+    const heads = payload.stages.q?.heads;
+    if (!extra || extra.head !== model.get("head") || !heads || heads.includes(extra.head)) return payload;
+    if (!merged || merged[0] !== payload || merged[1] !== extra) {
+      merged = [payload, extra, { ...payload, stages: { ...payload.stages, ...extra.stages }, weights: { ...payload.weights, ...extra.weights } }];
+    }
+    return merged[2];
+  }
+
+  function setPayload() {
+    const payload = currentPayload();
+    if (view && payload === view.payload) return; // what was built for it stays
     // another head of the layer on screen (a real model's): the tokens, stages, notes, costs and
     // overview are the same objects, so what was built from them stays
     const sameLayer = Boolean(payload.model && view && payload.model === view.payload.model && payload.tokens === view.payload.tokens);
@@ -374,14 +390,16 @@ function render({ model, el }) {
     schedule();
   };
   model.on("change:stage", onState);
-  model.on("change:head", onState);
+  model.on("change:head", onPayload); // another head may bring or drop the merged head arrays
   model.on("change:query", onState);
   model.on("change:all_queries", onState);
   model.on("change:payload", onPayload);
+  model.on("change:head_arrays", onPayload);
   return () => {
+    model.off?.("change:head_arrays", onPayload);
     model.off?.("change:all_queries", onState);
     model.off?.("change:stage", onState);
-    model.off?.("change:head", onState);
+    model.off?.("change:head", onPayload);
     model.off?.("change:query", onState);
     model.off?.("change:payload", onPayload);
   };
