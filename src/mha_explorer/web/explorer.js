@@ -943,7 +943,6 @@ const canvasPlaces = new Map(); // place -> { canvas, box, mark, markLabel, curs
 const claims = new WeakMap(); // figure -> () => void: put its canvas in, and draw
 const drawnBy = new WeakMap(); // canvas -> the handlers of the heatmap last drawn on it
 let slots = null; // { panel, next } while a panel is built
-const fonts = new WeakMap(); // 2d context -> the font set on it
 
 function slotsFor(panel, build) {
   slots = { panel, next: 0 };
@@ -1066,30 +1065,17 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.putImageData(image, Math.round(left * ratio), 0);
   }
 
-  const font = `${Math.min(12, Math.max(8, ch - 2))}px system-ui, sans-serif`;
-  function labels(ctx, rowsToLabel, colour) {
-    if (fonts.get(ctx) !== font) {
-      // a font is parsed and looked up on every set (a quarter of a millisecond): set it once per
-      // canvas size (resizing a canvas resets its context)
-      ctx.font = font;
-      ctx.textBaseline = "middle";
-      ctx.textAlign = "right";
-      fonts.set(ctx, font);
-    }
-    ctx.fillStyle = colour;
-    for (const r of rowsToLabel) ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * ch + ch / 2);
-  }
-
+  const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
   function draw() {
     if (!cells) paintCells();
     if (entry.base !== cells) drawBase(); // the same cells are already on this canvas
     const marked = mark !== undefined && mark !== null;
     outline(entry.mark, marked && [left, mark * ch, cols * cw, ch]);
-    const tall = Math.min(12, Math.max(8, ch - 2)) + 4;
-    outline(entry.markLabel, marked && [0, mark * ch + ch / 2 - tall / 2, left - 2, tall]);
+    // the query's label, dark, on the panel's white over the grey labels it may overlap
+    outline(entry.markLabel, marked && [0, mark * ch + ch / 2 - fontSize / 2 - 2, left - 2, fontSize + 4]);
     if (marked) {
       entry.markLabel.textContent = rowLabel(mark).slice(0, 10);
-      entry.markLabel.style.fontSize = `${tall - 4}px`;
+      entry.markLabel.style.fontSize = `${fontSize}px`;
     }
     outline(entry.cursor, cursor && [left + cursor[1] * cw, cursor[0] * ch, cw, ch]);
   }
@@ -1099,8 +1085,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
     putCells(ctx);
-    const every = ch >= 8 ? 1 : Math.ceil(8 / ch);
-    labels(ctx, range(Math.ceil(rows / every)).map((i) => i * every), "#5b6475");
+    ctx.font = `${fontSize}px system-ui, sans-serif`;
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "right";
+    ctx.fillStyle = "#5b6475";
+    const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
+    for (let r = 0; r < rows; r += every) ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * ch + ch / 2);
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
@@ -1146,11 +1136,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     const { canvas, box } = entry;
     if (box.parentNode === figure && drawnBy.get(canvas) === handlers) return; // still showing this map
     if (canvas.width !== width * ratio || canvas.height !== height * ratio) {
-      canvas.width = width * ratio; // clears it, and resets its context
+      canvas.width = width * ratio; // clears it
       canvas.height = height * ratio;
       canvas.style.width = `${width}px`;
       canvas.style.height = `${height}px`;
-      fonts.delete(canvas.getContext("2d"));
       entry.base = null;
     }
     canvas.setAttribute("aria-label", `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
