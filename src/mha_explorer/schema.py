@@ -23,7 +23,7 @@ class Array(BaseModel):
     """A row-major array of prod(shape) numbers, in one of three encodings.
 
     `data`: a JSON list, null standing for -inf (a masked score). `b64`: the little-endian
-    bytes in base64, which the page decodes straight into a Float64Array. `offset`: in a binary
+    bytes in base64, which the page decodes straight into a typed array. `offset`: in a binary
     answer (see `Packer`), where the bytes start after the JSON head, for a typed-array view.
     """
 

@@ -308,14 +308,14 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     not_loaded = {409: ERRORS[422] | {"description": "the model is not loaded yet"}}
 
-    binary = {200: {"content": {BINARY_MEDIA_TYPE: {}}, "description": "with encoding binary: a JSON head, then the arrays"}}
+    binary_answer = {200: {"content": {BINARY_MEDIA_TYPE: {}}, "description": "with encoding binary: a JSON head, then the arrays"}}
 
-    @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | not_loaded | binary)
+    @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | not_loaded | binary_answer)
     async def model_trace(request: ModelTraceRequest, http: Request) -> Response:
         r = request
         return await on_model(r, lambda model, packer: model_payload(model, r.text, r.layer, r.head, r.query, packer), accepts_gzip(http))
 
-    @app.post("/api/model-head", response_model=HeadArrays, responses=ERRORS | not_loaded | binary)
+    @app.post("/api/model-head", response_model=HeadArrays, responses=ERRORS | not_loaded | binary_answer)
     async def model_head(request: ModelTraceRequest) -> Response:
         """Another head of a layer the page already holds: that head's arrays only."""
         r = request
@@ -333,7 +333,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     def teaching_example(encoding: Literal["json", "base64"] = "json") -> Response:
         return Response(example_json[encoding], media_type="application/json")
 
-    @app.post("/api/trace", response_model=TracePayload, responses=ERRORS | binary)
+    @app.post("/api/trace", response_model=TracePayload, responses=ERRORS | binary_answer)
     async def lab_trace(request: TraceRequest) -> Response:
         if request.encoding != "binary":
             return Response(await gate.run(lambda: json_bytes(lab_payload(request))), media_type="application/json")
