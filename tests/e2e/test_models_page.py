@@ -96,6 +96,21 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     assert asked == ["model-head"]  # nothing more was fetched
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=0, head=7)))
 
+    # a pointer sweeping across the row fetches nothing until it rests (on head 11 here)
+    asked.clear()
+    bodies = []
+    page.on("request", lambda r: bodies.append(r.post_data_json["head"]) if r.url.endswith("api/model-head") else None)
+    sweep = """() => {
+        const thumbs = [8, 9, 10, 11].map((i) => document.querySelector(`.thumb-button[data-head="${i}"]`));
+        thumbs.forEach((thumb, i) => {
+            thumb.dispatchEvent(new PointerEvent("pointerover", { bubbles: true }));
+            if (i < 3) thumb.dispatchEvent(new PointerEvent("pointerout", { bubbles: true, relatedTarget: thumbs[i + 1] }));
+        });
+    }"""
+    with page.expect_response(lambda r: r.url.endswith("api/model-head")):
+        page.evaluate(sweep)  # in one task, as a quick sweep of the pointer is, to the computer's timers
+    assert bodies == [11]
+
     # back to head 0: the page kept it, so nothing is fetched and its numbers are head 0's
     asked.clear()
     page.locator(".thumb-button", has_text="Head 0").click()
@@ -103,14 +118,13 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=0, head=0)))
     assert asked == []
 
-    # the focus on the head picker fetches the heads its arrow keys step to (1 and 11, from head 0)
-    bodies = []
-    page.on("request", lambda r: bodies.append(r.post_data_json["head"]) if r.url.endswith("api/model-head") else None)
+    # the focus on the head picker fetches the heads its arrow keys step to (1; 11 is already here)
+    bodies.clear()
     done = "() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('api/model-head')).length"
     before = page.evaluate(done)
     page.get_by_label("Inspect head").focus()
-    page.wait_for_function(f"() => ({done})() >= {before + 2}")  # both answers are in
-    assert sorted(bodies) == [1, 11]
+    page.wait_for_function(f"() => ({done})() >= {before + 1}")  # its answer is in
+    assert bodies == [1]
     page.keyboard.press("ArrowDown")
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 1')")
     assert "Loading" not in page.locator(".stage").inner_text()

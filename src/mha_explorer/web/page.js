@@ -316,21 +316,30 @@ async function main() {
     if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
   });
   // The pointer resting on a head's thumbnail, or the focus reaching it, usually comes a few hundred
-  // milliseconds before the click: long enough to fetch that head's arrays. With the focus on the
-  // head picker, the arrow keys step to the next or previous head: those two are fetched.
+  // milliseconds before the click: long enough to fetch that head's arrays. (Resting: 80 ms, so
+  // that a pointer sweeping across the row fetches nothing.) With the focus on the head picker,
+  // the arrow keys step to the next or previous head: those two are fetched.
   const onHeadPicker = () => document.activeElement?.dataset.control === "head";
   const neighbours = () => {
     const n = model.get("payload").config.n_heads;
     for (const step of [1, n - 1]) models.prefetch((model.get("head") + step) % n);
   };
-  const intent = (event) => {
-    if (mode !== "model" || !models) return;
-    const thumb = event.target.closest?.(".thumb-button");
+  const thumbOf = (event) => (mode === "model" && models ? event.target.closest?.(".thumb-button") : null);
+  let resting = null;
+  app.addEventListener("pointerover", (event) => {
+    const thumb = thumbOf(event);
+    if (!thumb) return;
+    clearTimeout(resting);
+    resting = setTimeout(() => models.prefetch(Number(thumb.dataset.head)), 80);
+  });
+  app.addEventListener("pointerout", (event) => {
+    if (thumbOf(event) && !event.target.closest(".thumb-button").contains(event.relatedTarget)) clearTimeout(resting);
+  });
+  app.addEventListener("focusin", (event) => {
+    const thumb = thumbOf(event);
     if (thumb) models.prefetch(Number(thumb.dataset.head));
-    else if (event.type === "focusin" && onHeadPicker()) neighbours();
-  };
-  app.addEventListener("pointerover", intent);
-  app.addEventListener("focusin", intent);
+    else if (mode === "model" && models && onHeadPicker()) neighbours();
+  });
   model.on("change:head", () => {
     if (mode === "model" && models && onHeadPicker()) neighbours();
   });
