@@ -222,5 +222,6 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       if (current && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
     },
     request: () => current,
+    kept: () => [...byHead.keys()],
   };
 }

@@ -212,6 +212,9 @@ async function main() {
     get linkPending() {
       return linkQueued; // the URL does not yet hold the latest change
     },
+    get keptHeads() {
+      return models?.kept() || []; // a real model's heads the page holds: picking one fetches nothing
+    },
   };
 
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
