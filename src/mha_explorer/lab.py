@@ -82,11 +82,9 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
                 f"the {name} stage goes past the largest float64 (about 1.8e308): these values are too large "
                 "to compute with; keep every value of X and the weights under about 1e100",
             )
-    if packer is None:
-        return trace_payload(t, request.tokens, weights, request.query, request.encoding)
-    return trace_payload(
-        t, request.tokens, weights, request.query, request.encoding, lambda name, a: packer.array(a), derived=DERIVED
-    )
+    encode = None if packer is None else (lambda name, a: packer.array(a))
+    derived = () if packer is None else DERIVED
+    return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=derived)
 
 
 def _array(field: str, values) -> np.ndarray:

@@ -81,6 +81,11 @@ export function unpack(buffer) {
   return head;
 }
 
+// A layer's payload with another head's arrays (modelview.HeadArrays) in place of its own.
+export function withHead(payload, arrays) {
+  return { ...payload, stages: { ...payload.stages, ...arrays.stages }, weights: { ...payload.weights, ...arrays.weights } };
+}
+
 // scaled or mask from the scores, exactly as the server computes them: each score times the scale
 // in the scores' own precision (a float32 product of two float32 numbers is exact in a double,
 // and storing it in a Float32Array rounds it once, as a float32 multiply does), then -inf where a
@@ -282,7 +287,7 @@ function render({ model, el }) {
     const heads = payload.stages.q?.heads;
     if (!extra || extra.head !== model.get("head") || !heads || heads.includes(extra.head)) return payload;
     if (!merged || merged[0] !== payload || merged[1] !== extra) {
-      merged = [payload, extra, { ...payload, stages: { ...payload.stages, ...extra.stages }, weights: { ...payload.weights, ...extra.weights } }];
+      merged = [payload, extra, withHead(payload, extra)];
     }
     return merged[2];
   }

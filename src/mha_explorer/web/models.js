@@ -1,7 +1,7 @@
 // Real models on the page: pick a model, type a text, pick a layer; the server loads the model
 // (with progress), runs it up to that layer and sends the layer's trace, one head at a time.
 
-import { unpack } from "./explorer.js";
+import { unpack, withHead } from "./explorer.js";
 
 function node(tag, attrs, ...children) {
   const made = document.createElement(tag);
@@ -152,8 +152,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       try {
         const arrays = await answer(await fetch("api/model-head", asking(request)));
         if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return null; // a new trace came first
-        const shared = byHead.values().next().value;
-        const payload = { ...shared, stages: { ...shared.stages, ...arrays.stages }, weights: { ...shared.weights, ...arrays.weights } };
+        const payload = withHead(byHead.values().next().value, arrays);
         byHead.set(head, payload);
         if (byHead.size > KEEP_HEADS) byHead.delete(byHead.keys().next().value);
         return payload;
