@@ -4,12 +4,18 @@ NumPy runs each call on one core, except matrix products, which BLAS spreads ove
 own. A big layer instead splits its work into independent parts (heads, or blocks of rows) and
 runs them on a small pool of threads; NumPy releases the GIL inside each call. Meanwhile BLAS is
 held to one thread: its threads keep spinning between calls and would take the pool's cores.
+
+That limit is process-wide, so parallel parts take turns: a server tracing two requests at once
+runs one request's parts, then the other's (each already fills every core). Without the turns, the
+first to finish would give BLAS its threads back under the other's pool, and the last would leave
+BLAS on one thread for good.
 """
 
 from __future__ import annotations
 
 import contextvars
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -18,8 +24,10 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 WORKERS = min(os.cpu_count() or 1, 8)
-_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mha-part") if WORKERS > 1 else None
+_PREFIX = "mha-part"
+_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=_PREFIX) if WORKERS > 1 else None
 _blas = ThreadpoolController()
+_turn = threading.RLock()  # held by the thread whose parts run on the pool (re-entrant: nested calls)
 
 Each = Callable[[Callable, Iterable], None]  # each(task, items) runs task(item) for every item
 
@@ -38,11 +46,12 @@ def in_parallel(task: Callable, items: Iterable) -> None:
 @contextmanager
 def cores(big: bool) -> Iterator[Each]:
     """Yield how to run independent parts: on every core (BLAS on one thread) when the work is
-    big enough to repay the threads, else one after another. Call it from outside the pool."""
-    if _pool is None or not big:
+    big enough to repay the threads, else one after another. Inside a task of the pool it is
+    always one after another: the pool's threads are taken."""
+    if _pool is None or not big or threading.current_thread().name.startswith(_PREFIX):
         yield serially
         return
-    with _blas.limit(limits=1, user_api="blas"):
+    with _turn, _blas.limit(limits=1, user_api="blas"):
         yield in_parallel
 
 

@@ -1,0 +1,62 @@
+"""Big traces from several threads at once (the server's workers): same numbers, BLAS left as found."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+from mha_explorer import parallel
+from mha_explorer.config import AttentionConfig
+from mha_explorer.trace import PARALLEL_ENTRIES, trace
+from mha_explorer.weights import AttentionWeights
+
+pytestmark = pytest.mark.unit
+
+CONFIG = AttentionConfig(d_model=64, n_heads=4, d_head=16, causal=True)
+N = 400  # n_heads * n * n = 640,000 >= PARALLEL_ENTRIES: the heads run on the pool
+
+
+def blas_threads() -> list[int]:
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+@pytest.mark.skipif(parallel.WORKERS < 2, reason="one core: nothing runs in parallel")
+def test_concurrent_traces_give_the_serial_numbers_and_give_blas_its_threads_back():
+    assert CONFIG.n_heads * N * N >= PARALLEL_ENTRIES
+    w = AttentionWeights.random(CONFIG, seed=3, dtype=np.float32)
+    x = np.random.default_rng(3).standard_normal((N, CONFIG.d_model)).astype(np.float32)
+    expected = trace(x, w, CONFIG)
+    before = blas_threads()
+    differ: list[str] = []
+
+    def work() -> None:
+        for _ in range(8):
+            got = trace(x, w, CONFIG)
+            differ.extend(name for name, a in got.stages.items() if not np.array_equal(a, expected[name]))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert differ == []
+    # each trace limits BLAS to one thread while its heads run; overlapping limits used to leave
+    # it there (the last to finish restored the value the others had set)
+    assert blas_threads() == before
+
+
+def test_inside_a_pool_task_parts_run_one_after_another():
+    if parallel.WORKERS < 2:
+        pytest.skip("one core: there is no pool")
+    seen = []
+
+    def task(_):
+        with parallel.cores(True) as each:
+            seen.append(each)
+
+    with parallel.cores(True) as each:
+        each(task, range(2))
+    assert seen == [parallel.serially, parallel.serially]
