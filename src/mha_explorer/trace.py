@@ -139,7 +139,7 @@ def _attend(
     output needs (the scores are then scaled in place and no contributions are formed)."""
     n = x.shape[0]
     group = np.asarray(config.kv_group)
-    q, k, v = _project(x, w, config, each)  # (h, n, e), (g, n, e), (g, n, f): every head projects the full input
+    q, k, v = _project(x, w, config, each, record)  # (h, n, e), (g, n, e), (g, n, f): every head projects the full input
     stages = {"x": x, "q": q, "k": k, "v": v}
 
     if config.qk_norm:
@@ -210,7 +210,7 @@ def _attend(
         row_sums = a @ ones  # (n,): a matrix-vector product is the fastest row sum
         np.reciprocal(row_sums, out=row_sums)
         if record:
-            np.einsum("qk,q->qk", a, row_sums, out=a)  # each row / its sum
+            np.multiply(a, row_sums[:, None], out=a)  # each row / its sum
             np.matmul(a, v[g], out=z[i])
             np.matmul(z[i], W_O[i], out=contributions[i])
         else:
@@ -236,22 +236,21 @@ def _attend(
 _EXP_SAFE = 60.0
 
 
-def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each) -> tuple[np.ndarray, ...]:
+def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each, record: bool) -> tuple[np.ndarray, ...]:
     """Q, K and V of every head as one product with the packed [W^Q | W^K | W^V], the way
-    nn.MultiheadAttention computes them, then split per head: (h, n, e), (g, n, e), (g, n, f)."""
+    nn.MultiheadAttention computes them, then split per head: (h, n, e), (g, n, e), (g, n, f).
+    Recorded stages are contiguous copies; otherwise they are views into the one product (BLAS
+    reads a head's strided (n, e) block as it is)."""
     h, g, e, f = config.n_heads, config.n_kv_heads, config.d_head, config.d_v
-    parts = [w.W_Q, w.W_K, w.W_V]
-    packed = np.concatenate([p.transpose(1, 0, 2).reshape(config.d_model, -1) for p in parts], axis=1)
+    packed, bias = w.packed_qkv()  # (d, h*e + g*e + g*f), (h*e + g*e + g*f,) or None
     qkv = parallel.matmul(x, packed, each)  # (n, h*e + g*e + g*f)
     if config.bias:
-        qkv = _add(qkv, np.concatenate([w.b_Q.reshape(-1), w.b_K.reshape(-1), w.b_V.reshape(-1)]))
+        qkv = _add(qkv, bias)
     n = x.shape[0]
     ends = np.cumsum([h * e, g * e])
     q, k, v = np.split(qkv, ends, axis=1)
-    return tuple(
-        np.ascontiguousarray(a.reshape(n, heads, width).transpose(1, 0, 2))
-        for a, heads, width in ((q, h, e), (k, g, e), (v, g, f))
-    )
+    split = (a.reshape(n, heads, width).transpose(1, 0, 2) for a, heads, width in ((q, h, e), (k, g, e), (v, g, f)))
+    return tuple(np.ascontiguousarray(a) if record else a for a in split)
 
 
 # Heads run in parallel once a layer's attention matrices hold this many entries (h * n * n).

@@ -67,6 +67,29 @@ class AttentionWeights:
             if name not in expected and getattr(self, name) is not None:
                 raise ConfigError(f"{name} is given but qk_norm=False: set qk_norm=True or drop {name}")
 
+    def frozen(self) -> AttentionWeights:
+        """These weights, made read-only (a loaded model's): trace() then keeps their packed
+        [W^Q | W^K | W^V] between calls instead of building it for every call."""
+        for a in self.arrays().values():
+            a.setflags(write=False)
+        object.__setattr__(self, "_frozen", True)
+        return self
+
+    def packed_qkv(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """[W^Q | W^K | W^V], every head side by side, (d_model, h*d_head + g*d_head + g*d_v), and
+        the biases in the same order (or None): x @ W + b gives every q, k and v at once."""
+        kept = self.__dict__.get("_packed")
+        if kept is not None:
+            return kept
+        W = np.concatenate([pack_heads(w) for w in (self.W_Q, self.W_K, self.W_V)], axis=1)  # (d_model, h*e + g*e + g*f)
+        b = None if self.b_Q is None else np.concatenate([b.reshape(-1) for b in (self.b_Q, self.b_K, self.b_V)])
+        if self.__dict__.get("_frozen"):
+            W.setflags(write=False)
+            if b is not None:
+                b.setflags(write=False)
+            object.__setattr__(self, "_packed", (W, b))
+        return W, b
+
     def astype(self, dtype) -> AttentionWeights:
         return AttentionWeights(
             **{f.name: None if (a := getattr(self, f.name)) is None else a.astype(dtype) for f in fields(self)}

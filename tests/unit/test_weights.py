@@ -124,6 +124,29 @@ def test_packed_projection_equals_per_head_projection():
         np.testing.assert_allclose(q_packed[:, 2 * i : 2 * i + 2], x @ w.W_Q[i] + w.b_Q[i], rtol=1e-13, atol=1e-13)
 
 
+def test_packed_qkv_projects_every_head_and_is_kept_only_for_frozen_weights():
+    w = AttentionWeights.random(GQA_BIAS, seed=6)
+    x = np.random.default_rng(6).standard_normal((5, 6))
+    W, b = w.packed_qkv()
+    assert W.shape == (6, 4 * 3 + 2 * 3 + 2 * 2)
+    qkv = x @ W + b
+    np.testing.assert_allclose(qkv[:, 3:6], x @ w.W_Q[1] + w.b_Q[1], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(qkv[:, 12 + 3 : 12 + 6], x @ w.W_K[1] + w.b_K[1], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(qkv[:, 18 + 2 : 18 + 4], x @ w.W_V[1] + w.b_V[1], rtol=1e-13, atol=1e-13)
+
+    # weights a caller may edit are packed afresh: an edit shows at once
+    w.W_Q[0, 0, 0] += 1.0
+    assert w.packed_qkv()[0][0, 0] == w.W_Q[0, 0, 0]
+    assert w.packed_qkv()[0] is not w.packed_qkv()[0]
+
+    frozen = AttentionWeights.random(GQA_BIAS, seed=6).frozen()
+    assert frozen.packed_qkv()[0] is frozen.packed_qkv()[0]
+    with pytest.raises(ValueError, match="read-only"):
+        frozen.W_Q[0, 0, 0] = 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        frozen.packed_qkv()[1][0] = 1.0
+
+
 @pytest.mark.parametrize(
     "config",
     [

@@ -70,7 +70,7 @@ class Bert(Architecture):
             attn.check(self.config)
             self.layers.append(
                 {
-                    "attention": attn,
+                    "attention": attn.frozen(),  # read-only, so trace() keeps its packed form
                     "attention_norm": (get(L + "attention.output.LayerNorm.weight", (d,)), get(L + "attention.output.LayerNorm.bias", (d,))),
                     "up": (get(L + "intermediate.dense.weight", (ffn, d)), get(L + "intermediate.dense.bias", (ffn,))),
                     "down": (get(L + "output.dense.weight", (d, ffn)), get(L + "output.dense.bias", (d,))),

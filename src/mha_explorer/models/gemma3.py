@@ -139,7 +139,7 @@ class Gemma3(Architecture):
             )
             attn.check(self.attention_config(i))
             self.layers.append(
-                {"attention": attn}
+                {"attention": attn.frozen()}  # read-only, so trace() keeps its packed form
                 | {key: get(key, i, (d,)) for key in ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")}
                 | {"gate": get("gate", i, (f, d)), "up": get("up", i, (f, d)), "down": get("down", i, (d, f))}
             )

@@ -105,7 +105,7 @@ class Llama(Architecture):
             attn.check(self.config)
             self.layers.append(
                 {
-                    "attention": attn,
+                    "attention": attn.frozen(),  # read-only, so trace() keeps its packed form
                     "attn_norm": get("attn_norm", i, (d,)),
                     "ffn_norm": get("ffn_norm", i, (d,)),
                     "gate": get("gate", i, (f, d)),
