@@ -111,6 +111,13 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(11)")
     assert bodies == [11]
 
+    # a press on a thumbnail (a touch, or a click with no rest first) fetches it before the click
+    bodies.clear()
+    page.evaluate("""() => document.querySelector('.thumb-button[data-head="4"]')
+        .dispatchEvent(new PointerEvent("pointerdown", { bubbles: true }))""")
+    page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(4)")
+    assert bodies == [4]
+
     # back to head 0: the page kept it, so nothing is fetched and its numbers are head 0's
     asked.clear()
     page.locator(".thumb-button", has_text="Head 0").click()

@@ -318,8 +318,8 @@ async function main() {
     const payload = model.get("payload");
     if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
   });
-  // The pointer resting on a head's thumbnail, or the focus reaching it, usually comes a few hundred
-  // milliseconds before the click: long enough to fetch that head's arrays. (Resting: 80 ms, so
+  // The pointer resting on a head's thumbnail, the focus reaching it, or a press on it, usually
+  // comes a hundred milliseconds or more before the click: long enough to fetch that head's arrays. (Resting: 80 ms, so
   // that a pointer sweeping across the row fetches nothing.) With the focus on the head picker,
   // the arrow keys step to the next or previous head: those two are fetched.
   const onHeadPicker = () => document.activeElement?.dataset.control === "head";
@@ -334,6 +334,13 @@ async function main() {
     if (!thumb) return;
     clearTimeout(resting);
     resting = setTimeout(() => models.prefetch(Number(thumb.dataset.head)), 80);
+  });
+  // a press comes some 100 ms before its click (a touch, or a mouse clicked without resting)
+  app.addEventListener("pointerdown", (event) => {
+    const thumb = thumbOf(event);
+    if (!thumb) return;
+    clearTimeout(resting);
+    models.prefetch(Number(thumb.dataset.head));
   });
   app.addEventListener("pointerout", (event) => {
     if (thumbOf(event) && !event.target.closest(".thumb-button").contains(event.relatedTarget)) clearTimeout(resting);
