@@ -1,9 +1,11 @@
 """Shared by every tier: one Playwright driver for the whole session (the sync API cannot nest),
-and the same Hypothesis examples on every run."""
+Debian's Chromium launched the same way by every browser test, and the same Hypothesis examples
+on every run."""
 
 from __future__ import annotations
 
 import os
+from urllib.parse import urlparse
 
 import pytest
 from hypothesis import settings
@@ -21,3 +23,47 @@ def playwright_driver():
 
     with sync_playwright() as driver:
         yield driver
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's: nothing is downloaded by Playwright
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+
+
+@pytest.fixture(scope="session")
+def launch_chromium(playwright_driver):
+    """launch(*extra_args) -> a headless Debian Chromium that fetches nothing in the background."""
+
+    def launch(*extra_args: str):
+        return playwright_driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS + list(extra_args))
+
+    return launch
+
+
+def offline(context, blocked: list[str] | None = None) -> None:
+    """Let a browser context reach loopback and inline data only; every other request is refused
+    (and listed in blocked): the page must work with no network."""
+
+    def route(r) -> None:
+        url = r.request.url
+        if url.startswith(("data:", "blob:", "file:")) or (urlparse(url).hostname or "") in LOCAL_HOSTS:
+            r.continue_()
+        else:
+            if blocked is not None:
+                blocked.append(url)
+            r.abort()
+
+    context.route("**/*", route)
+
+
+@pytest.fixture(scope="session")
+def offline_context():
+    return offline

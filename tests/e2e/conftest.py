@@ -6,25 +6,13 @@ import socket
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 import uvicorn
 
 from mha_explorer.server import create_app
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
 def free_port() -> int:
@@ -50,24 +38,16 @@ def server_url():
 
 
 @pytest.fixture(scope="session")
-def browser(playwright_driver):
-    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+def browser(launch_chromium):
+    b = launch_chromium()
     yield b
     b.close()
 
 
-def block_outside(route):
-    host = urlparse(route.request.url).hostname or ""
-    if route.request.url.startswith(("data:", "blob:", "file:")) or host in LOCAL_HOSTS:
-        route.continue_()
-    else:
-        route.abort()
-
-
 @pytest.fixture
-def page(browser):
+def page(browser, offline_context):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.route("**/*", block_outside)
+    offline_context(context)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)

@@ -17,27 +17,13 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.notebook
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    # websockets do not pass through Playwright's router: no name but loopback resolves at all
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-]
 START_TIMEOUT = 60  # s for JupyterLab to answer
 STEP = 30_000  # ms for one thing to appear in the page
 RUN_ALL = 120_000  # ms for the kernel to start and run every cell
@@ -142,27 +128,19 @@ def wait_for_idle_kernel(lab, timeout: float = RUN_ALL / 1000) -> None:
 
 
 @pytest.fixture(scope="module")
-def browser(playwright_driver):
-    b = playwright_driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+def browser(launch_chromium):
+    # websockets do not pass through Playwright's router: no name but loopback resolves at all
+    b = launch_chromium("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost")
     yield b
     b.close()
 
 
 @pytest.fixture
-def page(browser):
+def page(browser, offline_context):
     context = browser.new_context(viewport={"width": 1400, "height": 2100})
     context.set_default_timeout(STEP)
     blocked: list[str] = []
-
-    def local_only(route):
-        url = route.request.url
-        if url.startswith(("data:", "blob:")) or (urlparse(url).hostname or "") in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort()
-
-    context.route("**/*", local_only)
+    offline_context(context, blocked)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
