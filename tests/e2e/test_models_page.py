@@ -149,7 +149,11 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     assert page.locator(".stage canvas.heatmap").count() >= 2
     page.screenshot(path=str(artifacts / "model-smollm2-rope.png"), full_page=True)
+    # tokens are labelled by the text they stand for, a leading space as ␣ ("Ġlets" is "␣lets")
+    options = page.get_by_label("Query token").locator("option").all_inner_texts()
+    assert options[:3] == ["Attention", "␣lets", "␣every"] and not any("Ġ" in o for o in options)
     page.get_by_label("Query token").select_option(index=2)
+    assert "query “␣every”" in page.locator(".stage h2").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
     # the page computes the scaled scores and the mask from the scores (in float32): the very numbers

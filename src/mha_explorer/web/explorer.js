@@ -82,6 +82,23 @@ export function unpack(buffer) {
 }
 
 // A layer's payload with another head's arrays (modelview.HeadArrays) in place of its own.
+// A real model's tokens as the view labels them: the text each stands for, with a leading space
+// shown as ␣ and a line break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the", "##ing" -> "ing"); the
+// raw token where that text is blank or not whole (one byte of a longer character). The token
+// strip shows the same text; the labels are worked out once per layer.
+const labelled = new WeakMap(); // payload.model -> the labels
+function tokenLabels(payload) {
+  if (!labelled.has(payload.model)) {
+    const readable = payload.model.readable || [];
+    const label = (text, j) => {
+      const shown = (text ?? "").replace(/^ +/, (spaces) => "␣".repeat(spaces.length)).replace(/\n/g, "↵").replace(/\t/g, "⇥");
+      return shown.trim() && !shown.includes("\ufffd") ? shown : payload.tokens[j];
+    };
+    labelled.set(payload.model, payload.tokens.map((token, j) => label(readable[j], j)));
+  }
+  return labelled.get(payload.model);
+}
+
 export function withHead(payload, arrays) {
   return { ...payload, stages: { ...payload.stages, ...arrays.stages }, weights: { ...payload.weights, ...arrays.weights } };
 }
@@ -293,8 +310,9 @@ function render({ model, el }) {
   }
 
   function setPayload() {
-    const payload = currentPayload();
-    if (view && payload === view.payload) return; // what was built for it stays
+    const source = currentPayload();
+    if (view && source === view.source) return; // what was built for it stays
+    const payload = source.model ? { ...source, tokens: tokenLabels(source) } : source;
     // another head of the layer on screen (a real model's): the tokens, stages, notes, costs and
     // overview are the same objects, so what was built from them stays
     const sameLayer = Boolean(payload.model && view && payload.model === view.payload.model && payload.tokens === view.payload.tokens);
@@ -304,7 +322,8 @@ function render({ model, el }) {
     const sameFrame = Boolean(!payload.model && view && !view.payload.model && frame(payload) === frame(view.payload));
     if (!sameLayer && !sameFrame) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
     view = {
-      payload,
+      source,
+      payload, // a real model's with its tokens as labels (see tokenLabels)
       t: tensors(payload.stages, sameLayer ? view.t : null),
       w: tensors(payload.weights, sameLayer ? view.w : null),
       stageIds: payload.page_stages.map((s) => s.id),
@@ -744,7 +763,7 @@ function rope(view, query, head) {
   const qIn = t.q_normed ? "q_normed" : "q";
   const kIn = t.k_normed ? "k_normed" : "k";
   return [
-    h("p", { class: "lead" }, `Rotary positions turn pairs of components of q and k by an angle that grows with the token's position (θ = ${payload.config.rope_theta}). After the turn, q·k depends on how far apart the two tokens are, not on where they stand.`),
+    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, payload.tokens[query], `” is at position ${query}.`),
     vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
     vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
     heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
@@ -993,11 +1012,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     store = paintedCells.get(source[0]);
   }
   const hit = store?.get(source[1]);
-  // Square cells, except: a map of few rows is drawn at least 16 px tall, and a tall map of few
-  // columns (every token's q, K, V; a W) gets cells up to 8 times wider than high, so that it can
-  // be seen and pointed at.
+  // Square cells, except: a map of few rows is drawn at least 16 px tall, with rows of at least
+  // 12 px while that keeps it under 320 px (so that its row labels can be read), and a tall map of
+  // few columns (every token's q, K, V; a W) gets cells up to 8 times wider than high, so that it
+  // can be seen and pointed at.
   const square = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
-  const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)));
+  const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)), rows * 12 <= 320 ? 12 : 0);
   const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
   const left = 76;
   const width = left + cols * cw;
