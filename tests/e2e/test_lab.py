@@ -110,6 +110,9 @@ def test_causal_mask_stage_shows_masked_cells_with_zero_weight(page, server_url,
 
 def test_gqa_sharing_and_costs_are_shown(page, server_url):
     open_lab(page, server_url)
+    assert page.get_by_role("button", name="Reset example").is_hidden()  # it would leave the lab
+    # every query head says which K/V head it reads and with whom (head 0 too)
+    assert "Its keys and values come from K/V head 0, shared with head 1." in page.locator(".stage").inner_text()
     page.locator("summary", has_text="Cost of this configuration").click()
     figure = page.locator("svg.sharing")
     assert figure.get_attribute("aria-label").startswith("4 query heads reading 2 key/value heads")
@@ -251,7 +254,7 @@ def test_64_tokens_and_width_64_stay_usable(page, server_url, artifacts):
     set_field(page, "n_kv_heads", 8)
     set_field(page, "d_head", 8)
     set_field(page, "d_v", 8)
-    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.includes('d_model 64 · 8 heads of 8')")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.includes('d_model 64 · 8 heads · d_head 8')")
     for title in ("Projections", "Scores", "Weights", "Output projection"):
         page.get_by_label("Calculation stage").select_option(label=title)
     page.screenshot(path=str(artifacts / "lab-64-tokens.png"), full_page=False)

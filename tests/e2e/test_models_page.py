@@ -156,6 +156,19 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert "query “␣every”" in page.locator(".stage h2").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
+    # the keys listed as the query's top keys are keys it sees (positions 0 to 2), never masked ones
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    listed = [int(p.strip().lstrip("@")) for p in page.locator(".stage .pos").all_inner_texts()]
+    assert sorted(listed) == [0, 1, 2], listed
+    page.get_by_label("Calculation stage").select_option(label="Value mixing")
+    assert "the 3 value rows of K/V head 0 that “␣every” sees" in page.locator(".stage").inner_text()
+    # every query at once works on the stages only decoders have
+    page.get_by_label("Calculation stage").select_option(label="Rotary positions")
+    page.get_by_role("button", name="All queries").click()
+    assert "Rotary positions" in page.locator(".stage h2").inner_text()
+    assert page.locator(".stage canvas.heatmap").count() == 2
+    page.get_by_role("button", name="All queries").click()
+    page.get_by_label("Calculation stage").select_option(label="Mask")
     # the page computes the scaled scores and the mask from the scores (in float32): the very numbers
     arrays = full_arrays(api_trace(server_url, model="smollm2", text=text, layer=0, head=0))
     for title in ("Scores", "Mask", "Weights"):
@@ -203,3 +216,15 @@ def test_the_model_picker_leads_back_to_the_teaching_example(page, server_url):
     picker.select_option(label="Teaching example")
     assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
     assert "like" in page.locator(".stage h2").inner_text()
+
+
+@needs("minilm")
+@needs("smollm2")
+def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, server_url):
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    assert "all-MiniLM-L6-v2 · layer 1" in page.locator(".overview").inner_text()
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('SmolLM2-135M-Instruct · layer 0')", timeout=120_000)
+    assert page.get_by_label("Layer (from 0)").input_value() == "0"
+    assert "Rotary positions" in page.get_by_label("Calculation stage").locator("option").all_inner_texts()
+    assert page.locator("#models .lab-error").inner_text() == ""

@@ -146,6 +146,11 @@ def test_next_and_previous_walk_the_stages(page, server_url):
         if i < len(STAGES) - 1:
             nxt.click()
     assert nxt.is_disabled()
+    # at the last stage Enter on Next does nothing: the focus stays there and the stage with it
+    nxt.focus()
+    page.keyboard.press("Enter")
+    assert STAGES[-1] in page.locator(".stage h2").inner_text()
+    assert page.evaluate("() => document.activeElement.textContent") == "Next"
     prev.click()
     assert "Concatenation" in page.locator(".stage h2").inner_text()
 

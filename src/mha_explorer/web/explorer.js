@@ -374,12 +374,10 @@ function render({ model, el }) {
     querySelect.value = String(query);
     headSelect.value = String(head);
     stageSelect.value = stage;
-    const focused = root.ownerDocument.activeElement;
-    previous.disabled = i <= 0;
-    next.disabled = i >= view.stageIds.length - 1;
-    // a button that just became disabled drops the focus; hand it to its partner
-    if (focused === next && next.disabled) previous.focus();
-    if (focused === previous && previous.disabled) next.focus();
+    // at the first or last stage the button stays focusable and does nothing (aria-disabled): a
+    // disabled button would drop the focus, and the next Enter would press whatever took it
+    previous.setAttribute("aria-disabled", String(i <= 0));
+    next.setAttribute("aria-disabled", String(i >= view.stageIds.length - 1));
     for (const li of steps.children) {
       if (li.dataset.stage === stage) li.setAttribute("aria-current", "step");
       else li.removeAttribute("aria-current");
@@ -496,7 +494,7 @@ function projections(view, query, head) {
         const value = t[name].at(name === "q" ? head : g, outRows[r], j);
         calc.replaceChildren(
           `${name}[${payload.tokens[outRows[r]]}][${j}] = `,
-          x.flatMap((v, k) => [k ? " + " : "", fmt(v), "×", fmt(wc[k])]),
+          ...x.flatMap((v, k) => [k ? " + " : "", fmt(v), "×", fmt(wc[k])]),
           c.bias ? " + bias" : "",
           ` = ${fmt(value)}`,
         );
@@ -508,7 +506,7 @@ function projections(view, query, head) {
 
   const all = range(n);
   return [
-    h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, g !== head ? ` Its keys and values come from K/V head ${g}, shared with heads ${payload.kv_group.map((x, i) => (x === g ? i : null)).filter((i) => i !== null).join(", ")}.` : ""),
+    h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, sharedKV(payload, head)),
     linked("q", "W_Q", "q", [query], c.d_head),
     linked("k", "W_K", "k", all, c.d_head),
     linked("v", "W_V", "v", all, c.d_v),
@@ -521,9 +519,17 @@ function projections(view, query, head) {
 const MANY_TOKENS = 24;
 const TOP_KEYS = 8;
 
-function topKeys(view, query, head) {
+// The keys this query may see (all of them, unless a causal mask or a sliding window hides some).
+function visibleKeys(view, query, head) {
+  const { t } = view;
   const n = view.payload.tokens.length;
-  return range(n)
+  return t.mask ? range(n).filter((j) => t.mask.at(head, query, j) > -Infinity) : range(n);
+}
+
+// The visible keys with the most weight, most first: the highest scaled scores, as softmax keeps
+// their order. Hidden keys (weight exactly 0) are never listed.
+function topKeys(view, query, head) {
+  return visibleKeys(view, query, head)
     .sort((a, b) => view.t.weights.at(head, query, b) - view.t.weights.at(head, query, a))
     .slice(0, TOP_KEYS);
 }
@@ -546,6 +552,7 @@ function scores(view, query, head) {
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
   const root = Math.sqrt(payload.config.d_head);
+  const divisor = 1 / (payload.config.scale ?? 1 / root); // √d_head unless the layer sets its own scale
   const q = t.q.row(head, query);
   const rows = range(n).map((j) =>
     h(
@@ -554,7 +561,7 @@ function scores(view, query, head) {
       h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
       h("td", { class: "terms" }, products(q, t.k.row(g, j), (e) => `q:${head},${query},${e}`, (e) => `k:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, `÷ ${fmt(root)}`),
+      h("td", { class: "div" }, `÷ ${fmt(divisor)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
@@ -617,18 +624,18 @@ function scoresMany(view, query, head) {
       h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)),
       h("td", {}, `Σ of ${c.d_head} products`),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, `× ${fmt(scale)}`),
+      h("td", { class: "div" }, `÷ ${fmt(1 / scale)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
   return [
-    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${top.length} keys that get the most weight.`),
+    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${top.length} keys with the highest scores.`),
     keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
     h(
       "table",
       { class: "calc-table" },
-      h("caption", {}, `Top ${top.length} keys by weight`),
-      h("thead", {}, h("tr", {}, ["key", "q · k", "q · k", "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
+      h("caption", {}, `The ${top.length} keys with the highest scores`),
+      h("thead", {}, h("tr", {}, ["key", "computed as", "q · k", "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows),
     ),
   ];
@@ -676,12 +683,14 @@ function weightsMany(view, query, head) {
     bar.style.width = `${(100 * a).toFixed(2)}%`;
     return h("div", { class: "bar-row" }, h("span", { class: "tok" }, payload.tokens[j], h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(a, `weights:${head},${query},${j}`));
   });
+  const shown = visibleKeys(view, query, head);
   let rest = 0;
-  for (let j = 0; j < payload.tokens.length; j++) if (!top.includes(j)) rest += t.weights.at(head, query, j);
+  for (const j of shown) if (!top.includes(j)) rest += t.weights.at(head, query, j);
+  const hidden = payload.tokens.length - shown.length;
   return [
     keyStrip(view, query, head, "weights", `Weights of head ${head} over all ${payload.tokens.length} keys (darker = more)`, "weights"),
     h("div", { class: "bars", role: "group", "aria-label": `The ${top.length} largest weights of head ${head}` }, bars),
-    h("p", { class: "lead" }, `The other ${payload.tokens.length - top.length} keys share ${fmt(rest)} of the weight.`),
+    h("p", { class: "lead" }, `The other ${shown.length - top.length} keys it sees share ${fmt(rest)} of the weight.`, hidden ? ` The ${hidden} masked keys get exactly 0.` : ""),
   ];
 }
 
@@ -728,7 +737,7 @@ function mixingMany(view, query, head) {
   const dv = payload.config.d_v;
   const top = topKeys(view, query, head);
   return [
-    h("p", { class: "lead" }, `z is the weighted sum of all ${payload.tokens.length} value rows of K/V head ${g}. Below: the value rows of the ${top.length} keys with the most weight, then z.`),
+    h("p", { class: "lead" }, `z is the weighted sum of the ${visibleKeys(view, query, head).length} value rows of K/V head ${g} that “`, payload.tokens[query], `” sees. Below: the value rows of the ${top.length} keys with the most weight, then z.`),
     heatmap({
       caption: `Value rows of the top keys (rows), each to be scaled by its weight`,
       rows: top.length,
@@ -747,7 +756,7 @@ function normed(view, query, head) {
   const d = payload.config.d_head;
   const n = payload.tokens.length;
   return [
-    h("p", { class: "lead" }, `Each q and k row is divided by its root mean square, then multiplied by a learned scale per component. This keeps the scores in range however large the projections grow.`),
+    h("p", { class: "lead" }, `Below: q of “`, payload.tokens[query], `” before and after the norm, then every key of K/V head ${g}, before and after. The same learned vector multiplies every head's q (and another every k).`),
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
     heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
@@ -769,6 +778,16 @@ function rope(view, query, head) {
     heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
     heatmap({ caption: `K after the rotation`, rows: n, cols: d, value: (r, e) => t.k_rotated.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
   ];
+}
+
+// " Its keys and values come from K/V head g, shared with heads …" when other query heads read
+// the same K/V head (GQA, MQA), else nothing
+function sharedKV(payload, head) {
+  const g = payload.kv_group[head];
+  const readers = payload.kv_group.map((x, i) => (x === g ? i : null)).filter((i) => i !== null);
+  if (readers.length < 2) return "";
+  const others = readers.filter((i) => i !== head);
+  return ` Its keys and values come from K/V head ${g}, shared with head${others.length > 1 ? "s" : ""} ${others.join(", ")}.`;
 }
 
 function concat(view, query, head) {
@@ -873,7 +892,10 @@ function contributionChart(contrib, y, head) {
   extent = extent || 1;
   const scale = plot / 2 / extent;
   const zero = left + plot / 2;
-  const height = d * rowH + 46;
+  // the legend: one entry per head, then the total's tick, in rows of as many as fit
+  const perLine = Math.floor((width - left) / 96);
+  const legendLines = Math.ceil((nHeads + 1) / perLine);
+  const height = d * rowH + 28 + 18 * legendLines;
   const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Contributions of each head to each output component, as stacked bars" });
   const defs = svg("defs", {});
   const hatch = uid("hatch"); // the patterns' ids, unique per chart: several charts can share a document
@@ -903,15 +925,15 @@ function contributionChart(contrib, y, head) {
     const ty = zero + y[m] * scale;
     chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }));
   }
-  const legendY = d * rowH + 30;
-  let lx = left;
+  const at = (k) => [left + (k % perLine) * 96, d * rowH + 30 + 18 * Math.floor(k / perLine)]; // legend entry k
   for (let i = 0; i < nHeads; i++) {
-    chart.append(svg("rect", { x: lx, y: legendY - 10, width: 14, height: 12, fill: `url(#${hatch}-${i})` }));
-    chart.append(svg("text", { x: lx + 18, y: legendY, class: "label" }, `head ${i} (h${i})`));
-    lx += 96;
+    const [lx, ly] = at(i);
+    chart.append(svg("rect", { x: lx, y: ly - 10, width: 14, height: 12, fill: `url(#${hatch}-${i})` }));
+    chart.append(svg("text", { x: lx + 18, y: ly, class: "label" }, `head ${i} (h${i})`));
   }
-  chart.append(svg("line", { x1: lx, x2: lx, y1: legendY - 11, y2: legendY + 2, class: "total-tick" }));
-  chart.append(svg("text", { x: lx + 6, y: legendY, class: "label" }, "total y"));
+  const [tx, ty] = at(nHeads);
+  chart.append(svg("line", { x1: tx, x2: tx, y1: ty - 11, y2: ty + 2, class: "total-tick" }));
+  chart.append(svg("text", { x: tx + 6, y: ty, class: "label" }, "total y"));
   return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, "Bars right of the axis add, bars left subtract; the black tick is the output component."));
 }
 
@@ -981,6 +1003,15 @@ function claimCanvases(node) {
   if (!(node instanceof Element)) return;
   if (node.matches("figure.heatmap-figure")) claims.get(node)?.();
   for (const figure of node.querySelectorAll("figure.heatmap-figure")) claims.get(figure)?.();
+}
+
+// text cut to fit width px in ctx's font, an ellipsis marking the cut ("head 0 · 16" must not
+// become "head 0 · 1")
+function fitText(ctx, text, width) {
+  if (ctx.measureText(text).width <= width) return text;
+  let end = text.length - 1;
+  while (end > 1 && ctx.measureText(`${text.slice(0, end)}…`).width > width) end--;
+  return `${text.slice(0, end)}…`;
 }
 
 function heatmapCanvas(place, handlers) {
@@ -1099,8 +1130,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     // the query's label, dark, on the panel's white over the grey labels it may overlap
     outline(entry.markLabel, marked && [0, mark * ch + ch / 2 - fontSize / 2 - 2, left - 2, fontSize + 4]);
     if (marked) {
-      entry.markLabel.textContent = rowLabel(mark).slice(0, 10);
-      entry.markLabel.style.fontSize = `${fontSize}px`;
+      entry.markLabel.textContent = rowLabel(mark); // cut by CSS, with an ellipsis, where it is too long
+      Object.assign(entry.markLabel.style, { fontSize: `${fontSize}px`, lineHeight: `${fontSize + 4}px` });
     }
     outline(entry.cursor, cursor && [left + cursor[1] * cw, cursor[0] * ch, cw, ch]);
   }
@@ -1115,7 +1146,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.textAlign = "right";
     ctx.fillStyle = "#5b6475";
     const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
-    for (let r = 0; r < rows; r += every) ctx.fillText(rowLabel(r).slice(0, 10), left - 6, r * ch + ch / 2);
+    for (let r = 0; r < rows; r += every) ctx.fillText(fitText(ctx, String(rowLabel(r)), left - 8), left - 6, r * ch + ch / 2);
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
@@ -1205,6 +1236,14 @@ function allQueries(view, query, head, stage) {
     mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, t.z, (r, j) => [head, r, j], c.d_v, comp("z"))],
     concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, t.concat, (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
     output: () => [map("output Y (n × d_model)", t.output, (r, j) => [r, j], c.d_model, comp("y"))],
+    qk_norm: () => [
+      map(`Q of head ${head} after the norm`, t.q_normed, (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`K of K/V head ${g} after the norm`, t.k_normed, (r, j) => [g, r, j], c.d_head, comp("k")),
+    ],
+    rope: () => [
+      map(`Q of head ${head} after the rotation`, t.q_rotated, (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`K of K/V head ${g} after the rotation`, t.k_rotated, (r, j) => [g, r, j], c.d_head, comp("k")),
+    ],
   };
   return [
     h("p", { class: "lead" }, `Every query at once: one row per query token. The outlined row is “`, tok(query), "”, the query of the one-query view. In practice all rows are computed together, as matrix products."),
@@ -1244,12 +1283,12 @@ function costPanel(payload) {
     [`${c.kind} (this)`, k.kv_cache],
     ["MHA", k.kv_cache_mha],
     ["MQA", k.kv_cache_mqa],
-  ];
+  ].filter(([label], i) => i === 0 || label !== c.kind); // "MHA (this)" needs no second MHA row
   const cache = h(
     "table",
     { class: "calc-table cost" },
     h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`),
-    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16 × ${k.n}`, `float32 × ${k.n}`].map((x) => h("th", { scope: "col" }, x)))),
+    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${k.n} tokens`, `float32, ${k.n} tokens`].map((x) => h("th", { scope: "col" }, x)))),
     h(
       "tbody",
       {},
@@ -1334,7 +1373,7 @@ function headOutputs(view, query, head) {
       ),
     ),
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
-    h("p", { class: "hint" }, `${payload.config.kind} · d_model ${d_model} · ${n_heads} heads of ${payload.config.d_head}`),
+    h("p", { class: "hint" }, `${payload.config.kind} · d_model ${d_model} · ${n_heads} heads · d_head ${payload.config.d_head}`),
   ];
 }
 
@@ -1389,7 +1428,7 @@ function matricesView(view) {
     });
   const heads = range(c.n_heads).filter((i) => w.W_Q.has(i)).map((i) => {
     const g = payload.kv_group[i];
-    return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, g !== i ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, perHead("W_Q", i, c.d_head), perHead("W_K", g, c.d_head), perHead("W_V", g, c.d_v)));
+    return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, c.n_kv_heads < c.n_heads ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, perHead("W_Q", i, c.d_head), perHead("W_K", g, c.d_head), perHead("W_V", g, c.d_v)));
   });
   const wo = grid({
     caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`),
@@ -1403,7 +1442,7 @@ function matricesView(view) {
   return h(
     "div",
     { class: "matrices-body" },
-    h("p", {}, "The fixed numbers of this example. Every head reads all of X; each output column of ", sup("W", "O"), " takes rows from every head, so every output component gets contributions from both heads."),
+    h("p", {}, "The numbers this view computes with. Every head reads all of X; each output column of ", sup("W", "O"), ` takes rows from every head, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`),
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,

@@ -193,7 +193,12 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       return;
     }
     chosen = picker.value;
-    prepare(picker.value, 0);
+    // with a trace on screen, the new model traces the same text at once (as a new layer does),
+    // so that what is shown always belongs to the model picked
+    const traced = Boolean(current);
+    prepare(picker.value, 0).then((ok) => {
+      if (ok && traced && chosen === picker.value) trace({ model: picker.value, text: text.value, layer: 0, head: 0, query: null });
+    });
   });
   layer.addEventListener("change", () => {
     if (current) trace({ ...current, layer: Number(layer.value), query: getView().query });

@@ -274,6 +274,8 @@ async function main() {
     modelButton.setAttribute("aria-pressed", String(mode === "model"));
     labBox.hidden = mode !== "lab";
     modelBox.hidden = mode !== "model";
+    // "Reset example" restores the teaching example; elsewhere the mode buttons lead back to it
+    for (const reset of app.querySelectorAll(".mha-explorer button.reset")) reset.hidden = mode !== "teaching";
     if (mode === "teaching") {
       if (model.get("payload") !== teaching) {
         model.set("payload", teaching);
