@@ -229,9 +229,11 @@ def test_all_queries_view_shows_every_query_at_once(page, server_url, artifacts)
     page.get_by_role("button", name="All queries").click()
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
     arrays = arrays_of(payload)
-    for title, count in (("Scores", 2), ("Weights", 1), ("Value mixing", 1)):
+    # maps of more than 16 numbers are heatmaps; Z (6 tokens x d_v 2) is a table of its numbers
+    for title, count in (("Scores", 2), ("Weights", 1), ("Value mixing", 0)):
         page.get_by_label("Calculation stage").select_option(label=title)
         assert page.locator(".stage canvas.heatmap").count() == count
+    assert page.locator(".stage .maps table.matrix td .num").count() == 6 * 2
     page.get_by_label("Calculation stage").select_option(label="Weights")
     canvas = page.locator(".stage canvas.heatmap")
     check_weight_colours(page, arrays["weights"][0])

@@ -183,6 +183,21 @@ def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
     assert w_hl == [fmt(v) for v in arrays["W_K"][0, :, 0]]
     calc = page.locator(".figure .calc").inner_text()
     assert calc.startswith("k[milk][0] = ") and calc.endswith(f"= {fmt(arrays['k'][0, 3, 0])}")
+    products = " + ".join(f"{fmt(x)}×{fmt(w)}" for x, w in zip(arrays["x"][3], arrays["W_K"][0, :, 0]))
+    assert calc.startswith(f"k[milk][0] = {products}"), calc  # the sum as written by hand, no stray commas
+
+
+def test_all_queries_shows_every_number_as_tables(page, server_url, api):
+    """The teaching example's every-query maps are small: tables of checkable numbers, the query's row marked."""
+    payload, arrays = api
+    open_page(page, server_url)
+    page.get_by_role("button", name="All queries").click()
+    for title, names in zip(STAGES, (["q", "k", "v"], ["scores", "scaled"], ["weights"], ["z"], ["concat"], ["output"])):
+        select(page, "Calculation stage", title)
+        assert page.locator(".stage canvas").count() == 0, title
+        shown = check_numbers(page, ".stage .maps", arrays)
+        assert {src.split(":")[0] for src in shown} == set(names), title
+        assert page.locator(".stage .maps tr.inspected th").first.inner_text() == "like"
 
 
 def test_formulas_explanations_and_notes(page, server_url):

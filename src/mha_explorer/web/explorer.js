@@ -940,6 +940,7 @@ function contributionChart(contrib, y, head) {
 // ---- big matrices: a canvas heatmap with a readout, instead of thousands of table cells ----
 
 const TABLE_LIMIT = 160; // cells; above this a matrix is drawn on canvas
+const HAND_SIZED = 16; // numbers: every query's map is a table up to this size (the teaching example's)
 
 function grid(options) {
   const { rows, cols } = options;
@@ -1217,36 +1218,50 @@ function allQueries(view, query, head, stage) {
   const g = payload.kv_group[head];
   const tok = (r) => payload.tokens[r];
   const later = c.causal ? (r, j) => j > r : null; // key after the query: masked
-  const map = (caption, a, index, cols, colLabel, kind, masked) =>
-    heatmap({ caption, rows: n, cols, value: (r, j) => a.at(...index(r, j)), rowLabel: tok, colLabel, mark: query, kind, masked });
+  // a map of few numbers (the teaching example's) is a table of them, each checkable by hand;
+  // a bigger one is a heatmap
+  const map = (caption, name, index, cols, colLabel, kind, masked) =>
+    n * cols <= HAND_SIZED
+      ? matrix({
+          caption,
+          rows: range(n),
+          cols: range(cols),
+          value: (r, j) => t[name].at(...index(r, j)),
+          src: (r, j) => `${name}:${index(r, j).join(",")}`,
+          rowLabel: (r) => h("span", { class: "tok" }, tok(r)),
+          colLabel,
+          rowClass: (r) => (r === query ? "inspected" : null),
+          cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
+        })
+      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, colLabel, mark: query, kind, masked });
   const byToken = (j) => `key ${tok(j)}`;
   const comp = (name) => (j) => `${name}[${j}]`;
   const views = {
     projections: () => [
-      map(`Q of head ${head} (n × d_head)`, t.q, (r, j) => [head, r, j], c.d_head, comp("q")),
-      map(`K of K/V head ${g}`, t.k, (r, j) => [g, r, j], c.d_head, comp("k")),
-      map(`V of K/V head ${g}`, t.v, (r, j) => [g, r, j], c.d_v, comp("v")),
+      map(`Q of head ${head} (n × d_head)`, "q", (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`K of K/V head ${g}`, "k", (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`V of K/V head ${g}`, "v", (r, j) => [g, r, j], c.d_v, comp("v")),
     ],
     scores: () => [
-      map(`Q Kᵀ of head ${head}: row = query, column = key`, t.scores, (r, j) => [head, r, j], n, byToken),
-      map(`Scaled by 1/√${c.d_head}`, t.scaled, (r, j) => [head, r, j], n, byToken),
+      map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken),
+      map(`Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
     ],
-    mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, t.mask, (r, j) => [head, r, j], n, byToken)],
-    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, t.weights, (r, j) => [head, r, j], n, byToken, "weights", later)],
-    mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, t.z, (r, j) => [head, r, j], c.d_v, comp("z"))],
-    concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, t.concat, (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
-    output: () => [map("output Y (n × d_model)", t.output, (r, j) => [r, j], c.d_model, comp("y"))],
+    mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken)],
+    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later)],
+    mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
+    concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
+    output: () => [map("output Y (n × d_model)", "output", (r, j) => [r, j], c.d_model, comp("y"))],
     qk_norm: () => [
-      map(`Q of head ${head} after the norm`, t.q_normed, (r, j) => [head, r, j], c.d_head, comp("q")),
-      map(`K of K/V head ${g} after the norm`, t.k_normed, (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`Q of head ${head} after the norm`, "q_normed", (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`K of K/V head ${g} after the norm`, "k_normed", (r, j) => [g, r, j], c.d_head, comp("k")),
     ],
     rope: () => [
-      map(`Q of head ${head} after the rotation`, t.q_rotated, (r, j) => [head, r, j], c.d_head, comp("q")),
-      map(`K of K/V head ${g} after the rotation`, t.k_rotated, (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`Q of head ${head} after the rotation`, "q_rotated", (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`K of K/V head ${g} after the rotation`, "k_rotated", (r, j) => [g, r, j], c.d_head, comp("k")),
     ],
   };
   return [
-    h("p", { class: "lead" }, `Every query at once: one row per query token. The outlined row is “`, tok(query), "”, the query of the one-query view. In practice all rows are computed together, as matrix products."),
+    h("p", { class: "lead" }, `Every query at once: one row per query token. The marked row is “`, tok(query), "”, the query of the one-query view. In practice all rows are computed together, as matrix products."),
     h("div", { class: "maps" }, views[stage]()),
   ];
 }
