@@ -46,7 +46,7 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "--query",
     "query_token",
     default=None,
-    help="the query token, its first occurrence (default: the example's, 'like'; with --model, the last word)",
+    help="the query token, its first occurrence (default: the example's, 'like'; with --model, the middle word of the text)",
 )
 @click.option("--head", default=None, help="show only this head, numbered from 0 (default: every head)")
 @click.option("--stage", default=None, help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
@@ -96,6 +96,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
 def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> None:
     """trace --model: load the model (progress on stderr), run it up to the layer, walk that layer."""
     from .models import ModelError, load_model
+    from .modelview import middle_word
 
     try:
         model = load_model(model_name, _Progress(model_name))
@@ -112,8 +113,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     tokens, config = run.tokens, run.config
 
     if query_token is None:
-        words = [i for i, special in enumerate(run.special) if not special and model.readable(tokens[i]).strip()]
-        query = words[-1] if words else len(tokens) - 1
+        query = middle_word(run, model)
     else:
         query = _find_token(tokens, model.readable, query_token)
         if query is None:

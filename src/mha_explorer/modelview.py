@@ -156,6 +156,13 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     )
 
 
+def middle_word(run, model) -> int:
+    """The query a real text's view starts from: the middle one of its words (tokens neither special
+    nor blank), so that a causal layer's mask hides the keys after it and a reader sees both sides."""
+    words = [i for i, special in enumerate(run.special) if not special and model.readable(run.tokens[i]).strip()]
+    return words[len(words) // 2] if words else len(run.tokens) - 1
+
+
 def model_payload(
     model, text: str, layer: int, head: int, query: int | None = None, packer: Packer | None = None
 ) -> TracePayload:
@@ -165,7 +172,7 @@ def model_payload(
 
     small, block = overview(t["weights"])
     n = t.n
-    default_query = n - 1 if query is None else query
+    default_query = middle_word(run, model) if query is None else query
     layer_info = ModelLayer(
         name=model.name,
         title=model.title,

@@ -103,3 +103,17 @@ def test_a_causal_models_binary_answer_leaves_out_scaled_and_mask_and_they_come_
         assert b'"derived":["scaled","mask"]' in raw.content and b'"scaled":{' not in raw.content, route
         full = kind.model_validate_json(client.post(route, json=request).content)
         assert {"scaled", "mask"} <= set(full.stages) and unpack(raw.content, kind).model_dump() == full.model_dump(), route
+
+
+@pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
+def test_a_real_texts_view_starts_at_its_middle_word_so_the_causal_mask_shows():
+    client = TestClient(create_app())
+    client.post("/api/models/smollm2/load")
+    while client.get("/api/models/smollm2").json()["state"] == "loading":
+        time.sleep(0.05)
+    text = "Every token reads the tokens before it."
+    payload = TracePayload.model_validate_json(client.post("/api/model-trace", json={"model": "smollm2", "text": text, "layer": 0}).content)
+    words = [i for i, special in enumerate(payload.model.special) if not special and payload.model.readable[i].strip()]
+    assert payload.query == words[len(words) // 2] and 0 < payload.query < len(payload.tokens) - 1
+    mask = to_numpy(payload.stages["mask"])[0, payload.query]  # head 0, the query's row
+    assert np.isneginf(mask[payload.query + 1 :]).all() and np.isfinite(mask[: payload.query + 1]).all()
