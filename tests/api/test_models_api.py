@@ -90,13 +90,19 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     assert not_loaded.status_code == 409 and "POST /api/models/minilm/load first" in not_loaded.json()["detail"][0]["message"]
 
 
+def loaded(name: str) -> TestClient:
+    """A client of a new server that has loaded the model."""
+    client = TestClient(create_app())
+    client.post(f"/api/models/{name}/load")
+    while client.get(f"/api/models/{name}").json()["state"] == "loading":
+        time.sleep(0.05)
+    return client
+
+
 @pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
 def test_a_causal_models_binary_answer_leaves_out_scaled_and_mask_and_they_come_back_exactly():
     """The reader computes the scaled scores and the causal mask from the scores, in float32."""
-    client = TestClient(create_app())
-    client.post("/api/models/smollm2/load")
-    while client.get("/api/models/smollm2").json()["state"] == "loading":
-        time.sleep(0.05)
+    client = loaded("smollm2")
     request = {"model": "smollm2", "text": "Every token reads the tokens before it.", "layer": 2, "head": 4}
     for route, kind in (("/api/model-trace", TracePayload), ("/api/model-head", HeadArrays)):
         raw = client.post(route, json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
@@ -107,10 +113,7 @@ def test_a_causal_models_binary_answer_leaves_out_scaled_and_mask_and_they_come_
 
 @pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
 def test_a_real_texts_view_starts_at_its_middle_word_so_the_causal_mask_shows():
-    client = TestClient(create_app())
-    client.post("/api/models/smollm2/load")
-    while client.get("/api/models/smollm2").json()["state"] == "loading":
-        time.sleep(0.05)
+    client = loaded("smollm2")
     text = "Every token reads the tokens before it."
     payload = TracePayload.model_validate_json(client.post("/api/model-trace", json={"model": "smollm2", "text": text, "layer": 0}).content)
     words = [i for i, special in enumerate(payload.model.special) if not special and payload.model.readable[i].strip()]
