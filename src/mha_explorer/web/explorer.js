@@ -1069,9 +1069,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   }
   if (kind === "weights") scale = 1;
   const ratio = window.devicePixelRatio || 1;
+  const firstOfPanel = !slots || slots.next === 0; // says how to read a map; the maps after it need not
   const place = slots ? `${slots.panel}|${slots.next++}|${width}x${height}x${ratio}` : null;
   let entry = null; // its canvases, once claimed
-  const readout = h("p", { class: "readout", "aria-live": "polite" }, "Point at a cell, or focus the map and use the arrow keys.");
+  const readout = h("p", { class: "readout", "aria-live": "polite" }, firstOfPanel ? "Point at a cell, or focus the map and use the arrow keys." : "");
   let cursor = null;
 
   // The cells' colours are worked out once, one RGBA pixel each (kept for other queries), then
