@@ -9,7 +9,7 @@ import pytest
 from mha_explorer.models import available_models
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from pagecheck import check_numbers
+from pagecheck import check_numbers, page_text
 
 pytestmark = pytest.mark.e2e
 
@@ -175,6 +175,11 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
         page.get_by_label("Calculation stage").select_option(label=title)
         shown = check_numbers(page, ".stage", arrays)
         assert title != "Mask" or any(src.startswith("mask:") for src in shown)
+    # each map says what its colours mean: K before the rotation runs from -max|k| to +max|k|
+    page.get_by_label("Calculation stage").select_option(label="Rotary positions")
+    top = page_text(float(np.abs(arrays["k"][0]).max())).lstrip("-")
+    legend = " ".join(page.locator(".stage .heatmap-legend").first.inner_text().split())  # swatches between the words
+    assert legend == f"Colours: −{top} · 0 · +{top}"
 
 
 @needs("minilm")

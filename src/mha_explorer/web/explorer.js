@@ -1057,6 +1057,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
   let values = null;
   let scale = 0;
+  let anyHidden = Boolean(masked) || Boolean(hit && hit.hiddenCells.length);
   if (hit) scale = hit.scale;
   else {
     values = new Float64Array(rows * cols); // a masked cell (null in JSON) is kept as -Infinity
@@ -1064,7 +1065,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       for (let c = 0; c < cols; c++, o++) {
         const v = value(r, c) ?? -Infinity;
         values[o] = v;
-        if (v !== -Infinity && Math.abs(v) > scale) scale = Math.abs(v);
+        if (v === -Infinity) anyHidden = true;
+        else if (Math.abs(v) > scale) scale = Math.abs(v);
       }
   }
   if (kind === "weights") scale = 1;
@@ -1188,7 +1190,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     },
     focus: () => cursor || show(mark ?? 0, 0),
   };
-  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), readout);
+  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), rows > 1 ? legend(kind, scale, anyHidden) : null, readout);
   function claim() {
     entry = heatmapCanvas(place, handlers);
     const { canvas, box } = entry;
@@ -1208,6 +1210,16 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   if (place) claims.set(figure, claim);
   else claim(); // built outside a panel: a canvas of its own, drawn now
   return figure;
+}
+
+// What a map's colours mean: its scale, and grey for masked cells.
+function legend(kind, scale, masked) {
+  const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
+  const parts =
+    kind === "weights"
+      ? [swatch("zero"), " 0 to ", swatch("weight"), " 1"]
+      : [swatch("negative"), ` −${fmt(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${fmt(scale)}`];
+  return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, masked ? [" · ", swatch("masked"), " masked"] : null);
 }
 
 // ---- every query at once: the current stage as whole matrices ------------------------------
