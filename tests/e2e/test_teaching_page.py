@@ -133,6 +133,12 @@ def test_both_head_outputs_stay_visible(page, server_url, api):
     milk = payload.tokens.index("milk")
     assert {f"concat:{milk},{i * payload.config.d_v}" for i in range(payload.config.n_heads)} <= shown
     assert page.locator(".outputs").inner_text() != before
+    # a head's name there inspects that head
+    select(page, "Inspect head", "Head 0")
+    page.locator(".outputs").get_by_role("button", name="Head 1").click()
+    assert "head 1" in page.locator(".stage h2").inner_text()
+    assert page.get_by_role("combobox", name="Inspect head").evaluate("e => e.selectedOptions[0].text") == "Head 1"
+    assert page.locator(".outputs").get_by_role("button", name="Head 1").count() == 0  # the inspected one is no button
 
 
 def test_next_and_previous_walk_the_stages(page, server_url):

@@ -287,6 +287,11 @@ function render({ model, el }) {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
     if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
   };
+  // a head's name in the head outputs is a button: it inspects that head
+  outputs.addEventListener("click", (event) => {
+    const button = event.target.closest?.("button[data-pick-head]");
+    if (button) set({ head: Number(button.dataset.pickHead) });
+  });
   previous.addEventListener("click", () => move(-1));
   next.addEventListener("click", () => move(1));
   reset.addEventListener("click", () => {
@@ -1393,7 +1398,9 @@ function headOutputs(view, query, head) {
         h(
           "li",
           { class: `head-output head-${i % 8}` + (i === head ? " inspected" : ""), "data-head": i },
-          h("span", { class: "head-name" }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`, i === head ? h("span", { class: "badge" }, "inspected") : null),
+          i === head
+            ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
+            : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`),
           many && i !== head
             ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`)
             : h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))), ""),
