@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
-from .schema import DERIVED, Packer, TracePayload, TraceRequest, trace_payload
+from .schema import Packer, TracePayload, TraceRequest, left_out, trace_payload
 from .trace import trace
 from .weights import AttentionWeights, weight_shapes
 
@@ -83,8 +83,7 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
                 "to compute with; keep every value of X and the weights under about 1e100",
             )
     encode = None if packer is None else (lambda name, a: packer.array(a))
-    derived = () if packer is None else DERIVED
-    return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=derived)
+    return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))
 
 
 def _array(field: str, values) -> np.ndarray:

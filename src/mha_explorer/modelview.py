@@ -16,7 +16,7 @@ import numpy as np
 
 from pydantic import BaseModel, Field
 
-from .schema import DERIVED, Array, ConfigModel, ModelLayer, Packer, TracePayload, array, trace_payload
+from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, left_out, trace_payload
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
@@ -145,7 +145,7 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     run = _layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
     per_head = HEAD_AXIS | GROUP_AXIS
-    derived = DERIVED if packer is not None else ()
+    derived = left_out(packer)
     config = run.trace.config
     return HeadArrays(
         head=head,
@@ -185,5 +185,5 @@ def model_payload(
         overview=float32(small, packer),
         overview_block=block,
     )
-    derived = DERIVED if packer is not None else ()
+    derived = left_out(packer)
     return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived)

@@ -166,6 +166,11 @@ class Packer:
 DERIVED = ("scaled", "mask")
 
 
+def left_out(packer: Packer | None) -> tuple[str, ...]:
+    """The stages an answer leaves out: DERIVED in a binary answer (one with a packer), else none."""
+    return () if packer is None else DERIVED
+
+
 def derive(name: str, scores: np.ndarray, config: ConfigModel) -> np.ndarray:
     """`scaled` or `mask` from the scores (k, n, n) of some heads, as trace() computes them."""
     scale = 1.0 / math.sqrt(config.d_head) if config.scale is None else config.scale

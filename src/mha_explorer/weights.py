@@ -118,15 +118,13 @@ class AttentionWeights:
 
     def to_packed(self, config: AttentionConfig) -> dict[str, np.ndarray]:
         _require_packable(config)
-        W_Q = pack_heads(self.W_Q)  # (d_model, h*d_head)
-        W_K = pack_heads(self.W_K)
-        W_V = pack_heads(self.W_V)
+        W, b = self.packed_qkv()  # (d_model, 3*d_model), (3*d_model,) or None
         packed = {
-            "in_proj_weight": np.concatenate([W_Q, W_K, W_V], axis=1).T,  # (3*d_model, d_model)
+            "in_proj_weight": W.T,  # (3*d_model, d_model)
             "out_proj.weight": self.W_O.T,  # (d_model, h*d_v)
         }
         if config.bias:
-            packed["in_proj_bias"] = np.concatenate([self.b_Q.ravel(), self.b_K.ravel(), self.b_V.ravel()])
+            packed["in_proj_bias"] = b
             packed["out_proj.bias"] = self.b_O
         return packed
 
