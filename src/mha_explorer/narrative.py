@@ -33,8 +33,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "qk_norm",
         "Query/key norm",
         ("q_normed", "k_normed"),
-        r"\hat{q} = \frac{q}{\sqrt{\frac{1}{d_k}\sum_m q_m^2 + \epsilon}} \odot w^q,\quad"
-        r"\hat{k}_j = \frac{k_j}{\sqrt{\frac{1}{d_k}\sum_m k_{j,m}^2 + \epsilon}} \odot w^k",
+        r"\hat{q} = \frac{q}{\sqrt{\frac{1}{d_{\text{head}}}\sum_m q_m^2 + \epsilon}} \odot w^q,\quad"
+        r"\hat{k}_j = \frac{k_j}{\sqrt{\frac{1}{d_{\text{head}}}\sum_m k_{j,m}^2 + \epsilon}} \odot w^k",
         "This layer normalizes every query and key before comparing them: each vector is divided by its "
         "root mean square, then multiplied component by component by a learned vector. "
         "The scores can then no longer grow just because q or k got long.",
@@ -46,14 +46,14 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         r"\tilde{q}_t = R_{t}\,q_t,\quad \tilde{k}_j = R_{j}\,k_j,\quad"
         r"\tilde{q}_t \cdot \tilde{k}_j = q_t^\top R_{j-t}\,k_j",
         "The layer has no position vectors added to its input. Instead it turns q and k by angles that grow "
-        "with the token's position: components m and m + d_k/2 form a pair, and each pair turns at its own "
+        "with the token's position (t for the query, j for a key): components m and m + d_head/2 form a pair, and each pair turns at its own "
         "speed. A dot product of two turned vectors depends only on how far apart the tokens are.",
     ),
     PageStage(
         "scores",
         "Scores",
         ("scores", "scaled"),
-        r"s_{j} = \frac{q \cdot k_j}{\sqrt{d_k}}",
+        r"s_{j} = \frac{q \cdot k_j}{\sqrt{d_{\text{head}}}}",
         "The query is compared with every key by a dot product: multiply matching components and add. "
         "Dividing by the square root of the key width keeps the scores from growing with the width, "
         "so the softmax that follows does not saturate.",
@@ -63,7 +63,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "Mask",
         ("mask",),
         r"s_{j} \leftarrow -\infty \ \text{ for } j > t",
-        "A causal decoder may not look ahead: every key after the query's position gets minus infinity, "
+        "A causal decoder may not look ahead: every key j after the query's position t gets minus infinity, "
         "so its weight after the softmax is exactly zero.",
     ),
     PageStage(
@@ -173,14 +173,14 @@ def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:
     if config.causal:
         latex = r"s_{j} \leftarrow -\infty \ \text{ for } j > t \text{ or } j \le t - " + str(w)
         text = (
-            f"This layer looks back through a sliding window: a query sees itself and at most the {w - 1} "
+            f"This layer looks back through a sliding window: a query at position t sees itself and at most the {w - 1} "
             "tokens before it. Later keys, and keys further back than the window, get minus infinity, "
             "so their weights after the softmax are exactly zero."
         )
     else:
         latex = r"s_{j} \leftarrow -\infty \ \text{ for } j \le t - " + str(w)
         text = (
-            f"This layer uses a sliding window: keys more than {w - 1} positions before the query get "
+            f"This layer uses a sliding window: keys j more than {w - 1} positions before the query's position t get "
             "minus infinity, so their weights after the softmax are exactly zero."
         )
     return replace(stage, latex=latex, explanation=text)

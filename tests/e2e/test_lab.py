@@ -243,7 +243,7 @@ def test_all_queries_view_shows_every_query_at_once(page, server_url, artifacts)
     query = int(re.search(r"query=(\d+)", link(page)).group(1))
     row = min(query + 2, 5)
     readout = page.locator(".stage .readout").inner_text()
-    assert readout.startswith(f"{payload.tokens[row]} · key {payload.tokens[1]}: {fmt(arrays['weights'][0, row, 1])}")
+    assert readout.startswith(f"{payload.tokens[row]} · key 1 “{payload.tokens[1]}”: {fmt(arrays['weights'][0, row, 1])}")
     page.screenshot(path=str(artifacts / "lab-all-queries.png"), full_page=True)
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
 

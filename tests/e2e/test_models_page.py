@@ -82,6 +82,9 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
             check_numbers(page, ".stage", arrays)
     page.get_by_label("Calculation stage").select_option(label="Weights")
     page.screenshot(path=str(artifacts / "model-minilm-weights.png"), full_page=True)
+    # each of the 12 heads has a colour of its own in the head outputs
+    colours = page.evaluate("() => [...document.querySelectorAll('.outputs .head-output')].map((e) => getComputedStyle(e).borderLeftColor)")
+    assert len(colours) == 12 and len(set(colours)) == 12, colours
 
     # the pointer resting on a thumbnail fetches that head; the click then shows it at once
     asked.clear()
@@ -199,6 +202,12 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     page.get_by_role("button", name="All queries").click()
     page.get_by_label("Calculation stage").select_option(label="Weights")
     assert page.locator(".stage canvas.heatmap").count() == 1
+    # the map says what its columns are: the first key under its left edge, the last under its right
+    axis = page.locator(".stage .heatmap-axis span").all_inner_texts()
+    assert axis == ["key 0 “[CLS]”", "→", "key 511 “[SEP]”"], axis
+    box = page.locator(".stage canvas.heatmap").bounding_box()
+    under = page.locator(".stage .heatmap-axis").bounding_box()
+    assert abs(under["x"] + under["width"] - (box["x"] + box["width"])) < 1.5 and under["x"] > box["x"]
     page.screenshot(path=str(artifacts / "model-512-tokens.png"), full_page=False)
 
 

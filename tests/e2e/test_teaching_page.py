@@ -278,6 +278,58 @@ def test_keyboard_only_walkthrough(page, server_url, artifacts):
     assert "Projections" in page.locator(".stage h2").inner_text() and "like" in page.locator(".stage h2").inner_text()
 
 
+def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, api):
+    payload, arrays = api
+    open_page(page, server_url)
+    focused = "() => document.activeElement.dataset.src || document.activeElement.textContent"
+    shown = "() => getComputedStyle(document.activeElement, '::after').content"
+    # every table, vector and list of numbers is one Tab stop, however many numbers it holds
+    numbers = page.locator(".mha-explorer .num").count()
+    stops = page.locator(".mha-explorer .num[tabindex='0']").count()
+    groups = page.evaluate("""() => new Set([...document.querySelectorAll('.mha-explorer .num')].map(
+        (n) => n.closest('table') || n.parentElement.closest('.bars, .vec, .cells') || n.parentElement)).size""")
+    assert numbers > 60 and stops == groups < 20, (numbers, stops, groups)
+
+    page.get_by_role("button", name="Reset example").focus()
+    path = []
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        path.append(page.evaluate(focused))
+        if path[-1].startswith("Cost of this configuration"):
+            break
+    assert path[-1].startswith("Cost of this configuration") and len(path) <= stops + 6, path  # was one Tab per number
+    # the first stop of the stage is x's row; then W^Q, then q: move inside q and K with the arrows
+    q_stop = next(src for src in path if src.startswith("q:"))
+    assert q_stop == f"q:0,{payload.query},0"
+    page.locator(f".stage [data-src='{q_stop}']").first.focus()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(focused) == f"q:0,{payload.query},1"
+    assert float(json.loads(page.evaluate(shown))) == arrays["q"][0, payload.query, 1]  # its full precision
+    page.keyboard.press("ArrowRight")  # the end of q: the focus stays
+    assert page.evaluate(focused) == f"q:0,{payload.query},1"
+    page.locator(".stage [data-src='k:0,0,1']").first.focus()
+    page.keyboard.press("ArrowDown")  # the next row of K, the same column
+    assert page.evaluate(focused) == "k:0,1,1"
+    page.keyboard.press("End")
+    assert page.evaluate(focused) == f"k:0,{len(payload.tokens) - 1},1"
+    page.keyboard.press("Home")
+    assert page.evaluate(focused) == "k:0,0,0"
+    # the number the arrows left is the table's Tab stop now: Tab leaves the table from there
+    assert page.locator(".stage .num[tabindex='0'][data-src^='k:']").count() == 1
+
+
+def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url, artifacts):
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, server_url)
+    for title in STAGES:
+        select(page, "Calculation stage", title)
+        wide = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .figure, .mha-explorer .stage, .mha-explorer .outputs')]
+            .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => [e.className, e.scrollWidth, e.clientWidth])""")
+        assert wide == [], f"{title}: {wide}"
+        if title == "Value mixing":
+            page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
+
+
 def test_no_serious_accessibility_violations(page, server_url):
     open_page(page, server_url)
     page.get_by_text("Matrices", exact=True).click()

@@ -125,9 +125,54 @@ function derive(name, scores, config) {
 }
 
 // A number the learner can check: two decimals shown, full precision on hover and focus.
-// data-src names the trace array and index it came from, so tests can check it.
+// data-src names the trace array and index it came from, so tests can check it. It takes the
+// focus from its neighbours with the arrow keys (see roving): only a group's first is a Tab stop.
 function num(value, src, extra) {
-  return h("span", { class: "num" + (extra ? " " + extra : ""), tabindex: 0, "data-full": full(value), "data-src": src }, fmt(value));
+  return h("span", { class: "num" + (extra ? " " + extra : ""), tabindex: -1, "data-full": full(value), "data-src": src }, fmt(value));
+}
+
+// Keyboard: the numbers of one table, vector or list of bars are a single Tab stop, so that Tab
+// goes from figure to figure (a stage holds up to a hundred numbers). Inside, the arrow keys move
+// the focus: left and right to the previous and next number, up and down a row in a table; Home
+// and End to the first and last.
+function groupOf(number) {
+  return number.closest("table") || number.parentElement.closest(".bars, .vec, .cells") || number.parentElement;
+}
+
+function roving(nodes) {
+  const seen = new Set();
+  for (const node of nodes)
+    if (node instanceof Element)
+      for (const number of node.querySelectorAll(".num")) {
+        const group = groupOf(number);
+        if (!seen.has(group)) number.tabIndex = 0;
+        seen.add(group);
+      }
+  return nodes;
+}
+
+const STEPS = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
+function moveFocus(event) {
+  const from = event.target.closest?.(".num");
+  if (!from || event.altKey || event.ctrlKey || event.metaKey || !(event.key in STEPS || event.key === "Home" || event.key === "End")) return;
+  const group = groupOf(from);
+  const numbers = [...group.querySelectorAll(".num")];
+  let to = null;
+  if (event.key === "Home" || event.key === "End") to = numbers[event.key === "Home" ? 0 : numbers.length - 1];
+  else if (group.tagName === "TABLE" && (event.key === "ArrowUp" || event.key === "ArrowDown")) {
+    const rows = [...group.rows].filter((row) => row.querySelector(".num"));
+    const row = from.closest("tr");
+    const there = rows[rows.indexOf(row) + STEPS[event.key]];
+    if (there) {
+      const cells = [...there.querySelectorAll(".num")];
+      to = cells[Math.min([...row.querySelectorAll(".num")].indexOf(from), cells.length - 1)];
+    }
+  } else to = numbers[numbers.indexOf(from) + STEPS[event.key]];
+  if (!to) return;
+  event.preventDefault(); // the page does not scroll
+  from.tabIndex = -1;
+  to.tabIndex = 0;
+  to.focus();
 }
 
 // A row-major array from the payload: at(i, j, ...) reads one entry.
@@ -225,6 +270,8 @@ function products(a, b, srcA, srcB) {
   return a.flatMap((x, i) => [i ? " + " : "", num(x, srcA(i)), "×", num(b[i], srcB(i))]);
 }
 
+const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond takes the colour of head i % 16
+
 // ---- the explorer ------------------------------------------------------------------------
 
 function render({ model, el }) {
@@ -268,9 +315,10 @@ function render({ model, el }) {
     notes,
   );
   el.replaceChildren(root);
+  root.addEventListener("keydown", moveFocus);
   // the Matrices view is built when first opened, once per payload
   matrices.addEventListener("toggle", () => {
-    if (matrices.open && matrices.children.length === 1) matrices.append(matricesView(view));
+    if (matrices.open && matrices.children.length === 1) matrices.append(...roving([matricesView(view)]));
   });
 
   const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
@@ -337,7 +385,7 @@ function render({ model, el }) {
       outputs: new Map(), // "head|query" -> the head outputs panel's nodes
     };
     matrices.replaceChildren(h("summary", {}, "Matrices"));
-    if (matrices.open) matrices.append(matricesView(view));
+    if (matrices.open) matrices.append(...roving([matricesView(view)]));
     if (sameLayer || sameFrame) return;
     querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
@@ -361,14 +409,14 @@ function render({ model, el }) {
     const loading = !view.t.q.has(head);
     if (!loading && !view.panels.has(key)) {
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)));
-      view.panels.set(key, [
+      view.panels.set(key, roving([
         h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
         h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
         h("p", { class: "explain" }, info.explanation),
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
-      ]);
+      ]));
     }
-    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, slotsFor(`${ids.stage}|outputs`, () => headOutputs(view, query, head)));
+    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, roving(slotsFor(`${ids.stage}|outputs`, () => headOutputs(view, query, head))));
     const panel = loading ? [] : view.panels.get(key);
     const outputNodes = view.outputs.get(`${head}|${query}`).filter(Boolean);
     // Draw the heatmaps while their figures are still out of the page and the page is unchanged:
@@ -571,7 +619,7 @@ function scores(view, query, head) {
     ),
   );
   return [
-    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, payload.tokens[query], `”, head ${head}. √d_k = √${payload.config.d_head} = ${fmt(root)}.`),
+    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, payload.tokens[query], `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmt(root)}.`),
     h(
       "table",
       { class: "calc-table" },
@@ -656,7 +704,7 @@ function weights(view, query, head) {
       "div",
       { class: "bar-row" + (a[j] === 0 ? " masked" : "") },
       h("span", { class: "tok" }, payload.tokens[j]),
-      h("span", { class: "bar-track" }, h("span", { class: `bar head-${head % 8}`, "data-width": a[j] })),
+      h("span", { class: "bar-track" }, h("span", { class: `bar head-${head % HEAD_COLOURS}`, "data-width": a[j] })),
       num(a[j], `weights:${head},${query},${j}`),
     ),
   );
@@ -684,7 +732,7 @@ function weightsMany(view, query, head) {
   const top = topKeys(view, query, head);
   const bars = top.map((j) => {
     const a = t.weights.at(head, query, j);
-    const bar = h("span", { class: `bar head-${head % 8}` });
+    const bar = h("span", { class: `bar head-${head % HEAD_COLOURS}` });
     bar.style.width = `${(100 * a).toFixed(2)}%`;
     return h("div", { class: "bar-row" }, h("span", { class: "tok" }, payload.tokens[j], h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(a, `weights:${head},${query},${j}`));
   });
@@ -802,7 +850,7 @@ function concat(view, query, head) {
   const blocks = range(n_heads).map((i) =>
     h(
       "div",
-      { class: `block head-${i % 8}` + (i === head ? " inspected" : "") },
+      { class: `block head-${i % HEAD_COLOURS}` + (i === head ? " inspected" : "") },
       h("div", { class: "block-label" }, sub("z", i), ` · head ${i}`, i === head ? " (inspected)" : ""),
       h("div", { class: "cells" }, range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))),
       h("div", { class: "block-index" }, `columns ${i * d_v}–${(i + 1) * d_v - 1}`),
@@ -834,7 +882,7 @@ function output(view, query, head) {
     value: (r, m) => w.W_O.at(r, m),
     src: (r, m) => `W_O:${r},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / d_v)} · ${r % d_v}`,
-    rowClass: (r) => `block-row head-${Math.floor(r / d_v) % 8}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
+    rowClass: (r) => `block-row head-${Math.floor(r / d_v) % HEAD_COLOURS}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
     colLabel: (m) => `y[${m}]`,
   });
   const y = range(d_model).map((m) => t.output.at(query, m));
@@ -849,7 +897,7 @@ function output(view, query, head) {
       "tbody",
       {},
       shown.map((i, r) =>
-        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key head-${i % 8}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[r][m], `contributions:${i},${query},${m}`)))),
+        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[r][m], `contributions:${i},${query},${m}`)))),
       ),
       payload.config.bias ? h("tr", {}, h("th", { scope: "row" }, "bias"), range(d_model).map((m) => h("td", {}, num(w.b_O.at(m), `b_O:${m}`)))) : null,
       h("tr", { class: "total" }, h("th", { scope: "row" }, "output y"), range(d_model).map((m) => h("td", {}, num(y[m], `output:${query},${m}`)))),
@@ -906,7 +954,7 @@ function contributionChart(contrib, y, head) {
   const hatch = uid("hatch"); // the patterns' ids, unique per chart: several charts can share a document
   for (let i = 0; i < nHeads; i++) {
     const p = svg("pattern", { id: `${hatch}-${i}`, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: `rotate(${45 * (i % 4)})` });
-    p.append(svg("rect", { width: 6, height: 6, class: `fill head-${i % 8}` }), svg("rect", { width: i % 2 ? 2 : 0, height: 6, fill: "rgba(255,255,255,0.55)" }));
+    p.append(svg("rect", { width: 6, height: 6, class: `fill head-${i % HEAD_COLOURS}` }), svg("rect", { width: i % 2 ? 2 : 0, height: 6, fill: "rgba(255,255,255,0.55)" }));
     defs.append(p);
   }
   chart.append(defs);
@@ -1195,7 +1243,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     },
     focus: () => cursor || show(mark ?? 0, 0),
   };
-  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), rows > 1 ? legend(kind, scale, anyHidden) : null, readout);
+  // what the columns are: the first and the last, under the map's left and right edges
+  const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
+  if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
+  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), rows > 1 ? legend(kind, scale, anyHidden) : null, axis, readout);
   function claim() {
     entry = heatmapCanvas(place, handlers);
     const { canvas, box } = entry;
@@ -1208,7 +1259,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       entry.base = null;
     }
     canvas.setAttribute("aria-label", `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
-    if (box.parentNode !== figure) figure.insertBefore(box, readout);
+    if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
     draw();
     drawnBy.set(canvas, handlers);
   }
@@ -1252,7 +1303,7 @@ function allQueries(view, query, head, stage) {
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
       : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, colLabel, mark: query, kind, masked });
-  const byToken = (j) => `key ${tok(j)}`;
+  const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
   const views = {
     projections: () => [
@@ -1293,7 +1344,7 @@ function sharing(payload) {
   const chart = svg("svg", { class: "sharing", viewBox: `0 0 ${width} 96`, role: "img", "aria-label": `${n_heads} query heads reading ${n_kv_heads} key/value heads: ${payload.kv_group.map((g, i) => `head ${i} reads K/V ${g}`).join(", ")}` });
   payload.kv_group.forEach((g, i) => chart.append(svg("line", { x1: x(i, n_heads), y1: 26, x2: x(g, n_kv_heads), y2: 70, class: "link" })));
   for (let i = 0; i < n_heads; i++) {
-    chart.append(svg("circle", { cx: x(i, n_heads), cy: 18, r: 9, class: `fill head-${i % 8}` }));
+    chart.append(svg("circle", { cx: x(i, n_heads), cy: 18, r: 9, class: `fill head-${i % HEAD_COLOURS}` }));
     chart.append(svg("text", { x: x(i, n_heads), y: 22, "text-anchor": "middle", class: "node-label" }, `${i}`));
   }
   for (let g = 0; g < n_kv_heads; g++) {
@@ -1397,10 +1448,10 @@ function headOutputs(view, query, head) {
       range(n_heads).map((i) =>
         h(
           "li",
-          { class: `head-output head-${i % 8}` + (i === head ? " inspected" : ""), "data-head": i },
+          { class: `head-output head-${i % HEAD_COLOURS}` + (i === head ? " inspected" : ""), "data-head": i },
           i === head
-            ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
-            : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % 8}` }), `Head ${i}`),
+            ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
+            : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
           many && i !== head
             ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`)
             : h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))), ""),
@@ -1472,7 +1523,7 @@ function matricesView(view) {
     value: (r, m) => w.W_O.at(r, m),
     src: (r, m) => `W_O:${r},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · ${r % c.d_v}`,
-    rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % 8}`,
+    rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % HEAD_COLOURS}`,
   });
   return h(
     "div",
