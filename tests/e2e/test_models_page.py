@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import numpy as np
 import pytest
@@ -183,6 +185,15 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     top = page_text(float(np.abs(arrays["k"][0]).max())).lstrip("-")
     legend = " ".join(page.locator(".stage .heatmap-legend").first.inner_text().split())  # swatches between the words
     assert legend == f"Colours: −{top} · 0 · +{top}"
+    # W^O has a few entries ten times the rest: its colours span the 99th percentile of |W^O|, and
+    # the legend says how far the few beyond it go
+    page.get_by_text("Matrices", exact=True).click()
+    w_o = np.abs(arrays["W_O"])  # (h * d_v, d_model), whole in every answer
+    legend = " ".join(page.locator(".matrices .heatmap-legend").last.inner_text().split())
+    found = re.fullmatch(r"Colours: −(\S+) · 0 · \+(\S+); beyond ±(\S+) \(up to ±(\S+)\), full colour", legend)
+    assert found, legend
+    scale, peak = float(found.group(1)), float(found.group(4))
+    assert peak == float(page_text(float(w_o.max()))) and abs(scale - np.percentile(w_o, 99)) < 0.02 and 4 * scale < peak, (scale, peak)
 
 
 @needs("minilm")

@@ -1111,7 +1111,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   let values = null;
   let scale = 0;
   let anyHidden = Boolean(masked) || Boolean(hit && hit.hiddenCells.length);
-  if (hit) scale = hit.scale;
+  let peak = 0; // the largest |value|: the scale, unless a few outliers would wash out the rest
+  if (hit) [scale, peak] = [hit.scale, hit.peak];
   else {
     values = new Float64Array(rows * cols); // a masked cell (null in JSON) is kept as -Infinity
     for (let r = 0, o = 0; r < rows; r++)
@@ -1119,10 +1120,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
         const v = value(r, c) ?? -Infinity;
         values[o] = v;
         if (v === -Infinity) anyHidden = true;
-        else if (Math.abs(v) > scale) scale = Math.abs(v);
+        else if (Math.abs(v) > peak) peak = Math.abs(v);
       }
+    scale = kind === "weights" ? 1 : rows > 1 ? robustScale(values, peak) : peak; // a strip has no legend to say so
   }
-  if (kind === "weights") scale = 1;
   const ratio = window.devicePixelRatio || 1;
   const firstOfPanel = !slots || slots.next === 0; // says how to read a map; the maps after it need not
   const place = slots ? `${slots.panel}|${slots.next++}|${width}x${height}x${ratio}` : null;
@@ -1152,7 +1153,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
         }
       }
     values = null;
-    store?.set(source[1], { cells, scale, hiddenCells });
+    store?.set(source[1], { cells, scale, peak, hiddenCells });
   }
 
   function putCells(ctx) {
@@ -1246,7 +1247,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // what the columns are: the first and the last, under the map's left and right edges
   const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
   if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
-  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), rows > 1 ? legend(kind, scale, anyHidden) : null, axis, readout);
+  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), rows > 1 ? legend(kind, scale, anyHidden, peak) : null, axis, readout);
   function claim() {
     entry = heatmapCanvas(place, handlers);
     const { canvas, box } = entry;
@@ -1268,14 +1269,40 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   return figure;
 }
 
-// What a map's colours mean: its scale, and grey for masked cells.
-function legend(kind, scale, masked) {
+// The colour scale of a map: its largest |value|, unless that is more than OUTLIER times the
+// 99th percentile of |value|. A weight matrix with a few huge entries (W^O of a decoder) would
+// otherwise be white; its scale is then that percentile, and the few beyond take the full colour.
+const OUTLIER = 4;
+function robustScale(values, peak) {
+  if (!(peak > 0) || values.length < 100) return peak;
+  const bins = new Uint32Array(1024); // |value| / peak in 1024 bins: one pass, no sort
+  let count = 0;
+  for (const v of values)
+    if (v !== -Infinity) {
+      bins[Math.min(1023, Math.floor((Math.abs(v) / peak) * 1024))]++;
+      count++;
+    }
+  let below = 0;
+  for (let b = 0; b < 1024; b++) {
+    below += bins[b];
+    if (below >= 0.99 * count) {
+      const p99 = ((b + 1) / 1024) * peak; // the bin's upper edge: at least the percentile
+      return p99 * OUTLIER < peak ? Number(p99.toPrecision(2)) : peak;
+    }
+  }
+  return peak;
+}
+
+// What a map's colours mean: its scale (and, when outliers were left out of it, how far they go),
+// and grey for masked cells.
+function legend(kind, scale, masked, peak) {
   const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
   const parts =
     kind === "weights"
       ? [swatch("zero"), " 0 to ", swatch("weight"), " 1"]
       : [swatch("negative"), ` −${fmt(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${fmt(scale)}`];
-  return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, masked ? [" · ", swatch("masked"), " masked"] : null);
+  const beyond = kind !== "weights" && peak > scale ? `; beyond ±${fmt(scale)} (up to ±${fmt(peak)}), full colour` : null;
+  return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, beyond, masked ? [" · ", swatch("masked"), " masked"] : null);
 }
 
 // ---- every query at once: the current stage as whole matrices ------------------------------
