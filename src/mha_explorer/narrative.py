@@ -163,9 +163,32 @@ def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
     """The stages of the walkthrough for this config: the mask only when causal or windowed, the
     q/k norm and rotary stages only when the layer has them."""
     stages = tuple(s for s in PAGE_STAGES if _OPTIONAL.get(s.id, lambda c: True)(config))
+    if config.bias:
+        stages = tuple(_BIASED.get(s.id, s) for s in stages)
     if config.sliding_window is None:
         return stages
     return tuple(_windowed_mask(s, config) if s.id == "mask" else s for s in stages)
+
+
+def _biased(stage_id: str, latex: str, also: str) -> PageStage:
+    stage = next(s for s in PAGE_STAGES if s.id == stage_id)
+    return replace(stage, latex=latex, explanation=f"{stage.explanation} {also}")
+
+
+# A layer with biases adds a learned vector after each product: the formulas show it, so that
+# a reader checking a number by hand adds it too.
+_BIASED = {
+    "projections": _biased(
+        "projections",
+        r"q_i = x\,W_i^Q + b_i^Q,\quad k_{i,j} = x_j\,W_i^K + b_i^K,\quad v_{i,j} = x_j\,W_i^V + b_i^V",
+        "Each product then gets the head's bias vector b added.",
+    ),
+    "output": _biased(
+        "output",
+        r"y = \mathrm{concat}\,W^O + b^O = \sum_{i} z_i\, W^O_{[i]} + b^O",
+        "The bias bᴼ is added once, after the heads' contributions.",
+    ),
+}
 
 
 def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:

@@ -126,6 +126,34 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert f"{costs.attention_entries:,}" in page.locator(".costs .entries").inner_text()
 
 
+def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, artifacts):
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=1&tokens=the+cat+sat+on+the+mat&seed=0&stage=projections&head=2&query=2")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    settle(page)
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
+    arrays = arrays_of(payload)
+    assert page.locator(".stage .formula").inner_html().count("<mo>+</mo><msubsup><mi>b</mi>") == 3  # + b^Q, + b^K, + b^V
+    shown = check_numbers(page, ".stage", arrays)
+    # head 2 reads K/V head 1: its own b^Q, and K/V head 1's b^K and b^V, each beside its W
+    assert {"b_Q:2,0", "b_Q:2,1", "b_K:1,0", "b_V:1,1"} <= shown
+    # the hover sum adds the bias as a number, so that it checks by hand
+    page.locator(".stage .equation [data-src='q:2,2,0']").first.hover()
+    calc = page.locator(".stage .calc").inner_text()
+    terms = re.findall(r"(-?\d+\.\d+)×(-?\d+\.\d+)", calc)
+    bias = float(re.search(r"\+ (-?\d+\.\d+) \(bias\)", calc).group(1))
+    assert bias == round(float(arrays["b_Q"][2, 0]), 2)
+    by_hand = sum(float(a) * float(b) for a, b in terms) + bias
+    assert abs(by_hand - arrays["q"][2, 2, 0]) < 0.05, calc  # two-decimal factors
+    page.locator(".stage").screenshot(path=str(artifacts / "lab-bias-projections.png"))
+    # the matrices list every bias, b^O included
+    page.get_by_text("Matrices", exact=True).click()
+    shown = check_numbers(page, ".matrices", arrays)
+    assert {"b_Q:3,1", "b_K:0,0", "b_V:1,0", "b_O:7"} <= shown
+    # the output stage's formula adds b^O once
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    assert page.locator(".stage .formula").inner_html().count("<mi>b</mi><mi>O</mi>") == 2  # concat W^O + b^O = sum + b^O
+
+
 def test_packed_view_gives_the_same_q(page, server_url):
     open_lab(page, server_url)
     page.locator("summary", has_text="Packed view").click()
@@ -300,6 +328,18 @@ def test_a_64_by_64_grid_keeps_every_cell_but_draws_only_what_the_box_shows(page
     assert len(seen) > 100 and all(seen)
     assert page.locator('.edit-grid input[data-key="x:63,63"]').evaluate("(i) => i.checkVisibility()")
     assert 0 < page.evaluate(drawn) < 64 * 64 / 8
+
+
+def test_the_keyboard_can_skip_the_grid(page, server_url):
+    page.goto(server_url + BIG)
+    wait_kind(page, "d_model 64")
+    settle(page)
+    page.get_by_label("Edit the values of").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent").startswith("Skip the grid")
+    assert page.locator(".skip-grid").is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.labels?.[0]?.textContent") == "Query token"
 
 
 def test_the_keyboard_reaches_every_cell_and_an_edit_keeps_the_focus(page, server_url):

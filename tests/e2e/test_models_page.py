@@ -238,6 +238,10 @@ def test_the_model_picker_leads_back_to_the_teaching_example(page, server_url):
     picker = page.get_by_label("Model", exact=True)
     page.wait_for_function("() => document.querySelectorAll('#model-name option').length > 1")
     assert picker.locator("option").all_inner_texts()[0] == "Teaching example"
+    # before a trace the teaching example is not shown under the model's panel: the panel says what to do
+    assert page.locator("#app").is_hidden()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=120_000)
+    assert "mode=model" in page.url
     picker.select_option(label="Teaching example")
     assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
     assert "like" in page.locator(".stage h2").inner_text()

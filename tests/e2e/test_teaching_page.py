@@ -89,6 +89,32 @@ def test_first_view_and_controls(page, server_url):
     assert "Projections" in page.locator(".stage h2").inner_text()
 
 
+def test_the_numbered_stages_head_names_and_address_lead_to_views(page, server_url):
+    open_page(page, server_url)
+    # the numbered stages above the figure are buttons
+    page.locator(".steps button", has_text="Value mixing").click()
+    assert "Value mixing" in page.locator(".stage h2").inner_text()
+    assert page.locator('.steps li[aria-current="step"]').inner_text().endswith("Value mixing")
+    # a head picked by keyboard in the head outputs keeps the focus on its entry
+    page.locator(".outputs button[data-pick-head='1']").focus()
+    page.keyboard.press("Enter")
+    assert "head 1" in page.locator(".stage h2").inner_text()
+    assert page.evaluate("() => document.activeElement.closest('.head-output')?.dataset.head") == "1"
+    # another address typed or pasted into the same tab shows its view
+    page.goto(server_url + "#mode=teaching&stage=weights&head=0&query=0")
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('query “cats”')")
+    assert "Weights" in page.locator(".stage h2").inner_text() and "head 0" in page.locator(".stage h2").inner_text()
+    # the full value of a number in the figure's first row shows below it, inside the figure
+    first = page.locator(".stage .bars .num").first
+    first.focus()
+    assert "tip-below" in first.get_attribute("class")
+    tip_top = first.evaluate("(e) => getComputedStyle(e, '::after').top")
+    assert tip_top != "auto"
+    last = page.locator(".stage .bars .num").last
+    last.focus()
+    assert "tip-below" not in (last.get_attribute("class") or "")
+
+
 def test_every_number_on_every_view_equals_the_api(page, server_url, api, artifacts):
     payload, arrays = api
     open_page(page, server_url)
@@ -297,7 +323,8 @@ def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, a
         path.append(page.evaluate(focused))
         if path[-1].startswith("Cost of this configuration"):
             break
-    assert path[-1].startswith("Cost of this configuration") and len(path) <= stops + 6, path  # was one Tab per number
+    buttons = page.locator(".steps button, .outputs button, .stage summary").count()
+    assert path[-1].startswith("Cost of this configuration") and len(path) <= stops + buttons + 1, path  # was one Tab per number
     # the first stop of the stage is x's row; then W^Q, then q: move inside q and K with the arrows
     q_stop = next(src for src in path if src.startswith("q:"))
     assert q_stop == f"q:0,{payload.query},0"
@@ -328,6 +355,8 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
         assert wide == [], f"{title}: {wide}"
         if title == "Value mixing":
             page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
+    page.locator("summary", has_text="Cost of this configuration").click()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390  # the cost tables scroll in their box
 
 
 def test_no_serious_accessibility_violations(page, server_url):

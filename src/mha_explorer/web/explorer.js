@@ -151,6 +151,14 @@ function roving(nodes) {
   return nodes;
 }
 
+// A number's full value shows above it, or below it where the top of a scrolling figure would cut
+// it off (its first row).
+function placeTip(event) {
+  const number = event.target.closest?.(".num");
+  const box = number?.closest(".figure, .wide-table");
+  if (box) number.classList.toggle("tip-below", number.getBoundingClientRect().top - box.getBoundingClientRect().top < 28);
+}
+
 const STEPS = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
 function moveFocus(event) {
   const from = event.target.closest?.(".num");
@@ -316,6 +324,8 @@ function render({ model, el }) {
   );
   el.replaceChildren(root);
   root.addEventListener("keydown", moveFocus);
+  root.addEventListener("mouseover", placeTip);
+  root.addEventListener("focusin", placeTip);
   // the Matrices view is built when first opened, once per payload
   matrices.addEventListener("toggle", () => {
     if (matrices.open && matrices.children.length === 1) matrices.append(...roving([matricesView(view)]));
@@ -336,9 +346,17 @@ function render({ model, el }) {
     if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
   };
   // a head's name in the head outputs is a button: it inspects that head
+  let focusHead = null; // a head picked there by keyboard: its entry keeps the focus when the panel is redrawn
   outputs.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-pick-head]");
-    if (button) set({ head: Number(button.dataset.pickHead) });
+    if (!button) return;
+    focusHead = document.activeElement === button ? Number(button.dataset.pickHead) : null;
+    set({ head: Number(button.dataset.pickHead) });
+  });
+  // the numbered stages above the figure are buttons too
+  steps.addEventListener("click", (event) => {
+    const button = event.target.closest?.("button[data-go-stage]");
+    if (button) set({ stage: button.dataset.goStage });
   });
   previous.addEventListener("click", () => move(-1));
   next.addEventListener("click", () => move(1));
@@ -390,7 +408,7 @@ function render({ model, el }) {
     querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
-    steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("span", { class: "n" }, i + 1), s.title)));
+    steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
     costs.replaceChildren(costPanel(payload));
     overviewBox.replaceChildren(...(payload.model ? modelOverview(payload, (head) => set({ head })) : []));
@@ -440,6 +458,14 @@ function render({ model, el }) {
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
     } else stagePanel.replaceChildren(...panel);
     outputs.replaceChildren(...outputNodes);
+    if (focusHead !== null) {
+      const entry = outputs.querySelector(`.head-output[data-head="${focusHead}"]`);
+      focusHead = null;
+      if (entry) {
+        entry.tabIndex = -1; // focusable by script only: Tab goes on from here
+        entry.focus();
+      }
+    }
     for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
   }
@@ -521,40 +547,55 @@ function projections(view, query, head) {
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
     });
+    const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wTable = grid({
-      source: [w[weight], String(weight === "W_Q" ? head : g)],
-      caption: h("span", {}, sup(sub("W", weight === "W_Q" ? head : g), name.toUpperCase())),
+      source: [w[weight], String(own)],
+      caption: h("span", {}, sup(sub("W", own), name.toUpperCase())),
       rows: range(c.d_model),
       cols: range(dOut),
-      value: (k, j) => w[weight].at(weight === "W_Q" ? head : g, k, j),
-      src: (k, j) => `${weight}:${weight === "W_Q" ? head : g},${k},${j}`,
+      value: (k, j) => w[weight].at(own, k, j),
+      src: (k, j) => `${weight}:${own},${k},${j}`,
+    });
+    // b^Q, b^K or b^V of that head: added to every row of the product
+    const bias = c.bias ? w[`b_${name.toUpperCase()}`] : null;
+    const bTable = bias && grid({
+      source: [bias, String(own)],
+      caption: h("span", {}, sup(sub("b", own), name.toUpperCase())),
+      rows: [0],
+      cols: range(dOut),
+      value: (_, j) => bias.at(own, j),
+      src: (_, j) => `b_${name.toUpperCase()}:${own},${j}`,
+      rowLabel: () => "",
+      limit: 16, // a longer bias is a strip: it would widen the equation more than the product does
     });
     const outTable = grid({
-      source: [t[name], `${name === "q" ? head : g} ${outRows.length === 1 ? outRows[0] : "all"}`],
+      source: [t[name], `${own} ${outRows.length === 1 ? outRows[0] : "all"}`],
       caption: outRows.length === 1 ? h("span", {}, "q") : name.toUpperCase(),
       rows: outRows,
       cols: range(dOut),
-      value: (r, j) => t[name].at(name === "q" ? head : g, outRows[r], j),
-      src: (r, j) => `${name}:${name === "q" ? head : g},${outRows[r]},${j}`,
+      value: (r, j) => t[name].at(own, outRows[r], j),
+      src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
       onCell: (r, j) => {
-        for (const tbl of [xTable, wTable, outTable]) for (const cell of tbl.querySelectorAll(".hl")) cell.classList.remove("hl");
+        for (const tbl of [xTable, wTable, bTable, outTable]) for (const cell of tbl?.querySelectorAll?.(".hl") ?? []) cell.classList.remove("hl");
         xTable.querySelectorAll(`td[data-row="${r}"]`).forEach((cell) => cell.classList.add("hl"));
         wTable.querySelectorAll(`td[data-col="${j}"]`).forEach((cell) => cell.classList.add("hl"));
+        bTable?.querySelector?.(`td[data-col="${j}"]`)?.classList.add("hl");
         outTable.querySelector(`td[data-row="${r}"][data-col="${j}"]`).classList.add("hl");
         const x = range(c.d_model).map((k) => t.x.at(outRows[r], k));
-        const wc = range(c.d_model).map((k) => w[weight].at(weight === "W_Q" ? head : g, k, j));
-        const value = t[name].at(name === "q" ? head : g, outRows[r], j);
+        const wc = range(c.d_model).map((k) => w[weight].at(own, k, j));
+        const value = t[name].at(own, outRows[r], j);
         calc.replaceChildren(
           `${name}[${payload.tokens[outRows[r]]}][${j}] = `,
           ...x.flatMap((v, k) => [k ? " + " : "", fmt(v), "×", fmt(wc[k])]),
-          c.bias ? " + bias" : "",
+          bias ? ` + ${fmt(bias.at(own, j))} (bias)` : "",
           ` = ${fmt(value)}`,
         );
       },
     });
     links.push(outTable);
-    return h("div", { class: "equation" }, xTable, h("span", { class: "op" }, "×"), wTable, h("span", { class: "op" }, "="), outTable);
+    const plusBias = bTable ? [h("span", { class: "op" }, "+"), bTable] : [];
+    return h("div", { class: "equation" }, xTable, h("span", { class: "op" }, "×"), wTable, ...plusBias, h("span", { class: "op" }, "="), outTable);
   }
 
   const all = range(n);
@@ -997,7 +1038,7 @@ const HAND_SIZED = 16; // numbers: every query's map is a table up to this size 
 
 function grid(options) {
   const { rows, cols } = options;
-  if (rows.length * cols.length <= TABLE_LIMIT) return matrix(options);
+  if (rows.length * cols.length <= (options.limit ?? TABLE_LIMIT)) return matrix(options);
   return heatmap({
     caption: options.caption,
     rows: rows.length,
@@ -1421,7 +1462,7 @@ function costPanel(payload) {
     "details",
     { class: "costs" },
     h("summary", {}, "Cost of this configuration"),
-    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), cache), macs),
+    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", { class: "wide-table" }, cache)), macs),
   );
 }
 
@@ -1539,9 +1580,15 @@ function matricesView(view) {
       value: (k, j) => w[name].at(i, k, j),
       src: (k, j) => `${name}:${i},${k},${j}`,
     });
+  // with biases, each W stands above its b (one row of the same width)
+  const biasOf = (name, i, width) =>
+    c.bias
+      ? grid({ caption: h("span", {}, sup(sub("b", i), name.slice(2))), rows: [0], cols: range(width), value: (_, j) => w[`b_${name.slice(2)}`].at(i, j), src: (_, j) => `b_${name.slice(2)}:${i},${j}`, rowLabel: () => "", limit: 16 })
+      : null;
+  const column = (name, i, width) => h("div", { class: "with-bias" }, perHead(name, i, width), biasOf(name, i, width));
   const heads = range(c.n_heads).filter((i) => w.W_Q.has(i)).map((i) => {
     const g = payload.kv_group[i];
-    return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, c.n_kv_heads < c.n_heads ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, perHead("W_Q", i, c.d_head), perHead("W_K", g, c.d_head), perHead("W_V", g, c.d_v)));
+    return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, c.n_kv_heads < c.n_heads ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, column("W_Q", i, c.d_head), column("W_K", g, c.d_head), column("W_V", g, c.d_v)));
   });
   const wo = grid({
     caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`),
@@ -1559,6 +1606,7 @@ function matricesView(view) {
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,
+    c.bias ? grid({ caption: h("span", {}, sup("b", "O"), ` (${c.d_model}): added once, after the heads`), rows: [0], cols: range(c.d_model), value: (_, m) => w.b_O.at(m), src: (_, m) => `b_O:${m}`, rowLabel: () => "", limit: 16 }) : null,
   );
 }
 

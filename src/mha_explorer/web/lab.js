@@ -126,6 +126,9 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   const matrixSelect = el("select", { id: "lab-matrix" });
   const gridCaption = el("p", { class: "grid-caption", id: "lab-grid-caption" });
   const gridBox = el("div", { class: "grid-box" }); // the scrolling box around the grid
+  // Tab walks the grid cell by cell (up to 64 × 64): a keyboard user can jump past it to the explorer
+  const skipGrid = el("button", { type: "button", class: "skip-grid" }, "Skip the grid: go to the explorer");
+  skipGrid.addEventListener("click", () => document.querySelector("#app .controls select")?.focus());
   const status = el("p", { class: "lab-status", role: "status" });
   const general = el("p", { class: "lab-error", role: "alert" });
 
@@ -152,6 +155,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     general,
     el("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)),
     gridCaption,
+    skipGrid,
     gridBox,
     status,
     ].filter(Boolean),

@@ -132,7 +132,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
     try {
       const state = await ensureLoaded(name);
       fillLayers(state.config.n_layers, keepLayer);
-      status.textContent = `${state.title} is loaded: ${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V heads (${state.config.kind}).`;
+      status.textContent = `${state.title} is loaded: ${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V heads (${state.config.kind}).${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
     } catch (failure) {
       error.textContent = `${failure.message}.`;

@@ -274,6 +274,7 @@ async function main() {
     modelButton.setAttribute("aria-pressed", String(mode === "model"));
     labBox.hidden = mode !== "lab";
     modelBox.hidden = mode !== "model";
+    showExplorer();
     // "Reset example" restores the teaching example; elsewhere the mode buttons lead back to it
     for (const reset of app.querySelectorAll(".mha-explorer button.reset")) reset.hidden = mode !== "teaching";
     if (mode === "teaching") {
@@ -285,6 +286,7 @@ async function main() {
       }
       writeLink(model, mode, editor.lab);
     } else if (mode === "model") {
+      writeLink(model, mode, editor.lab);
       if (!modelsStarted) {
         modelsStarted = true;
         models.start().then((ok) => {
@@ -305,6 +307,17 @@ async function main() {
       });
     }
   }
+
+  // Real model mode shows a model's layer only: until the first trace, the explorer waits hidden
+  // (the model panel says to press Trace) rather than showing the teaching example under it
+  function showExplorer() {
+    app.hidden = mode === "model" && !model.get("payload").model;
+  }
+  model.on("change:payload", showExplorer);
+
+  // a link pasted into this tab, an edited address, or Back and Forward: show that view (the page
+  // writes its own link with replaceState, which fires no hashchange)
+  window.addEventListener("hashchange", () => location.reload());
 
   teachingButton.addEventListener("click", () => setMode("teaching"));
   labButton.addEventListener("click", () => {
