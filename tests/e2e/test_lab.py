@@ -197,7 +197,7 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
         ("#mode=lab&d_model=abc", "not a whole number"),
         ("#head=7", "head 7 is out of range"),
         ("#stage=nowhere", "not one of"),
-        ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&tokens=a+b&seed=0", "rejected"),
+        ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&tokens=a+b&seed=0", "rejected (n_heads"),  # the lab's own message
         ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a+b&seed=0&query=9", "query 9 is out of range"),
         ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
         ("#what=1", "unknown part"),
@@ -211,6 +211,28 @@ def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, wo
     assert "could not be used" in notice and words in notice and "teaching example" in notice
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('like')")
     assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+
+
+def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
+    open_lab(page, server_url)
+    cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+    cell.fill("9")
+    cell.blur()
+    settle(page)
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.get_by_role("button", name="Draw new values").click()
+    settle(page)
+    assert asked and "1 value you edited" in asked[0]
+    assert cell.input_value() == "9" and "edits=x" in link(page)  # kept
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Draw new values").click()
+    settle(page)
+    assert cell.input_value() != "9" and "edits=" not in link(page)
+    # back to the teaching example: its first view, one query at a time
+    page.get_by_role("button", name="All queries").click()
+    page.get_by_role("button", name="Teaching example").click()
+    assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "false"
 
 
 @pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", ""])

@@ -426,7 +426,10 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   };
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
+  // new values replace the cells the user edited: only when they say so
+  const dropEdits = (what) => !lab.edits.size || window.confirm(`${what} replaces the ${lab.edits.size} value${lab.edits.size === 1 ? "" : "s"} you edited. Go on?`);
   draw.addEventListener("click", () => {
+    if (!dropEdits("Drawing new values")) return;
     drafts.clear();
     seedInput.value = String((Number(seedInput.value) || 0) + 1);
     run({ ...readForm(), edits: new Map() }, { redraw: true });
@@ -434,6 +437,10 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   presetSelect.addEventListener("change", () => {
     const preset = PRESETS[presetSelect.value];
     if (!preset) return;
+    if (!dropEdits("A preset")) {
+      presetSelect.value = "";
+      return;
+    }
     drafts.clear();
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;

@@ -283,6 +283,7 @@ async function main() {
         model.set("stage", teaching.page_stages[0].id);
         model.set("head", 0);
         model.set("query", teaching.query);
+        model.set("all_queries", false); // the first view, as Reset example gives it
       }
       writeLink(model, mode, editor.lab);
     } else if (mode === "model") {
@@ -301,7 +302,9 @@ async function main() {
       editor.start().then((ok) => {
         if (!ok && pendingView) {
           pendingView = null;
-          say("This link could not be used: its lab settings were rejected (see the lab's messages). Showing the teaching example instead.");
+          // the lab is hidden from here on: its messages go into the notice
+          const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim()).filter(Boolean);
+          say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
           setMode("teaching");
         }
       });
