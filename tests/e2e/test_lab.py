@@ -145,6 +145,10 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     by_hand = sum(float(a) * float(b) for a, b in terms) + bias
     assert abs(by_hand - arrays["q"][2, 2, 0]) < 0.05, calc  # two-decimal factors
     page.locator(".stage").screenshot(path=str(artifacts / "lab-bias-projections.png"))
+    # the packed view adds the packed biases too, so its product is q
+    page.locator("summary", has_text="Packed view").click()
+    shown = check_numbers(page, ".packed", arrays)
+    assert {"b_Q:0,0", "b_Q:3,1", "q:3,2,1", "x:2,7"} <= shown
     # the matrices list every bias, b^O included
     page.get_by_text("Matrices", exact=True).click()
     shown = check_numbers(page, ".matrices", arrays)

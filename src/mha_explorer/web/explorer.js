@@ -1481,8 +1481,27 @@ function packed(view, query) {
     src: (m, col) => `W_Q:${headOf(col)},${m},${col % c.d_head}`,
     colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
   });
+  const x = grid({
+    caption: h("span", {}, sub("x", payload.tokens[query])),
+    rows: [query],
+    cols: range(c.d_model),
+    value: (_, m) => t.x.at(query, m),
+    src: (_, m) => `x:${query},${m}`,
+    rowLabel: (r) => h("span", { class: "tok" }, payload.tokens[r]),
+  });
+  const b = c.bias
+    ? grid({
+        caption: h("span", {}, sup("b", "Q"), " packed"),
+        rows: [0],
+        cols: range(width),
+        value: (_, col) => w.b_Q.at(headOf(col), col % c.d_head),
+        src: (_, col) => `b_Q:${headOf(col)},${col % c.d_head}`,
+        rowLabel: () => "",
+        colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
+      })
+    : null;
   const q = grid({
-    caption: "x W^Q, then split into heads",
+    caption: h("span", {}, "x ", sup("W", "Q"), c.bias ? [" + ", sup("b", "Q")] : "", ", then split into heads"),
     rows: [query],
     cols: range(width),
     value: (_, col) => t.q.at(headOf(col), query, col % c.d_head),
@@ -1494,8 +1513,8 @@ function packed(view, query) {
     "details",
     { class: "packed" },
     h("summary", {}, "Packed view: all heads in one matrix"),
-    h("p", {}, `Libraries keep every head's W^Q side by side in one ${c.d_model} × ${width} matrix. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on. The input is never sliced per head: every head reads all of x.`),
-    h("div", { class: "equation" }, h("span", {}, sub("x", payload.tokens[query])), h("span", { class: "op" }, "×"), wq, h("span", { class: "op" }, "="), q),
+    h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on. The input is never sliced per head: every head reads all of x.`),
+    h("div", { class: "equation" }, x, h("span", { class: "op" }, "×"), wq, b ? [h("span", { class: "op" }, "+"), b] : null, h("span", { class: "op" }, "="), q),
   );
 }
 
