@@ -170,8 +170,12 @@ def model_payload(
     t = run.trace
     encode = _head_encoder(run, head, packer)
 
-    small, block = overview(t["weights"])
     n = t.n
+    if query is not None and not 0 <= query < n:
+        from .models import ModelError
+
+        raise ModelError(f"query={query} is out of range; choose 0 to {n - 1}")
+    small, block = overview(t["weights"])
     default_query = middle_word(run, model) if query is None else query
     layer_info = ModelLayer(
         name=model.name,

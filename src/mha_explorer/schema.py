@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 import base64
+import json
 import math
 import struct
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from .costs import costs
 from .narrative import mathml, notes, page_stages
@@ -180,9 +182,10 @@ def derive(name: str, scores: np.ndarray, config: ConfigModel) -> np.ndarray:
     return np.where(hidden_keys(scores.shape[-1], config), -np.inf, scaled).astype(scores.dtype)
 
 
-def unpack(body: bytes, answer: type[BaseModel]) -> BaseModel:
-    """A binary answer back as `answer` with base64 arrays and every stage, the same as a base64
-    answer: for tests and Python clients."""
+def unpack(body: bytes, answer: type[BaseModel] = TracePayload) -> BaseModel:
+    """A binary answer back as `answer` (a trace, unless told: modelview.HeadArrays for
+    /api/model-head) with base64 arrays and every stage, the same as a base64 answer: for tests
+    and Python clients."""
     (size,) = struct.unpack_from("<Q", body)
     head = answer.model_validate_json(body[8 : 8 + size])
     start = 8 + size
@@ -277,8 +280,28 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 Matrix = list[list[Finite]]
 
 
+def numbers_only(values: list, where: str = "") -> list:
+    """Nested lists whose every entry is a finite JSON number (true and "4" are not): a weight
+    of any rank. The first entry that is not names itself, as "[0][2][1]"."""
+    for i, value in enumerate(values):
+        at = f"{where}[{i}]"
+        if isinstance(value, list):
+            numbers_only(value, at)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            message = "entry {at} is {given}, not a number; send JSON numbers such as 0.5"
+            raise PydanticCustomError("number_type", message, {"at": at, "given": json.dumps(value)})
+        elif not math.isfinite(value):
+            message = "entry {at} is {given}: every value must be a finite number, no NaN or infinity"
+            raise PydanticCustomError("not_finite", message, {"at": at, "given": value})
+    return values
+
+
+Values = Annotated[list, AfterValidator(numbers_only)]
+
+
 class ConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a flag is JSON true or false, a width a JSON whole number ("4" and 4.0 are refused)
+    model_config = ConfigDict(extra="forbid", strict=True)
     d_model: int = Field(ge=1, le=LAB_MAX_WIDTH)
     n_heads: int = Field(ge=1, le=LAB_MAX_HEADS)
     n_kv_heads: int | None = Field(default=None, ge=1, le=LAB_MAX_HEADS)
@@ -291,13 +314,13 @@ class ConfigIn(BaseModel):
 class TraceRequest(BaseModel):
     """A configuration, its tokens, and either explicit values or a seed to draw them from."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     config: ConfigIn
     tokens: list[Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]] = Field(
         min_length=1, max_length=LAB_MAX_TOKENS
     )
     x: Matrix | None = Field(default=None, description="(n, d_model); drawn from the seed when absent")
-    weights: dict[str, list] | None = Field(
+    weights: dict[str, Values] | None = Field(
         default=None, description="W_Q, W_K, W_V, W_O (and b_Q, b_K, b_V, b_O when bias); drawn from the seed when absent"
     )
     seed: int = Field(default=0, ge=0, le=2**32 - 1)

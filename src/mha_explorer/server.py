@@ -163,16 +163,25 @@ def teaching_payload(encoding: str = "json") -> TracePayload:
     return trace_payload(t, list(example.tokens), example.weights, example.tokens.index(example.query), encoding)
 
 
-def explain(error: dict) -> dict:
+def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     """One pydantic error as {field, message}: where it is and what to change."""
-    field = ".".join(str(p) for p in error["loc"] if p != "body") or "body"
+    path = [p for p in error["loc"] if p != "body"]
     ctx = error.get("ctx") or {}
     given = error.get("input")
+    shown = shown_json(given)
     kind = error["type"]
-    if kind == "less_than_equal":
-        message = f"{given!r} is more than the limit of {ctx['le']}; use at most {ctx['le']}"
+    if kind == "json_invalid":  # the loc holds where the JSON breaks, not a field
+        path, at = [], error["loc"][-1]
+        where = f" at character {at + 1}" if isinstance(at, int) else ""
+        message = f"the body is not valid JSON: {ctx.get('error')}{where}; send a JSON object as /openapi.json describes"
+    elif kind in ("model_attributes_type", "model_type", "dict_type", "missing") and not path:
+        message = "send the request as a JSON object, with Content-Type: application/json (/openapi.json lists its fields)"
+    elif kind in ("model_attributes_type", "model_type", "dict_type"):
+        message = f"{shown} is not an object; send a JSON object, in curly braces"
+    elif kind == "less_than_equal":
+        message = f"{shown} is more than the limit of {ctx['le']}; use at most {ctx['le']}"
     elif kind == "greater_than_equal":
-        message = f"{given!r} is less than {ctx['ge']}; use at least {ctx['ge']}"
+        message = f"{shown} is less than {ctx['ge']}; use at least {ctx['ge']}"
     elif kind in ("too_long", "string_too_long"):
         what = "characters" if isinstance(given, str) else "entries"
         message = f"has {len(given) if isinstance(given, (str, list)) else ctx.get('actual_length')} {what}; the limit is {ctx['max_length']}"
@@ -180,21 +189,50 @@ def explain(error: dict) -> dict:
         message = f"is empty; give at least {ctx['min_length']}"
     elif kind == "finite_number":
         message = "must be a finite number: no NaN or infinity"
-    elif kind in ("float_parsing", "float_type", "int_parsing", "int_type", "int_from_float"):
-        message = f"{given!r} is not a {'whole ' if kind.startswith('int') else ''}number; type a number such as 0.5"
+    elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
+        message = f"{shown} is not a whole number; send {whole_number(request_model, path)}"
+    elif kind in ("float_type", "float_parsing"):
+        message = f"{shown} is not a number; send a JSON number such as 0.5"
+    elif kind in ("bool_type", "bool_parsing"):
+        message = f"{shown} is not true or false; send JSON true or false, without quotes"
+    elif kind == "list_type":
+        message = f"{shown} is not a list; send a JSON array, in square brackets"
     elif kind == "literal_error":
-        message = f"{given!r} is not allowed; use {ctx.get('expected')}"
+        message = f"{shown} is not allowed; use {ctx.get('expected')}"
     elif kind == "missing":
         message = "is required"
     elif kind == "extra_forbidden":
         message = "is not a field of this request; remove it"
     else:
-        message = f"{error['msg']}; send a JSON body matching the schema at /docs" if kind == "json_invalid" else error["msg"]
-    return {"field": field, "message": message, "type": kind}
+        message = error["msg"]
+    return {"field": ".".join(str(p) for p in path) or "body", "message": message, "type": kind}
+
+
+def shown_json(value) -> str:
+    """A value as the client wrote it in JSON: "four", true, 1e+30."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def whole_number(request_model: type[BaseModel] | None, path: list) -> str:
+    """'a whole number from 1 to 64': the field's own range, where the request model gives one."""
+    model, field = request_model, None
+    for name in path:
+        fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
+        if name not in fields:
+            return "a whole number such as 2"
+        field = fields[name]
+        model = field.annotation
+    limits = {} if field is None else {k: getattr(m, k) for m in field.metadata for k in ("ge", "le") if hasattr(m, k)}
+    if "ge" in limits and "le" in limits:
+        return f"a whole number from {limits['ge']} to {limits['le']}"
+    return f"a whole number, {limits['ge']} or more" if "ge" in limits else "a whole number such as 2"
 
 
 class ModelTraceRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(description="a registry name from GET /api/models", max_length=64)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     layer: int = Field(ge=0, le=1000, description="numbered from 0")
@@ -241,7 +279,9 @@ def gzip_fast(data: bytes) -> bytes:
 
 
 def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, models: ModelService | None = None) -> FastAPI:
-    app = FastAPI(title="mha-explorer", version="0.1.0")
+    # no /docs or /redoc: their pages load scripts from a CDN, which the page's own CSP (and no
+    # internet) would block; the schema itself is at /openapi.json
+    app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None)
     example = teaching_payload()  # computed once: the example never changes
     gate = TraceGate(workers, queue)
     service = models or ModelService()
@@ -301,7 +341,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         try:
             answer = await gate.run(serialize)
         except ModelError as error:
-            field = next((f for f in ("head", "layer") if str(error).startswith(f)), "text")
+            field = next((f for f in ("head", "layer", "query") if str(error).startswith(f)), "text")
             raise LabError(field, str(error)) from None
         headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"} if gzip else None
         return Response(answer, media_type=BINARY_MEDIA_TYPE if binary else "application/json", headers=headers)
@@ -357,7 +397,10 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": [explain(e) for e in error.errors()]}, status_code=422)
+        route = request.scope.get("route")
+        body = getattr(route, "body_field", None)
+        request_model = None if body is None else body.field_info.annotation
+        return JSONResponse({"detail": [explain(e, request_model) for e in error.errors()]}, status_code=422)
 
     example_json = {
         "json": example.model_dump_json(),

@@ -97,6 +97,11 @@ class Trace:
     def n(self) -> int:
         return self.stages["x"].shape[0]
 
+    def __repr__(self) -> str:
+        # the shapes, not the numbers: a real layer's stages hold millions
+        shapes = ", ".join(f"{name}={a.shape}" for name, a in self.stages.items())
+        return f"Trace({self.config!r}, n={self.n}, stages: {shapes})"
+
 
 def trace(
     x: np.ndarray, weights: AttentionWeights, config: AttentionConfig, positions: np.ndarray | None = None
@@ -125,6 +130,10 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
     if x.shape[0] < 1:
         raise ConfigError("x has no tokens: give at least one row")
+    finite = np.isfinite(x)  # (n, d)
+    if not finite.all():
+        at = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ConfigError(f"x[{at[0]}, {at[1]}] is {x[at]}; every value of x must be a finite number, no NaN or infinity")
     weights.check(config)
     n = x.shape[0]
     positions = _positions(positions, n)

@@ -101,7 +101,7 @@ class AttentionWeights:
     @classmethod
     def random(cls, config: AttentionConfig, seed: int = 0, dtype=np.float64) -> AttentionWeights:
         """Uniform in +-1/sqrt(fan_in), like a freshly initialised linear layer."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         arrays = {}
         for name, shape in weight_shapes(config).items():
             if name in ("q_norm", "k_norm"):  # multipliers around 1, as a trained norm has
@@ -174,3 +174,9 @@ def _require_packable(config: AttentionConfig) -> None:
             f"d_v={c.d_v}, d_model={c.d_model}"
         )
 
+
+def check_seed(seed) -> int:
+    """The seed, if NumPy can draw from it: a whole number, 0 or more."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError(f"seed={seed!r} cannot seed the random values; give a whole number, 0 or more, such as 0")
+    return int(seed)

@@ -11,8 +11,10 @@ shipped in the package: nothing comes from a CDN. Its synced traits are the page
     all_queries  show every query at once as heatmaps
 
 `query` also accepts a token: `w.query = "like"` stores the index of "like" (of its first
-occurrence, as `mha-explorer trace --query` does; give the index for a later one). The trait
-itself always holds an int, the index the front end understands; `w.query_token` reads the token.
+occurrence, as `mha-explorer trace --query` does; give the index for a later one). A real model's
+token may be given as the text it stands for ("fox" or " fox" for "Ġfox") or as the view labels
+it ("␣fox"). The trait itself always holds an int, the index the front end understands;
+`w.query_token` reads the token.
 """
 
 from __future__ import annotations
@@ -29,9 +31,17 @@ from .examples import load_teaching_example
 from .lab import random_weights, random_x
 from .schema import Array, TracePayload, to_numpy, trace_payload
 from .trace import Trace, trace
-from .weights import AttentionWeights
+from .weights import AttentionWeights, check_seed
 
 WEB = pathlib.Path(__file__).parent / "web"
+# how the view labels a token's leading spaces, line breaks and tabs (web/explorer.js, tokenLabels)
+LABEL_MARKS = str.maketrans({"␣": " ", "↵": "\n", "⇥": "\t"})
+
+
+class Index(traitlets.Any):
+    """An index that the widget's own validator checks (and makes from a token): never None."""
+
+    allow_none = False
 
 
 class Explorer(anywidget.AnyWidget):
@@ -49,9 +59,9 @@ class Explorer(anywidget.AnyWidget):
 
     payload = traitlets.Dict().tag(sync=True)
     stage = traitlets.Unicode("").tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    head = Index(0).tag(sync=True)
     # An index or a token on the way in, always an int index once stored (see _valid_query).
-    query = traitlets.Any(0).tag(sync=True)
+    query = Index(0).tag(sync=True)
     all_queries = traitlets.Bool(False).tag(sync=True)
     # A real model's payload holds one head; when the view shows another, this holds that head's
     # arrays alone (modelview.HeadArrays), which the front end merges in: not a whole new payload.
@@ -88,18 +98,21 @@ class Explorer(anywidget.AnyWidget):
     def from_config(
         cls,
         config: AttentionConfig | str | Mapping,
-        tokens: Sequence[str] | str,
+        tokens: Sequence[str] | str | None = None,
         x: np.ndarray | None = None,
         weights: AttentionWeights | Mapping[str, np.ndarray] | None = None,
         seed: int = 0,
         **view,
     ) -> Explorer:
         """Any configuration: an AttentionConfig, a preset name ("mha", "causal", "gqa", "mqa") or
-        the config's fields as a dict. tokens: a list of strings, or one string split at spaces.
-        x (n, d_model) and the weights are drawn from `seed` when not given, rounded to one decimal
-        so that they can be read."""
+        the config's fields as a dict. tokens: a list of strings, or one string split at spaces;
+        the teaching example's when not given. x (n, d_model) and the weights are drawn from `seed`
+        (a whole number, 0 or more) when not given, rounded to one decimal so that they can be read."""
         config = _config(config)
+        if tokens is None:
+            tokens = load_teaching_example().tokens
         tokens = tokens.split() if isinstance(tokens, str) else list(tokens)
+        seed = check_seed(seed)
         if not tokens or not all(isinstance(t, str) and t for t in tokens):
             raise ValueError(f"tokens must be a non-empty list of non-empty strings, not {tokens!r}")
         x = random_x(len(tokens), config.d_model, seed) if x is None else np.asarray(x, dtype=np.float64)
@@ -206,22 +219,26 @@ class Explorer(anywidget.AnyWidget):
 
     @traitlets.validate("head")
     def _valid_head(self, proposal):
+        value = proposal["value"]
         n_heads = self.payload["config"]["n_heads"]
-        if not 0 <= proposal["value"] < n_heads:
-            raise traitlets.TraitError(f"head {proposal['value']} is out of range: this trace has heads 0 to {n_heads - 1}")
-        return proposal["value"]
+        if not _is_index(value):
+            raise traitlets.TraitError(f"head must be a whole number from 0 to {n_heads - 1}, not {value!r}")
+        if not 0 <= value < n_heads:
+            raise traitlets.TraitError(f"head {value} is out of range: this trace has heads 0 to {n_heads - 1}")
+        return int(value)
 
     @traitlets.validate("query")
     def _valid_query(self, proposal):
-        """An index, or a token (its first occurrence, as the CLI's --query), becomes the index."""
+        """An index, or a token (its first occurrence, found as the CLI's --query finds it), becomes the index."""
         value = proposal["value"]
         tokens = self.payload["tokens"]
         choices = ", ".join(f"{i} {t!r}" for i, t in enumerate(tokens))
         if isinstance(value, str):
-            if value not in tokens:
+            index = _find_token(self.payload, value)
+            if index is None:
                 raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices}")
-            return tokens.index(value)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            return index
+        if not _is_index(value):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
         if not 0 <= value < len(tokens):
             raise traitlets.TraitError(f"query {value} is out of range; choose one of {choices}")
@@ -238,6 +255,22 @@ def teaching_payload() -> dict:
 def _payload(t: Trace, tokens: list[str], weights: AttentionWeights, query: int = 0) -> dict:
     # base64: exact float64 and a third of the size of a JSON list of numbers
     return trace_payload(t, tokens, weights, query, encoding="base64").model_dump(mode="json")
+
+
+def _is_index(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _find_token(payload: Mapping, wanted: str) -> int | None:
+    """The first token spelled `wanted`, else the first whose text is `wanted` once trimmed, in
+    the view's labels too: "fox", " fox" and "␣fox" all find "Ġfox"."""
+    tokens = payload["tokens"]
+    if wanted in tokens:
+        return tokens.index(wanted)
+    readable = (payload.get("model") or {}).get("readable") or tokens
+    texts = [text.strip() for text in readable]
+    text = wanted.translate(LABEL_MARKS).strip()
+    return texts.index(text) if text and text in texts else None
 
 
 def _stage_ids(payload: Mapping) -> list[str]:

@@ -80,10 +80,10 @@ BAD = {
         "weights.W_Q",
         "needs (1, 2, 2)",
     ),
-    "NaN in a weight": (
+    "text in a weight": (
         {"config": {"d_model": 1, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[["NaN"]]], "W_K": [[[1.0]]], "W_V": [[[1.0]]], "W_O": [[1.0]]}},
         "weights.W_Q",
-        "finite",
+        'entry [0][0][0] is "NaN", not a number',
     ),
     "query out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "query": 3}, "query", "choose 0 to 0"),
     "unknown field": ({"config": {"d_model": 2, "n_heads": 1, "heads": 2}, "tokens": ["a"]}, "config.heads", "remove it"),
@@ -99,16 +99,90 @@ def test_bad_requests_get_a_422_that_names_the_field_and_the_fix(client, body, f
     assert any(d["field"] == field and words in d["message"] for d in detail), detail
 
 
-@pytest.mark.parametrize("raw", [b'{"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[NaN, 1]]}', b'{"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[1e999, 1]]}'], ids=["NaN", "1e999"])
-def test_non_finite_numbers_are_refused(client, raw):
+NON_FINITE = {
+    "NaN": (b'{"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[NaN, 1]]}', "x.0.0"),
+    "1e999": (b'{"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[1e999, 1]]}', "x.0.0"),
+    "NaN in a weight": (
+        b'{"config": {"d_model": 1, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[[NaN]]], "W_K": [[[1]]], "W_V": [[[1]]], "W_O": [[1]]}}',
+        "weights.W_Q",
+    ),
+}
+
+
+@pytest.mark.parametrize("raw, field", NON_FINITE.values(), ids=NON_FINITE.keys())
+def test_non_finite_numbers_are_refused(client, raw, field):
     response = client.post("/api/trace", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["field"] == "x.0.0" and "finite" in response.json()["detail"][0]["message"]
+    assert response.json()["detail"][0]["field"] == field and "finite" in response.json()["detail"][0]["message"]
 
 
-def test_a_body_that_is_not_json_gets_a_422(client):
-    response = client.post("/api/trace", content=b"{not json", headers={"content-type": "application/json"})
-    assert response.status_code == 422 and "JSON" in response.json()["detail"][0]["message"]
+def test_a_body_that_is_not_json_gets_a_422_that_says_where_it_breaks(client):
+    response = client.post("/api/trace", content=b"{bad json", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    [problem] = response.json()["detail"]
+    assert problem["field"] == "body" and "not valid JSON" in problem["message"]
+    assert "at character 2" in problem["message"] and "/openapi.json" in problem["message"]
+
+
+@pytest.mark.parametrize(
+    "send",
+    [
+        {"content": b'{"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a"]}', "headers": {"content-type": "text/plain"}},
+        {"data": {"config": "x", "tokens": "a"}},
+        {"json": ["a", "b"]},
+    ],
+    ids=["text/plain", "form", "array"],
+)
+def test_a_body_that_is_not_a_json_object_is_told_what_to_send(client, send):
+    response = client.post("/api/trace", **send)
+    assert response.status_code == 422
+    [problem] = response.json()["detail"]
+    assert problem["field"] == "body" and "Content-Type: application/json" in problem["message"] and "JSON object" in problem["message"]
+
+
+def test_the_schema_is_served_and_the_docs_pages_that_need_a_cdn_are_not(client):
+    assert client.get("/openapi.json").json()["info"]["title"] == "mha-explorer"
+    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+
+
+LAB = {"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a", "b"]}
+MODEL = {"model": "minilm", "text": "hi", "layer": 0}
+IN_OUR_WORDS = {
+    "word for a width": ("/api/trace", LAB | {"config": {"d_model": "four", "n_heads": 2}}, "config.d_model", '"four" is not a whole number; send a whole number from 1 to 64'),
+    "fraction for a width": ("/api/trace", LAB | {"config": {"d_model": 4.5, "n_heads": 2}}, "config.d_model", "4.5 is not a whole number; send a whole number from 1 to 64"),
+    "number as text": ("/api/trace", LAB | {"config": {"d_model": "4", "n_heads": 2}}, "config.d_model", '"4" is not a whole number'),
+    "letter for a query": ("/api/trace", LAB | {"query": "b"}, "query", '"b" is not a whole number; send a whole number, 0 or more'),
+    "huge query": ("/api/trace", LAB | {"query": 1e30}, "query", "1e+30 is not a whole number"),
+    "word for a layer": ("/api/model-trace", MODEL | {"layer": "zero"}, "layer", '"zero" is not a whole number; send a whole number from 0 to 1000'),
+    "2 for a flag": ("/api/trace", LAB | {"config": {"d_model": 4, "n_heads": 2, "causal": 2}}, "config.causal", "2 is not true or false; send JSON true or false"),
+    "yes for a flag": ("/api/trace", LAB | {"config": {"d_model": 4, "n_heads": 2, "causal": "yes"}}, "config.causal", '"yes" is not true or false'),
+    "tokens as one string": ("/api/trace", LAB | {"tokens": "a b"}, "tokens", '"a b" is not a list; send a JSON array'),
+    "config as a number": ("/api/trace", LAB | {"config": 5}, "config", "5 is not an object; send a JSON object"),
+    "number as text in x": ("/api/trace", LAB | {"x": [["4", 1, 1, 1], [1, 1, 1, 1]]}, "x.0.0", '"4" is not a number; send a JSON number such as 0.5'),
+    "true in x": ("/api/trace", LAB | {"x": [[True, 1, 1, 1], [1, 1, 1, 1]]}, "x.0.0", "true is not a number"),
+    "text in a weight": (
+        "/api/trace",
+        {"config": {"d_model": 2, "n_heads": 1, "d_head": 1}, "tokens": ["a"], "weights": {"W_Q": [[[1, "x"]]], "W_K": [[[0.0], [1.0]]], "W_V": [[[1.0], [1.0]]], "W_O": [[2.0]]}},
+        "weights.W_Q",
+        'entry [0][0][1] is "x", not a number; send JSON numbers such as 0.5',
+    ),
+    "true in a weight": (
+        "/api/trace",
+        {"config": {"d_model": 1, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[[1]]], "W_K": [[[1]]], "W_V": [[[1]]], "W_O": [[True]]}},
+        "weights.W_O",
+        "entry [0][0] is true, not a number",
+    ),
+}
+
+
+@pytest.mark.parametrize("route, body, field, words", IN_OUR_WORDS.values(), ids=IN_OUR_WORDS.keys())
+def test_type_errors_say_what_to_send_and_nothing_is_coerced(client, route, body, field, words):
+    """Booleans must be JSON true/false and values JSON numbers: "yes", "4" and true are refused."""
+    response = client.post(route, json=body)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert any(d["field"] == field and words in d["message"] for d in detail), detail
+    assert not any("Input should" in d["message"] or "0.5" in d["message"] and "whole" in d["message"] for d in detail), detail
 
 
 @pytest.mark.parametrize("encoding", ["json", "base64", "binary"])

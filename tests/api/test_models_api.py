@@ -120,3 +120,14 @@ def test_a_real_texts_view_starts_at_its_middle_word_so_the_causal_mask_shows():
     assert payload.query == words[len(words) // 2] and 0 < payload.query < len(payload.tokens) - 1
     mask = to_numpy(payload.stages["mask"])[0, payload.query]  # head 0, the query's row
     assert np.isneginf(mask[payload.query + 1 :]).all() and np.isfinite(mask[: payload.query + 1]).all()
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+@pytest.mark.parametrize("query", [3, 99, 10**12])
+def test_a_query_outside_the_text_gets_a_422_with_the_range(query):
+    client = loaded("minilm")
+    request = {"model": "minilm", "text": "hi", "layer": 0}  # [CLS] hi [SEP]
+    answer = client.post("/api/model-trace", json={**request, "query": query})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == [{"field": "query", "message": f"query={query} is out of range; choose 0 to 2"}]
+    assert client.post("/api/model-trace", json={**request, "query": 2}).json()["query"] == 2

@@ -22,6 +22,14 @@ SYNCED = {"payload", "stage", "head", "query", "all_queries"}
 TEACHING_STAGES = ["projections", "scores", "weights", "mixing", "concat", "output"]
 
 
+def _installed(name: str) -> bool:
+    try:
+        from mha_explorer.models import available_models
+    except ImportError:
+        return False
+    return any(m.name == name and m.installed for m in available_models())
+
+
 def assert_same_trace(widget_trace: dict, core) -> None:
     assert list(widget_trace) == list(core.stages)
     for name, a in core.stages.items():
@@ -123,6 +131,28 @@ def test_from_config_says_what_is_wrong(config, kwargs, message):
         Explorer.from_config(config, **kwargs)
 
 
+def test_from_config_without_tokens_takes_the_teaching_examples():
+    w = Explorer.from_config("gqa")
+    assert w.tokens == ["cats", "like", "warm", "milk"] and w.payload["config"]["kind"] == "GQA"
+
+
+@pytest.mark.parametrize("seed", [-1, 2.5])
+def test_a_seed_numpy_cannot_use_is_refused_with_what_to_give(seed):
+    with pytest.raises(ConfigError, match=rf"seed={seed!r} cannot seed the random values; give a whole number, 0 or more"):
+        Explorer.from_config("mha", tokens="a b", seed=seed)
+
+
+@pytest.mark.skipif(not _installed("smollm2"), reason="smollm2 is not installed: run make models")
+@pytest.mark.parametrize("query", ["fox", " fox", "␣fox", "Ġfox", 3])
+def test_a_real_models_query_is_found_as_the_cli_and_the_view_name_it(query):
+    w = Explorer.from_model("smollm2", text="The quick brown fox jumps", layer=0, query=query)
+    assert (w.query, w.query_token) == (3, "Ġfox")
+    w.query = "␣quick"
+    assert w.query_token == "Ġquick"
+    with pytest.raises(traitlets.TraitError, match="query 'cat' is not a token of this trace"):
+        w.query = "cat"
+
+
 def test_from_model_traces_a_real_layer(minilm):
     from mha_explorer.models import load_model
 
@@ -177,8 +207,10 @@ def test_query_takes_a_token_or_an_index_and_stores_the_index():
         (-1, "query -1 is out of range"),
         (True, "query must be a token or its index, not True"),
         (1.0, "query must be a token or its index, not 1.0"),
+        (None, "query must be a token or its index, not None"),
+        ("", "query '' is not a token of this trace"),
     ],
-    ids=["unknown-token", "too-large", "negative", "bool", "float"],
+    ids=["unknown-token", "too-large", "negative", "bool", "float", "none", "empty"],
 )
 def test_a_bad_query_is_refused_with_the_choices(value, message):
     w = Explorer()
@@ -203,6 +235,12 @@ def test_stage_and_head_are_validated():
         w.head = 2
     with pytest.raises(traitlets.TraitError, match="head -1 is out of range"):
         w.head = -1
+    for value in ("1", None, 1.0, True):
+        with pytest.raises(traitlets.TraitError, match=re.escape(f"head must be a whole number from 0 to 1, not {value!r}")):
+            w.head = value
+    w.head = np.int64(1)
+    assert w.head == 1 and type(w.head) is int
+    w.head = 0
     with pytest.raises(traitlets.TraitError, match="payload is not a trace payload: it lacks tokens"):
         w.payload = {"hello": 1}
     assert (w.stage, w.head) == ("projections", 0)

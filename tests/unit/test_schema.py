@@ -107,3 +107,15 @@ def test_non_causal_payload_has_no_mask_stage():
     assert "mask" not in p.stages
     assert "mask" not in [s.id for s in p.page_stages]
     assert "mask" not in [s.name for s in p.stage_table]
+
+
+def test_unpack_reads_a_binary_trace_without_being_told_its_kind():
+    from mha_explorer.schema import Packer, unpack
+
+    t, tokens, w = teaching(causal=True)
+    packer = Packer()
+    head = trace_payload(t, tokens, w, query=1, encode=lambda name, a: packer.array(a)).model_dump_json().encode()
+    again = unpack(packer.body(head))
+    assert isinstance(again, TracePayload) and again.tokens == tokens
+    for name, a in payload_arrays(again).items():
+        np.testing.assert_array_equal(a, t.stages[name], err_msg=name)

@@ -98,3 +98,21 @@ def test_causal_single_token_attends_to_itself():
     t = trace(np.ones((1, 4)), AttentionWeights.random(config), config)
     assert t["weights"].tolist() == [[[1.0]], [[1.0]]]
     np.testing.assert_allclose(t["z"][:, 0, :], t["v"][:, 0, :], rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+def test_a_value_of_x_that_is_not_finite_is_a_config_error_naming_it(bad):
+    config = AttentionConfig(d_model=4, n_heads=2)
+    x = np.ones((3, 4))
+    x[1, 2] = x[2, 0] = bad
+    with pytest.raises(ConfigError, match=rf"x\[1, 2\] is {bad}; every value of x must be a finite number"):
+        trace(x, AttentionWeights.random(config), config)
+
+
+def test_the_repr_of_a_trace_gives_shapes_not_numbers():
+    config = AttentionConfig(d_model=64, n_heads=8, causal=True)
+    t = trace(np.ones((50, 64)), AttentionWeights.random(config), config)
+    text = repr(t)
+    assert text.startswith(f"Trace({config!r}, n=50, stages: x=(50, 64), q=(8, 50, 8), k=(8, 50, 8)")
+    assert "mask=(8, 50, 50)" in text and text.endswith("contributions=(8, 50, 64))")
+    assert len(text) < 600 and "array" not in text

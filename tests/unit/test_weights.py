@@ -191,3 +191,10 @@ def test_random_weights_fit_any_config(config, seed):
     w = AttentionWeights.random(config, seed=seed)
     w.check(config)
     assert {k: a.shape for k, a in w.arrays().items()} == weight_shapes(config)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_a_seed_numpy_cannot_use_is_refused_with_what_to_give(seed):
+    with pytest.raises(ConfigError, match=rf"seed={seed!r} cannot seed the random values; give a whole number, 0 or more"):
+        AttentionWeights.random(GQA_BIAS, seed=seed)
+    np.testing.assert_array_equal(AttentionWeights.random(GQA_BIAS, seed=np.int64(3)).W_Q, AttentionWeights.random(GQA_BIAS, seed=3).W_Q)
