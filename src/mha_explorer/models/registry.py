@@ -137,10 +137,10 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     if spec is None:
         path = Path(key).expanduser()
         if not path.exists():
-            raise ModelError(
-                f"unknown model {key!r}: choose one of {', '.join(NAMES)}, or give the path of a local "
-                f"checkpoint ({SUPPORTED})"
-            )
+            choices = f"choose one of {', '.join(NAMES)}, or give the path of a local checkpoint ({SUPPORTED})"
+            if _looks_like_a_path(key):
+                raise ModelError(f"no such file or directory: {key}; {choices}")
+            raise ModelError(f"unknown model {key!r}: {choices}")
         key = str(path.resolve())
     with _loading:
         if key not in _loaded:
@@ -171,30 +171,48 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
 def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
     from . import tokenize
 
+    cfg = _hf_config(path)  # first, so that an architecture the explorer does not read is said first
     shards = sorted(path.glob("*.safetensors"))
     pickles = sorted(p for p in path.iterdir() if p.is_file() and is_pickle(p))
     if not shards:
         if pickles:
             raise refuse_pickle(pickles[0])
         raise CheckpointError(f"{path} holds no .safetensors file; the explorer reads {SUPPORTED}")
-    if not (path / "config.json").is_file():
+    if cfg is None:
         raise CheckpointError(f"{path} has no config.json; a Hugging Face checkpoint directory needs one")
     if not (path / "tokenizer.json").is_file():
         raise CheckpointError(f"{path} has no tokenizer.json; the explorer builds its tokenizer from that file")
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path / 'config.json'} is not readable JSON ({e})") from None
-    family = cfg.get("model_type") if isinstance(cfg, dict) else None
-    if family not in HF_FAMILIES:
-        hint = " (the multimodal Gemma 3; give a text-only gemma3_text checkpoint)" if family == "gemma3" else ""
-        raise CheckpointError(f"{path}: model_type {family!r} is not supported{hint}; supported: {SUPPORTED}")
+    family = cfg["model_type"]
     progress(0.02, f"reading {len(shards)} safetensors file(s)")
     tensors = SafetensorsCheckpoint(shards)
     arch = _convert_hf(family, cfg, tensors, _scaled(progress, 0.05, 0.9))
     progress(0.92, "building the tokenizer")
     tokenizer = tokenize.from_tokenizer_json(path / "tokenizer.json")
     return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin)
+
+
+def _hf_config(path: Path) -> dict | None:
+    """The directory's config.json, None when it has none; refused unless its model_type is supported."""
+    file = path / "config.json"
+    if not file.is_file():
+        return None
+    try:
+        cfg = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{file} is not readable JSON ({e})") from None
+    family = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if family is None:
+        raise CheckpointError(f"{file} has no model_type; the explorer reads {SUPPORTED}")
+    if family not in HF_FAMILIES:
+        hint = " (the multimodal Gemma 3; give a text-only gemma3_text checkpoint)" if family == "gemma3" else ""
+        raise CheckpointError(f"{path}: model_type {family!r} is not supported{hint}; supported: {SUPPORTED}")
+    return cfg
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """Whether a name that is not a registry name was meant as a file: it has a directory part, or
+    starts like one (~, .), or ends like a checkpoint file."""
+    return os.sep in name or "/" in name or name.startswith(("~", ".")) or name.lower().endswith((".gguf", ".safetensors", ".json"))
 
 
 def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress: Progress):

@@ -1,0 +1,171 @@
+"""`mha-explorer models`, `serve` and the errors of `trace` that name a bad option value or path."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mha_explorer.cli import layer_groups, main, token_label
+from mha_explorer.config import AttentionConfig
+from mha_explorer.models import NAMES, available_models
+
+pytestmark = pytest.mark.cli
+INSTALLED = {m.name for m in available_models() if m.installed}
+
+
+def invoke(*args: str, width: int = 80):
+    result = CliRunner().invoke(main, list(args), env={"COLUMNS": str(width)})
+    assert "Traceback" not in result.output
+    return result
+
+
+def one_error(result) -> str:
+    """The command failed with exit status 2 and one line on stderr after any loading progress."""
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("loading ")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+# --- 3. models, readable at 80 columns ------------------------------------------
+
+
+def test_the_model_list_fits_80_columns():
+    out = invoke("models").stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for name in NAMES:
+        assert any(line.startswith(f"{name} ") for line in out.splitlines()), name
+
+
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_a_models_configuration_fits_80_columns_and_agrees_with_its_json(name):
+    if name not in INSTALLED:
+        pytest.skip(f"{name} is not installed: run make models")
+    out = invoke("models", name).stdout
+    summary = json.loads(invoke("models", name, "--json").stdout)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "{'" not in out  # no Python dict
+    by_layer = " ".join(out.partition(f"attention, by layer ({summary['n_layers']} layers")[2].split())
+    assert summary["layers"].count(summary["layers"][0]) == summary["n_layers"]  # one kind of layer
+    for key in ("d_model", "n_heads", "n_kv_heads", "d_head", "d_v"):
+        assert f"{key} {summary['layers'][0][key]}" in by_layer, key
+    assert "layers 0" not in out  # nothing to group
+
+
+def _spans_to_layers(spans: str) -> list[int]:
+    out = []
+    for span in spans.split(", "):
+        first, _, last = span.partition("–")
+        out += range(int(first), int(last or first) + 1)
+    return out
+
+
+def test_layers_are_grouped_by_kind_and_the_sliding_window_ones_named():
+    """A Gemma-3-like model: a full-attention layer after every five sliding-window ones, with
+    float32 numbers as GGUF stores them."""
+    eps, sliding = float(np.float32(1e-6)), [i % 6 != 5 for i in range(18)]
+    base = AttentionConfig(d_model=640, n_heads=4, n_kv_heads=1, d_head=256, causal=True, qk_norm=True, norm_eps=eps, scale=0.0625)
+    layers = [
+        replace(base, sliding_window=512, rope_theta=1e4).to_dict() if s else replace(base, rope_theta=1e6).to_dict()
+        for s in sliding
+    ]
+    lines = layer_groups(layers)
+    assert lines[0].startswith("every layer: ") and "norm_eps 1e-06" in lines[0] and "scale 0.0625" in lines[0]
+    assert "e-07" not in " ".join(lines)
+    kinds = {line.partition(": ")[2]: _spans_to_layers(line.removeprefix("layers ").partition(": ")[0]) for line in lines[1:]}
+    assert kinds == {
+        "rope_theta 10000, sliding window 512": [i for i in range(18) if sliding[i]],
+        "rope_theta 1e+06, no sliding window (full attention)": [i for i in range(18) if not sliding[i]],
+    }
+
+
+# --- 5. token labels, as the page draws them -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "text", "label"),
+    [("Ġfox", " fox", "␣fox"), ("▁▁mat", "  mat", "␣␣mat"), ("Ċ", "\n", "↵"), ("Ġ", " ", "␣"), ("\t", "\t", "⇥"),
+     ("##ing", "ing", "ing"), ("<0xE2>", "\ufffd", "<0xE2>"), ("[CLS]", "[CLS]", "[CLS]")],
+)
+def test_token_labels_follow_the_pages_token_labels(token, text, label):
+    assert token_label(token, text) == label
+
+
+# --- 6. paths that do not exist, checkpoints the explorer does not read -------
+
+
+@pytest.mark.parametrize("path", ["./nonexistent", "~/nonexist.gguf", "models/none"])
+def test_a_missing_path_says_no_such_file_and_lists_the_models(path):
+    error = one_error(invoke("trace", "--model", path))
+    assert f"no such file or directory: {path}" in error
+    assert ", ".join(NAMES) in error
+    assert "unknown model" not in error
+
+
+def test_an_unknown_name_is_an_unknown_model():
+    error = one_error(invoke("trace", "--model", "gpt5"))
+    assert "unknown model 'gpt5'" in error and ", ".join(NAMES) in error
+
+
+def test_an_unsupported_architecture_is_said_before_missing_files(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    error = one_error(invoke("trace", "--model", str(tmp_path)))
+    assert "model_type 'mamba' is not supported" in error and "bert, llama or gemma3_text" in error
+    assert "tokenizer.json" not in error.partition("supported")[0]
+
+
+def test_a_config_without_model_type_says_so(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    error = one_error(invoke("models", str(tmp_path)))
+    assert "has no model_type" in error and "None" not in error
+
+
+# --- 7. option values that are not whole numbers --------------------------------
+
+
+@pytest.mark.parametrize("head", ["abc", "1.0", "²", "1e0", ""])
+def test_a_head_that_is_not_a_whole_number_says_so(head):
+    error = one_error(invoke("trace", "--head", head))
+    assert "is not a whole number" in error and "0 to 1" in error
+
+
+@pytest.mark.parametrize("head", ["2", "-1"])
+def test_a_whole_head_out_of_range_says_so(head):
+    error = one_error(invoke("trace", "--head", head))
+    assert f"--head {head} is out of range" in error and "0 to 1" in error
+
+
+# --- 4. --json with options that choose what the walkthrough shows ----------------
+
+
+def test_json_says_that_head_and_stage_choose_the_walkthrough():
+    result = invoke("trace", "--json", "--head", "1", "--stage", "output")
+    assert result.exit_code == 0
+    assert result.stderr.startswith("note: --json writes every head and stage") and len(result.stderr.splitlines()) == 1
+    assert json.loads(result.stdout)["config"]["n_heads"] == 2
+
+
+# --- 5. the nth occurrence, in the teaching example -------------------------------
+
+
+def test_the_first_occurrence_may_be_named_and_a_missing_one_says_how_many():
+    assert "query milk (position 3)" in invoke("trace", "--query", "milk@1", "--stage", "weights").stdout
+    error = one_error(invoke("trace", "--query", "milk@2"))
+    assert "'milk' occurs once" in error and "from 1 to 1" in error
+
+
+# --- 8. serve on a port in use ------------------------------------------------------
+
+
+def test_serve_on_a_port_in_use_says_so_before_anything_else():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        error = one_error(invoke("serve", "--port", str(port)))
+    assert f"port {port}" in error and "already in use" in error and "--port" in error

@@ -1,0 +1,217 @@
+"""`mha-explorer trace --model`: the walkthrough of a real layer, through click's CliRunner.
+
+Expected numbers come from the checkpoint's own tensors, read here with the safetensors package
+(not the explorer's reader), and from plain NumPy products written here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mha_explorer.cli import main
+from mha_explorer.models import available_models
+from mha_explorer.schema import TracePayload, to_numpy
+
+from .test_cli import cells, two
+
+pytestmark = pytest.mark.cli
+INSTALLED = {m.name: m for m in available_models() if m.installed}
+needs = {name: pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models") for name in ("minilm", "smollm2")}
+
+FOX = "The quick brown fox jumps over the lazy dog."
+NUMBER = re.compile(r"-?\d+\.\d\d")
+
+
+def trace(*args: str, width: int = 250):
+    result = CliRunner().invoke(main, ["trace", *args], env={"COLUMNS": str(width)})
+    assert "Traceback" not in result.output
+    return result
+
+
+def ok(*args: str, width: int = 250) -> str:
+    result = trace(*args, width=width)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return result.stdout
+
+
+def minilm_tensors(layer: int) -> dict[str, np.ndarray]:
+    """The attention tensors of one BERT layer, as the checkpoint stores them: weight (out, in)."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(Path(INSTALLED["minilm"].location) / "model.safetensors"))
+    prefix = f"encoder.layer.{layer}.attention."
+    names = {"q": "self.query", "k": "self.key", "v": "self.value", "o": "output.dense"}
+    return {f"{short}.{kind}": tensors[prefix + long + "." + kind] for short, long in names.items() for kind in ("weight", "bias")}
+
+
+def payload(*args: str) -> TracePayload:
+    return TracePayload.model_validate_json(ok(*args, "--json"))
+
+
+def headers(out: str) -> list[list[str]]:
+    """The header cells of every table, with the panel's own borders dropped."""
+    return [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
+
+
+def output_table(out: str) -> dict[str, list[str]]:
+    """The Output projection table's rows: label -> cells."""
+    rows = {}
+    for row in cells(out):
+        if row and (row[0].startswith("head ") or row[0] in ("bias", "output y")):
+            rows[row[0]] = row[1:]
+    return rows
+
+
+# --- 1. biases are shown where they are added ---------------------------------
+
+
+@needs["minilm"]
+def test_output_table_has_a_bias_row_and_its_rows_add_up():
+    args = ("--model", "minilm", "--text", FOX, "--layer", "3", "--query", "fox")
+    out = ok(*args, "--head", "5", "--stage", "output")
+    rows = output_table(out)
+    assert list(rows) == [*(f"head {h}" for h in range(12)), "bias", "output y"]
+    shown = len(rows["output y"])
+    w = minilm_tensors(3)
+    assert rows["bias"] == [two(float(b)) for b in w["o.bias"][:shown]]
+    # every row against the checkpoint's W^O applied to the layer's concatenated head outputs
+    concat = to_numpy(payload(*args).stages["concat"])[4]  # (h*d_v,): "fox" is token 4
+    for h in range(12):
+        block = slice(32 * h, 32 * (h + 1))
+        contribution = concat[block] @ w["o.weight"][:shown, block].T
+        np.testing.assert_allclose([float(c) for c in rows[f"head {h}"]], contribution, atol=0.0051)
+    y = concat @ w["o.weight"][:shown].T + w["o.bias"][:shown]
+    np.testing.assert_allclose([float(c) for c in rows["output y"]], y, atol=0.0051)
+
+
+@needs["minilm"]
+def test_projections_name_the_bias_and_show_it():
+    args = ("--model", "minilm", "--text", FOX, "--layer", "3", "--query", "fox", "--head", "5")
+    out = ok(*args, "--stage", "projections")
+    header = next(row for row in headers(out) if row and row[0] == "token")
+    assert header[2:] == ["q = x W^Q + b^Q", "k = x W^K + b^K", "v = x W^V + b^V"]
+    bias_row = next(row for row in cells(out) if row and row[0] == "bias")
+    w, head = minilm_tensors(3), slice(5 * 32, 6 * 32)
+    for cell, name in zip(bias_row[2:], "qkv"):
+        assert NUMBER.findall(cell)[:3] == [two(float(b)) for b in w[f"{name}.bias"][head][:3]], name
+    # the query row's q is x W^Q + b^Q, with W^Q and b^Q from the checkpoint
+    x = to_numpy(payload(*args).stages["x"])[4]
+    q = x @ w["q.weight"][head].T + w["q.bias"][head]
+    fox_row = next(row for row in cells(out) if row and row[0] == "fox")
+    np.testing.assert_allclose([float(v) for v in NUMBER.findall(fox_row[2])[:3]], q[:3], atol=0.0051)
+
+
+# --- 2. the output table fits the terminal ------------------------------------
+
+
+@needs["minilm"]
+@pytest.mark.parametrize("width", [80, 60, 120])
+def test_output_table_fits_the_width_and_says_what_it_leaves_out(width):
+    out = ok("--model", "minilm", "--text", FOX, "--layer", "3", "--query", "fox", "--stage", "output", width=width)
+    assert max(len(line) for line in out.splitlines()) <= width
+    rows = output_table(out)
+    assert list(rows)[-2:] == ["bias", "output y"]  # labels whole, each on one line
+    shown = len(rows["output y"])
+    assert all(len(r) == shown and all(NUMBER.fullmatch(c) for c in r) for r in rows.values()), rows
+    header = next(row for row in headers(out) if row and row[-1].startswith("y["))
+    assert header[-shown:] == [f"y[{m}]" for m in range(shown)]
+    said = re.search(r"the first (\d+) of 384 \((\d+) left out\)", " ".join(out.replace("│", " ").split()))
+    assert said and int(said[1]) == shown and int(said[2]) == 384 - shown
+    assert shown >= {60: 4, 80: 6, 120: 8}[width]
+
+
+# --- 4. --json carries the model, as the server's answer does -----------------
+
+
+@needs["minilm"]
+def test_json_names_the_model_and_equals_the_servers_answer():
+    from fastapi.testclient import TestClient
+
+    from mha_explorer.server import create_app
+
+    text = "Heads read from different tokens."
+    ours = json.loads(ok("--model", "minilm", "--text", text, "--layer", "2", "--head", "7", "--json"))
+    client = TestClient(create_app())
+    client.post("/api/models/minilm/load")
+    deadline = time.monotonic() + 120
+    while client.get("/api/models/minilm").json()["state"] == "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    theirs = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 2, "head": 7}).json()
+    assert ours["model"]["name"] == "minilm" and ours["model"]["layer"] == 2 and ours["model"]["text"] == text
+    assert ours == theirs
+
+
+@needs["minilm"]
+def test_json_writes_the_chosen_head_and_says_that_stage_is_for_the_walkthrough():
+    from tokenizers import Tokenizer
+
+    args = ("--model", "minilm", "--text", FOX, "--layer", "3", "--query", "fox", "--head", "5", "--json")
+    result = trace(*args, "--stage", "output")
+    assert result.exit_code == 0
+    assert "--json writes every stage" in result.stderr
+    p = TracePayload.model_validate_json(result.stdout)
+    tokenizer = Tokenizer.from_file(str(Path(INSTALLED["minilm"].location) / "tokenizer.json"))
+    tokenizer.no_padding()
+    encoding = tokenizer.encode(FOX)
+    assert p.tokens == encoding.tokens and p.query == encoding.tokens.index("fox")
+    assert p.model.readable == [tokenizer.decode([i], skip_special_tokens=False) for i in encoding.ids]
+    q = p.stages["q"]
+    assert q.heads == [5]
+    w, head = minilm_tensors(3), slice(5 * 32, 6 * 32)
+    x = to_numpy(p.stages["x"])  # (n, d_model)
+    np.testing.assert_allclose(to_numpy(q)[0], x @ w["q.weight"][head].T + w["q.bias"][head], atol=2e-5)
+
+
+# --- 5. the query as the page labels it, and which occurrence -----------------
+
+CATS = "The cat sat on the mat. The cat purred."
+
+
+@needs["smollm2"]
+@pytest.mark.parametrize("query", ["cat", "␣cat", "Ġcat"])
+def test_a_query_may_be_written_as_text_as_the_page_labels_it_or_as_the_token(query):
+    tokens = payload("--model", "smollm2", "--text", CATS).tokens
+    out = ok("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "weights", "--head", "0")
+    assert f"query ␣cat (position {tokens.index('Ġcat')})" in out
+
+
+@needs["smollm2"]
+def test_the_nth_occurrence_and_labels_as_on_the_page():
+    tokens = payload("--model", "smollm2", "--text", CATS).tokens
+    second = [j for j, t in enumerate(tokens) if t == "Ġcat"][1]
+    for query in ("cat@2", "␣cat@2", "Ġcat@2"):
+        out = ok("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "scores", "--head", "0")
+        assert f"query ␣cat (position {second})" in out
+    assert "Ġ" not in out
+    keys = [row[0] for row in cells(out) if len(row) == 4 and NUMBER.fullmatch(row[2])]
+    assert keys == [t.replace("Ġ", "␣") for t in tokens]
+
+    result = trace("--model", "smollm2", "--text", CATS, "--query", "cat@3")
+    assert result.exit_code == 2 and result.stdout == ""
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("error: --query cat@3") and "occurs 2 times" in error and "from 1 to 2" in error
+
+
+@needs["smollm2"]
+def test_an_unknown_query_lists_the_tokens_as_the_page_labels_them():
+    result = trace("--model", "smollm2", "--text", CATS, "--query", "dog")
+    assert result.exit_code == 2
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("error: unknown query token 'dog'") and "␣cat" in error and "Ġ" not in error
+
+
+@needs["minilm"]
+@pytest.mark.parametrize(("layer", "said"), [("abc", "not a whole number"), ("1.0", "not a whole number"), ("6", "out of range")])
+def test_a_layer_that_is_not_a_whole_number_says_so(layer, said):
+    result = trace("--model", "minilm", "--layer", layer)
+    assert result.exit_code == 2 and result.stdout == ""
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("error: --layer") and said in error and "0 to 5" in error
