@@ -19,6 +19,7 @@ from .examples import load_teaching_example
 from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
+from .modelview import token_label, token_positions
 from .walkthrough import render
 
 
@@ -56,27 +57,16 @@ def check_stage(stage: str | None, config, where: str = "") -> None:
         fail(f"unknown stage {stage!r}{where}{hint}; choose one of: {', '.join(allowed)}")
 
 
-def token_label(token: str, text: str) -> str:
-    """A token as the page labels it (tokenLabels in web/explorer.js): the text it stands for, with
-    ␣ for each leading space, ↵ for a newline, ⇥ for a tab; the token itself when that text is blank
-    or holds a broken character (a piece of a multi-byte one)."""
-    shown = re.sub(r"^ +", lambda spaces: "␣" * len(spaces[0]), text).replace("\n", "↵").replace("\t", "⇥")
-    return shown if shown.strip() and "\ufffd" not in shown else token
-
-
-def find_query(tokens: list[str], labels: list[str], texts: list[str], wanted: str) -> int:
+def find_query(tokens: list[str], texts: list[str], wanted: str) -> int:
     """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
     it ("␣fox") or as the text reads ("fox"); "fox@2" is its second occurrence. Otherwise a one-line
     error and exit 2."""
-
-    def positions(name: str) -> list[int]:
-        return [j for j in range(len(tokens)) if name in (tokens[j], labels[j]) or name.strip() == texts[j]]
-
-    found, occurrence = positions(wanted), 1
+    found, occurrence = token_positions(tokens, texts, wanted), 1
     numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
     if not found and numbered:
-        found, occurrence = positions(numbered[1]), int(numbered[2])
+        found, occurrence = token_positions(tokens, texts, numbered[1]), int(numbered[2])
     if not found or not wanted.strip():
+        labels = [token_label(token, text) for token, text in zip(tokens, texts)]
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}")
     if not 1 <= occurrence <= len(found):
         name = numbered[1]
@@ -139,7 +129,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
     config = replace(example.config, causal=True) if causal else example.config
     tokens = list(example.tokens)
 
-    query = find_query(tokens, tokens, tokens, example.query if query_token is None else query_token)
+    query = find_query(tokens, tokens, example.query if query_token is None else query_token)
     heads = chosen_heads(head, config)
     check_stage(stage, config)
 
@@ -164,8 +154,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     except ModelError as e:
         fail(str(e))
     texts = [model.readable(token) for token in tokens]
-    labels = [token_label(token, t) for token, t in zip(tokens, texts)]
-    query = None if query_token is None else find_query(tokens, labels, [t.strip() for t in texts], query_token)
+    query = None if query_token is None else find_query(tokens, texts, query_token)
     heads = chosen_heads(head, config)
     check_stage(stage, config, f" for layer {layer} of {model.title}")
 
@@ -181,7 +170,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     query = middle_word(run, model) if query is None else query
     console = Console(highlight=False)
     console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} tokens", style="bold")
-    render(run.trace, labels, query, heads, stage, console, run.weights)
+    render(run.trace, [token_label(token, t) for token, t in zip(tokens, texts)], query, heads, stage, console, run.weights)
 
 
 class _Progress:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from functools import lru_cache
 
@@ -154,6 +155,30 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
         derived=[name for name in run.trace.stages if name in derived],
         weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head},
     )
+
+
+# a label's marks back to what they stand for: a space, a line break, a tab
+UNMARK = str.maketrans({"␣": " ", "↵": "\n", "⇥": "\t"})
+
+
+def token_label(token: str, text: str) -> str:
+    """A token as the page labels it (tokenLabels in web/explorer.js): the text it stands for, with
+    ␣ for each leading space, ↵ for a newline, ⇥ for a tab; the token itself when that text is blank
+    or holds a broken character (a piece of a multi-byte one)."""
+    shown = re.sub(r"^ +", lambda spaces: "␣" * len(spaces[0]), text).replace("\n", "↵").replace("\t", "⇥")
+    return shown if shown.strip() and "\ufffd" not in shown else token
+
+
+def token_positions(tokens: list[str], texts: list[str], wanted: str) -> list[int]:
+    """Where the token `wanted` names stands, in order: spelled as the tokenizer does ("Ġfox"), as
+    the page labels it ("␣fox") or as the text reads ("fox", " fox"). texts: what each token stands
+    for (the tokens themselves for the teaching example)."""
+    unmarked = wanted.translate(UNMARK).strip()
+    return [
+        j
+        for j, (token, text) in enumerate(zip(tokens, texts))
+        if wanted in (token, token_label(token, text)) or (unmarked and unmarked == text.strip())
+    ]
 
 
 def middle_word(run, model) -> int:

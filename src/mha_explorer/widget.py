@@ -34,8 +34,6 @@ from .trace import Trace, trace
 from .weights import AttentionWeights, check_seed
 
 WEB = pathlib.Path(__file__).parent / "web"
-# how the view labels a token's leading spaces, line breaks and tabs (web/explorer.js, tokenLabels)
-LABEL_MARKS = str.maketrans({"␣": " ", "↵": "\n", "⇥": "\t"})
 
 
 class Index(traitlets.Any):
@@ -139,7 +137,10 @@ class Explorer(anywidget.AnyWidget):
         from .modelview import model_payload
 
         model = load_model(name)
-        payload = model_payload(model, text, layer, head=view.get("head", 0))
+        head = view.get("head", 0)
+        valid = _is_index(head) and 0 <= head < model.layer_config(layer).n_heads
+        # a bad head is left to the widget's own check, which says what to give
+        payload = model_payload(model, text, layer, head=head if valid else 0)
         widget = cls(payload, **view)
         widget._model = (model, text, layer)
         return widget
@@ -262,15 +263,13 @@ def _is_index(value) -> bool:
 
 
 def _find_token(payload: Mapping, wanted: str) -> int | None:
-    """The first token spelled `wanted`, else the first whose text is `wanted` once trimmed, in
-    the view's labels too: "fox", " fox" and "␣fox" all find "Ġfox"."""
-    tokens = payload["tokens"]
-    if wanted in tokens:
-        return tokens.index(wanted)
-    readable = (payload.get("model") or {}).get("readable") or tokens
-    texts = [text.strip() for text in readable]
-    text = wanted.translate(LABEL_MARKS).strip()
-    return texts.index(text) if text and text in texts else None
+    """The first token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
+    all find "Ġfox"."""
+    from .modelview import token_positions
+
+    readable = (payload.get("model") or {}).get("readable") or payload["tokens"]
+    found = token_positions(payload["tokens"], readable, wanted)
+    return found[0] if found else None
 
 
 def _stage_ids(payload: Mapping) -> list[str]:

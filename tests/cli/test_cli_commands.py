@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mha_explorer.cli import layer_groups, main, token_label
+from mha_explorer.cli import layer_groups, main
+from mha_explorer.modelview import token_label
 from mha_explorer.config import AttentionConfig
 from mha_explorer.models import NAMES, available_models
 

@@ -183,6 +183,10 @@ def test_a_real_model_sends_the_head_the_view_asks_for(minilm):
     np.testing.assert_array_equal(to_numpy(shown)[0], core["weights"][7])
     w.set_state({"head": 2})  # the payload's own head again: nothing to merge
     assert w.head_arrays is None
+    # a head that is not one is refused by the widget's own check, which names the range
+    for bad, words in (("1", "whole number from 0 to 11"), (12, "out of range")):
+        with pytest.raises(traitlets.TraitError, match=words):
+            Explorer.from_model(minilm, text="cats like warm milk", layer=3, head=bad)
 
 
 # ---- query by token, and validation ---------------------------------------------------------------
