@@ -219,7 +219,18 @@ def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, wo
 
 def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     open_lab(page, server_url)
+    preset = page.get_by_label("Preset")
+    assert preset.input_value() == "gqa"  # the lab opens on the GQA preset, and says so
     cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+    drawn = cell.input_value()
+    cell.fill("7")
+    cell.blur()
+    settle(page)
+    assert "edited" in cell.get_attribute("class") and "edits=x" in link(page)
+    cell.fill(drawn)  # the drawn value again: no longer an edit
+    cell.blur()
+    settle(page)
+    assert "edited" not in (cell.get_attribute("class") or "") and "edits=" not in link(page)
     cell.fill("9")
     cell.blur()
     settle(page)
@@ -233,6 +244,8 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     page.get_by_role("button", name="Draw new values").click()
     settle(page)
     assert cell.input_value() != "9" and "edits=" not in link(page)
+    set_field(page, "n_kv_heads", 4)
+    assert preset.input_value() == "causal"  # 4 K/V heads and a causal mask: the causal MHA preset
     # back to the teaching example: its first view, one query at a time
     page.get_by_role("button", name="All queries").click()
     page.get_by_role("button", name="Teaching example").click()

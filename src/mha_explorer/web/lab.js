@@ -11,6 +11,7 @@ export const PRESETS = {
   mqa: { title: "MQA: 4 query heads, 1 K/V head", config: { d_model: 8, n_heads: 4, n_kv_heads: 1, d_head: 2, d_v: 2, causal: true, bias: false } },
 };
 export const PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"];
+const presetOf = (config) => Object.keys(PRESETS).find((id) => Object.entries(PRESETS[id].config).every(([key, value]) => config[key] === value)) ?? "";
 
 const CONFIG_FIELDS = [
   ["d_model", "d_model", 1, LAB_LIMITS.width],
@@ -250,6 +251,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       payload = result.payload;
     }
     Object.assign(lab, next, { edits: kept });
+    presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
     status.textContent = dropped ? `${dropped} edited value(s) no longer fit the new shapes and were dropped.` : "";
     onPayload(payload, lab);
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
@@ -414,9 +416,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     drafts.delete(key);
     message.textContent = "";
     input.removeAttribute("aria-invalid");
-    input.classList.add("edited");
+    // the value drawn from the seed again: no longer an edit
+    const [name, index] = key.split(":");
+    const drawn = index.split(",").reduce((a, i) => a?.[Number(i)], base?.arrays[name]);
     const edits = new Map(lab.edits);
-    edits.set(key, parsed.value);
+    if (parsed.value === drawn) edits.delete(key);
+    else edits.set(key, parsed.value);
+    input.classList.toggle("edited", edits.has(key));
     await run({ ...readForm(), edits }, { fromCell: true });
   }
 
