@@ -182,9 +182,17 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str) -> list[in
 
 
 def middle_word(run, model) -> int:
-    """The query a real text's view starts from: the middle one of its words (tokens neither special
-    nor blank), so that a causal layer's mask hides the keys after it and a reader sees both sides."""
-    words = [i for i, special in enumerate(run.special) if not special and model.readable(run.tokens[i]).strip()]
+    """The query a real text's view starts from: the middle one of its words, so that a causal
+    layer's mask hides the keys after it and a reader sees both sides. A word here is the token that
+    begins it (not a piece inside it, "##va") and holds a letter or digit (not punctuation)."""
+    texts = [None if special else model.readable(token) for token, special in zip(run.tokens, run.special)]
+    first = next((i for i, text in enumerate(texts) if text is not None), None)
+    words = [
+        i
+        for i, text in enumerate(texts)
+        if text is not None and any(c.isalnum() for c in text) and (i == first or model.tokenizer.starts_word(run.tokens[i]))
+    ]
+    words = words or [i for i, text in enumerate(texts) if text and text.strip()]  # a text of symbols only
     return words[len(words) // 2] if words else len(run.tokens) - 1
 
 

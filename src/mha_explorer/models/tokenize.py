@@ -48,6 +48,13 @@ class TextTokenizer:
         enc = self.backend.encode(" " + text if self.space_prefix else text)
         return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), [bool(s) for s in enc.special_tokens_mask])
 
+    def starts_word(self, token: str) -> bool:
+        """Whether the token begins a word rather than continuing one: "fox" but not "##es" (WordPiece),
+        "Ġfox" and "▁fox" but not "es" (byte-level and SentencePiece mark the space before a word)."""
+        if self.style == "wordpiece":
+            return not token.startswith("##")
+        return self.readable(token)[:1].isspace()
+
     def readable(self, token: str) -> str:
         """The text a token stands for: "Ġfox" -> " fox", "▁fox" -> " fox", "##ing" -> "ing"."""
         if token not in self._readable:
