@@ -281,8 +281,11 @@ def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed,
 def test_bad_config_fields_get_inline_messages(page, server_url):
     open_lab(page, server_url)
     before = page.locator(".layout").inner_text()
+    boxes = lambda: [page.get_by_label(name, exact=True).bounding_box() for name in ("n_kv_heads", "d_head", "Seed")]
+    placed = boxes()
     set_field(page, "n_kv_heads", 3)
     assert "not a multiple" in page.locator("#lab-error-n_kv_heads").inner_text()
+    assert boxes() == placed  # the message hangs below its field: no field moves
     set_field(page, "n_kv_heads", 2)
     set_field(page, "d_model", 65)
     assert "between 1 and 64" in page.locator("#lab-error-d_model").inner_text()
