@@ -281,7 +281,7 @@ def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed,
 def test_bad_config_fields_get_inline_messages(page, server_url):
     open_lab(page, server_url)
     before = page.locator(".layout").inner_text()
-    boxes = lambda: [page.get_by_label(name, exact=True).bounding_box() for name in ("n_kv_heads", "d_head", "Seed")]
+    boxes = lambda: [(b["x"], b["y"], b["width"]) for b in (page.get_by_label(name, exact=True).bounding_box() for name in ("n_kv_heads", "d_head", "Seed"))]
     placed = boxes()
     set_field(page, "n_kv_heads", 3)
     assert "not a multiple" in page.locator("#lab-error-n_kv_heads").inner_text()
