@@ -19,7 +19,7 @@ from .examples import load_teaching_example
 from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
-from .modelview import token_label, token_positions
+from .modelview import token_label, token_labels, token_positions
 from .walkthrough import render
 
 
@@ -57,16 +57,16 @@ def check_stage(stage: str | None, config, where: str = "") -> None:
         fail(f"unknown stage {stage!r}{where}{hint}; choose one of: {', '.join(allowed)}")
 
 
-def find_query(tokens: list[str], texts: list[str], wanted: str) -> int:
+def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
     """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
     it ("␣fox") or as the text reads ("fox"); "fox@2" is its second occurrence. Otherwise a one-line
     error and exit 2."""
-    found, occurrence = token_positions(tokens, texts, wanted), 1
+    labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
+    found, occurrence = token_positions(tokens, texts, wanted, labels), 1
     numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
     if not found and numbered:
-        found, occurrence = token_positions(tokens, texts, numbered[1]), int(numbered[2])
+        found, occurrence = token_positions(tokens, texts, numbered[1], labels), int(numbered[2])
     if not found or not wanted.strip():
-        labels = [token_label(token, text) for token, text in zip(tokens, texts)]
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}")
     if not 1 <= occurrence <= len(found):
         name = numbered[1]
@@ -154,7 +154,8 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     except ModelError as e:
         fail(str(e))
     texts = [model.readable(token) for token in tokens]
-    query = None if query_token is None else find_query(tokens, texts, query_token)
+    labels = token_labels(model, tokens, model.tokenizer.encode(text).special)
+    query = None if query_token is None else find_query(tokens, texts, query_token, labels)
     heads = chosen_heads(head, config)
     check_stage(stage, config, f" for layer {layer} of {model.title}")
 
@@ -170,7 +171,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     query = middle_word(run, model) if query is None else query
     console = Console(highlight=False)
     console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} tokens", style="bold")
-    render(run.trace, [token_label(token, t) for token, t in zip(tokens, texts)], query, heads, stage, console, run.weights)
+    render(run.trace, labels, query, heads, stage, console, run.weights)
 
 
 class _Progress:

@@ -14,7 +14,8 @@ class KVCache:
     kind: str  # MHA, GQA or MQA
     n_kv_heads: int
     numbers_per_token: int  # per layer: one key (d_head) and one value (d_v) per K/V head
-    numbers: int  # for n tokens
+    tokens: int  # whose keys and values are kept: n, or at most the sliding window
+    numbers: int  # for those tokens
     bytes_per_token: dict[str, int]
     bytes: dict[str, int]
 
@@ -30,14 +31,18 @@ class Costs:
 
 
 def kv_cache(config: AttentionConfig, n: int) -> KVCache:
+    """The layer's KV cache after n tokens. A sliding-window layer keeps only the last `window`
+    tokens' keys and values: no later query reads the older ones."""
     per_token = config.n_kv_heads * (config.d_head + config.d_v)
+    kept = n if config.sliding_window is None else min(n, config.sliding_window)
     return KVCache(
         kind=config.kind,
         n_kv_heads=config.n_kv_heads,
         numbers_per_token=per_token,
-        numbers=per_token * n,
+        tokens=kept,
+        numbers=per_token * kept,
         bytes_per_token={t: per_token * b for t, b in BYTES.items()},
-        bytes={t: per_token * n * b for t, b in BYTES.items()},
+        bytes={t: per_token * kept * b for t, b in BYTES.items()},
     )
 
 

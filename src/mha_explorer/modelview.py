@@ -169,15 +169,47 @@ def token_label(token: str, text: str) -> str:
     return shown if shown.strip() and "\ufffd" not in shown else token
 
 
-def token_positions(tokens: list[str], texts: list[str], wanted: str) -> list[int]:
+BYTES_PER_CHARACTER = 4  # UTF-8: a character is at most 4 bytes, so at most 4 byte pieces
+
+
+def token_labels(model, tokens: list[str], special: list[bool]) -> list[str]:
+    """Every token as the page, the terminal and the widget label it (token_label). A byte-level
+    tokenizer cuts a character it has no token for (an emoji, most CJK) into byte pieces, none of
+    which stands for text alone: each piece is labelled by the character the run makes, and which
+    piece it is: "ĠðŁ", "Ĳ", "±" read "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3"."""
+    texts = [model.readable(token) for token in tokens]
+    labels = [token_label(token, text) for token, text in zip(tokens, texts)]
+    i = 0
+    while i < len(tokens):
+        if special[i] or "\ufffd" not in texts[i]:
+            i += 1
+            continue
+        end = next(
+            (j for j in range(i + 1, min(len(tokens), i + BYTES_PER_CHARACTER) + 1)
+             if not any(special[i:j]) and "\ufffd" not in model.tokenizer.text_of(tokens[i:j])),
+            None,
+        )
+        if end is None:  # no run from here makes whole text: the raw token stays its label
+            i += 1
+            continue
+        whole = token_label("", model.tokenizer.text_of(tokens[i:end]))
+        for k in range(i, end):
+            labels[k] = f"{whole} {k - i + 1}/{end - i}"
+        i = end
+    return labels
+
+
+def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> list[int]:
     """Where the token `wanted` names stands, in order: spelled as the tokenizer does ("Ġfox"), as
-    the page labels it ("␣fox") or as the text reads ("fox", " fox"). texts: what each token stands
-    for (the tokens themselves for the teaching example)."""
+    the page labels it ("␣fox", or "␣🐱 2/3" for a byte piece) or as the text reads ("fox", " fox").
+    texts: what each token stands for (the tokens themselves for the teaching example); labels:
+    token_labels, when the caller has them."""
+    labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
     unmarked = wanted.translate(UNMARK).strip()
     return [
         j
-        for j, (token, text) in enumerate(zip(tokens, texts))
-        if wanted in (token, token_label(token, text)) or (unmarked and unmarked == text.strip())
+        for j, (token, text, label) in enumerate(zip(tokens, texts, labels))
+        if wanted in (token, label) or (unmarked and unmarked in (text.strip(), label.translate(UNMARK).strip()))
     ]
 
 
@@ -219,6 +251,7 @@ def model_payload(
         text=text,
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],
+        labels=token_labels(model, run.tokens, run.special),
         overview=float32(small, packer),
         overview_block=block,
     )

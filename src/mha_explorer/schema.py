@@ -79,6 +79,7 @@ class KVCacheModel(BaseModel):
     kind: str
     n_kv_heads: int
     numbers_per_token: int
+    tokens: int = Field(description="tokens whose keys and values are kept: n, or at most the sliding window")
     numbers: int
     bytes_per_token: dict[str, int]
     bytes: dict[str, int]
@@ -104,6 +105,10 @@ class ModelLayer(BaseModel):
     text: str
     special: list[bool] = Field(description="True for tokens the tokenizer added")
     readable: list[str] = Field(description="the text each token stands for")
+    labels: list[str] = Field(
+        default_factory=list,
+        description="each token as the view labels it: its text with ␣ for a leading space; a byte piece of a character as that character and which piece (␣🐱 1/3)",
+    )
     overview: Array = Field(description="(n_heads, m, m): each head's weights, averaged over blocks of tokens")
     overview_block: int = Field(description="tokens per overview cell along each axis")
 

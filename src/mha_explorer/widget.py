@@ -267,8 +267,8 @@ def _find_token(payload: Mapping, wanted: str) -> int | None:
     all find "Ġfox"."""
     from .modelview import token_positions
 
-    readable = (payload.get("model") or {}).get("readable") or payload["tokens"]
-    found = token_positions(payload["tokens"], readable, wanted)
+    model = payload.get("model") or {}
+    found = token_positions(payload["tokens"], model.get("readable") or payload["tokens"], wanted, model.get("labels"))
     return found[0] if found else None
 
 

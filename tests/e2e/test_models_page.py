@@ -161,10 +161,15 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert "query “␣every”" in page.locator(".stage h2").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
-    # the keys listed as the query's top keys are keys it sees (positions 0 to 2), never masked ones
+    # the Scores stage lists the highest scores of all keys, as the mask has not yet acted; the keys
+    # after the query are marked as the ones the mask hides next
     page.get_by_label("Calculation stage").select_option(label="Scores")
-    listed = [int(p.strip().lstrip("@")) for p in page.locator(".stage .pos").all_inner_texts()]
-    assert sorted(listed) == [0, 1, 2], listed
+    scores = full_arrays(api_trace(server_url, model="smollm2", text=text, layer=0, head=0))["scores"][0, 2]
+    rows = page.locator(".stage table.calc-table tbody tr")
+    listed = [int(re.search(r"@(\d+)", r).group(1)) for r in rows.all_inner_texts()]
+    assert listed == list(np.argsort(-scores, kind="stable")[:8]), listed
+    marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
+    assert marked == [j for j in listed if j > 2] and marked, marked
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "the 3 value rows of K/V head 0 that “␣every” sees" in page.locator(".stage").inner_text()
     # every query at once works on the stages only decoders have
@@ -183,8 +188,11 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # each map says what its colours mean: K before the rotation runs from -max|k| to +max|k|
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     top = page_text(float(np.abs(arrays["k"][0]).max())).lstrip("-")
-    legend = " ".join(page.locator(".stage .heatmap-legend").first.inner_text().split())  # swatches between the words
+    k_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text="before the rotation"))
+    legend = " ".join(k_map.locator(".heatmap-legend").inner_text().split())  # swatches between the words
     assert legend == f"Colours: −{top} · 0 · +{top}"
+    q_top = page_text(float(np.abs(arrays["q"][0, 2]).max())).lstrip("-")  # the strip of q before the rotation
+    assert " ".join(page.locator(".stage .heatmap-legend").first.inner_text().split()) == f"Colours: −{q_top} · 0 · +{q_top}"
     # W^O has a few entries ten times the rest: its colours span the 99th percentile of |W^O|, and
     # the legend says how far the few beyond it go
     page.get_by_text("Matrices", exact=True).click()
@@ -194,6 +202,16 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert found, legend
     scale, peak = float(found.group(1)), float(found.group(4))
     assert peak == float(page_text(float(w_o.max()))) and abs(scale - np.percentile(w_o, 99)) < 0.02 and 4 * scale < peak, (scale, peak)
+
+
+@needs("smollm2")
+def test_byte_pieces_of_a_character_are_named_by_it(page, server_url):
+    trace_model(page, server_url, "smollm2", "A cat 🐱 sat", 0)
+    labels = ["A", "␣cat", "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3", "␣sat"]
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == labels
+    assert page.locator(".token-strip .token").all_inner_texts()[2:5] == labels[2:5]  # not "�"
+    page.get_by_label("Query token").select_option(label="␣🐱 2/3")
+    assert "query “␣🐱 2/3”" in page.locator(".stage h2").inner_text()
 
 
 @needs("minilm")

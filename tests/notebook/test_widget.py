@@ -153,6 +153,14 @@ def test_a_real_models_query_is_found_as_the_cli_and_the_view_name_it(query):
         w.query = "cat"
 
 
+@pytest.mark.skipif(not _installed("smollm2"), reason="smollm2 is not installed: run make models")
+def test_a_byte_piece_is_named_by_its_character_and_place():
+    # 🐱 has no token of its own: the byte-level tokenizer cuts " 🐱" into 3 byte pieces
+    w = Explorer.from_model("smollm2", text="A cat 🐱 sat", layer=0, query="🐱 2/3")
+    assert w.payload["model"]["labels"] == ["A", "␣cat", "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3", "␣sat"]
+    assert w.query == 3 and "\ufffd" in w.payload["model"]["readable"][3]  # alone, a piece is no text
+
+
 def test_from_model_traces_a_real_layer(minilm):
     from mha_explorer.models import load_model
 

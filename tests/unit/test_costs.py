@@ -103,3 +103,12 @@ def test_counts_match_the_arrays_trace_builds(case: Case):
     # the KV cache is exactly the k and v arrays of the trace
     assert got.kv_cache.numbers == t["k"].size + t["v"].size
     assert got.kv_cache.bytes["float32"] == t["k"].astype(np.float32).nbytes + t["v"].astype(np.float32).nbytes
+
+
+@pytest.mark.parametrize("n, kept", [(3, 3), (4, 4), (10, 4)])
+def test_a_sliding_window_layer_keeps_only_the_window(n, kept):
+    # a window of 4: query t reads keys t-3..t, so keys older than the last 4 are never read again
+    c = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=2, causal=True, sliding_window=4)
+    got = costs(c, n).kv_cache
+    assert got.tokens == kept and got.numbers == 1 * (2 + 2) * kept and got.bytes["float16"] == 2 * got.numbers
+    assert costs(AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=2, causal=True), n).kv_cache.tokens == n

@@ -55,6 +55,12 @@ class TextTokenizer:
             return not token.startswith("##")
         return self.readable(token)[:1].isspace()
 
+    def text_of(self, tokens: list[str]) -> str:
+        """The text a run of tokens stands for together: several byte pieces make one character."""
+        if self.style == "wordpiece" or self.backend.decoder is None:
+            return "".join(self.readable(token) for token in tokens)
+        return self.backend.decoder.decode(tokens)
+
     def readable(self, token: str) -> str:
         """The text a token stands for: "Ġfox" -> " fox", "▁fox" -> " fox", "##ing" -> "ing"."""
         if token not in self._readable:

@@ -83,11 +83,13 @@ export function unpack(buffer) {
 
 // A layer's payload with another head's arrays (modelview.HeadArrays) in place of its own.
 // A real model's tokens as the view labels them: the text each stands for, with a leading space
-// shown as ␣ and a line break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the", "##ing" -> "ing"); the
-// raw token where that text is blank or not whole (one byte of a longer character). The token
-// strip shows the same text; the labels are worked out once per layer.
+// shown as ␣ and a line break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the", "##ing" -> "ing"). The
+// server sends them (modelview.token_labels: a byte piece of a character reads "␣🐱 1/3"); an
+// answer without them gets the same rule here, with the raw token where the text is blank or not
+// whole. They are worked out once per layer.
 const labelled = new WeakMap(); // payload.model -> the labels
 function tokenLabels(payload) {
+  if (!labelled.has(payload.model) && payload.model.labels?.length === payload.tokens.length) labelled.set(payload.model, payload.model.labels);
   if (!labelled.has(payload.model)) {
     const readable = payload.model.readable || [];
     const label = (text, j) => {
@@ -708,14 +710,19 @@ function mask(view, query, head) {
 function scoresMany(view, query, head) {
   const { payload, t } = view;
   const g = payload.kv_group[head];
-  const top = topKeys(view, query, head);
+  // every key has a score (the mask comes next): the highest of them all, hidden keys marked
+  const seen = new Set(visibleKeys(view, query, head));
+  const top = range(payload.tokens.length)
+    .sort((a, b) => t.scores.at(head, query, b) - t.scores.at(head, query, a))
+    .slice(0, TOP_KEYS);
+  const hiddenTop = top.filter((j) => !seen.has(j)).length;
   const c = payload.config;
   const scale = c.scale ?? 1 / Math.sqrt(c.d_head);
   const rows = top.map((j) =>
     h(
       "tr",
-      {},
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)),
+      { class: seen.has(j) ? null : "masked" },
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${c.d_head} products`),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmt(1 / scale)}`),
@@ -723,7 +730,7 @@ function scoresMany(view, query, head) {
     ),
   );
   return [
-    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${top.length} keys with the highest scores.`),
+    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${top.length} keys with the highest scores.`, hiddenTop ? ` ${hiddenTop} of them ${hiddenTop === 1 ? "is a key" : "are keys"} the query may not see: the mask, next, sets ${hiddenTop === 1 ? "its score" : "their scores"} to −∞.` : ""),
     keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
     h(
       "table",
@@ -1288,7 +1295,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // what the columns are: the first and the last, under the map's left and right edges
   const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
   if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
-  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), rows > 1 ? legend(kind, scale, anyHidden, peak) : null, axis, readout);
+  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak), axis, readout);
   function claim() {
     entry = heatmapCanvas(place, handlers);
     const { canvas, box } = entry;
@@ -1439,8 +1446,8 @@ function costPanel(payload) {
   const cache = h(
     "table",
     { class: "calc-table cost" },
-    h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`),
-    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${k.n} tokens`, `float32, ${k.n} tokens`].map((x) => h("th", { scope: "col" }, x)))),
+    h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`, k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : ""),
+    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${k.kv_cache.tokens} tokens`, `float32, ${k.kv_cache.tokens} tokens`].map((x) => h("th", { scope: "col" }, x)))),
     h(
       "tbody",
       {},
@@ -1576,7 +1583,8 @@ function modelOverview(payload, pick) {
     ctx.putImageData(image, 0, 0);
     return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));
   });
-  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, m.readable[j] || tok));
+  // the text as the tokenizer split it; a byte piece, which is no text alone, by its label (␣🐱 1/3)
+  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, m.readable[j] && !m.readable[j].includes("\ufffd") ? m.readable[j] : tok));
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),
@@ -1621,7 +1629,7 @@ function matricesView(view) {
   return h(
     "div",
     { class: "matrices-body" },
-    h("p", {}, "The numbers this view computes with. Every head reads all of X; each output column of ", sup("W", "O"), ` takes rows from every head, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`),
+    h("p", {}, "The numbers this view computes with. Every head reads all of X; each output column of ", sup("W", "O"), ` takes rows from every head, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, heads.length < c.n_heads ? ` Below are the projections of the inspected head only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.` : ""),
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,

@@ -97,7 +97,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
 
   async function trace(request) {
     error.textContent = "";
-    go.disabled = true;
+    go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
     try {
       const state = await ensureLoaded(request.model);
       if (layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
@@ -112,16 +112,17 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       onPayload(payload, request);
       return true;
     } catch (failure) {
-      error.textContent = `${failure.message}. The last good result stays on screen.`;
+      error.textContent = current ? `${failure.message}. The last good result stays on screen.` : `${failure.message}.`;
       status.textContent = "";
       bar.hidden = true;
       return false;
     } finally {
-      go.disabled = false;
+      go.removeAttribute("aria-disabled");
     }
   }
 
   go.addEventListener("click", () => {
+    if (go.getAttribute("aria-disabled") === "true") return; // a trace is under way
     const { head, query } = getView();
     trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: current && current.model === picker.value ? head : 0, query: null });
     void query;
