@@ -249,6 +249,34 @@ def test_model_errors_are_clear_and_keep_the_page(page, server_url):
 
 
 @needs("minilm")
+def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(page, server_url):
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    page.get_by_label("Text", exact=True).fill("word " * 600)  # over MiniLM's 512 tokens
+    go = page.get_by_role("button", name="Trace")
+    go.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('512')")
+    error = page.locator("#models .lab-error").inner_text()
+    assert "last good result" not in error  # nothing was traced yet
+    assert page.evaluate("() => document.activeElement.textContent") == "Trace"
+    page.get_by_label("Text", exact=True).fill("The cat sat.")
+    go.click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('layer 0')")
+    page.get_by_label("Text", exact=True).fill("word " * 600)
+    go.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('last good result')")
+    # Matrices says whose projections it holds
+    page.get_by_text("Matrices", exact=True).click()
+    assert "inspected head only (head 0)" in page.locator(".matrices").inner_text()
+    # the browser itself logs each 422 answer; the page logged nothing else
+    page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]
+
+
+@needs("minilm")
 def test_the_model_picker_leads_back_to_the_teaching_example(page, server_url):
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
