@@ -188,6 +188,14 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # each map says what its colours mean: K before the rotation runs from -max|k| to +max|k|
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     top = page_text(float(np.abs(arrays["k"][0]).max())).lstrip("-")
+    # three pairs of q turned by hand: the shown numbers are the layer's, and the hand rotation of
+    # the shown "before" numbers gives the shown "after" ones (to the shown two decimals)
+    shown = check_numbers(page, ".stage", arrays)
+    assert {"q:0,2,0", "q:0,2,32", "q_rotated:0,2,0", "q_rotated:0,2,63"} <= shown
+    for row in page.locator(".stage table.calc-table tbody tr").all_inner_texts():
+        *_, by_hand, after = row.split("\t")
+        for x, y in zip(by_hand.split(","), after.split(",")):
+            assert abs(float(x) - float(y)) <= 0.011, row
     k_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text="before the rotation"))
     legend = " ".join(k_map.locator(".heatmap-legend").inner_text().split())  # swatches between the words
     assert legend == f"Colours: −{top} · 0 · +{top}"

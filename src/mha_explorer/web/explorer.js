@@ -876,9 +876,42 @@ function rope(view, query, head) {
     h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, payload.tokens[query], `” is at position ${query}.`),
     vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
     vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
+    turnedPairs(view, query, head, qIn),
     heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
     heatmap({ caption: `K after the rotation`, rows: n, cols: d, value: (r, e) => t.k_rotated.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
   ];
+}
+
+// Three of q's pairs turned by hand: the first (fastest), the second and the last (slowest). The
+// angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos give the numbers
+// after the rotation (worked here in double precision, the layer's own are float32).
+function turnedPairs(view, query, head, qIn) {
+  const { payload, t } = view;
+  const d = payload.config.d_head;
+  const half = d / 2;
+  const pairs = [...new Set([0, 1, half - 1])].filter((m) => m < half);
+  const rows = pairs.map((m) => {
+    const angle = query * Math.pow(payload.config.rope_theta, (-2 * m) / d);
+    const [a, b] = [t[qIn].at(head, query, m), t[qIn].at(head, query, m + half)];
+    const [cos, sin] = [Math.cos(angle), Math.sin(angle)];
+    return h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, `(${m}, ${m + half})`),
+      h("td", {}, fmt(angle)),
+      h("td", {}, `${fmt(cos)}, ${fmt(sin)}`),
+      h("td", {}, num(a, `${qIn}:${head},${query},${m}`), ", ", num(b, `${qIn}:${head},${query},${m + half}`)),
+      h("td", { class: "terms" }, `${fmt(a * cos - b * sin)}, ${fmt(a * sin + b * cos)}`),
+      h("td", {}, num(t.q_rotated.at(head, query, m), `q_rotated:${head},${query},${m}`), ", ", num(t.q_rotated.at(head, query, m + half), `q_rotated:${head},${query},${m + half}`)),
+    );
+  });
+  return h(
+    "table",
+    { class: "calc-table" },
+    h("caption", {}, `Three pairs of q turned by hand, at position ${query}`),
+    h("thead", {}, h("tr", {}, ["pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows),
+  );
 }
 
 // " Its keys and values come from K/V head g, shared with heads …" when other query heads read
