@@ -153,6 +153,10 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     page.get_by_text("Matrices", exact=True).click()
     shown = check_numbers(page, ".matrices", arrays)
     assert {"b_Q:3,1", "b_K:0,0", "b_V:1,0", "b_O:7"} <= shown
+    # GQA: each K/V head's W^K and W^V once, beside the W^Q of the query heads that read it
+    titles = page.locator(".matrices .head-matrices h3").all_inner_texts()
+    assert titles == ["K/V head 0, shared by query heads 0, 1", "K/V head 1, shared by query heads 2, 3"]
+    assert page.locator(".matrices [data-src='W_K:1,0,0']").count() == 1
     # the output stage's formula adds b^O once
     page.get_by_label("Calculation stage").select_option(label="Output projection")
     assert page.locator(".stage .formula").inner_html().count("<mi>b</mi><mi>O</mi>") == 2  # concat W^O + b^O = sum + b^O

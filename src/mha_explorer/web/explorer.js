@@ -1646,9 +1646,13 @@ function matricesView(view) {
       ? grid({ caption: h("span", {}, sup(sub("b", i), name.slice(2))), rows: [0], cols: range(width), value: (_, j) => w[`b_${name.slice(2)}`].at(i, j), src: (_, j) => `b_${name.slice(2)}:${i},${j}`, rowLabel: () => "", limit: 16 })
       : null;
   const column = (name, i, width) => h("div", { class: "with-bias" }, perHead(name, i, width), biasOf(name, i, width));
-  const heads = range(c.n_heads).filter((i) => w.W_Q.has(i)).map((i) => {
-    const g = payload.kv_group[i];
-    return h("div", { class: "head-matrices" }, h("h3", {}, `Head ${i}`, c.n_kv_heads < c.n_heads ? ` (K/V head ${g})` : ""), h("div", { class: "row" }, column("W_Q", i, c.d_head), column("W_K", g, c.d_head), column("W_V", g, c.d_v)));
+  // one block per K/V head: its W^K and W^V once, beside the W^Q of every query head that reads it
+  const heads = range(c.n_kv_heads).map((g) => {
+    const readers = range(c.n_heads).filter((i) => payload.kv_group[i] === g);
+    const shown = readers.filter((i) => w.W_Q.has(i)); // a real model's payload: the inspected head
+    if (!shown.length) return null;
+    const title = c.n_kv_heads === c.n_heads ? `Head ${g}` : `K/V head ${g}, shared by query heads ${readers.join(", ")}`;
+    return h("div", { class: "head-matrices" }, h("h3", {}, title), h("div", { class: "row" }, shown.map((i) => column("W_Q", i, c.d_head)), column("W_K", g, c.d_head), column("W_V", g, c.d_v)));
   });
   const wo = grid({
     caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`),
@@ -1662,7 +1666,7 @@ function matricesView(view) {
   return h(
     "div",
     { class: "matrices-body" },
-    h("p", {}, "The numbers this view computes with. Every head reads all of X; each output column of ", sup("W", "O"), ` takes rows from every head, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, heads.length < c.n_heads ? ` Below are the projections of the inspected head only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.` : ""),
+    h("p", {}, "The numbers this view computes with. Every head reads all of X; each output column of ", sup("W", "O"), ` takes rows from every head, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, range(c.n_heads).some((i) => !w.W_Q.has(i)) ? ` Below are the projections of the inspected head only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.` : ""),
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,
