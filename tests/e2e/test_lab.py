@@ -151,6 +151,7 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     assert {"b_Q:0,0", "b_Q:3,1", "q:3,2,1", "x:2,7"} <= shown
     # the matrices list every bias, b^O included
     page.get_by_text("Matrices", exact=True).click()
+    page.locator(".matrices-body").wait_for(state="visible")  # built when first opened
     shown = check_numbers(page, ".matrices", arrays)
     assert {"b_Q:3,1", "b_K:0,0", "b_V:1,0", "b_O:7"} <= shown
     # GQA: each K/V head's W^K and W^V once, beside the W^Q of the query heads that read it

@@ -279,6 +279,7 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('last good result')")
     # Matrices says whose projections it holds
     page.get_by_text("Matrices", exact=True).click()
+    page.locator(".matrices-body").wait_for(state="visible")  # built when first opened
     assert "inspected head only (head 0)" in page.locator(".matrices").inner_text()
     # the browser itself logs each 422 answer; the page logged nothing else
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]
