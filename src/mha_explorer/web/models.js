@@ -193,6 +193,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
       onTeaching();
       return;
     }
+    if (picker.value === chosen) return; // the same model again: its layers, and the layer picked, stay
     chosen = picker.value;
     // with a trace on screen, the new model traces the same text at once (as a new layer does),
     // so that what is shown always belongs to the model picked
