@@ -469,6 +469,11 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     page.get_by_role("button", name="Attention lab").click()
     assert "static copy" in page.locator(".lab-static").inner_text()
     assert page.get_by_label("d_model").is_disabled() and page.locator(".edit-grid input").first.is_disabled()
+    assert page.locator("#lab-grid-caption").inner_text() == "x: 6 × 8"  # no editing hint (and no "null")
+    chooser = page.get_by_label("Edit the values of")
+    assert chooser.is_enabled()  # every matrix can still be read
+    chooser.select_option(index=chooser.locator("option").count() - 1)
+    assert page.locator("#lab-grid-caption").inner_text() != "x: 6 × 8"
     for preset, kind in (("mha", "MHA"), ("causal", "MHA"), ("gqa", "GQA"), ("mqa", "MQA")):
         page.get_by_label("Preset").select_option(preset)
         wait_kind(page, kind)

@@ -357,6 +357,11 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
             page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
     page.locator("summary", has_text="Cost of this configuration").click()
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390  # the cost tables scroll in their box
+    # narrower still (a notebook cell beside a sidebar): the buttons wrap rather than run out of the view
+    page.set_viewport_size({"width": 300, "height": 844})
+    cut = page.evaluate("""() => { const box = document.querySelector('.mha-explorer .controls').getBoundingClientRect();
+        return [...document.querySelectorAll('.mha-explorer .controls button')].filter((b) => b.getBoundingClientRect().right > box.right + 0.5).map((b) => b.textContent); }""")
+    assert cut == []
 
 
 def test_no_serious_accessibility_violations(page, server_url):

@@ -278,6 +278,23 @@ def walk_through(lab, page, minilm_available) -> None:
     expect_view(gqa, "projections", 0, 0, "1. Projections · head 0 · query “the”")
     expect_view(teaching, "weights", 1, 3)
 
+    # 5. the keys that move inside the view stay inside it: at a table's edge and on a menu,
+    # ArrowDown moves neither JupyterLab's active cell nor the focus out of the widget
+    active = "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findIndex((c) => c.classList.contains('jp-mod-active'))"
+    last = teaching.locator(".stage .bars .num").last
+    last.focus()
+    before = page.evaluate(active)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate(active) == before
+    assert last.evaluate("(e) => e === document.activeElement")
+    teaching.get_by_label("Calculation stage").focus()
+    page.keyboard.press("ArrowDown")  # the menu's own work: the next stage
+    expect_view(teaching, "mixing", 1, 3)
+    assert page.evaluate(active) == before
+    teaching.get_by_role("button", name="Previous").click()
+    expect_view(teaching, "weights", 1, 3)
+
     # ids stay unique with several explorers in one document (labels point into their own widget)
     duplicates = page.evaluate(
         """() => { const ids = [...document.querySelectorAll('.mha-explorer [id]')].map(e => e.id);

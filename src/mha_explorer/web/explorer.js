@@ -162,6 +162,7 @@ function placeTip(event) {
 }
 
 const STEPS = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
+const NAVIGATION = new Set([...Object.keys(STEPS), "Home", "End", "PageUp", "PageDown"]);
 function moveFocus(event) {
   const from = event.target.closest?.(".num");
   if (!from || event.altKey || event.ctrlKey || event.metaKey || !(event.key in STEPS || event.key === "Home" || event.key === "End")) return;
@@ -178,8 +179,8 @@ function moveFocus(event) {
       to = cells[Math.min([...row.querySelectorAll(".num")].indexOf(from), cells.length - 1)];
     }
   } else to = numbers[numbers.indexOf(from) + STEPS[event.key]];
+  event.preventDefault(); // the page does not scroll, even at a table's edge
   if (!to) return;
-  event.preventDefault(); // the page does not scroll
   from.tabIndex = -1;
   to.tabIndex = 0;
   to.focus();
@@ -326,6 +327,12 @@ function render({ model, el }) {
   );
   el.replaceChildren(root);
   root.addEventListener("keydown", moveFocus);
+  // The keys that move inside the view stay inside it: a notebook (JupyterLab) would otherwise
+  // also take them as its own commands (the next cell). Their own work (a menu's next option) is
+  // left to the browser.
+  root.addEventListener("keydown", (event) => {
+    if (NAVIGATION.has(event.key)) event.stopPropagation();
+  });
   root.addEventListener("mouseover", placeTip);
   root.addEventListener("focusin", placeTip);
   // the Matrices view is built when first opened, once per payload

@@ -162,7 +162,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     ].filter(Boolean),
   );
   if (!editable) {
-    for (const input of [tokensInput, ...Object.values(configInputs), causal, bias, seedInput, draw, matrixSelect]) input.disabled = true;
+    // a static copy: every value can be read (the matrix chooser stays), none changed
+    for (const input of [tokensInput, ...Object.values(configInputs), causal, bias, seedInput, draw]) input.disabled = true;
   }
 
   // the form's messages only: a bad cell keeps its text and its message until it is corrected
@@ -308,7 +309,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     gridKey = key;
     const cols = (gridCols = matrix[0].length);
     const names = matrix.map((_, r) => rowName(r));
-    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, editable ? el("span", { class: "grid-keys" }, " · Tab, ↑ and ↓ move between cells") : null);
+    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, ...(editable ? [el("span", { class: "grid-keys" }, " · Tab, ↑ and ↓ move between cells")] : []));
     const cell = (r, c, v) => {
       const key = `${name}:${indexOf(r, c).join(",")}`;
       // autocomplete off: else the browser copies every cell's state into the history entry on
