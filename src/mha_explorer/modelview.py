@@ -162,7 +162,7 @@ UNMARK = str.maketrans({"␣": " ", "↵": "\n", "⇥": "\t"})
 
 
 def token_label(token: str, text: str) -> str:
-    """A token as the page labels it (tokenLabels in web/explorer.js): the text it stands for, with
+    """A token as the page, the terminal and the widget label it: the text it stands for, with
     ␣ for each leading space, ↵ for a newline, ⇥ for a tab; the token itself when that text is blank
     or holds a broken character (a piece of a multi-byte one)."""
     shown = re.sub(r"^ +", lambda spaces: "␣" * len(spaces[0]), text).replace("\n", "↵").replace("\t", "⇥")

@@ -81,26 +81,16 @@ export function unpack(buffer) {
   return head;
 }
 
-// A layer's payload with another head's arrays (modelview.HeadArrays) in place of its own.
-// A real model's tokens as the view labels them: the text each stands for, with a leading space
-// shown as ␣ and a line break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the", "##ing" -> "ing"). The
-// server sends them (modelview.token_labels: a byte piece of a character reads "␣🐱 1/3"); an
-// answer without them gets the same rule here, with the raw token where the text is blank or not
-// whole. They are worked out once per layer.
-const labelled = new WeakMap(); // payload.model -> the labels
+// A real model's tokens as the view labels them, as the server worked them out
+// (modelview.token_labels): the text each stands for, with a leading space shown as ␣ and a line
+// break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the", "##ing" -> "ing"), and a byte piece of a
+// character as that character and its place ("␣🐱 1/3"). The raw tokens where an answer has none.
 function tokenLabels(payload) {
-  if (!labelled.has(payload.model) && payload.model.labels?.length === payload.tokens.length) labelled.set(payload.model, payload.model.labels);
-  if (!labelled.has(payload.model)) {
-    const readable = payload.model.readable || [];
-    const label = (text, j) => {
-      const shown = (text ?? "").replace(/^ +/, (spaces) => "␣".repeat(spaces.length)).replace(/\n/g, "↵").replace(/\t/g, "⇥");
-      return shown.trim() && !shown.includes("\ufffd") ? shown : payload.tokens[j];
-    };
-    labelled.set(payload.model, payload.tokens.map((token, j) => label(readable[j], j)));
-  }
-  return labelled.get(payload.model);
+  const labels = payload.model.labels;
+  return labels?.length === payload.tokens.length ? labels : payload.tokens;
 }
 
+// A layer's payload with another head's arrays (modelview.HeadArrays) in place of its own.
 export function withHead(payload, arrays) {
   return { ...payload, stages: { ...payload.stages, ...arrays.stages }, weights: { ...payload.weights, ...arrays.weights } };
 }
