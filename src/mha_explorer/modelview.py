@@ -17,6 +17,7 @@ import numpy as np
 
 from pydantic import BaseModel, Field
 
+from .costs import kv_cache
 from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, left_out, trace_payload
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
@@ -213,6 +214,13 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     ]
 
 
+def kv_cache_all_layers(model, n: int) -> dict[str, int]:
+    """Bytes of the model's KV cache after n tokens, per dtype, summed over its layers (each with its
+    own K/V heads, and its window when it has one)."""
+    caches = [kv_cache(model.layer_config(layer), n) for layer in range(model.n_layers)]
+    return {dtype: sum(cache.bytes[dtype] for cache in caches) for dtype in caches[0].bytes}
+
+
 def middle_word(run, model) -> int:
     """The query a real text's view starts from: the middle one of its words, so that a causal
     layer's mask hides the keys after it and a reader sees both sides. A word here is the token that
@@ -252,6 +260,7 @@ def model_payload(
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],
         labels=token_labels(model, run.tokens, run.special),
+        kv_cache_all_layers=kv_cache_all_layers(model, n),
         overview=float32(small, packer),
         overview_block=block,
     )

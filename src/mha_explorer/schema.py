@@ -109,6 +109,10 @@ class ModelLayer(BaseModel):
         default_factory=list,
         description="each token as the view labels it: its text with ␣ for a leading space; a byte piece of a character as that character and which piece (␣🐱 1/3)",
     )
+    kv_cache_all_layers: dict[str, int] = Field(
+        default_factory=dict,
+        description="bytes of the whole model's KV cache after these tokens, per dtype: every layer with its own K/V heads and window",
+    )
     overview: Array = Field(description="(n_heads, m, m): each head's weights, averaged over blocks of tokens")
     overview_block: int = Field(description="tokens per overview cell along each axis")
 

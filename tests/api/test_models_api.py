@@ -121,6 +121,16 @@ def test_a_real_texts_view_starts_at_its_middle_word_so_the_causal_mask_shows():
     assert np.isneginf(mask[payload.query + 1 :]).all() and np.isfinite(mask[: payload.query + 1]).all()
 
 
+@pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
+def test_the_whole_models_kv_cache_is_every_layers():
+    client = loaded("smollm2")
+    payload = TracePayload.model_validate_json(client.post("/api/model-trace", json={"model": "smollm2", "text": "Every token reads.", "layer": 4}).content)
+    n = len(payload.tokens)
+    # SmolLM2-135M: 30 layers, each with 3 K/V heads of 64 for keys and 64 for values, no window
+    assert payload.model.kv_cache_all_layers == {"float16": 30 * 3 * (64 + 64) * n * 2, "float32": 30 * 3 * (64 + 64) * n * 4}
+    assert payload.model.kv_cache_all_layers["float16"] == 30 * payload.costs.kv_cache.bytes["float16"]
+
+
 @pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
 def test_the_middle_word_is_a_whole_word_not_a_piece_or_a_mark():
     client = loaded("minilm")

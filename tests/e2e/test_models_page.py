@@ -151,6 +151,9 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     page.locator("summary", has_text="Cost of this configuration").click()
     label = page.locator("svg.sharing").get_attribute("aria-label")
     assert label.startswith("9 query heads reading 3 key/value heads") and "head 8 reads K/V 2" in label
+    n = len(page.get_by_label("Query token").locator("option").all_inner_texts())
+    kib = 30 * 3 * (64 + 64) * n * 2 / 1024  # 30 layers of 3 K/V heads, 64 + 64 numbers each, float16
+    assert f"All 30 layers of SmolLM2-135M-Instruct, after these {n} tokens: {kib:.1f} KiB in float16" in page.locator(".whole-model").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     assert page.locator(".stage canvas.heatmap").count() >= 2
     page.screenshot(path=str(artifacts / "model-smollm2-rope.png"), full_page=True)

@@ -1499,8 +1499,16 @@ function costPanel(payload) {
     "details",
     { class: "costs" },
     h("summary", {}, "Cost of this configuration"),
-    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", { class: "wide-table" }, cache)), macs),
+    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", { class: "wide-table" }, cache), wholeModel(payload)), macs),
   );
+}
+
+// A real model's KV cache over all its layers, each with its own K/V heads and window.
+function wholeModel(payload) {
+  const m = payload.model;
+  const all = m?.kv_cache_all_layers;
+  if (!all?.float16) return null;
+  return h("p", { class: "whole-model" }, `All ${m.n_layers} layers of ${m.title}, after these ${payload.tokens.length} tokens: `, h("strong", {}, bytes(all.float16)), " in float16, ", h("strong", {}, bytes(all.float32)), " in float32.");
 }
 
 // ---- the packed view: all heads' W^Q side by side, one product, then a reshape ---------------
