@@ -1011,7 +1011,8 @@ function contributionChart(contrib, y, head) {
   const d = y.length;
   const rowH = 34;
   const left = 56;
-  const width = 520;
+  // drawn about as wide as it will be shown (a phone: 300 px), so that its text stays legible
+  const width = Math.min(520, Math.max(300, window.innerWidth - 90));
   const plot = width - left - 16;
   let extent = 0;
   for (let m = 0; m < d; m++) {
