@@ -379,6 +379,23 @@ def test_no_serious_accessibility_violations(page, server_url):
         assert bad == [], f"{title}: {bad}"
 
 
+def test_a_dark_notebook_theme_gets_a_dark_view_that_stays_readable(page, server_url):
+    open_page(page, server_url)
+    page.get_by_text("Matrices", exact=True).click()
+    page.locator(".matrices-body").wait_for(state="visible")
+    light = page.locator(".mha-explorer .stage").evaluate("(e) => getComputedStyle(e).backgroundColor")
+    # JupyterLab marks its dark themes on the body (VS Code: class vscode-dark)
+    page.evaluate("() => { document.body.dataset.jpThemeLight = 'false'; }")
+    dark = page.locator(".mha-explorer .stage").evaluate("(e) => getComputedStyle(e).backgroundColor")
+    assert light == "rgb(255, 255, 255)" and dark == "rgb(30, 34, 41)"
+    axe = Axe()
+    for title in STAGES:  # every text keeps enough contrast on the dark colours
+        select(page, "Calculation stage", title)
+        violations = axe.run(page, context=".mha-explorer").response["violations"]
+        bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in violations if v["impact"] in ("serious", "critical")]
+        assert bad == [], f"{title}: {bad}"
+
+
 def test_token_text_is_rendered_as_text(page, server_url, api):
     payload, _ = api
     hostile = payload.model_copy(deep=True)

@@ -1066,7 +1066,7 @@ function contributionChart(contrib, y, head) {
   const [tx, ty] = at(nHeads);
   chart.append(svg("line", { x1: tx, x2: tx, y1: ty - 11, y2: ty + 2, class: "total-tick" }));
   chart.append(svg("text", { x: tx + 6, y: ty, class: "label" }, "total y"));
-  return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, "Bars right of the axis add, bars left subtract; the black tick is the output component."));
+  return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, "Bars right of the axis add, bars left subtract; the heavy tick is the output component."));
 }
 
 // ---- big matrices: a canvas heatmap with a readout, instead of thousands of table cells ----
@@ -1281,7 +1281,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.font = `${fontSize}px system-ui, sans-serif`;
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
-    ctx.fillStyle = "#5b6475";
+    ctx.fillStyle = getComputedStyle(entry.canvas).getPropertyValue("--muted").trim() || "#5b6475"; // the labels' colour, light or dark
     const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
     for (let r = 0; r < rows; r += every) ctx.fillText(fitText(ctx, String(rowLabel(r)), left - 8), left - 6, r * ch + ch / 2);
     if (cw >= 6) {
