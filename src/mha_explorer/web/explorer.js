@@ -576,10 +576,10 @@ function projections(view, query, head) {
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
       onCell: (r, j) => {
-        for (const tbl of [xTable, wTable, bTable, outTable]) for (const cell of tbl?.querySelectorAll?.(".hl") ?? []) cell.classList.remove("hl");
+        for (const tbl of [xTable, wTable, bTable, outTable].filter(Boolean)) for (const cell of tbl.querySelectorAll(".hl")) cell.classList.remove("hl");
         xTable.querySelectorAll(`td[data-row="${r}"]`).forEach((cell) => cell.classList.add("hl"));
         wTable.querySelectorAll(`td[data-col="${j}"]`).forEach((cell) => cell.classList.add("hl"));
-        bTable?.querySelector?.(`td[data-col="${j}"]`)?.classList.add("hl");
+        bTable?.querySelector(`td[data-col="${j}"]`)?.classList.add("hl");
         outTable.querySelector(`td[data-row="${r}"][data-col="${j}"]`).classList.add("hl");
         const x = range(c.d_model).map((k) => t.x.at(outRows[r], k));
         const wc = range(c.d_model).map((k) => w[weight].at(own, k, j));
@@ -1168,6 +1168,12 @@ function outline(element, box) {
   Object.assign(element.style, { left: `${left}px`, top: `${top}px`, width: `${width}px`, height: `${height}px` });
 }
 
+// Row labels drawn on canvas take --muted of explorer.css by hand: a canvas drawn before it is in the
+// page has no computed style. A dark notebook theme marks the body as the stylesheet's dark block reads it.
+const LIGHT_LABELS = "#5b6475";
+const DARK_LABELS = "#a4adbc";
+const darkHost = () => document.body.dataset.jpThemeLight === "false" || document.body.classList.contains("vscode-dark");
+
 function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source }) {
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -1281,7 +1287,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.font = `${fontSize}px system-ui, sans-serif`;
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
-    ctx.fillStyle = getComputedStyle(entry.canvas).getPropertyValue("--muted").trim() || "#5b6475"; // the labels' colour, light or dark
+    ctx.fillStyle = darkHost() ? DARK_LABELS : LIGHT_LABELS; // --muted of the two looks (the canvas may be out of the page here)
     const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
     for (let r = 0; r < rows; r += every) ctx.fillText(fitText(ctx, String(rowLabel(r)), left - 8), left - 6, r * ch + ch / 2);
     if (cw >= 6) {
