@@ -6,8 +6,8 @@
 - interactions: 50 changes each of stage and query, measured as in bench_page (our work plus the
   frame's rendering, leaving out the idle wait for the next 60 Hz frame); a head change asks the
   server for that head's arrays, so it is reported with its round trip, and again as a person
-  with a mouse makes it: the pointer rests on the thumbnail (which fetches the head), then clicks;
-  and as a quick click with no rest, whose press fetches the head.
+  with a mouse makes it, at every stage: the pointer rests on the thumbnail (which fetches the
+  head), then clicks; and as a quick click with no rest, whose press fetches the head.
 Targets: paint under 1.5 s, under 10 MB sent, interactions under 16 ms (p95).
 """
 
@@ -55,26 +55,61 @@ HEAD_SWITCH = """async (count) => {
 }"""
 
 # As a person picks a head with the mouse: the pointer rests on its thumbnail (here 200 ms, a
-# usual time from pointing to clicking), which fetches the head, then clicks. Or with no rest at
-# all: the press itself (pointerdown) fetches the head, and the click comes when the button is
-# released (here 100 ms later: a quick mouse click or tap). Timed from the click.
+# usual time from pointing to clicking), which fetches the head (and, once it is here, the page
+# draws that head's panel while idle), then clicks. Or with no rest at all: the press itself
+# (pointerdown) fetches the head, and the click comes when the button is released (here 100 ms
+# later: a quick mouse click or tap). Timed from the click as bench_page times a control: busy
+# (our work, then the frame's rendering, leaving out the idle wait for the next 60 Hz frame) and
+# raw (to the task after the next painted frame).
 HEAD_BY_POINTER = """async ([count, rest, event]) => {
   const model = window.mhaExplorer.model;
   const frame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
-  const out = [];
+  const busy = [], raw = [];
+  let nextFrame = 0;
   for (let i = 1; i <= count; i++) {
     const head = (model.get("head") + 5) % model.get("payload").config.n_heads;  // not one kept from before
     const thumb = document.querySelector(`.thumb-button[data-head="${head}"]`);
     thumb.dispatchEvent(new PointerEvent(event, { bubbles: true }));
     await new Promise((done) => setTimeout(done, rest));
+    await frame();
     const t0 = performance.now();
     thumb.click();
-    await null; await frame();
-    if (!document.querySelector(".stage h2").textContent.includes(`head ${head}`)) throw new Error(`head ${head} was not drawn`);
-    out.push(performance.now() - t0);
+    await null;
+    const t1 = performance.now();
+    let tFrame = 0, drawn = false;
+    await new Promise((done) => requestAnimationFrame(() => {
+      tFrame = performance.now();
+      drawn = document.querySelector(".stage h2").textContent.includes(`head ${head}`);
+      setTimeout(done, 0);
+    }));
+    const t2 = performance.now();
+    if (drawn) nextFrame += 1;
+    busy.push(t1 - t0 + (t2 - tFrame));
+    raw.push(t2 - t0);
   }
-  return out;
+  return { busy, raw, nextFrame };
 }"""
+STAGE_INDEX = "(i) => { const s = [...document.querySelectorAll('select')].find((x) => x.labels[0].textContent === 'Calculation stage'); s.selectedIndex = i; s.dispatchEvent(new Event('change', { bubbles: true })); return s.options.length; }"
+
+
+def pointer_switches(page, rest: int, event: str, per_stage: int = 6) -> dict:
+    """Head switches by pointer at every stage, each stage's samples pooled."""
+    busy, raw, next_frame, count = [], [], 0, 0
+    stages = page.evaluate(STAGE_INDEX, 0)
+    for stage in range(stages):
+        page.evaluate(STAGE_INDEX, stage)
+        page.wait_for_timeout(100)
+        samples = page.evaluate(HEAD_BY_POINTER, [per_stage, rest, event])
+        busy += samples["busy"]
+        raw += samples["raw"]
+        next_frame += samples["nextFrame"]
+        count += per_stage
+    return {
+        "busy_p50_ms": float(np.percentile(busy, 50)),
+        "busy_p95_ms": float(np.percentile(busy, 95)),
+        "raw_p95_ms": float(np.percentile(raw, 95)),
+        "drawn_in_next_frame": f"{next_frame}/{count}",
+    }
 
 
 def main() -> None:
@@ -105,8 +140,8 @@ def main() -> None:
                     "drawn_in_next_frame": f"{samples['nextFrame']}/50",
                 }
             heads = np.array(page.evaluate(HEAD_SWITCH, 11))
-            pointed = np.array(page.evaluate(HEAD_BY_POINTER, [11, 200, "pointerover"]))
-            pressed = np.array(page.evaluate(HEAD_BY_POINTER, [11, 100, "pointerdown"]))
+            pointed = pointer_switches(page, 200, "pointerover")
+            pressed = pointer_switches(page, 100, "pointerdown")
             browser.close()
     finally:
         server.should_exit = True
@@ -119,8 +154,8 @@ def main() -> None:
         "decoded_bytes": best["decoded"],
         "controls": controls,
         "head_switch_with_fetch_p50_ms": float(np.percentile(heads, 50)),
-        "head_switch_after_pointer_rest_ms": {"p50": float(np.percentile(pointed, 50)), "p95": float(np.percentile(pointed, 95))},
-        "head_switch_after_press_ms": {"p50": float(np.percentile(pressed, 50)), "p95": float(np.percentile(pressed, 95))},
+        "head_switch_after_pointer_rest": pointed,
+        "head_switch_after_press": pressed,
         "targets": {"paint_ms": 1500, "transfer_bytes": 10_000_000, "interaction_p95_ms": 16},
     }
     print(f"512-token MiniLM layer: paint {', '.join(f'{t:.0f}' for t in report['paint_ms'])} ms (target < 1500; server part {', '.join(f'{t:.0f}' for t in report['server_ms'])} ms)")
@@ -128,10 +163,11 @@ def main() -> None:
     for label, row in controls.items():
         print(f"{label:<20} busy p50 {row['busy_p50_ms']:.1f} ms  p95 {row['busy_p95_ms']:.1f} ms  next frame {row['drawn_in_next_frame']}  (target p95 < 16 ms)")
     print(f"head switch, with the server round trip: p50 {report['head_switch_with_fetch_p50_ms']:.0f} ms")
-    rest = report["head_switch_after_pointer_rest_ms"]
-    print(f"head switch by pointer (200 ms on the thumbnail, then click), click to drawn frame: p50 {rest['p50']:.0f} ms, p95 {rest['p95']:.0f} ms")
-    press = report["head_switch_after_press_ms"]
-    print(f"head switch by a quick click (press held 100 ms, no rest), click to drawn frame: p50 {press['p50']:.0f} ms, p95 {press['p95']:.0f} ms")
+    for what, row in (("a pointer rest (200 ms on the thumbnail, then click)", pointed), ("a quick click (press held 100 ms, no rest)", pressed)):
+        print(
+            f"head switch after {what}, every stage: busy p50 {row['busy_p50_ms']:.1f} ms  p95 {row['busy_p95_ms']:.1f} ms"
+            f"  raw p95 {row['raw_p95_ms']:.1f} ms  next frame {row['drawn_in_next_frame']}  (target p95 < 16 ms)"
+        )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "models_page.json").write_text(json.dumps(report, indent=2))
 

@@ -141,6 +141,42 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     assert 1 not in bodies[1:]  # head 1 was not fetched again (head 2, its next neighbour, may be)
 
 
+CANVASES = "() => [...document.querySelectorAll('.stage canvas.heatmap')].map((c) => c.toDataURL())"
+
+
+@needs("minilm")
+def test_a_head_fetched_while_the_pointer_rests_is_drawn_before_the_click(page, server_url):
+    text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3  # maps, not tables
+    trace_model(page, server_url, "minilm", text, 1)
+    before = page.evaluate(CANVASES)
+    assert len(before) >= 4  # X, W^Q, W^K, K, ... of the Projections stage
+    page.locator(".thumb-button", has_text="Head 6").hover()
+    page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(6)")
+    page.evaluate("() => new Promise((done) => requestIdleCallback(() => requestIdleCallback(done)))")  # the page was idle
+    assert page.evaluate(CANVASES) == before  # drawing head 6 ahead left the maps on screen alone
+    clicked = page.evaluate("""() => new Promise((done) => {
+        const context = CanvasRenderingContext2D.prototype;
+        const calls = [];
+        const originals = ["putImageData", "fillText", "clearRect", "stroke"].map((name) => [name, context[name]]);
+        for (const [name, original] of originals) context[name] = function (...args) { calls.push(name); return original.apply(this, args); };
+        document.querySelector('.thumb-button[data-head="6"]').click();
+        queueMicrotask(() => queueMicrotask(() => {
+            for (const [name, original] of originals) context[name] = original;
+            done({ calls, title: document.querySelector('.stage h2').textContent });
+        }));
+    })""")
+    assert "head 6" in clicked["title"] and clicked["calls"] == []  # the click only put the panel in
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=1, head=6)))
+    shown = page.evaluate(CANVASES)
+    assert len(shown) == len(before) and shown != before
+    # the maps are those of a page that opens on head 6
+    page.wait_for_function("() => !window.mhaExplorer.linkPending")
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.wait_for_function("() => document.querySelector('.overview')?.hidden === false && document.querySelector('.stage h2')?.textContent.includes('head 6')", timeout=60_000)
+    assert other.evaluate(CANVASES) == shown
+
+
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
     text = "Attention lets every token read from the tokens before it."

@@ -187,6 +187,8 @@ class Tensor {
     // a real model's payload holds only some slices of axis 0 (heads): map head -> slice
     this.slices = heads ? new Map(heads.map((head, i) => [head, i])) : null;
     this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
+    this.lastHead = null; // the last head looked up in slices, and its slice: a map asks for one head 200,000 times
+    this.lastSlice = 0;
   }
   get data() {
     if (this.values === null) this.values = this.derive ? this.derive() : decode(this.b64, this.dtype); // on first use only
@@ -197,7 +199,11 @@ class Tensor {
   }
   // fixed arguments rather than ...index: heatmaps call this once per cell, 200,000 times at 512 tokens
   at(i, j, k) {
-    const first = this.slices ? this.slices.get(i) : i;
+    let first = i;
+    if (this.slices) {
+      if (i !== this.lastHead) [this.lastHead, this.lastSlice] = [i, this.slices.get(i)];
+      first = this.lastSlice;
+    }
     const s = this.strides;
     if (s.length === 1) return this.data[first];
     if (s.length === 2) return this.data[first * s[0] + j];
@@ -379,31 +385,46 @@ function render({ model, el }) {
     return merged[2];
   }
 
+  // Each payload's view (its tensors and the panels built for it) is made once and kept while the
+  // payload lives: going back to a head seen before, or to one built ahead, costs no work.
+  const views = new WeakMap(); // payload source -> its view
+  const frame = (p) => JSON.stringify([p.config, p.tokens, p.page_stages, p.notes, p.costs]);
+  // another head of the layer on screen (a real model's): the tokens, stages, notes, costs and
+  // overview are the same objects, so what was built from them stays
+  const sameLayer = (a, b) => Boolean(a.model && b && a.model === b.payload.model && a.tokens === b.payload.tokens);
+  // new values for the same configuration and tokens (a lab edit): the same selects, steps,
+  // notes and costs; only the numbers change
+  const sameFrame = (a, b) => Boolean(!a.model && b && !b.payload.model && frame(a) === frame(b.payload));
+
+  function viewOf(source) {
+    if (views.has(source)) return views.get(source);
+    const payload = source.model ? { ...source, tokens: tokenLabels(source) } : source;
+    const layer = sameLayer(payload, view);
+    const made = {
+      source,
+      payload, // a real model's with its tokens as labels (see tokenLabels)
+      t: tensors(payload.stages, layer ? view.t : null),
+      w: tensors(payload.weights, layer ? view.w : null),
+      stageIds: payload.page_stages.map((s) => s.id),
+      formulas: layer || sameFrame(payload, view) ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
+      panels: new Map(), // "stage|head|query|all" -> the stage panel's nodes
+      outputs: new Map(), // "head|query" -> the head outputs panel's nodes
+    };
+    views.set(source, made);
+    return made;
+  }
+
   function setPayload() {
     const source = currentPayload();
     if (view && source === view.source) return; // what was built for it stays
-    const payload = source.model ? { ...source, tokens: tokenLabels(source) } : source;
-    // another head of the layer on screen (a real model's): the tokens, stages, notes, costs and
-    // overview are the same objects, so what was built from them stays
-    const sameLayer = Boolean(payload.model && view && payload.model === view.payload.model && payload.tokens === view.payload.tokens);
-    // new values for the same configuration and tokens (a lab edit): the same selects, steps,
-    // notes and costs; only the numbers change
-    const frame = (p) => JSON.stringify([p.config, p.tokens, p.page_stages, p.notes, p.costs]);
-    const sameFrame = Boolean(!payload.model && view && !view.payload.model && frame(payload) === frame(view.payload));
-    if (!sameLayer && !sameFrame) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
-    view = {
-      source,
-      payload, // a real model's with its tokens as labels (see tokenLabels)
-      t: tensors(payload.stages, sameLayer ? view.t : null),
-      w: tensors(payload.weights, sameLayer ? view.w : null),
-      stageIds: payload.page_stages.map((s) => s.id),
-      formulas: sameLayer || sameFrame ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
-      panels: new Map(), // "stage|head|query" -> the stage panel's nodes
-      outputs: new Map(), // "head|query" -> the head outputs panel's nodes
-    };
+    const before = view;
+    view = viewOf(source);
+    const { payload } = view;
+    const kept = sameLayer(payload, before) || sameFrame(payload, before);
+    if (!kept) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
     matrices.replaceChildren(h("summary", {}, "Matrices"));
     if (matrices.open) matrices.append(...roving([matricesView(view)]));
-    if (sameLayer || sameFrame) return;
+    if (kept) return;
     querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
@@ -414,28 +435,61 @@ function render({ model, el }) {
     overviewBox.hidden = !payload.model;
   }
 
-  function update(announce) {
-    const { payload } = view;
-    const { head, query } = clampState(state(), payload);
-    const all = state().all;
-    const stage = view.stageIds.includes(state().stage) ? state().stage : view.stageIds[0];
-    const i = view.stageIds.indexOf(stage);
-    const info = payload.page_stages[i];
-    // each view is built once per payload and kept: going back to it costs no work
+  // the view's stage (a known one), and the head and query in range
+  function placeOf(v) {
+    const { head, query } = clampState(state(), v.payload);
+    const stage = v.stageIds.includes(state().stage) ? state().stage : v.stageIds[0];
+    return { stage, head, query, all: state().all };
+  }
+
+  // each panel is built once per view and kept: going back to it costs no work
+  function panelOf(v, { stage, head, query, all }) {
     const key = `${stage}|${head}|${query}|${all}`;
-    const loading = !view.t.q.has(head);
-    if (!loading && !view.panels.has(key)) {
-      const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(view, query, head, stage) : STAGE_VIEWS[stage](view, query, head)));
-      view.panels.set(key, roving([
-        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, payload.tokens[query], "”")),
-        h("div", { class: "formula" }, view.formulas[stage].cloneNode(true)),
+    if (!v.panels.has(key)) {
+      const i = v.stageIds.indexOf(stage);
+      const info = v.payload.page_stages[i];
+      const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
+      v.panels.set(key, roving([
+        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, v.payload.tokens[query], "”")),
+        h("div", { class: "formula" }, v.formulas[stage].cloneNode(true)),
         h("p", { class: "explain" }, info.explanation),
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
       ]));
     }
-    if (!view.outputs.has(`${head}|${query}`)) view.outputs.set(`${head}|${query}`, roving(slotsFor(`${ids.stage}|outputs`, () => headOutputs(view, query, head))));
-    const panel = loading ? [] : view.panels.get(key);
-    const outputNodes = view.outputs.get(`${head}|${query}`).filter(Boolean);
+    return v.panels.get(key);
+  }
+
+  function outputsOf(v, { head, query }) {
+    const key = `${head}|${query}`;
+    if (!v.outputs.has(key)) v.outputs.set(key, roving(slotsFor(`${ids.stage}|outputs`, () => headOutputs(v, query, head))));
+    return v.outputs.get(key).filter(Boolean);
+  }
+
+  // A payload the page may show next: a real model's head, fetched while the pointer rests on its
+  // thumbnail or a key is pressed on it. Its panels for the stage and query on screen are built,
+  // and their maps' colours worked out, when the page is idle, so that the click only puts them in.
+  const idle = (task) => (window.requestIdleCallback ? requestIdleCallback(task, { timeout: 300 }) : setTimeout(task, 0));
+  function buildAhead() {
+    const upcoming = model.get("upcoming"); // { payload, head }
+    if (!upcoming) return;
+    idle(() => {
+      if (model.get("upcoming") !== upcoming || !view || upcoming.payload === view.source || upcoming.payload.model !== view.payload.model) return;
+      const v = viewOf(upcoming.payload);
+      const place = { ...placeOf(v), head: upcoming.head };
+      if (!v.t.q.has(place.head)) return;
+      for (const node of [...panelOf(v, place), ...outputsOf(v, place)]) drawAhead(node);
+    });
+  }
+
+  function update(announce) {
+    const { payload } = view;
+    const place = placeOf(view);
+    const { stage, head, query, all } = place;
+    const i = view.stageIds.indexOf(stage);
+    const info = payload.page_stages[i];
+    const loading = !view.t.q.has(head);
+    const panel = loading ? [] : panelOf(view, place);
+    const outputNodes = outputsOf(view, place);
     // Draw the heatmaps while their figures are still out of the page and the page is unchanged:
     // text drawn on a canvas in the page first brings the page's styles up to date.
     for (const node of [...panel, ...outputNodes]) claimCanvases(node);
@@ -495,7 +549,9 @@ function render({ model, el }) {
   model.on("change:all_queries", onState);
   model.on("change:payload", onPayload);
   model.on("change:head_arrays", onPayload);
+  model.on("change:upcoming", buildAhead);
   return () => {
+    model.off?.("change:upcoming", buildAhead);
     model.off?.("change:head_arrays", onPayload);
     model.off?.("change:all_queries", onState);
     model.off?.("change:stage", onState);
@@ -1114,11 +1170,14 @@ const paintedCells = new WeakMap();
 
 // A canvas is costly to create: its first drawing allocates its pixels. While a panel is built
 // (slotsFor), each heatmap gets a place, "panel|order|size"; the view of another query or head
-// reuses the canvas of the same place, taking it when its panel is shown (claimCanvases).
+// reuses a canvas of the same place, taking it when its panel is shown (claimCanvases).
 // The canvas holds the cells and labels and is redrawn only when the cells change. The query's
 // row and the cursor are outlines laid over it, so that another query draws nothing: the first
 // drawing on a canvas in a frame costs a millisecond or two, however small it is.
-const canvasPlaces = new Map(); // place -> { canvas, box, mark, markLabel, cursor, active: the handlers showing it, base: the cells drawn }
+// A place has two canvases at most: the one in the page, and one for a panel drawn ahead (a
+// head about to be picked, see drawAhead), which must leave the page's alone.
+const canvasPlaces = new Map(); // place -> [{ canvas, box, mark, markLabel, cursor, active: the handlers showing it, base: the cells drawn }]
+const CANVASES_PER_PLACE = 2;
 const claims = new WeakMap(); // figure -> () => void: put its canvas in, and draw
 const drawnBy = new WeakMap(); // canvas -> the handlers of the heatmap last drawn on it
 let slots = null; // { panel, next } while a panel is built
@@ -1133,9 +1192,20 @@ function slotsFor(panel, build) {
 }
 
 function claimCanvases(node) {
+  forEachMap(node, (figure) => claims.get(figure)?.());
+}
+
+// A panel's maps drawn before it is shown, each on a canvas the page is not showing: showing the
+// panel then draws nothing.
+const aheads = new WeakMap(); // figure -> () => void
+function drawAhead(node) {
+  forEachMap(node, (figure) => aheads.get(figure)?.());
+}
+
+function forEachMap(node, task) {
   if (!(node instanceof Element)) return;
-  if (node.matches("figure.heatmap-figure")) claims.get(node)?.();
-  for (const figure of node.querySelectorAll("figure.heatmap-figure")) claims.get(figure)?.();
+  if (node.matches("figure.heatmap-figure")) task(node);
+  for (const figure of node.querySelectorAll("figure.heatmap-figure")) task(figure);
 }
 
 // text cut to fit width px in ctx's font, an ellipsis marking the cut ("head 0 · 16" must not
@@ -1147,16 +1217,23 @@ function fitText(ctx, text, width) {
   return `${text.slice(0, end)}…`;
 }
 
-function heatmapCanvas(place, handlers) {
-  let entry = place && canvasPlaces.get(place);
-  if (!entry) {
+// A canvas for a heatmap with these handlers and cells: one already showing them, else one whose
+// cells are these (nothing to redraw), else one out of the page, else a new one. Drawn ahead, it
+// never takes the page's: null when the place has no other.
+function heatmapCanvas(place, handlers, cells, ahead) {
+  const pool = place ? (canvasPlaces.get(place) ?? []) : [];
+  const free = ahead ? pool.filter((e) => !e.box.isConnected) : pool;
+  let entry = free.find((e) => e.active === handlers) ?? free.find((e) => e.base && e.base === cells) ?? free.find((e) => !e.box.isConnected);
+  if (!entry && pool.length < CANVASES_PER_PLACE) {
     const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img" });
     const [mark, markLabel, cursor] = ["heatmap-mark", "heatmap-mark-label", "heatmap-cursor"].map((name) => h("div", { class: name, hidden: true, "aria-hidden": "true" }));
-    entry = { canvas, mark, markLabel, cursor, box: h("div", { class: "heatmap-box" }, canvas, mark, markLabel, cursor), active: handlers, base: null };
-    for (const type of ["mousemove", "keydown", "focus"]) canvas.addEventListener(type, (event) => entry.active[type](event));
-    if (place) canvasPlaces.set(place, entry);
+    const made = { canvas, mark, markLabel, cursor, box: h("div", { class: "heatmap-box" }, canvas, mark, markLabel, cursor), active: handlers, base: null };
+    for (const type of ["mousemove", "keydown", "focus"]) canvas.addEventListener(type, (event) => made.active[type](event));
+    if (place) canvasPlaces.set(place, [...pool, made]);
+    entry = made;
   }
-  entry.active = handlers;
+  entry ??= ahead ? null : pool[0];
+  if (entry) entry.active = handlers;
   return entry;
 }
 
@@ -1226,16 +1303,14 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     const words = new Uint32Array(cells.buffer); // one RGBA cell per word
     const step = 255 / (scale || 1);
     hiddenCells = [];
+    const [below, above] = kind === "weights" ? [WEIGHT_SHADES, WEIGHT_SHADES] : [NEGATIVE_SHADES, POSITIVE_SHADES];
     for (let r = 0, i = 0; r < rows; r++)
       for (let c = 0; c < cols; c++, i++) {
         const v = masked && masked(r, c) ? null : values ? values[i] : value(r, c);
         if (v === null || v === -Infinity) {
           words[i] = MASKED_WORD;
           hiddenCells.push([r, c]);
-        } else {
-          const shade = Math.min(255, Math.round(Math.abs(v) * step));
-          words[i] = (kind === "weights" ? WEIGHT_SHADES : v < 0 ? NEGATIVE_SHADES : POSITIVE_SHADES)[shade];
-        }
+        } else words[i] = (v < 0 ? below : above)[Math.min(255, Math.round(Math.abs(v) * step))];
       }
     values = null;
     store?.set(source[1], { cells, scale, peak, hiddenCells });
@@ -1333,8 +1408,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
   if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
   const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak), axis, readout);
-  function claim() {
-    entry = heatmapCanvas(place, handlers);
+  function claim(ahead = false) {
+    const taken = heatmapCanvas(place, handlers, cells, ahead);
+    if (!taken) return cells || paintCells(); // the page's canvas is not for a panel drawn ahead: its colours at least
+    entry = taken;
     const { canvas, box } = entry;
     if (box.parentNode === figure && drawnBy.get(canvas) === handlers) return; // still showing this map
     if (canvas.width !== width * ratio || canvas.height !== height * ratio) {
@@ -1349,7 +1426,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     draw();
     drawnBy.set(canvas, handlers);
   }
-  if (place) claims.set(figure, claim);
+  if (place) {
+    claims.set(figure, claim);
+    aheads.set(figure, () => claim(true));
+  }
   else claim(); // built outside a panel: a canvas of its own, drawn now
   return figure;
 }
@@ -1361,12 +1441,14 @@ const OUTLIER = 4;
 function robustScale(values, peak) {
   if (!(peak > 0) || values.length < 100) return peak;
   const bins = new Uint32Array(1024); // |value| / peak in 1024 bins: one pass, no sort
+  const toBin = 1024 / peak;
   let count = 0;
-  for (const v of values)
-    if (v !== -Infinity) {
-      bins[Math.min(1023, Math.floor((Math.abs(v) / peak) * 1024))]++;
-      count++;
-    }
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v === -Infinity) continue;
+    bins[Math.min(1023, Math.floor(Math.abs(v) * toBin))]++;
+    count++;
+  }
   let below = 0;
   for (let b = 0; b < 1024; b++) {
     below += bins[b];

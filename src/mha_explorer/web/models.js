@@ -28,8 +28,9 @@ async function answer(response) {
   throw new Error(detail || `the server answered ${response.status}`);
 }
 
-// The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query }.
-export function createModels({ container, onPayload, getView, initial, onTeaching }) {
+// The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query };
+// `onAhead(payload, head)` gets a head's payload as soon as it is here, before it is asked for.
+export function createModels({ container, onPayload, onAhead, getView, initial, onTeaching }) {
   const picker = node("select", { id: "model-name" });
   const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
@@ -156,6 +157,7 @@ export function createModels({ container, onPayload, getView, initial, onTeachin
         const payload = withHead(byHead.values().next().value, arrays);
         byHead.set(head, payload);
         if (byHead.size > KEEP_HEADS) byHead.delete(byHead.keys().next().value);
+        onAhead?.(payload, head);
         return payload;
       } finally {
         fetching.delete(head);

@@ -255,6 +255,7 @@ async function main() {
         initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
         getView: () => ({ head: model.get("head"), query: model.get("query") }),
         onTeaching: () => setMode("teaching"),
+        onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
         onPayload: (payload, request) => {
           const ids = payload.page_stages.map((s) => s.id);
           const stage = pendingView?.stage ?? model.get("stage");
