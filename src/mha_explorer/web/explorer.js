@@ -481,6 +481,23 @@ function render({ model, el }) {
     });
   }
 
+  // When the view rests a moment (no change for REST ms), the next stage's panel is built and drawn
+  // while the page is idle: Next then only puts it in. Quick changes in a row build nothing ahead.
+  const REST = 250;
+  let resting = null;
+  function buildNextStage() {
+    clearTimeout(resting);
+    const shown = view;
+    const at = JSON.stringify(placeOf(view));
+    resting = setTimeout(() => idle(() => {
+      if (view !== shown || JSON.stringify(placeOf(view)) !== at) return;
+      const place = placeOf(view);
+      const i = view.stageIds.indexOf(place.stage);
+      if (i + 1 >= view.stageIds.length || !view.t.q.has(place.head)) return;
+      for (const node of panelOf(view, { ...place, stage: view.stageIds[i + 1] })) drawAhead(node);
+    }), REST);
+  }
+
   function update(announce) {
     const { payload } = view;
     const place = placeOf(view);
@@ -521,6 +538,7 @@ function render({ model, el }) {
     }
     for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
+    buildNextStage();
   }
 
   setPayload();
@@ -551,6 +569,7 @@ function render({ model, el }) {
   model.on("change:head_arrays", onPayload);
   model.on("change:upcoming", buildAhead);
   return () => {
+    clearTimeout(resting);
     model.off?.("change:upcoming", buildAhead);
     model.off?.("change:head_arrays", onPayload);
     model.off?.("change:all_queries", onState);
