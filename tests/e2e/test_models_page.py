@@ -184,6 +184,15 @@ def test_a_head_fetched_while_the_pointer_rests_is_drawn_before_the_click(page, 
     other.wait_for_function("() => document.querySelector('.overview')?.hidden === false && document.querySelector('.stage h2')?.textContent.includes('head 6')", timeout=60_000)
     assert other.evaluate(CANVASES) == shown
 
+    # a head's name in the head outputs fetches that head, too, when the pointer rests on it
+    asked = []
+    page.on("request", lambda r: asked.append(r.url.rsplit("/", 1)[-1]) if "/api/model" in r.url else None)
+    page.locator('.outputs button[data-pick-head="9"]').hover()
+    page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(9)")
+    assert asked == ["model-head"]
+    page.locator('.outputs button[data-pick-head="9"]').click()
+    assert "head 9" in page.locator(".stage h2").inner_text() and asked == ["model-head"]
+
 
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):

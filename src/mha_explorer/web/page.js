@@ -337,36 +337,40 @@ async function main() {
     const payload = model.get("payload");
     if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
   });
-  // The pointer resting on a head's thumbnail, the focus reaching it, or a press on it, usually
-  // comes a hundred milliseconds or more before the click: long enough to fetch that head's arrays. (Resting: 80 ms, so
-  // that a pointer sweeping across the row fetches nothing.) With the focus on the head picker,
-  // the arrow keys step to the next or previous head: those two are fetched.
+  // The pointer resting on a button that picks a head (a thumbnail, or a head's name in the head
+  // outputs), the focus reaching it, or a press on it, usually comes a hundred milliseconds or
+  // more before the click: long enough to fetch that head's arrays. (Resting: 80 ms, so that a
+  // pointer sweeping across the row fetches nothing.) With the focus on the head picker, the
+  // arrow keys step to the next or previous head: those two are fetched.
   const onHeadPicker = () => document.activeElement?.dataset.control === "head";
   const neighbours = () => {
     const n = model.get("payload").config.n_heads;
     for (const step of [1, n - 1]) models.prefetch((model.get("head") + step) % n);
   };
-  const thumbOf = (event) => (mode === "model" && models ? event.target.closest?.(".thumb-button") : null);
+  const PICKS_HEAD = ".thumb-button, button[data-pick-head]";
+  const pickerOf = (event) => (mode === "model" && models ? event.target.closest?.(PICKS_HEAD) : null);
+  const headOf = (button) => Number(button.dataset.head ?? button.dataset.pickHead);
   let resting = null;
   app.addEventListener("pointerover", (event) => {
-    const thumb = thumbOf(event);
-    if (!thumb) return;
+    const button = pickerOf(event);
+    if (!button) return;
     clearTimeout(resting);
-    resting = setTimeout(() => models.prefetch(Number(thumb.dataset.head)), 80);
+    resting = setTimeout(() => models.prefetch(headOf(button)), 80);
   });
   // a press comes some 100 ms before its click (a touch, or a mouse clicked without resting)
   app.addEventListener("pointerdown", (event) => {
-    const thumb = thumbOf(event);
-    if (!thumb) return;
+    const button = pickerOf(event);
+    if (!button) return;
     clearTimeout(resting);
-    models.prefetch(Number(thumb.dataset.head));
+    models.prefetch(headOf(button));
   });
   app.addEventListener("pointerout", (event) => {
-    if (thumbOf(event) && !event.target.closest(".thumb-button").contains(event.relatedTarget)) clearTimeout(resting);
+    const button = pickerOf(event);
+    if (button && !button.contains(event.relatedTarget)) clearTimeout(resting);
   });
   app.addEventListener("focusin", (event) => {
-    const thumb = thumbOf(event);
-    if (thumb) models.prefetch(Number(thumb.dataset.head));
+    const button = pickerOf(event);
+    if (button) models.prefetch(headOf(button));
     else if (mode === "model" && models && onHeadPicker()) neighbours();
   });
   model.on("change:head", () => {
