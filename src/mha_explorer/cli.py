@@ -19,7 +19,7 @@ from .examples import load_teaching_example
 from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
-from .modelview import token_label, token_labels, token_positions
+from .modelview import STATIC_MAX_TOKENS, token_label, token_labels, token_positions
 from .walkthrough import render
 
 
@@ -327,16 +327,46 @@ def check_port(host: str, port: int) -> None:
 
 @main.command("export-site")
 @click.argument("directory", type=click.Path(file_okay=False, writable=True))
-def export_site_command(directory: str) -> None:
-    """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host)."""
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    help="also write layers of a real model into the copy (minilm, smollm2, gemma3, or a checkpoint path), "
+    "on one text, every head: the copy's Real model mode then shows them with no server",
+)
+@click.option("--text", default=None, help=f"the text for --model, at most {STATIC_MAX_TOKENS} tokens (default: {DEFAULT_TEXT!r})")
+@click.option("--layer", "layers", multiple=True, help="a layer of --model to write, numbered from 0; repeat for more")
+def export_site_command(directory: str, model_name, text, layers) -> None:
+    """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host).
+
+    With --model, --text and one or more --layer, the copy also holds those layers of a real model
+    (about 3.5 MB per layer of MiniLM), shown in its Real model mode."""
     from pathlib import Path
 
-    from .export import export_site
+    from .export import ModelLayers, export_site
+    from .models.errors import ModelError
 
+    models = []
+    if model_name is None:
+        if text is not None or layers:
+            fail("--text and --layer need --model: choose one of minilm, smollm2, gemma3 or a checkpoint path")
+    else:
+        from .models import load_model
+
+        if not layers:
+            fail("--model needs at least one --layer (numbered from 0) to write into the copy")
+        try:
+            model = load_model(model_name, _Progress(model_name))
+        except ModelError as e:
+            fail(str(e))
+        chosen = sorted({whole_number("--layer", layer, model.n_layers, "layer") for layer in layers})
+        models.append(ModelLayers(model, DEFAULT_TEXT if text is None else text, tuple(chosen)))
     try:
-        written = export_site(Path(directory))
+        written = export_site(Path(directory), models)
     except OSError as e:
         fail(f"cannot write to {directory}: {e.strerror or e}; choose a writable directory")
+    except ModelError as e:
+        fail(str(e))
     total = sum(p.stat().st_size for p in written)
     click.echo(f"wrote {len(written)} files ({total / 1024:.0f} KiB) to {directory}; open {Path(directory) / 'index.html'}")
 

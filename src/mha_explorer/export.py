@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
 from .config import PRESETS
 from .lab import lab_payload
+from .modelview import STATIC_MAX_TOKENS, model_payload
 from .schema import TraceRequest
 from .server import teaching_payload
 
@@ -36,16 +38,50 @@ def bundle() -> str:
     return '"use strict";\n(() => {\n' + "\n".join(parts) + "\n})();\n"
 
 
-def site_data() -> dict:
+@dataclass(frozen=True)
+class ModelLayers:
+    """Some layers of a real model on one text, for a static copy."""
+
+    model: object  # a loaded model (models.LoadedModel)
+    text: str
+    layers: tuple[int, ...]
+
+
+def model_data(spec: ModelLayers) -> dict:
+    """What the static page's real-model panel reads in place of the server: the model, its text
+    and the payload of each layer, every head in float32."""
+    from .models import ModelError
+
+    model = spec.model
+    n = len(model.tokenize(spec.text))
+    if n > STATIC_MAX_TOKENS:
+        raise ModelError(
+            f"the text is {n} tokens long; a static copy holds every head of each layer, so it takes "
+            f"at most {STATIC_MAX_TOKENS} tokens: shorten the text (the server, mha-explorer serve, takes up to {model.max_tokens})"
+        )
+    layers = {}
+    for layer in spec.layers:
+        payload = model_payload(model, spec.text, layer, head=0, all_heads=True)
+        layers[str(layer)] = json.loads(payload.model_dump_json())
+    config = {k: v for k, v in model.config_summary().items() if k not in ("source", "tokenizer")}  # paths of this machine
+    return {"name": model.name, "title": model.title, "config": config, "text": spec.text, "layers": layers}
+
+
+def site_data(models: list[ModelLayers] = ()) -> dict:
     presets = {}
     for name in LAB_PRESETS:
         request = TraceRequest(config=PRESETS[name].to_dict(), tokens=PRESET_TOKENS, seed=0, encoding="base64")
         presets[name] = json.loads(lab_payload(request).model_dump_json())
-    return {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
+    data = {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
+    if models:
+        data["models"] = [model_data(spec) for spec in models]
+    return data
 
 
-def export_site(directory: Path) -> list[Path]:
-    """Write index.html and static/ into `directory`; return the files written."""
+def export_site(directory: Path, models: list[ModelLayers] = ()) -> list[Path]:
+    """Write index.html and static/ into `directory`, with the real-model layers of `models` if
+    any; return the files written."""
+    data = site_data(models)  # first: a text too long leaves nothing half written
     static = Path(directory) / "static"
     static.mkdir(parents=True, exist_ok=True)
     page = WEB.joinpath("index.html").read_text(encoding="utf-8")
@@ -58,7 +94,7 @@ def export_site(directory: Path) -> list[Path]:
         static / "page.css": WEB.joinpath("page.css").read_text(encoding="utf-8"),
         static / "explorer.css": WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
         static / "app.js": bundle(),
-        static / "data.js": "globalThis.MHA_DATA = " + json.dumps(site_data(), separators=(",", ":")) + ";\n",
+        static / "data.js": "globalThis.MHA_DATA = " + json.dumps(data, separators=(",", ":")) + ";\n",
     }
     for path, text in written.items():
         path.write_text(text, encoding="utf-8")

@@ -24,6 +24,9 @@ HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights"
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
 OVERVIEW_CELLS = 64  # at most this many cells per axis in a head's overview
 MAX_TEXT = 4000  # characters
+# A static copy (export-site --model) holds each layer whole, every head, as it has no server to ask
+# for another: its size grows with heads x tokens^2, so its text is kept short.
+STATIC_MAX_TOKENS = 128
 log = logging.getLogger("mha_explorer.models")
 
 
@@ -237,11 +240,13 @@ def middle_word(run, model) -> int:
 
 
 def model_payload(
-    model, text: str, layer: int, head: int, query: int | None = None, packer: Packer | None = None
+    model, text: str, layer: int, head: int, query: int | None = None, packer: Packer | None = None, all_heads: bool = False
 ) -> TracePayload:
+    """The layer's payload for the page: head's arrays, or with all_heads every head's (a static
+    copy, which has no server to ask for another head)."""
     run = _layer_run(model, text, layer)
     t = run.trace
-    encode = _head_encoder(run, head, packer)
+    encode = (lambda name, a: float32(a, packer)) if all_heads else _head_encoder(run, head, packer)
 
     n = t.n
     if query is not None and not 0 <= query < n:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from mha_explorer.cli import main
+from mha_explorer.models import available_models
 
 pytestmark = pytest.mark.cli
 
@@ -42,3 +43,56 @@ def test_export_site_to_an_unwritable_place_says_so(tmp_path):
     result = CliRunner().invoke(main, ["export-site", str(blocker / "site")])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def read_data(site):
+    return json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
+
+
+@pytest.mark.skipif("minilm" not in {m.name for m in available_models() if m.installed}, reason="minilm is not installed: run make models")
+def test_export_site_with_layers_of_a_real_model(tmp_path):
+    text = "The cat sat on the mat because it was warm."
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site"), "--model", "minilm", "--text", text, "--layer", "2", "--layer", "0", "--layer", "2"])
+    assert result.exit_code == 0, result.output
+    data = read_data(tmp_path / "site")
+    (held,) = data["models"]
+    assert held["name"] == "minilm" and held["text"] == text and list(held["layers"]) == ["0", "2"]
+    layer = held["layers"]["2"]
+    assert layer["model"]["layer"] == 2 and len(layer["tokens"]) == 13
+    # every head is written (a static copy cannot ask for another): no slice of heads, the full shape
+    for name in ("q", "weights", "contributions"):
+        assert layer["stages"][name]["heads"] is None and layer["stages"][name]["shape"][0] == 12
+    assert layer["weights"]["W_Q"]["heads"] is None and layer["weights"]["W_Q"]["shape"] == [12, 384, 32]
+    # nothing of the machine that wrote it: no file paths of the model
+    written = (tmp_path / "site/static/data.js").read_text()
+    assert "site-packages" not in written and "model.safetensors" not in written
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "minilm"], "--model needs at least one --layer"),
+        (["--layer", "1"], "--text and --layer need --model"),
+        (["--text", "hello"], "--text and --layer need --model"),
+        (["--model", "nope", "--layer", "0"], "nope"),
+    ],
+)
+def test_export_site_model_options_that_cannot_work_say_why(tmp_path, args, message):
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site"), *args])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "site").exists()  # nothing half written
+
+
+@pytest.mark.skipif("minilm" not in {m.name for m in available_models() if m.installed}, reason="minilm is not installed: run make models")
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--layer", "6"], "--layer 6 is out of range; choose a layer from 0 to 5"),
+        (["--layer", "x"], "--layer 'x' is not a whole number"),
+        (["--layer", "0", "--text", "word " * 200], "the text is 202 tokens long; a static copy"),
+    ],
+)
+def test_export_site_model_layers_that_cannot_be_written_say_why(tmp_path, args, message):
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site"), "--model", "minilm", *args])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "site").exists()

@@ -8,7 +8,9 @@ import httpx
 import numpy as np
 import pytest
 
-from mha_explorer.models import available_models
+from mha_explorer.export import ModelLayers, export_site
+from mha_explorer.models import available_models, load_model
+from mha_explorer.modelview import model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
 from pagecheck import check_numbers, page_text
@@ -368,3 +370,46 @@ def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, serve
     assert page.get_by_label("Layer (from 0)").input_value() == "0"
     assert "Rotary positions" in page.get_by_label("Calculation stage").locator("option").all_inner_texts()
     assert page.locator("#models .lab-error").inner_text() == ""
+
+
+@needs("minilm")
+def test_a_static_copy_holds_layers_of_a_real_model(browser, offline_context, tmp_path, artifacts):
+    text = "The cat sat on the mat because it was warm."
+    minilm = load_model("minilm")
+    export_site(tmp_path / "site", [ModelLayers(minilm, text, (0, 2))])
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    blocked: list[str] = []
+    offline_context(context, blocked)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((tmp_path / "site" / "index.html").as_uri())
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('This page holds')")
+    assert page.locator("#model-layer option").all_inner_texts() == ["Layer 0", "Layer 2"]
+    assert page.get_by_label("Text", exact=True).input_value() == text
+    assert page.get_by_label("Text", exact=True).evaluate("(t) => t.readOnly")
+    page.get_by_label("Layer (from 0)").select_option("2")
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false")
+    assert page.locator(".model-status").inner_text() == "all-MiniLM-L6-v2, layer 2: 13 tokens."
+    # every head is in the page: the numbers of any head are those the server sends, with nothing fetched
+    for head in (0, 7):
+        page.locator(".thumb-button", has_text=f"Head {head}").click()
+        assert f"head {head}" in page.locator(".stage h2").inner_text()
+        reference = full_arrays(model_payload(minilm, text, 2, head))
+        checked = set()
+        for stage in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
+            page.get_by_label("Calculation stage").select_option(label=stage)
+            if page.locator(".stage .num").count():
+                checked |= check_numbers(page, ".stage", reference)
+        assert {src.split(":")[0] for src in checked} >= {"q", "scores", "weights"}, {src.split(":")[0] for src in checked}
+    page.screenshot(path=str(artifacts / "static-site-minilm.png"), full_page=True)
+    # a link to a layer the copy does not hold says so
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=model&model=minilm&layer=1&text=x")  # the page reloads
+    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
+    assert page.locator("#models .lab-error").inner_text() == "Layer 1 is not in this page: it holds layers 0, 2."
+    assert blocked == [] and errors == []
+    context.close()

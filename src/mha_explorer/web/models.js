@@ -30,7 +30,9 @@ async function answer(response) {
 
 // The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query };
 // `onAhead(payload, head)` gets a head's payload as soon as it is here, before it is asked for.
-export function createModels({ container, onPayload, onAhead, getView, initial, onTeaching }) {
+// `ask` is fetch, or a static copy's answers (staticServer); `fixed` ({ text, layers: name -> [layer] })
+// is what a static copy holds: its one text, and the layers of each model.
+export function createModels({ container, onPayload, onAhead, getView, initial, onTeaching, ask = (...args) => fetch(...args), fixed = null }) {
   const picker = node("select", { id: "model-name" });
   const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
@@ -63,12 +65,17 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   bar.hidden = true;
 
   function fillLayers(n, keep) {
-    layer.replaceChildren(...Array.from({ length: n }, (_, i) => node("option", { value: i }, `Layer ${i}`)));
-    layer.value = String(Math.min(keep ?? 0, n - 1));
+    const numbers = fixed?.layers[picker.value] ?? Array.from({ length: n }, (_, i) => i);
+    layer.replaceChildren(...numbers.map((i) => node("option", { value: i }, `Layer ${i}`)));
+    layer.value = String(numbers.includes(keep) ? keep : numbers.find((i) => i >= (keep ?? 0)) ?? numbers[numbers.length - 1]);
+  }
+  if (fixed) {
+    text.value = fixed.text;
+    text.readOnly = true; // a static copy holds this text only
   }
 
   async function refresh() {
-    models = await answer(await fetch("api/models"));
+    models = await answer(await ask("api/models"));
     const keep = picker.value || initial.model || "minilm";
     picker.replaceChildren(
       node("option", { value: "" }, "Teaching example"),
@@ -81,15 +88,15 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   }
 
   async function ensureLoaded(name) {
-    let state = await answer(await fetch(`api/models/${encodeURIComponent(name)}`));
+    let state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     if (state.state === "ready") return state;
-    state = await answer(await fetch(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
+    state = await answer(await ask(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
     bar.hidden = false;
     while (state.state === "loading") {
       bar.value = state.fraction;
       status.textContent = `Loading ${state.title}: ${state.message} (${Math.round(100 * state.fraction)}%)`;
       await wait(250);
-      state = await answer(await fetch(`api/models/${encodeURIComponent(name)}`));
+      state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     }
     bar.hidden = true;
     if (state.state === "error") throw new Error(state.message);
@@ -101,10 +108,10 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
     try {
       const state = await ensureLoaded(request.model);
-      if (layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
+      if (!fixed && layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
       status.textContent = `Running ${state.title} up to layer ${request.layer}…`;
       const payload = await answer(
-        await fetch("api/model-trace", asking(request)),
+        await ask("api/model-trace", asking(request)),
       );
       current = request;
       byHead = new Map([[request.head, payload]]);
@@ -134,7 +141,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       const state = await ensureLoaded(name);
       fillLayers(state.config.n_layers, keepLayer);
-      status.textContent = `${state.title} is loaded: ${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V heads (${state.config.kind}).${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
+      const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V heads (${state.config.kind})`;
+      const held = fixed?.layers[name];
+      status.textContent = held
+        ? `${state.title} (${sizes}). This page holds layer${held.length > 1 ? "s" : ""} ${held.join(", ")} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
+        : `${state.title} is loaded: ${sizes}.${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
     } catch (failure) {
       error.textContent = `${failure.message}.`;
@@ -152,7 +163,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const request = { ...current, head, query: null };
     const done = (async () => {
       try {
-        const arrays = await answer(await fetch("api/model-head", asking(request)));
+        const arrays = await answer(await ask("api/model-head", asking(request)));
         if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return null; // a new trace came first
         const payload = withHead(byHead.values().next().value, arrays);
         byHead.set(head, payload);
@@ -218,7 +229,10 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       }
       if (!(await prepare(picker.value, initial.layer ?? 0))) return false;
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
-        error.textContent = `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}.`;
+        const held = fixed?.layers[picker.value];
+        error.textContent = held
+          ? `Layer ${initial.layer} is not in this page: it holds layer${held.length > 1 ? "s" : ""} ${held.join(", ")}.`
+          : `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}.`;
         return false;
       }
       if (initial.autostart) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null });
@@ -227,9 +241,40 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     head: showHead,
     // a head the user is about to pick (the pointer or the focus is on its thumbnail): fetch it now
     prefetch: (head) => {
-      if (current && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
+      const held = byHead.values().next().value?.stages.q.heads == null; // every head (a static copy's)
+      if (current && !held && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
     },
     request: () => current,
     kept: () => [...byHead.keys()],
+  };
+}
+
+// A static copy (export-site --model) answers the panel's questions from the layers written into it:
+// the models, their state (loaded), and the trace of a layer it holds, on its one text. Anything else
+// is answered as the server answers a request it cannot meet, saying why.
+export function staticServer(models) {
+  const reply = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+  const refuse = (message) => reply({ detail: [{ message }] }, 422);
+  const state = (m) => ({ name: m.name, title: m.title, installed: true, heavy: false, state: "ready", fraction: 1, message: "loaded", config: m.config });
+  const find = (name) => models.find((m) => m.name === name);
+  const serve = "run mha-explorer serve to trace any text and layer";
+  return async (url, options = {}) => {
+    const path = String(url);
+    if (path === "api/models") return reply(models.map(state));
+    const named = /^api\/models\/([^/]+)(\/load)?$/.exec(path);
+    if (named) {
+      const m = find(decodeURIComponent(named[1]));
+      return m ? reply(state(m)) : refuse(`this page holds ${models.map((x) => x.title).join(", ")} only; ${serve}`);
+    }
+    if (path === "api/model-trace") {
+      const request = JSON.parse(options.body);
+      const m = find(request.model);
+      const payload = m?.layers[String(request.layer)];
+      if (!payload) return refuse(m ? `this page holds layers ${Object.keys(m.layers).join(", ")} of ${m.title}; ${serve}` : `this page does not hold that model; ${serve}`);
+      if (request.text !== m.text) return refuse(`this page holds one text, “${m.text}”; ${serve}`);
+      const query = request.query ?? payload.query;
+      return reply({ ...payload, query: Number.isInteger(query) && query >= 0 && query < payload.tokens.length ? query : payload.query });
+    }
+    return refuse(`this static page has no server; ${serve}`);
   };
 }

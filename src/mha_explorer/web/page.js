@@ -2,7 +2,7 @@
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
 import explorer, { unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
-import { createModels } from "./models.js";
+import { createModels, staticServer } from "./models.js";
 
 // The subset of the anywidget model the explorer uses: get, set, save_changes, on, off.
 export class PageModel {
@@ -53,7 +53,7 @@ function readLink(hash) {
   if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${mode.slice(0, 20)}” is not teaching, lab or model`);
   const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: whole("query", null), all: flag("all") };
   if (mode === "model") {
-    if (STATIC) throw new Error("real models need the server (mha-explorer serve)");
+    if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
     const model = params.get("model") || "";
     if (!/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
     view.model = { model, layer: whole("layer", 0), text: params.get("text") || "" };
@@ -170,7 +170,7 @@ async function main() {
   const labButton = document.getElementById("mode-lab");
   const modelButton = document.getElementById("mode-model");
   const modelBox = document.getElementById("models");
-  if (STATIC) modelButton.hidden = true; // real models need the server
+  if (STATIC && !STATIC.models) modelButton.hidden = true; // real models need the server, or layers written into the copy
   const say = (text) => {
     notice.textContent = text;
     notice.hidden = !text;
@@ -248,11 +248,14 @@ async function main() {
   });
 
   let modelsStarted = false;
-  models = STATIC
+  // a static copy has real models only when layers were written into it (export-site --model)
+  const held = STATIC?.models;
+  models = STATIC && !held
     ? null
     : createModels({
         container: modelBox,
         initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
+        ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, Object.keys(m.layers).map(Number)])) } }),
         getView: () => ({ head: model.get("head"), query: model.get("query") }),
         onTeaching: () => setMode("teaching"),
         onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
