@@ -1,4 +1,5 @@
-"""Checking the numbers a page shows against a trace: every `.num` says which array and index it shows."""
+"""Checking the numbers a page shows against a trace: every `.num` says which array and index it
+shows. And a page of a static copy, opened from its files with nothing else to load."""
 
 from __future__ import annotations
 
@@ -27,3 +28,21 @@ def check_numbers(page, selector: str, arrays: dict[str, np.ndarray]) -> set[str
         assert text == page_text(value), f"{src} shows {text}, the trace has {value}"
         assert float(full) == value, f"{src} carries {full} at full precision, the trace has {value}"
     return {src for src, _, _ in shown}
+
+
+def file_page(browser):
+    """(context, page, requests, errors): a page that may load file: and data: URLs only (every
+    other request is refused), with every request and every console error or warning recorded."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    requests: list[str] = []
+    errors: list[str] = []
+
+    def only_files(route):
+        requests.append(route.request.url)
+        route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return context, page, requests, errors

@@ -12,7 +12,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from pagecheck import check_numbers
+from pagecheck import check_numbers, file_page
 
 pytestmark = pytest.mark.e2e
 
@@ -449,18 +449,7 @@ def test_a_bad_cell_keeps_its_text_through_recomputes_and_a_matrix_switch(page, 
 
 def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_path, artifacts):
     export_site(tmp_path / "site")
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    requests: list[str] = []
-
-    def only_files(route):
-        requests.append(route.request.url)
-        route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort()
-
-    context.route("**/*", only_files)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, requests, errors = file_page(browser)
     page.goto((tmp_path / "site" / "index.html").as_uri())
     page.wait_for_selector(".mha-explorer .stage h2")
     assert "like" in page.locator(".stage h2").inner_text()

@@ -13,7 +13,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from pagecheck import check_numbers, page_text
+from pagecheck import check_numbers, file_page, page_text
 
 pytestmark = pytest.mark.e2e
 
@@ -373,17 +373,11 @@ def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, serve
 
 
 @needs("minilm")
-def test_a_static_copy_holds_layers_of_a_real_model(browser, offline_context, tmp_path, artifacts):
+def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts):
     text = "The cat sat on the mat because it was warm."
     minilm = load_model("minilm")
     export_site(tmp_path / "site", [ModelLayers(minilm, text, (0, 2))])
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    blocked: list[str] = []
-    offline_context(context, blocked)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, requests, errors = file_page(browser)
     page.goto((tmp_path / "site" / "index.html").as_uri())
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Real model").click()
@@ -411,5 +405,6 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, offline_context, tm
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=model&model=minilm&layer=1&text=x")  # the page reloads
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
     assert page.locator("#models .lab-error").inner_text() == "Layer 1 is not in this page: it holds layers 0, 2."
-    assert blocked == [] and errors == []
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests
+    assert errors == []
     context.close()
