@@ -171,6 +171,10 @@ class Packer:
         head += b" " * (-len(head) % 8)
         return b"".join([struct.pack("<Q", len(head)), head, *self.parts])
 
+    def arrays(self) -> bytes:
+        """Every array's bytes alone, offsets counted from their start (a widget's binary part)."""
+        return b"".join(self.parts)
+
 
 # Stages a binary answer leaves out, as the reader can compute them exactly from the scores: the
 # scale is one IEEE multiply in the scores' own precision, the mask puts -inf where keys are hidden.
@@ -269,11 +273,16 @@ def payload_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
     return {name: to_numpy(a) for name, a in payload.stages.items()}
 
 
-def to_numpy(a: Array) -> np.ndarray:
-    """The array as NumPy; with `heads`, only the present head slices (in `heads` order)."""
+def to_numpy(a: Array, arrays: bytes | memoryview | None = None) -> np.ndarray:
+    """The array as NumPy; with `heads`, only the present head slices (in `heads` order). An array
+    with an `offset` reads its bytes from `arrays` (a widget payload's `buffer`, see Packer.arrays)."""
     shape = list(a.shape) if a.heads is None else [len(a.heads), *a.shape[1:]]
+    dtype = "<f4" if a.dtype == "float32" else "<f8"
+    if a.offset is not None:
+        if arrays is None:
+            raise ValueError("this array's bytes are in a binary part: give it as `arrays` (the payload's buffer)")
+        return np.frombuffer(arrays, dtype=dtype, count=int(np.prod(shape)), offset=a.offset).astype(np.float64).reshape(shape)
     if a.b64 is not None:
-        dtype = "<f4" if a.dtype == "float32" else "<f8"
         return np.frombuffer(base64.b64decode(a.b64), dtype=dtype).astype(np.float64).reshape(shape)
     return np.array([-np.inf if v is None else v for v in a.data], dtype=np.float64).reshape(shape)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import traitlets
+from ipywidgets.widgets.widget import _remove_buffers as remove_buffers
 
 from mha_explorer import AttentionConfig, AttentionWeights, ConfigError, Explorer, load_teaching_example, trace
 from mha_explorer.lab import random_weights, random_x
@@ -187,8 +189,15 @@ def test_a_real_model_sends_the_head_the_view_asks_for(minilm):
     assert "x" not in w.head_arrays["stages"] and "concat" not in w.head_arrays["stages"]
     assert (w.head, w.query_token) == (7, "cats")
     core, _ = load_model(minilm).trace("cats like warm milk", 3)
+    # as raw float32 bytes, a binary part of the message (no base64): the numbers of the trace
+    assert isinstance(w.head_arrays["buffer"], memoryview) and w.head_arrays["stages"]["weights"]["b64"] is None
     shown = Array.model_validate(w.head_arrays["stages"]["weights"])
-    np.testing.assert_array_equal(to_numpy(shown)[0], core["weights"][7])
+    np.testing.assert_array_equal(to_numpy(shown, w.head_arrays["buffer"])[0], core["weights"][7])
+    whole = Array.model_validate(w.payload["stages"]["x"])
+    np.testing.assert_array_equal(to_numpy(whole, w.payload["buffer"]), core["x"])
+    state, paths, buffers = remove_buffers(w.get_state())  # what the protocol sends: the bytes apart
+    assert ["payload", "buffer"] in paths and ["head_arrays", "buffer"] in paths
+    assert len(json.dumps([state["payload"], state["head_arrays"]])) < 100_000 and sum(memoryview(b).nbytes for b in buffers) > 500_000
     w.set_state({"head": 2})  # the payload's own head again: nothing to merge
     assert w.head_arrays is None
     # a head that is not one is refused by the widget's own check, which names the range

@@ -62,8 +62,27 @@ function decode(b64, dtype) {
 export function unpack(buffer) {
   const size = Number(new DataView(buffer).getBigUint64(0, true));
   const head = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, size)));
-  const start = 8 + size;
-  const attach = (node) => {
+  return attach(head, buffer, 8 + size);
+}
+
+// A widget's real-model payload or head arrays: the JSON with `buffer`, every array's bytes (a
+// binary part of the widget's message, a DataView). Read as unpack() reads a binary answer, once
+// per object; the widget's own state is left as it came.
+const attached = new WeakMap();
+function inPlace(record) {
+  if (!record?.buffer) return record;
+  if (!attached.has(record)) {
+    const { buffer: view, ...json } = record;
+    const bytes = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength); // starts 8-byte aligned
+    attached.set(record, attach(JSON.parse(JSON.stringify(json)), bytes, 0));
+  }
+  return attached.get(record);
+}
+
+// Every array of head whose bytes lie in buffer from `start` gets its typed-array view; the stages
+// left out (schema.DERIVED) are made from the scores when first read.
+function attach(head, buffer, start) {
+  const visit = (node) => {
     if (node === null || typeof node !== "object") return;
     if (typeof node.offset === "number" && Array.isArray(node.shape)) {
       const shape = node.heads ? [node.heads.length, ...node.shape.slice(1)] : node.shape;
@@ -72,10 +91,9 @@ export function unpack(buffer) {
       node.data = new View(buffer, start + node.offset, count);
       return;
     }
-    for (const value of Object.values(node)) attach(value);
+    for (const value of Object.values(node)) visit(value);
   };
-  attach(head);
-  // stages left out (schema.DERIVED), made from the scores when first read
+  visit(head);
   const scores = head.stages?.scores;
   for (const name of head.derived || []) head.stages[name] = { shape: scores.shape, heads: scores.heads, dtype: scores.dtype, derive: () => derive(name, scores, head.config) };
   return head;
@@ -375,8 +393,8 @@ function render({ model, el }) {
   // merges heads itself and never sets head_arrays.
   let merged = null; // [payload, head arrays, the two merged]
   function currentPayload() {
-    const payload = model.get("payload");
-    const extra = model.get("head_arrays");
+    const payload = inPlace(model.get("payload"));
+    const extra = inPlace(model.get("head_arrays"));
     const heads = payload.stages.q?.heads;
     if (!extra || extra.head !== model.get("head") || !heads || heads.includes(extra.head)) return payload;
     if (!merged || merged[0] !== payload || merged[1] !== extra) {
