@@ -141,7 +141,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       const state = await ensureLoaded(name);
       fillLayers(state.config.n_layers, keepLayer);
-      const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V heads (${state.config.kind})`;
+      const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
       status.textContent = held
         ? `${state.title} (${sizes}). This page holds layer${held.length > 1 ? "s" : ""} ${held.join(", ")} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
