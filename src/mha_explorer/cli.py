@@ -340,7 +340,8 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
     """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host).
 
     With --model, --text and one or more --layer, the copy also holds those layers of a real model
-    (about 3.5 MB per layer of MiniLM), shown in its Real model mode."""
+    (every head: about 3.5 MB per MiniLM layer on a short text, more for longer texts and larger
+    models), shown in its Real model mode."""
     from pathlib import Path
 
     from .export import ModelLayers, export_site
@@ -355,6 +356,9 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
 
         if not layers:
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")
+        for layer in layers:  # before the model loads (gemma3 takes a while)
+            if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", layer):
+                fail(f"--layer {layer!r} is not a whole number; choose a layer of the model, numbered from 0")
         try:
             model = load_model(model_name, _Progress(model_name))
         except ModelError as e:
@@ -364,7 +368,9 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
     try:
         written = export_site(Path(directory), models)
     except OSError as e:
-        fail(f"cannot write to {directory}: {e.strerror or e}; choose a writable directory")
+        full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+        advice = "free some space, or choose another directory" if full else "choose a writable directory"
+        fail(f"cannot write to {directory}: {e.strerror or e}; {advice} (no file of the copy was written)")
     except ModelError as e:
         fail(str(e))
     total = sum(p.stat().st_size for p in written)

@@ -7,6 +7,7 @@ script; the traces are precomputed into a data script. Nothing is fetched at run
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from importlib.resources import files
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from .config import PRESETS
 from .lab import lab_payload
-from .modelview import STATIC_MAX_TOKENS, model_payload
+from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
 from .schema import TraceRequest
 from .server import teaching_payload
 
@@ -22,6 +23,7 @@ WEB = files(__package__).joinpath("web")
 MODULES = ("explorer.js", "lab.js", "models.js", "page.js")  # in dependency order
 PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"]  # as in lab.js
 LAB_PRESETS = ("mha", "causal", "gqa", "mqa")
+NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a model name the page's links take
 
 
 def bundle() -> str:
@@ -53,18 +55,24 @@ def model_data(spec: ModelLayers) -> dict:
     from .models import ModelError
 
     model = spec.model
+    if len(spec.text) > MAX_TEXT:
+        raise ModelError(f"the text is {len(spec.text)} characters long; give at most {MAX_TEXT}")
     n = len(model.tokenize(spec.text))
     if n > STATIC_MAX_TOKENS:
         raise ModelError(
             f"the text is {n} tokens long; a static copy holds every head of each layer, so it takes "
             f"at most {STATIC_MAX_TOKENS} tokens: shorten the text (the server, mha-explorer serve, takes up to {model.max_tokens})"
         )
+    # a local checkpoint's name is its path on this machine: the copy calls it by a short name
+    name = model.name if NAME.fullmatch(model.name) else re.sub(r"[^a-z0-9_-]+", "-", Path(model.name).name.lower()).strip("-")[:64] or "model"
     layers = {}
     for layer in spec.layers:
-        payload = model_payload(model, spec.text, layer, head=0, all_heads=True)
-        layers[str(layer)] = json.loads(payload.model_dump_json())
-    config = {k: v for k, v in model.config_summary().items() if k not in ("source", "tokenizer")}  # paths of this machine
-    return {"name": model.name, "title": model.title, "config": config, "text": spec.text, "layers": layers}
+        payload = json.loads(model_payload(model, spec.text, layer, head=0, all_heads=True).model_dump_json())
+        payload["model"]["name"] = name
+        layers[str(layer)] = payload
+    paths = ("name", "source", "tokenizer")  # of this machine
+    config = {k: v for k, v in model.config_summary().items() if k not in paths} | {"name": name}
+    return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": layers}
 
 
 def site_data(models: list[ModelLayers] = ()) -> dict:
@@ -74,7 +82,14 @@ def site_data(models: list[ModelLayers] = ()) -> dict:
         presets[name] = json.loads(lab_payload(request).model_dump_json())
     data = {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
     if models:
+        from .models import ModelError
+
+        if len({spec.text for spec in models}) > 1:
+            raise ModelError("the models of a static copy share one text (its page has one text box)")
         data["models"] = [model_data(spec) for spec in models]
+        names = [m["name"] for m in data["models"]]
+        if len(set(names)) < len(names):
+            raise ModelError(f"two models of the copy would both be called {max(names, key=names.count)!r}: give each once")
     return data
 
 
@@ -96,6 +111,15 @@ def export_site(directory: Path, models: list[ModelLayers] = ()) -> list[Path]:
         static / "app.js": bundle(),
         static / "data.js": "globalThis.MHA_DATA = " + json.dumps(data, separators=(",", ":")) + ";\n",
     }
-    for path, text in written.items():
-        path.write_text(text, encoding="utf-8")
+    # each file is written beside its place and moved there once all are written (index.html
+    # last): a full disk leaves the directory as it was, not a copy that half works
+    temporary = {path: path.with_name(f".{path.name}.part") for path in written}
+    try:
+        for path, text in written.items():
+            temporary[path].write_text(text, encoding="utf-8")
+        for path in sorted(written, key=lambda p: p.name == "index.html"):
+            os.replace(temporary[path], path)
+    finally:
+        for part in temporary.values():
+            part.unlink(missing_ok=True)
     return list(written)

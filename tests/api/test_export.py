@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -96,3 +98,31 @@ def test_export_site_model_layers_that_cannot_be_written_say_why(tmp_path, args,
     result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site"), "--model", "minilm", *args])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.skipif("minilm" not in {m.name for m in available_models() if m.installed}, reason="minilm is not installed: run make models")
+def test_a_local_checkpoint_is_written_under_a_short_name_not_its_path(tmp_path):
+    from mha_explorer.models import load_model
+
+    directory = load_model("minilm").source  # the installed Hugging Face directory, loaded by its path
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site"), "--model", directory, "--layer", "1"])
+    assert result.exit_code == 0, result.output
+    data = read_data(tmp_path / "site")
+    (held,) = data["models"]
+    assert held["name"] == Path(directory).name.lower() == held["config"]["name"] == held["layers"]["1"]["model"]["name"]
+    assert re.fullmatch(r"[a-z0-9_-]{1,64}", held["name"])  # one the page's links take
+    assert directory not in (tmp_path / "site/static/data.js").read_text()
+
+
+def test_a_copy_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatch):
+    real_write = Path.write_text
+
+    def full_disk(path, text, *args, **kwargs):
+        if "data.js" in path.name:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site")])
+    assert result.exit_code == 2 and "No space left on device; free some space" in result.output
+    assert [p for p in (tmp_path / "site").rglob("*") if p.is_file()] == []

@@ -337,6 +337,23 @@ def test_64_tokens_and_width_64_stay_usable(page, server_url, artifacts):
     page.screenshot(path=str(artifacts / "lab-64-tokens.png"), full_page=False)
 
 
+def test_leaving_the_lab_and_coming_back_keeps_one_canvas_per_map(page, server_url):
+    page.goto(server_url + "#mode=lab&d_model=32&n_heads=4&n_kv_heads=4&d_head=8&d_v=8&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h&seed=0")
+    page.wait_for_function("() => document.querySelectorAll('.stage canvas.heatmap').length > 0")
+    canvases = "() => [...document.querySelectorAll('.stage figure.heatmap-figure')].map((f) => f.querySelectorAll('canvas').length)"
+    first = page.evaluate(canvases)
+    assert first and set(first) == {1}
+    for _ in range(3):
+        page.get_by_role("button", name="Teaching example").click()
+        page.get_by_role("button", name="Attention lab").click()
+        settle(page)
+        assert page.evaluate(canvases) == first
+    # and the map answers the pointer: the readout names the cell under it
+    canvas = page.locator(".stage canvas.heatmap").first
+    canvas.hover(position={"x": canvas.bounding_box()["width"] - 3, "y": 3})
+    assert ":" in page.locator(".stage figure.heatmap-figure .readout").first.inner_text()
+
+
 BIG = "#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=1&bias=0&tokens=" + "+".join(f"t{i}" for i in range(64)) + "&seed=0"
 
 # Points across the grid's box, below the column numbers and right of the row labels: what is at

@@ -401,10 +401,26 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
                 checked |= check_numbers(page, ".stage", reference)
         assert {src.split(":")[0] for src in checked} >= {"q", "scores", "weights"}, {src.split(":")[0] for src in checked}
     page.screenshot(path=str(artifacts / "static-site-minilm.png"), full_page=True)
-    # a link to a layer the copy does not hold says so
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=model&model=minilm&layer=1&text=x")  # the page reloads
-    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
-    assert page.locator("#models .lab-error").inner_text() == "Layer 1 is not in this page: it holds layers 0, 2."
+    # another layer keeps the head and the query, as with the server
+    page.get_by_label("Layer (from 0)").select_option("0")
+    page.wait_for_function("() => document.querySelector('.model-status').textContent.includes('layer 0')")
+    assert page.locator(".stage h2").inner_text().endswith("· head 7 · query “mat”")
+    # a link the copy cannot show says why, and the page shows the teaching example instead
+    site = (tmp_path / "site" / "index.html").as_uri()
+    said = {}
+    for fragment, why in (
+        ("model=minilm&layer=1&text=The+cat+sat+on+the+mat+because+it+was+warm.", "Layer 1 is not in this page: it holds layers 0, 2."),
+        ("model=minilm&layer=0&text=Hello+there", "This page holds one text, “The cat sat on the mat because it was warm.”, not the link's."),
+        ("model=smollm2&layer=0&text=x", "This page does not hold the model “smollm2”: it holds all-MiniLM-L6-v2."),
+        ("model=minilm&layer=0&text=The+cat+sat+on+the+mat+because+it+was+warm.&head=40", "head 40 does not exist: this layer has heads 0 to 11."),
+        ("model=minilm&layer=0&text=The+cat+sat+on+the+mat+because+it+was+warm.&query=50", "query=50 is out of range; choose 0 to 12."),
+    ):
+        page.goto(f"{site}#mode=model&{fragment}")  # another fragment: the page reloads
+        page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
+        said[fragment] = page.locator("#models .lab-error").inner_text()
+        assert said[fragment] == why, said
+        page.wait_for_function("() => document.querySelector('#mode-teaching').getAttribute('aria-pressed') === 'true'")
+        assert page.locator("#notice").inner_text() == f"This link could not be used: {why.removesuffix('.')}. Showing the teaching example instead."
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()

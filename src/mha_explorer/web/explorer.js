@@ -439,7 +439,7 @@ function render({ model, el }) {
     view = viewOf(source);
     const { payload } = view;
     const kept = sameLayer(payload, before) || sameFrame(payload, before);
-    if (!kept) for (const place of canvasPlaces.keys()) if (place.startsWith(`${ids.stage}|`)) canvasPlaces.delete(place); // sizes may change
+    if (!kept) dropPlaces(); // sizes may change
     matrices.replaceChildren(h("summary", {}, "Matrices"));
     if (matrices.open) matrices.append(...roving([matricesView(view)]));
     if (kept) return;
@@ -486,7 +486,21 @@ function render({ model, el }) {
   // A payload the page may show next: a real model's head, fetched while the pointer rests on its
   // thumbnail or a key is pressed on it. Its panels for the stage and query on screen are built,
   // and their maps' colours worked out, when the page is idle, so that the click only puts them in.
-  const idle = (task) => (window.requestIdleCallback ? requestIdleCallback(task, { timeout: 300 }) : setTimeout(task, 0));
+  let alive = true; // until the view is taken down (a notebook's cell run again): idle work then does nothing
+  const idle = (task) => {
+    const run = () => alive && task();
+    if (window.requestIdleCallback) requestIdleCallback(run, { timeout: 300 });
+    else setTimeout(run, 0);
+  };
+  // This view's canvases, out of every panel that holds one: a panel kept for a payload shown again
+  // (a lab left and come back to) claims new ones, and must not keep the old beside them.
+  function dropPlaces() {
+    for (const [place, pool] of canvasPlaces)
+      if (place.startsWith(`${ids.stage}|`)) {
+        for (const entry of pool) entry.box.remove();
+        canvasPlaces.delete(place);
+      }
+  }
   function buildAhead() {
     const upcoming = model.get("upcoming"); // { payload, head }
     if (!upcoming) return;
@@ -587,7 +601,9 @@ function render({ model, el }) {
   model.on("change:head_arrays", onPayload);
   model.on("change:upcoming", buildAhead);
   return () => {
+    alive = false;
     clearTimeout(resting);
+    dropPlaces();
     model.off?.("change:upcoming", buildAhead);
     model.off?.("change:head_arrays", onPayload);
     model.off?.("change:all_queries", onState);

@@ -216,7 +216,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     });
   });
   layer.addEventListener("change", () => {
-    if (current) trace({ ...current, layer: Number(layer.value), query: getView().query });
+    if (current) trace({ ...current, layer: Number(layer.value), head: getView().head, query: getView().query });
   });
 
   return {
@@ -225,6 +225,15 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         await refresh();
       } catch (failure) {
         error.textContent = `The list of models could not be read (${failure.message}).`;
+        return false;
+      }
+      // a static copy holds one text and some models: a link to another is refused, not changed
+      if (fixed && initial.model && !fixed.layers[initial.model]) {
+        error.textContent = `This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`;
+        return false;
+      }
+      if (fixed && initial.text && initial.text !== fixed.text) {
+        error.textContent = `This page holds one text, “${fixed.text}”, not the link's.`;
         return false;
       }
       if (!(await prepare(picker.value, initial.layer ?? 0))) return false;
@@ -272,8 +281,11 @@ export function staticServer(models) {
       const payload = m?.layers[String(request.layer)];
       if (!payload) return refuse(m ? `this page holds layers ${Object.keys(m.layers).join(", ")} of ${m.title}; ${serve}` : `this page does not hold that model; ${serve}`);
       if (request.text !== m.text) return refuse(`this page holds one text, “${m.text}”; ${serve}`);
-      const query = request.query ?? payload.query;
-      return reply({ ...payload, query: Number.isInteger(query) && query >= 0 && query < payload.tokens.length ? query : payload.query });
+      const heads = payload.config.n_heads;
+      if (!(request.head >= 0 && request.head < heads)) return refuse(`head ${request.head} does not exist: this layer has heads 0 to ${heads - 1}`);
+      const n = payload.tokens.length;
+      if (request.query !== null && request.query !== undefined && !(request.query >= 0 && request.query < n)) return refuse(`query=${request.query} is out of range; choose 0 to ${n - 1}`);
+      return reply({ ...payload, query: request.query ?? payload.query });
     }
     return refuse(`this static page has no server; ${serve}`);
   };

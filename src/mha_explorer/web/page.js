@@ -297,7 +297,9 @@ async function main() {
         models.start().then((ok) => {
           if (!ok && pendingView) {
             pendingView = null;
-            say("This link could not be used: its model, layer or text was rejected (see the messages above). Showing the teaching example instead.");
+            // the model panel said why; it is hidden with the teaching example, so the notice says it again
+            const why = modelBox.querySelector(".lab-error")?.textContent.replace(/\.$/, "") || "its model, layer or text was rejected";
+            say(`This link could not be used: ${why}. Showing the teaching example instead.`);
             setMode("teaching");
           }
         });
