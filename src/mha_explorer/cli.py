@@ -34,12 +34,17 @@ def note(message: str) -> None:
     click.echo(f"note: {message}", err=True)
 
 
+def parse_whole(option: str, value: str, choose: str) -> int:
+    """The whole number value spells, or a one-line error (ending with `choose`) and exit 2."""
+    if not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        fail(f"{option} {value!r} is not a whole number; {choose}")
+    return int(value)
+
+
 def whole_number(option: str, value: str, count: int, what: str) -> int:
     """The number value names, from 0 to count - 1, or a one-line error and exit 2."""
     choose = f"choose a {what} from 0 to {count - 1} ({what}s are numbered from 0)"
-    if not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-        fail(f"{option} {value!r} is not a whole number; {choose}")
-    if not 0 <= int(value) < count:
+    if not 0 <= parse_whole(option, value, choose) < count:
         fail(f"{option} {value.strip()} is out of range; {choose}")
     return int(value)
 
@@ -340,14 +345,14 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
     """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host).
 
     With --model, --text and one or more --layer, the copy also holds those layers of a real model
-    (every head: about 3.5 MB per MiniLM layer on a short text, more for longer texts and larger
-    models), shown in its Real model mode."""
+    (every head: a MiniLM layer is about 3.5 MB on a sentence, 10 MB at 110 tokens; larger models
+    take more), shown in its Real model mode."""
     from pathlib import Path
 
     from .export import ModelLayers, export_site
     from .models.errors import ModelError
 
-    models = []
+    model_layers = None
     if model_name is None:
         if text is not None or layers:
             fail("--text and --layer need --model: choose one of minilm, smollm2, gemma3 or a checkpoint path")
@@ -357,16 +362,15 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
         if not layers:
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")
         for layer in layers:  # before the model loads (gemma3 takes a while)
-            if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", layer):
-                fail(f"--layer {layer!r} is not a whole number; choose a layer of the model, numbered from 0")
+            parse_whole("--layer", layer, "choose a layer of the model, numbered from 0")
         try:
             model = load_model(model_name, _Progress(model_name))
         except ModelError as e:
             fail(str(e))
         chosen = sorted({whole_number("--layer", layer, model.n_layers, "layer") for layer in layers})
-        models.append(ModelLayers(model, DEFAULT_TEXT if text is None else text, tuple(chosen)))
+        model_layers = ModelLayers(model, DEFAULT_TEXT if text is None else text, tuple(chosen))
     try:
-        written = export_site(Path(directory), models)
+        written = export_site(Path(directory), model_layers)
     except OSError as e:
         full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
         advice = "free some space, or choose another directory" if full else "choose a writable directory"

@@ -67,7 +67,7 @@ def model_data(spec: ModelLayers) -> dict:
     name = model.name if NAME.fullmatch(model.name) else re.sub(r"[^a-z0-9_-]+", "-", Path(model.name).name.lower()).strip("-")[:64] or "model"
     layers = {}
     for layer in spec.layers:
-        payload = json.loads(model_payload(model, spec.text, layer, head=0, all_heads=True).model_dump_json())
+        payload = json.loads(model_payload(model, spec.text, layer, head=None).model_dump_json())
         payload["model"]["name"] = name
         layers[str(layer)] = payload
     paths = ("name", "source", "tokenizer")  # of this machine
@@ -75,28 +75,21 @@ def model_data(spec: ModelLayers) -> dict:
     return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": layers}
 
 
-def site_data(models: list[ModelLayers] = ()) -> dict:
+def site_data(model: ModelLayers | None = None) -> dict:
     presets = {}
     for name in LAB_PRESETS:
         request = TraceRequest(config=PRESETS[name].to_dict(), tokens=PRESET_TOKENS, seed=0, encoding="base64")
         presets[name] = json.loads(lab_payload(request).model_dump_json())
     data = {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
-    if models:
-        from .models import ModelError
-
-        if len({spec.text for spec in models}) > 1:
-            raise ModelError("the models of a static copy share one text (its page has one text box)")
-        data["models"] = [model_data(spec) for spec in models]
-        names = [m["name"] for m in data["models"]]
-        if len(set(names)) < len(names):
-            raise ModelError(f"two models of the copy would both be called {max(names, key=names.count)!r}: give each once")
+    if model is not None:
+        data["models"] = [model_data(model)]  # a list: the page's model panel lists models
     return data
 
 
-def export_site(directory: Path, models: list[ModelLayers] = ()) -> list[Path]:
-    """Write index.html and static/ into `directory`, with the real-model layers of `models` if
-    any; return the files written."""
-    data = site_data(models)  # first: a text too long leaves nothing half written
+def export_site(directory: Path, model: ModelLayers | None = None) -> list[Path]:
+    """Write index.html and static/ into `directory`, with the layers of a real model if given;
+    return the files written."""
+    data = site_data(model)  # first: a text too long leaves nothing half written
     static = Path(directory) / "static"
     static.mkdir(parents=True, exist_ok=True)
     page = WEB.joinpath("index.html").read_text(encoding="utf-8")

@@ -240,13 +240,13 @@ def middle_word(run, model) -> int:
 
 
 def model_payload(
-    model, text: str, layer: int, head: int, query: int | None = None, packer: Packer | None = None, all_heads: bool = False
+    model, text: str, layer: int, head: int | None, query: int | None = None, packer: Packer | None = None
 ) -> TracePayload:
-    """The layer's payload for the page: head's arrays, or with all_heads every head's (a static
+    """The layer's payload for the page: head's arrays, or with head None every head's (a static
     copy, which has no server to ask for another head)."""
     run = _layer_run(model, text, layer)
     t = run.trace
-    encode = (lambda name, a: float32(a, packer)) if all_heads else _head_encoder(run, head, packer)
+    encode = (lambda name, a: float32(a, packer)) if head is None else _head_encoder(run, head, packer)
 
     n = t.n
     if query is not None and not 0 <= query < n:

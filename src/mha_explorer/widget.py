@@ -7,6 +7,8 @@ shipped in the package: nothing comes from a CDN. Its synced traits are the page
                  A real model's holds one head at a time in float32, as the page gets it, and
                  its arrays' bytes are `buffer`, a binary part of the widget's messages (each
                  array gives its `offset` there; schema.to_numpy(array, payload["buffer"]) reads one)
+    head_arrays  a real model's other head, when the view shows one the payload lacks
+                 (modelview.HeadArrays), its bytes in `buffer` the same way
     stage        a page stage id: "projections", "scores", ("mask",) "weights", ...
     head         the inspected head, from 0
     query        the query token's index, from 0

@@ -76,7 +76,8 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
         (["--model", "minilm"], "--model needs at least one --layer"),
         (["--layer", "1"], "--text and --layer need --model"),
         (["--text", "hello"], "--text and --layer need --model"),
-        (["--model", "nope", "--layer", "0"], "nope"),
+        (["--model", "nope", "--layer", "0"], "unknown model 'nope': choose one of minilm"),
+        (["--model", "minilm", "--layer", "x"], "--layer 'x' is not a whole number"),  # before the model loads
     ],
 )
 def test_export_site_model_options_that_cannot_work_say_why(tmp_path, args, message):
@@ -90,7 +91,6 @@ def test_export_site_model_options_that_cannot_work_say_why(tmp_path, args, mess
     "args, message",
     [
         (["--layer", "6"], "--layer 6 is out of range; choose a layer from 0 to 5"),
-        (["--layer", "x"], "--layer 'x' is not a whole number"),
         (["--layer", "0", "--text", "word " * 200], "the text is 202 tokens long; a static copy"),
     ],
 )

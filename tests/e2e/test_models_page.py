@@ -376,7 +376,7 @@ def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, serve
 def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts):
     text = "The cat sat on the mat because it was warm."
     minilm = load_model("minilm")
-    export_site(tmp_path / "site", [ModelLayers(minilm, text, (0, 2))])
+    export_site(tmp_path / "site", ModelLayers(minilm, text, (0, 2)))
     context, page, requests, errors = file_page(browser)
     page.goto((tmp_path / "site" / "index.html").as_uri())
     page.wait_for_selector(".mha-explorer .stage h2")
@@ -420,7 +420,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         said[fragment] = page.locator("#models .lab-error").inner_text()
         assert said[fragment] == why, said
         page.wait_for_function("() => document.querySelector('#mode-teaching').getAttribute('aria-pressed') === 'true'")
-        assert page.locator("#notice").inner_text() == f"This link could not be used: {why.removesuffix('.')}. Showing the teaching example instead."
+        assert page.locator("#notice").inner_text() == f"This link could not be used. {why[0].upper()}{why[1:]} Showing the teaching example instead."
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()

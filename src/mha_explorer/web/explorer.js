@@ -3,7 +3,9 @@
 // The page, the static site and the notebook widget load it, each with a small `model` adapter
 // that provides get(name), set(name, value), save_changes() and on("change:name", callback).
 //
-// Traits: payload (the trace, schema.TracePayload), stage (a page stage id), head (int), query (int).
+// Traits: payload (the trace, schema.TracePayload), stage (a page stage id), head (int), query (int),
+// all_queries (bool); head_arrays (another head's arrays, from a notebook's Python) and upcoming
+// ({ payload, head } the page fetched ahead, whose view is built while idle) when the adapter has them.
 // Every string from the payload is put in the page as text, never as markup.
 
 const SVG = "http://www.w3.org/2000/svg";

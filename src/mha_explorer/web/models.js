@@ -1,5 +1,9 @@
 // Real models on the page: pick a model, type a text, pick a layer; the server loads the model
-// (with progress), runs it up to that layer and sends the layer's trace, one head at a time.
+// (with progress), runs it up to that layer and sends the layer's trace, one head at a time. A
+// static copy answers instead from the layers written into it, every head at once (staticServer).
+
+// "layer 2" or "layers 0, 2"
+const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
 import { unpack, withHead } from "./explorer.js";
 
@@ -144,7 +148,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
       status.textContent = held
-        ? `${state.title} (${sizes}). This page holds layer${held.length > 1 ? "s" : ""} ${held.join(", ")} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
+        ? `${state.title} (${sizes}). This page holds ${heldLayers(held)} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
         : `${state.title} is loaded: ${sizes}.${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
     } catch (failure) {
@@ -240,7 +244,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
         error.textContent = held
-          ? `Layer ${initial.layer} is not in this page: it holds layer${held.length > 1 ? "s" : ""} ${held.join(", ")}.`
+          ? `Layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}.`
           : `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}.`;
         return false;
       }
@@ -248,39 +252,36 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       return true;
     },
     head: showHead,
-    // a head the user is about to pick (the pointer or the focus is on its thumbnail): fetch it now
+    // a head the user is about to pick (the pointer or the focus is on a thumbnail, or on a head's
+    // name in the head outputs): fetch it now. A static copy holds every head already.
     prefetch: (head) => {
-      const held = byHead.values().next().value?.stages.q.heads == null; // every head (a static copy's)
-      if (current && !held && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
+      if (current && !fixed && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
     },
+    error: () => error.textContent, // what the panel says went wrong, if anything
     request: () => current,
     kept: () => [...byHead.keys()],
   };
 }
 
 // A static copy (export-site --model) answers the panel's questions from the layers written into it:
-// the models, their state (loaded), and the trace of a layer it holds, on its one text. Anything else
-// is answered as the server answers a request it cannot meet, saying why.
+// the models, their state (loaded), and the trace of a layer it holds. The panel offers nothing
+// else (its text is read-only, its layers those written, and a link to others is refused before it
+// asks); a head or query out of range is refused in the server's words.
 export function staticServer(models) {
   const reply = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
   const refuse = (message) => reply({ detail: [{ message }] }, 422);
   const state = (m) => ({ name: m.name, title: m.title, installed: true, heavy: false, state: "ready", fraction: 1, message: "loaded", config: m.config });
-  const find = (name) => models.find((m) => m.name === name);
   const serve = "run mha-explorer serve to trace any text and layer";
   return async (url, options = {}) => {
     const path = String(url);
     if (path === "api/models") return reply(models.map(state));
     const named = /^api\/models\/([^/]+)(\/load)?$/.exec(path);
-    if (named) {
-      const m = find(decodeURIComponent(named[1]));
-      return m ? reply(state(m)) : refuse(`this page holds ${models.map((x) => x.title).join(", ")} only; ${serve}`);
-    }
+    const m = named ? models.find((x) => x.name === decodeURIComponent(named[1])) : null;
+    if (m) return reply(state(m));
     if (path === "api/model-trace") {
       const request = JSON.parse(options.body);
-      const m = find(request.model);
-      const payload = m?.layers[String(request.layer)];
-      if (!payload) return refuse(m ? `this page holds layers ${Object.keys(m.layers).join(", ")} of ${m.title}; ${serve}` : `this page does not hold that model; ${serve}`);
-      if (request.text !== m.text) return refuse(`this page holds one text, “${m.text}”; ${serve}`);
+      const payload = models.find((x) => x.name === request.model && x.text === request.text)?.layers[String(request.layer)];
+      if (!payload) return refuse(`this page does not hold that model, text or layer; ${serve}`);
       const heads = payload.config.n_heads;
       if (!(request.head >= 0 && request.head < heads)) return refuse(`head ${request.head} does not exist: this layer has heads 0 to ${heads - 1}`);
       const n = payload.tokens.length;

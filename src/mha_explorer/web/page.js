@@ -298,8 +298,8 @@ async function main() {
           if (!ok && pendingView) {
             pendingView = null;
             // the model panel said why; it is hidden with the teaching example, so the notice says it again
-            const why = modelBox.querySelector(".lab-error")?.textContent.replace(/\.$/, "") || "its model, layer or text was rejected";
-            say(`This link could not be used: ${why}. Showing the teaching example instead.`);
+            const why = models.error() || "its model, layer or text was rejected.";
+            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)} Showing the teaching example instead.`);
             setMode("teaching");
           }
         });
