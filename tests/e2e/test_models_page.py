@@ -144,6 +144,22 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
 
 
 CANVASES = "() => [...document.querySelectorAll('.stage canvas.heatmap')].map((c) => c.toDataURL())"
+# the page's work for when it is idle has run (Chromium gives no idle time while the pointer rests
+# on an element: the page's work then runs after a short wait, and so does this)
+IDLE = "() => new Promise((done) => requestIdleCallback(() => requestIdleCallback(done, { timeout: 500 }), { timeout: 500 }))"
+# the elements the explorer makes for another query, `step` further on the query menu, until it has drawn
+MADE_BY_QUERY_STEP = """(step) => new Promise((done) => {
+    const original = Document.prototype.createElement;
+    let made = 0;
+    Document.prototype.createElement = function (...args) { made += 1; return original.apply(this, args); };
+    const menu = [...document.querySelectorAll("select")].find((s) => s.labels[0].textContent === "Query token");
+    menu.selectedIndex += step;
+    menu.dispatchEvent(new Event("change", { bubbles: true }));
+    queueMicrotask(() => queueMicrotask(() => {
+        Document.prototype.createElement = original;
+        done({ made, title: document.querySelector(".stage h2").textContent });
+    }));
+})"""
 # what a click on an element (a CSS selector) draws on any canvas until the explorer has drawn (two microtasks)
 DRAWN_BY = """(selector) => new Promise((done) => {
     const context = CanvasRenderingContext2D.prototype;
@@ -166,16 +182,30 @@ def test_a_head_fetched_while_the_pointer_rests_is_drawn_before_the_click(page, 
     assert len(before) >= 4  # X, W^Q, W^K, K, ... of the Projections stage
     page.locator(".thumb-button", has_text="Head 6").hover()
     page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(6)")
-    page.evaluate("() => new Promise((done) => requestIdleCallback(() => requestIdleCallback(done)))")  # the page was idle
+    page.evaluate(IDLE)
     assert page.evaluate(CANVASES) == before  # drawing head 6 ahead left the maps on screen alone
     clicked = page.evaluate(DRAWN_BY, '.thumb-button[data-head="6"]')
     assert "head 6" in clicked["title"] and clicked["calls"] == []  # the click only put the panel in
     # resting on a stage builds and draws the next one while idle: Next only puts it in
     page.wait_for_timeout(400)
-    page.evaluate("() => new Promise((done) => requestIdleCallback(() => requestIdleCallback(done)))")
+    page.evaluate(IDLE)
     assert page.evaluate(DRAWN_BY, ".step.primary")["calls"] == []
     assert page.locator(".stage h2").inner_text().startswith("2. Scores")
     page.get_by_role("button", name="Previous").click()
+    # and the next query, for the arrow keys on the query menu: that step builds (almost) nothing,
+    # while a jump to a query further on builds its panel
+    tokens = page.get_by_label("Query token").locator("option").all_inner_texts()
+    query = int(page.get_by_label("Query token").input_value())
+    page.wait_for_timeout(400)
+    page.evaluate(IDLE)
+    near = page.evaluate(MADE_BY_QUERY_STEP, 1)
+    assert near["title"].endswith(f"· head 6 · query “{tokens[query + 1]}”"), near
+    page.wait_for_timeout(400)
+    page.evaluate(IDLE)
+    far = page.evaluate(MADE_BY_QUERY_STEP, 5)
+    assert far["title"].endswith(f"· head 6 · query “{tokens[query + 6]}”"), far
+    assert near["made"] <= 2 and far["made"] > 50, (near, far)  # a map's label may make one
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=1, head=6)))
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=1, head=6)))
     shown = page.evaluate(CANVASES)
     assert len(shown) == len(before) and shown != before

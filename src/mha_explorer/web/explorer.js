@@ -489,9 +489,12 @@ function render({ model, el }) {
   // thumbnail or a key is pressed on it. Its panels for the stage and query on screen are built,
   // and their maps' colours worked out, when the page is idle, so that the click only puts them in.
   let alive = true; // until the view is taken down (a notebook's cell run again): idle work then does nothing
+  // Chromium gives no idle time while the pointer rests on an element, as it does on a thumbnail
+  // about to be clicked: work asked for when idle runs after IDLE_WAIT ms at the latest.
+  const IDLE_WAIT = 50;
   const idle = (task) => {
     const run = () => alive && task();
-    if (window.requestIdleCallback) requestIdleCallback(run, { timeout: 300 });
+    if (window.requestIdleCallback) requestIdleCallback(run, { timeout: IDLE_WAIT });
     else setTimeout(run, 0);
   };
   // This view's canvases, out of every panel that holds one: a panel kept for a payload shown again
@@ -515,21 +518,31 @@ function render({ model, el }) {
     });
   }
 
-  // When the view rests a moment (no change for REST ms), the next stage's panel is built and drawn
-  // while the page is idle: Next then only puts it in. Quick changes in a row build nothing ahead.
+  // When the view rests a moment (no change for REST ms), the views one step away are built while
+  // the page is idle, one per idle moment: the next stage (for Next), drawn too, and the next and
+  // previous query (the arrow keys on the query menu). Those share this stage's canvases: they are
+  // drawn when shown (most of their maps are the ones on screen, which need no drawing), so that
+  // they never take the one a head fetched ahead was drawn on. Quick changes build nothing ahead.
   const REST = 250;
   let resting = null;
-  function buildNextStage() {
+  function buildNeighbours() {
     clearTimeout(resting);
     const shown = view;
     const at = JSON.stringify(placeOf(view));
-    resting = setTimeout(() => idle(() => {
-      if (view !== shown || JSON.stringify(placeOf(view)) !== at) return;
+    const still = () => view === shown && JSON.stringify(placeOf(view)) === at;
+    resting = setTimeout(() => {
       const place = placeOf(view);
+      if (!still() || !view.t.q.has(place.head)) return;
       const i = view.stageIds.indexOf(place.stage);
-      if (i + 1 >= view.stageIds.length || !view.t.q.has(place.head)) return;
-      for (const node of panelOf(view, { ...place, stage: view.stageIds[i + 1] })) drawAhead(node);
-    }), REST);
+      const near = i + 1 < view.stageIds.length ? [[{ ...place, stage: view.stageIds[i + 1] }, true]] : [];
+      for (const query of [place.query + 1, place.query - 1]) if (query >= 0 && query < view.payload.tokens.length) near.push([{ ...place, query }, false]);
+      for (const [next, draw] of near)
+        idle(() => {
+          if (!still()) return;
+          const nodes = [...panelOf(view, next), ...outputsOf(view, next)];
+          if (draw) for (const node of nodes) drawAhead(node);
+        });
+    }, REST);
   }
 
   function update(announce) {
@@ -572,7 +585,7 @@ function render({ model, el }) {
     }
     for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
-    buildNextStage();
+    buildNeighbours();
   }
 
   setPayload();
