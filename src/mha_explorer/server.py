@@ -235,8 +235,8 @@ class ModelTraceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(description="a registry name from GET /api/models", max_length=64)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
-    layer: int = Field(ge=0, le=1000, description="numbered from 0")
-    head: int = Field(default=0, ge=0, le=1000)
+    layer: int = Field(ge=0, description="numbered from 0; the model says how many it has")
+    head: int = Field(default=0, ge=0, description="numbered from 0; the layer says how many it has")
     query: int | None = Field(default=None, ge=0)
     encoding: Literal["base64", "binary"] = Field(
         default="base64", description=f"binary: the answer is {BINARY_MEDIA_TYPE}, a JSON head and the raw arrays"
