@@ -419,10 +419,14 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false")
     assert page.locator(".model-status").inner_text() == "all-MiniLM-L6-v2, layer 2: 13 tokens."
-    # every head is in the page: the numbers of any head are those the server sends, with nothing fetched
+    # every head is in the page: the numbers of any head are those the server sends, with nothing
+    # fetched; the pointer resting on a thumbnail has that head's view drawn before the click
     for head in (0, 7):
-        page.locator(".thumb-button", has_text=f"Head {head}").click()
-        assert f"head {head}" in page.locator(".stage h2").inner_text()
+        page.locator(".thumb-button", has_text=f"Head {head}").hover()
+        page.wait_for_timeout(150)
+        page.evaluate(IDLE)
+        clicked = page.evaluate(DRAWN_BY, f'.thumb-button[data-head="{head}"]')
+        assert f"head {head}" in clicked["title"] and (head == 0 or clicked["calls"] == []), clicked
         reference = full_arrays(model_payload(minilm, text, 2, head))
         checked = set()
         for stage in page.get_by_label("Calculation stage").locator("option").all_inner_texts():

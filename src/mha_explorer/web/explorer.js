@@ -510,7 +510,8 @@ function render({ model, el }) {
     const upcoming = model.get("upcoming"); // { payload, head }
     if (!upcoming) return;
     idle(() => {
-      if (model.get("upcoming") !== upcoming || !view || upcoming.payload === view.source || upcoming.payload.model !== view.payload.model) return;
+      if (model.get("upcoming") !== upcoming || !view || upcoming.payload.model !== view.payload.model) return;
+      if (upcoming.payload === view.source && upcoming.head === placeOf(view).head) return; // the head on screen (a payload may hold every head)
       const v = viewOf(upcoming.payload);
       const place = { ...placeOf(v), head: upcoming.head };
       if (!v.t.q.has(place.head)) return;

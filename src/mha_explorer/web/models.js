@@ -253,9 +253,12 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     },
     head: showHead,
     // a head the user is about to pick (the pointer or the focus is on a thumbnail, or on a head's
-    // name in the head outputs): fetch it now. A static copy holds every head already.
+    // name in the head outputs): fetch it now. A static copy holds every head already: it is only
+    // announced, so that its view is built ahead all the same.
     prefetch: (head) => {
-      if (current && !fixed && !byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
+      if (!current) return;
+      if (fixed) onAhead?.(byHead.values().next().value, head);
+      else if (!byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
     },
     error: () => error.textContent, // what the panel says went wrong, if anything
     request: () => current,
