@@ -487,7 +487,7 @@ function render({ model, el }) {
 
   // A payload the page may show next: a real model's head, fetched while the pointer rests on its
   // thumbnail or a key is pressed on it. Its panels for the stage and query on screen are built,
-  // and their maps' colours worked out, when the page is idle, so that the click only puts them in.
+  // and their maps drawn, when the page is idle, so that the click only puts them in.
   let alive = true; // until the view is taken down (a notebook's cell run again): idle work then does nothing
   // Chromium gives no idle time while the pointer rests on an element, as it does on a thumbnail
   // about to be clicked: work asked for when idle runs after IDLE_WAIT ms at the latest.
@@ -506,6 +506,11 @@ function render({ model, el }) {
         canvasPlaces.delete(place);
       }
   }
+  // the panels of v at place, built now; with draw, their maps drawn too (on canvases out of the page)
+  function buildFor(v, place, draw) {
+    const nodes = [...panelOf(v, place), ...outputsOf(v, place)];
+    if (draw) for (const node of nodes) drawAhead(node);
+  }
   function buildAhead() {
     const upcoming = model.get("upcoming"); // { payload, head }
     if (!upcoming) return;
@@ -514,8 +519,7 @@ function render({ model, el }) {
       if (upcoming.payload === view.source && upcoming.head === placeOf(view).head) return; // the head on screen (a payload may hold every head)
       const v = viewOf(upcoming.payload);
       const place = { ...placeOf(v), head: upcoming.head };
-      if (!v.t.q.has(place.head)) return;
-      for (const node of [...panelOf(v, place), ...outputsOf(v, place)]) drawAhead(node);
+      if (v.t.q.has(place.head)) buildFor(v, place, true);
     });
   }
 
@@ -537,12 +541,7 @@ function render({ model, el }) {
       const i = view.stageIds.indexOf(place.stage);
       const near = i + 1 < view.stageIds.length ? [[{ ...place, stage: view.stageIds[i + 1] }, true]] : [];
       for (const query of [place.query + 1, place.query - 1]) if (query >= 0 && query < view.payload.tokens.length) near.push([{ ...place, query }, false]);
-      for (const [next, draw] of near)
-        idle(() => {
-          if (!still()) return;
-          const nodes = [...panelOf(view, next), ...outputsOf(view, next)];
-          if (draw) for (const node of nodes) drawAhead(node);
-        });
+      for (const [next, draw] of near) idle(() => still() && buildFor(view, next, draw));
     }, REST);
   }
 
