@@ -56,6 +56,33 @@ def run_reference(model, ids: np.ndarray, attention_modules: list, output_projec
     )
 
 
+def gguf_reference(model):
+    """transformers' own model and tokenizer from the GGUF file our model was loaded from, float32,
+    eager attention."""
+    import os
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = os.path.split(model.source)
+    ref = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager", dtype=torch.float32)
+    return ref.eval(), AutoTokenizer.from_pretrained(folder, gguf_file=name)
+
+
+def decoder_runs(model, ref, sentences: dict[str, str]) -> dict[str, ReferenceRun]:
+    """A reference run of a decoder (Llama or Gemma layout) on each sentence, as our tokenizer cuts it."""
+    layers = ref.model.layers
+    attention, projections = [l.self_attn for l in layers], [l.self_attn.o_proj for l in layers]
+    return {key: run_reference(ref, model.tokenizer.encode(text).ids, attention, projections) for key, text in sentences.items()}
+
+
+def assert_same_tokens(model, tokenizer, text: str) -> None:
+    """Our ids and token strings are the reference tokenizer's."""
+    ids = tokenizer(text)["input_ids"]
+    assert model.tokenizer.encode(text).ids.tolist() == ids
+    assert model.tokenize(text) == tokenizer.convert_ids_to_tokens(ids)
+
+
 def require(name: str):
     """The loaded model, or a skip that says how to install it."""
     from mha_explorer.models import available_models, load_model

@@ -6,12 +6,10 @@ order itself, then runs LlamaForCausalLM with eager attention in float32.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
-from ._reference import assert_within, compare, compare_isolated, require, run_reference
+from ._reference import assert_same_tokens, assert_within, compare, compare_isolated, decoder_runs, gguf_reference, require
 
 pytestmark = pytest.mark.models
 
@@ -34,32 +32,17 @@ def model():
 
 @pytest.fixture(scope="module")
 def reference(model):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder, name = os.path.split(model.source)
-    ref = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager", dtype=torch.float32)
-    return ref.eval(), AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    return gguf_reference(model)
 
 
 @pytest.fixture(scope="module")
 def runs(model, reference):
-    ref, _ = reference
-    layers = ref.model.layers
-    return {
-        key: run_reference(
-            ref, model.tokenizer.encode(text).ids, [l.self_attn for l in layers], [l.self_attn.o_proj for l in layers]
-        )
-        for key, text in SENTENCES.items()
-    }
+    return decoder_runs(model, reference[0], SENTENCES)
 
 
 @pytest.mark.parametrize("key", SENTENCES)
 def test_tokens_are_the_reference_tokenizers(model, reference, key):
-    _, tokenizer = reference
-    ids = tokenizer(SENTENCES[key])["input_ids"]
-    assert model.tokenizer.encode(SENTENCES[key]).ids.tolist() == ids
-    assert model.tokenize(SENTENCES[key]) == tokenizer.convert_ids_to_tokens(ids)
+    assert_same_tokens(model, reference[1], SENTENCES[key])
 
 
 def test_digits_are_split_one_by_one_as_the_model_was_trained():

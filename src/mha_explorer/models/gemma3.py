@@ -35,60 +35,34 @@ from ..trace import rms_norm
 from ..weights import AttentionWeights
 from .errors import CheckpointError
 from .forward import Architecture, check_shape, gelu_tanh, linear, per_head
-from .llama import hf_rope_theta
+from . import llama
 from .readers import GGUFFile, SafetensorsCheckpoint
 
 NORMS = ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm", "q_norm", "k_norm")
-HF_NAMES = {
-    "embed": "model.embed_tokens.weight",
-    "attn_norm": "model.layers.{i}.input_layernorm.weight",
-    "q": "model.layers.{i}.self_attn.q_proj.weight",
-    "k": "model.layers.{i}.self_attn.k_proj.weight",
-    "v": "model.layers.{i}.self_attn.v_proj.weight",
+# Llama's names, with the norms Gemma adds; its MLP's first norm has another name in HF files
+HF_NAMES = llama.HF_NAMES | {
     "q_norm": "model.layers.{i}.self_attn.q_norm.weight",
     "k_norm": "model.layers.{i}.self_attn.k_norm.weight",
-    "o": "model.layers.{i}.self_attn.o_proj.weight",
     "post_attn_norm": "model.layers.{i}.post_attention_layernorm.weight",
     "ffn_norm": "model.layers.{i}.pre_feedforward_layernorm.weight",
     "post_ffn_norm": "model.layers.{i}.post_feedforward_layernorm.weight",
-    "gate": "model.layers.{i}.mlp.gate_proj.weight",
-    "up": "model.layers.{i}.mlp.up_proj.weight",
-    "down": "model.layers.{i}.mlp.down_proj.weight",
 }
-GGUF_NAMES = {
-    "embed": "token_embd.weight",
-    "attn_norm": "blk.{i}.attn_norm.weight",
-    "q": "blk.{i}.attn_q.weight",
-    "k": "blk.{i}.attn_k.weight",
-    "v": "blk.{i}.attn_v.weight",
+GGUF_NAMES = llama.GGUF_NAMES | {
     "q_norm": "blk.{i}.attn_q_norm.weight",
     "k_norm": "blk.{i}.attn_k_norm.weight",
-    "o": "blk.{i}.attn_output.weight",
     "post_attn_norm": "blk.{i}.post_attention_norm.weight",
-    "ffn_norm": "blk.{i}.ffn_norm.weight",
     "post_ffn_norm": "blk.{i}.post_ffw_norm.weight",
-    "gate": "blk.{i}.ffn_gate.weight",
-    "up": "blk.{i}.ffn_up.weight",
-    "down": "blk.{i}.ffn_down.weight",
 }
 GGUF_GLOBAL_EVERY = 6  # llama.cpp: layer i is global when (i + 1) % 6 == 0
 GGUF_LOCAL_ROPE_THETA = 10000.0
 
 
 @dataclass(frozen=True)
-class Sizes:
-    d_model: int
-    n_heads: int
-    n_kv_heads: int
-    d_head: int
-    d_ffn: int
-    n_layers: int
-    eps: float
+class Sizes(llama.Sizes):
+    rope_theta: dict[str, float]  # per layer type
     scale: float  # query_pre_attn_scalar ** -0.5
     sliding_window: int
     layer_types: tuple[str, ...]  # "sliding_attention" or "full_attention", per layer
-    rope_theta: dict[str, float]  # per layer type
-    max_positions: int | None
 
 
 class Gemma3(Architecture):
@@ -184,27 +158,20 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
     act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
     if act != "gelu_pytorch_tanh":
         raise CheckpointError(f"{where}: hidden_activation is {act!r}; the Gemma 3 converter supports gelu_pytorch_tanh")
-    d, h, n = int(cfg["hidden_size"]), int(cfg["num_attention_heads"]), int(cfg["num_hidden_layers"])
+    common = llama.hf_sizes(cfg)
     types = cfg.get("layer_types")
     if not types:
         every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or GGUF_GLOBAL_EVERY)
-        types = _pattern(n, every)
+        types = _pattern(common["n_layers"], every)
     sizes = Sizes(
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=int(cfg.get("num_key_value_heads") or h),
-        d_head=int(cfg.get("head_dim") or d // h),
-        d_ffn=int(cfg["intermediate_size"]),
-        n_layers=n,
-        eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        scale=float(cfg.get("query_pre_attn_scalar") or cfg.get("head_dim") or d // h) ** -0.5,
-        sliding_window=int(cfg.get("sliding_window") or 4096),
-        layer_types=tuple(types),
+        **common,
         rope_theta={
-            "full_attention": hf_rope_theta(cfg, where, "full_attention"),
+            "full_attention": llama.hf_rope_theta(cfg, where, "full_attention"),
             "sliding_attention": _local_theta(cfg, where),
         },
-        max_positions=cfg.get("max_position_embeddings"),
+        scale=float(cfg.get("query_pre_attn_scalar") or common["d_head"]) ** -0.5,
+        sliding_window=int(cfg.get("sliding_window") or 4096),
+        layer_types=tuple(types),
     )
     return Gemma3(sizes, tensors, HF_NAMES, norm_offset=1.0, progress=progress)
 
@@ -214,26 +181,19 @@ def from_gguf(gguf: GGUFFile, progress) -> Gemma3:
     scaling = gguf.value(f"{a}.rope.scaling.type", "none")
     if scaling != "none":
         raise CheckpointError(f"{where} uses RoPE scaling {scaling!r}; supported: none")
-    d, h, n = int(gguf.value(f"{a}.embedding_length")), int(gguf.value(f"{a}.attention.head_count")), int(gguf.value(f"{a}.block_count"))
-    e = int(gguf.value(f"{a}.attention.key_length", d // h))
+    common = llama.gguf_sizes(gguf, a)
+    d, h, n, e = common["d_model"], common["n_heads"], common["n_layers"], common["d_head"]
     if int(gguf.value(f"{a}.attention.value_length", e)) != e:
         raise CheckpointError(f"{where}: key and value widths differ; the Gemma 3 converter expects them equal")
     sizes = Sizes(
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=int(gguf.value(f"{a}.attention.head_count_kv", h)),
-        d_head=e,
-        d_ffn=int(gguf.value(f"{a}.feed_forward_length")),
-        n_layers=n,
-        eps=float(gguf.value(f"{a}.attention.layer_norm_rms_epsilon")),
-        scale=float(d // h if n == 62 else e) ** -0.5,
-        sliding_window=int(gguf.value(f"{a}.attention.sliding_window")),
-        layer_types=_pattern(n, GGUF_GLOBAL_EVERY),
+        **common,
         rope_theta={
             "full_attention": float(gguf.value(f"{a}.rope.freq_base", 1_000_000.0)),
             "sliding_attention": GGUF_LOCAL_ROPE_THETA,
         },
-        max_positions=gguf.value(f"{a}.context_length", None),
+        scale=float(d // h if n == 62 else e) ** -0.5,
+        sliding_window=int(gguf.value(f"{a}.attention.sliding_window")),
+        layer_types=_pattern(n, GGUF_GLOBAL_EVERY),
     )
     return Gemma3(sizes, gguf, GGUF_NAMES, norm_offset=0.0, progress=progress)
 
@@ -245,5 +205,5 @@ def _pattern(n_layers: int, every: int) -> tuple[str, ...]:
 def _local_theta(cfg: dict, where: str) -> float:
     params = cfg.get("rope_parameters")
     if isinstance(params, dict) and "sliding_attention" in params:
-        return hf_rope_theta(cfg, where, "sliding_attention")
+        return llama.hf_rope_theta(cfg, where, "sliding_attention")
     return float(cfg.get("rope_local_base_freq", GGUF_LOCAL_ROPE_THETA))

@@ -72,6 +72,36 @@ class Sizes:
     max_positions: int | None
 
 
+def hf_sizes(cfg: dict) -> dict:
+    """The sizes every decoder family reads alike from a Hugging Face config, as Sizes' keywords."""
+    d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    return {
+        "d_model": d,
+        "n_heads": h,
+        "n_kv_heads": int(cfg.get("num_key_value_heads") or h),
+        "d_head": int(cfg.get("head_dim") or d // h),
+        "d_ffn": int(cfg["intermediate_size"]),
+        "n_layers": int(cfg["num_hidden_layers"]),
+        "eps": float(cfg.get("rms_norm_eps", 1e-6)),
+        "max_positions": cfg.get("max_position_embeddings"),
+    }
+
+
+def gguf_sizes(gguf: GGUFFile, a: str) -> dict:
+    """The same from a GGUF file's metadata, whose keys start with the architecture's name a."""
+    d, h = int(gguf.value(f"{a}.embedding_length")), int(gguf.value(f"{a}.attention.head_count"))
+    return {
+        "d_model": d,
+        "n_heads": h,
+        "n_kv_heads": int(gguf.value(f"{a}.attention.head_count_kv", h)),
+        "d_head": int(gguf.value(f"{a}.attention.key_length", d // h)),
+        "d_ffn": int(gguf.value(f"{a}.feed_forward_length")),
+        "n_layers": int(gguf.value(f"{a}.block_count")),
+        "eps": float(gguf.value(f"{a}.attention.layer_norm_rms_epsilon")),
+        "max_positions": gguf.value(f"{a}.context_length", None),
+    }
+
+
 class Llama(Architecture):
     family = "llama"
 
@@ -141,18 +171,7 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Llama:
     for key, allowed in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
         if cfg.get(key, allowed) != allowed:
             raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Llama converter supports {allowed!r} only")
-    d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-    sizes = Sizes(
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=int(cfg.get("num_key_value_heads") or h),
-        d_head=int(cfg.get("head_dim") or d // h),
-        d_ffn=int(cfg["intermediate_size"]),
-        n_layers=int(cfg["num_hidden_layers"]),
-        eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        rope_theta=hf_rope_theta(cfg, where),
-        max_positions=cfg.get("max_position_embeddings"),
-    )
+    sizes = Sizes(**hf_sizes(cfg), rope_theta=hf_rope_theta(cfg, where))
     return Llama(sizes, tensors, HF_NAMES, gguf=False, progress=progress)
 
 
@@ -165,22 +184,10 @@ def from_gguf(gguf: GGUFFile, progress) -> Llama:
         raise CheckpointError(f"{where} uses RoPE scaling {scaling!r}; supported: none")
     if gguf.has("blk.0.attn_q.bias"):
         raise CheckpointError(f"{where} has attention biases; the Llama converter reads models without them")
-    d, h = int(gguf.value(f"{a}.embedding_length")), int(gguf.value(f"{a}.attention.head_count"))
-    e = int(gguf.value(f"{a}.attention.key_length", d // h))
-    rotated = int(gguf.value(f"{a}.rope.dimension_count", e))
-    if rotated != e:
-        raise CheckpointError(f"{where} rotates {rotated} of {e} components per head; only full-width RoPE is supported")
-    sizes = Sizes(
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=int(gguf.value(f"{a}.attention.head_count_kv", h)),
-        d_head=e,
-        d_ffn=int(gguf.value(f"{a}.feed_forward_length")),
-        n_layers=int(gguf.value(f"{a}.block_count")),
-        eps=float(gguf.value(f"{a}.attention.layer_norm_rms_epsilon")),
-        rope_theta=float(gguf.value(f"{a}.rope.freq_base", 10000.0)),
-        max_positions=gguf.value(f"{a}.context_length", None),
-    )
+    sizes = Sizes(**gguf_sizes(gguf, a), rope_theta=float(gguf.value(f"{a}.rope.freq_base", 10000.0)))
+    rotated = int(gguf.value(f"{a}.rope.dimension_count", sizes.d_head))
+    if rotated != sizes.d_head:
+        raise CheckpointError(f"{where} rotates {rotated} of {sizes.d_head} components per head; only full-width RoPE is supported")
     return Llama(sizes, gguf, GGUF_NAMES, gguf=True, progress=progress)
 
 
