@@ -298,20 +298,37 @@ def _spans(indexes: list[int]) -> str:
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to bind; 0.0.0.0 exposes the explorer")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
-def serve(host: str, port: int) -> None:
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="port to listen on")
+@click.option(
+    "--model",
+    "checkpoints",
+    multiple=True,
+    metavar="PATH",
+    help="also offer a local checkpoint on the page (a Hugging Face directory or a GGUF file); repeat for more",
+)
+def serve(host: str, port: int, checkpoints: tuple[str, ...]) -> None:
     """Start the explorer in the browser."""
+    from .models.errors import ModelError
+    from .models.registry import local_models
+
+    try:
+        local = local_models(list(checkpoints))
+    except ModelError as e:
+        fail(str(e))
     check_port(host, port)
     import uvicorn
 
     from .memory import settle_server_process
+    from .modelview import ModelService
     from .server import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
     click.echo(f"mha-explorer: open http://{host}:{port}/ (Ctrl+C stops)")
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
-    app = create_app()
+    for name, path in local.items():
+        click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
+    app = create_app(models=ModelService(local=local))
     settle_server_process()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 
@@ -341,7 +358,8 @@ def check_port(host: str, port: int) -> None:
 )
 @click.option("--text", default=None, help=f"the text for --model, at most {STATIC_MAX_TOKENS} tokens (default: {DEFAULT_TEXT!r})")
 @click.option("--layer", "layers", multiple=True, help="a layer of --model to write, numbered from 0; repeat for more")
-def export_site_command(directory: str, model_name, text, layers) -> None:
+@click.option("--replace", is_flag=True, help="replace files of the same names in DIRECTORY that are not an earlier copy")
+def export_site_command(directory: str, model_name, text, layers, replace) -> None:
     """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host).
 
     With --model, --text and one or more --layer, the copy also holds those layers of a real model
@@ -349,9 +367,11 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
     take more), shown in its Real model mode."""
     from pathlib import Path
 
-    from .export import ModelLayers, export_site
+    from .export import ModelLayers, WouldReplace, export_site
     from .models.errors import ModelError
 
+    if not directory.strip():
+        fail("DIRECTORY is empty: name the directory to write the copy into, such as site")
     model_layers = None
     if model_name is None:
         if text is not None or layers:
@@ -370,7 +390,12 @@ def export_site_command(directory: str, model_name, text, layers) -> None:
         chosen = sorted({whole_number("--layer", layer, model.n_layers, "layer") for layer in layers})
         model_layers = ModelLayers(model, DEFAULT_TEXT if text is None else text, tuple(chosen))
     try:
-        written = export_site(Path(directory), model_layers)
+        written = export_site(Path(directory), model_layers, replace)
+    except WouldReplace as e:
+        fail(
+            f"{directory} already holds {', '.join(str(p) for p in e.paths)}, not an earlier copy of the explorer: "
+            "choose a new or empty directory, or add --replace to write over them (nothing was written)"
+        )
     except OSError as e:
         full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
         advice = "free some space, or choose another directory" if full else "choose a writable directory"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .config import PRESETS
 from .lab import lab_payload
+from .models.registry import short_name
 from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
 from .schema import TraceRequest
 from .server import teaching_payload
@@ -64,7 +65,7 @@ def model_data(spec: ModelLayers) -> dict:
             f"at most {STATIC_MAX_TOKENS} tokens: shorten the text (the server, mha-explorer serve, takes up to {model.max_tokens})"
         )
     # a local checkpoint's name is its path on this machine: the copy calls it by a short name
-    name = model.name if NAME.fullmatch(model.name) else re.sub(r"[^a-z0-9_-]+", "-", Path(model.name).name.lower()).strip("-")[:64] or "model"
+    name = model.name if NAME.fullmatch(model.name) else short_name(model.name)
     layers = {}
     for layer in spec.layers:
         payload = json.loads(model_payload(model, spec.text, layer, head=None).model_dump_json())
@@ -86,24 +87,49 @@ def site_data(model: ModelLayers | None = None) -> dict:
     return data
 
 
-def export_site(directory: Path, model: ModelLayers | None = None) -> list[Path]:
+DATA_START = "globalThis.MHA_DATA = "  # how static/data.js begins: the mark of a copy written here
+
+
+class WouldReplace(Exception):
+    """The directory holds files of the same names that are not an earlier copy of the explorer."""
+
+    def __init__(self, paths: list[Path]):
+        super().__init__(", ".join(str(p) for p in paths))
+        self.paths = paths
+
+
+def _earlier_copy(static: Path) -> bool:
+    try:
+        with open(static / "data.js", encoding="utf-8") as f:
+            return f.read(len(DATA_START)) == DATA_START
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def export_site(directory: Path, model: ModelLayers | None = None, replace: bool = False) -> list[Path]:
     """Write index.html and static/ into `directory`, with the layers of a real model if given;
-    return the files written."""
-    data = site_data(model)  # first: a text too long leaves nothing half written
+    return the files written. An earlier copy there is replaced; other files of the same names
+    only with replace=True (else WouldReplace, and nothing is written)."""
     static = Path(directory) / "static"
+    names = [Path(directory) / "index.html", *(static / name for name in ("page.css", "explorer.css", "app.js", "data.js"))]
+    taken = [path for path in names if path.exists()]
+    if taken and not replace and not _earlier_copy(static):
+        raise WouldReplace(taken)
+    data = site_data(model)  # before any write: a text too long leaves nothing half written
     static.mkdir(parents=True, exist_ok=True)
     page = WEB.joinpath("index.html").read_text(encoding="utf-8")
     module_tag = '<script type="module" src="static/page.js"></script>'
     if module_tag not in page:
         raise RuntimeError("index.html no longer loads static/page.js as expected")
     page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
-    written = {
-        Path(directory) / "index.html": page,
-        static / "page.css": WEB.joinpath("page.css").read_text(encoding="utf-8"),
-        static / "explorer.css": WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
-        static / "app.js": bundle(),
-        static / "data.js": "globalThis.MHA_DATA = " + json.dumps(data, separators=(",", ":")) + ";\n",
-    }
+    texts = (
+        page,
+        WEB.joinpath("page.css").read_text(encoding="utf-8"),
+        WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
+        bundle(),
+        DATA_START + json.dumps(data, separators=(",", ":")) + ";\n",
+    )
+    written = dict(zip(names, texts))
     # each file is written beside its place and moved there once all are written (index.html
     # last): a full disk leaves the directory as it was, not a copy that half works
     temporary = {path: path.with_name(f".{path.name}.part") for path in written}

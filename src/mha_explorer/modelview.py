@@ -31,15 +31,23 @@ log = logging.getLogger("mha_explorer.models")
 
 
 class ModelService:
-    """Loads named models once, in a background thread, and reports how far each load has come."""
+    """Loads models once, in a background thread, and reports how far each load has come: the
+    named ones, and local checkpoints given by short name (registry.local_models)."""
 
-    def __init__(self, loader=None):
+    def __init__(self, loader=None, local: dict | None = None):
         from .models import load_model
 
         self.loader = loader or load_model
+        self.local = dict(local or {})  # short name -> path of a local checkpoint
         self.lock = threading.Lock()
         self.status: dict[str, dict] = {}
         self.loaded: dict = {}
+
+    def infos(self) -> list:
+        """What the page may list: every named model, then the local checkpoints."""
+        from .models.registry import available_models, local_info
+
+        return available_models() + [local_info(name, path) for name, path in self.local.items()]
 
     def state(self, name: str) -> dict:
         with self.lock:
@@ -65,7 +73,12 @@ class ModelService:
                 log.info("loading %s: %s (%d%%)", name, message, round(100 * fraction))
 
         try:
-            model = self.loader(name, progress=progress)
+            if name in self.local:
+                from .models.registry import open_checkpoint
+
+                model = open_checkpoint(self.local[name], progress, name=name)
+            else:
+                model = self.loader(name, progress=progress)
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
                 self.status[name] = {"state": "error", "fraction": 0.0, "message": str(error)}

@@ -296,9 +296,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         )
 
     def registry_entry(name: str):
-        from .models import available_models
-
-        infos = {i.name: i for i in available_models()}
+        infos = {i.name: i for i in service.infos()}
         if name not in infos:
             raise LabError("model", f"no model named {name!r}; choose one of: {', '.join(infos)}")
         if not infos[name].installed:
@@ -307,9 +305,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     @app.get("/api/models", response_model=list[ModelStatus])
     def list_models() -> list[ModelStatus]:
-        from .models import available_models
-
-        return [status(info) for info in available_models()]
+        return [status(info) for info in service.infos()]
 
     @app.get("/api/models/{name}", response_model=ModelStatus, responses=ERRORS)
     def model_status(name: str) -> ModelStatus:

@@ -126,3 +126,35 @@ def test_a_copy_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatc
     result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site")])
     assert result.exit_code == 2 and "No space left on device; free some space" in result.output
     assert [p for p in (tmp_path / "site").rglob("*") if p.is_file()] == []
+
+
+def test_a_directory_holding_other_files_of_the_same_names_is_left_alone(tmp_path):
+    site = tmp_path / "site"
+    (site / "static").mkdir(parents=True)
+    (site / "index.html").write_text("<h1>my own page</h1>")
+    (site / "static" / "page.css").write_text("my css")
+    result = CliRunner().invoke(main, ["export-site", str(site)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "not an earlier copy" in result.output and "--replace" in result.output and "index.html" in result.output
+    assert (site / "index.html").read_text() == "<h1>my own page</h1>" and (site / "static" / "page.css").read_text() == "my css"
+    assert sorted(p.name for p in site.rglob("*") if p.is_file()) == ["index.html", "page.css"]
+
+    replaced = CliRunner().invoke(main, ["export-site", str(site), "--replace"])
+    assert replaced.exit_code == 0, replaced.output
+    assert "static/data.js" in (site / "index.html").read_text()
+
+
+def test_an_earlier_copy_is_replaced_without_asking(tmp_path):
+    site = tmp_path / "site"
+    assert CliRunner().invoke(main, ["export-site", str(site)]).exit_code == 0
+    (site / "static" / "notes.txt").write_text("kept")
+    again = CliRunner().invoke(main, ["export-site", str(site)])
+    assert again.exit_code == 0, again.output
+    assert (site / "static" / "notes.txt").read_text() == "kept"
+
+
+def test_an_empty_directory_name_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["export-site", ""])
+    assert result.exit_code == 2 and "DIRECTORY is empty" in result.output
+    assert list(tmp_path.iterdir()) == []

@@ -153,3 +153,46 @@ def test_a_query_outside_the_text_gets_a_422_with_the_range(query):
     assert answer.status_code == 422
     assert answer.json()["detail"] == [{"field": "query", "message": f"query={query} is out of range; choose 0 to 2"}]
     assert client.post("/api/model-trace", json={**request, "query": 2}).json()["query"] == 2
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_a_local_checkpoint_given_to_the_server_is_offered_loaded_and_traced_by_its_short_name(tmp_path):
+    """`serve --model PATH`: a Hugging Face directory (here a copy of MiniLM's, under a name of its own)."""
+    import shutil
+
+    from mha_explorer.models.registry import local_models
+    from mha_explorer.modelview import ModelService
+
+    folder = tmp_path / "My BERT v2"
+    shutil.copytree(load_model("minilm").source, folder)
+    local = local_models([str(folder)])
+    assert local == {"my-bert-v2": folder.resolve()}
+    client = TestClient(create_app(models=ModelService(local=local)))
+    listed = client.get("/api/models").json()
+    assert [m["name"] for m in listed] == ["minilm", "smollm2", "gemma3", "my-bert-v2"]
+    assert listed[-1]["installed"] and listed[-1]["package"] == "local checkpoint" and listed[-1]["title"] == "My BERT v2"
+    assert client.post("/api/models/my-bert-v2/load").status_code == 202
+    deadline = time.monotonic() + 120
+    while (state := client.get("/api/models/my-bert-v2").json())["state"] == "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert state["state"] == "ready" and state["config"]["family"] == "bert", state
+
+    text = "A checkpoint of my own."
+    payload = TracePayload.model_validate(client.post("/api/model-trace", json={"model": "my-bert-v2", "text": text, "layer": 2, "head": 4}).json())
+    reference, tokens = load_model("minilm").trace(text, 2)
+    assert payload.tokens == tokens and payload.model.name == "my-bert-v2"
+    np.testing.assert_allclose(to_numpy(payload.stages["weights"])[0], reference["weights"][4], atol=1e-6)
+
+
+def test_a_local_checkpoint_that_cannot_be_served_is_refused_before_the_server_starts(tmp_path):
+    from click.testing import CliRunner
+
+    from mha_explorer.cli import main
+
+    missing = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "no such file or directory" in missing.output and "Traceback" not in missing.output
+    pickled = tmp_path / "weights.bin"
+    pickled.write_bytes(b"\x80\x04\x95" + b"\0" * 32)
+    refused = CliRunner().invoke(main, ["serve", "--model", str(pickled)])
+    assert refused.exit_code == 2 and "pickle" in refused.output.lower() and "Traceback" not in refused.output

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,6 +118,50 @@ def available_models() -> list[ModelInfo]:
             )
         )
     return out
+
+
+def short_name(path: str | os.PathLike) -> str:
+    """What the page and its links call a local checkpoint: its file or directory name, lower
+    case, with anything but letters, digits, - and _ made a -."""
+    return re.sub(r"[^a-z0-9_-]+", "-", Path(path).name.lower()).strip("-")[:64] or "model"
+
+
+def local_models(paths: list[str]) -> dict[str, Path]:
+    """Local checkpoints to offer beside the named models (`serve --model PATH`), by short name.
+    Raises ModelError for a path that is not there or a pickled file; the rest is checked when
+    the checkpoint loads. Two checkpoints of the same short name get -2, -3 after it."""
+    out: dict[str, Path] = {}
+    for given in paths:
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise ModelError(f"no such file or directory: {given}; give the path of a local checkpoint ({SUPPORTED})")
+        if path.is_file() and is_pickle(path):
+            raise refuse_pickle(path)
+        path = path.resolve()
+        if path in out.values():
+            continue
+        base = short_name(path)
+        name, k = base, 1
+        while name in out or name in NAMES:
+            k += 1
+            name = f"{base}-{k}"
+        out[name] = path
+    return out
+
+
+def local_info(name: str, path: Path) -> ModelInfo:
+    kind = "GGUF file" if path.is_file() else "Hugging Face directory"
+    return ModelInfo(
+        name=name,
+        title=path.name,
+        family="local",
+        package="local checkpoint",
+        install="",
+        description=f"{kind} {path}",
+        installed=True,
+        location=str(path),
+        heavy=False,
+    )
 
 
 # --- loading ---------------------------------------------------------------
