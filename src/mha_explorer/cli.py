@@ -58,8 +58,9 @@ def check_stage(stage: str | None, config, where: str = "") -> None:
     """--stage names a stage this layer has, or a one-line error and exit 2."""
     allowed = [s.id for s in page_stages(config)]
     if stage is not None and stage not in allowed:
-        hint = " (mask needs --causal)" if stage == "mask" and not where else ""
-        fail(f"unknown stage {stage!r}{where}{hint}; choose one of: {', '.join(allowed)}")
+        if stage == "mask" and not where:
+            fail("the mask stage needs --causal: add it to mask the keys after the query")
+        fail(f"unknown stage {stage!r}{where}; choose one of: {', '.join(allowed)}")
 
 
 def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
@@ -101,7 +102,7 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "or as the tokenizer spells it (Ġfox); fox@2 is its second occurrence (fox alone: the first) "
     "(default: the example's, 'like'; with --model, the middle word of the text)",
 )
-@click.option("--head", default=None, help="show only this head, numbered from 0 (default: every head)")
+@click.option("--head", default=None, metavar="N", help="show only this head, numbered from 0 (default: every head)")
 @click.option("--stage", default=None, help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
 @click.option(
@@ -120,7 +121,7 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "or the path of a local checkpoint (Hugging Face directory or GGUF file)",
 )
 @click.option("--text", default=None, help=f"the text to run through --model (default: {DEFAULT_TEXT!r})")
-@click.option("--layer", default=None, help="the layer of --model to trace, numbered from 0 (default: 0)")
+@click.option("--layer", default=None, metavar="N", help="the layer of --model to trace, numbered from 0 (default: 0)")
 def trace_command(query_token, head, stage, causal, as_json, model_name, text, layer) -> None:
     """Walk the teaching example, or one layer of a real model, through attention, stage by stage."""
     if model_name is not None:
@@ -357,7 +358,7 @@ def check_port(host: str, port: int) -> None:
     "on one text, every head: the copy's Real model mode then shows them with no server",
 )
 @click.option("--text", default=None, help=f"the text for --model, at most {STATIC_MAX_TOKENS} tokens (default: {DEFAULT_TEXT!r})")
-@click.option("--layer", "layers", multiple=True, help="a layer of --model to write, numbered from 0; repeat for more")
+@click.option("--layer", "layers", multiple=True, metavar="N", help="a layer of --model to write, numbered from 0; repeat for more")
 @click.option("--replace", is_flag=True, help="replace files of the same names in DIRECTORY that are not an earlier copy")
 def export_site_command(directory: str, model_name, text, layers, replace) -> None:
     """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host).

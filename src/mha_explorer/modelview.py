@@ -196,6 +196,8 @@ def token_labels(model, tokens: list[str], special: list[bool]) -> list[str]:
     piece it is: "ĠðŁ", "Ĳ", "±" read "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3"."""
     texts = [model.readable(token) for token in tokens]
     labels = [token_label(token, text) for token, text in zip(tokens, texts)]
+    if model.tokenizer.style == "wordpiece":  # a piece inside a word keeps its ##: "un", "##bel", "##ie"
+        labels = [token if len(token) > 2 and not model.tokenizer.starts_word(token) else label for token, label in zip(tokens, labels)]
     i = 0
     while i < len(tokens):
         if special[i] or "\ufffd" not in texts[i]:
@@ -223,11 +225,21 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     token_labels, when the caller has them."""
     labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
     unmarked = wanted.translate(UNMARK).strip()
-    return [
-        j
-        for j, (token, text, label) in enumerate(zip(tokens, texts, labels))
-        if wanted in (token, label) or (unmarked and unmarked in (text.strip(), label.translate(UNMARK).strip()))
-    ]
+
+    def names(token: str, text: str, label: str) -> bool:
+        if wanted in (token, label):
+            return True
+        read = label.translate(UNMARK).strip()
+        # a character cut into byte pieces ("␣🐱 1/3", "␣🐱 2/3", ...) is named by its first piece
+        return bool(unmarked) and (unmarked in (text.strip(), read) or read == f"{unmarked} 1/{_pieces(read)}")
+
+    return [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
+
+
+def _pieces(label: str) -> str:
+    """How many byte pieces a label's "k/m" ending counts ("🐱 1/3" -> "3"), or "" for none."""
+    ending = re.search(r" \d+/(\d+)$", label)
+    return ending[1] if ending else ""
 
 
 def kv_cache_all_layers(model, n: int) -> dict[str, int]:

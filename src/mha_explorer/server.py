@@ -57,9 +57,13 @@ class ErrorResponse(BaseModel):
 
 
 ERRORS = {
-    400: {"model": ErrorResponse, "description": "the body could not be read as JSON"},
+    400: {"model": ErrorResponse, "description": "the body could not be parsed at all (such as JSON nested too deeply)"},
     413: {"model": ErrorResponse, "description": "the request body is over the limit"},
-    422: {"model": ErrorResponse, "description": "a field is out of range or inconsistent; `detail` names it and the fix"},
+    422: {
+        "model": ErrorResponse,
+        "description": "the body is not valid JSON (`detail` says where it breaks), or a field is missing, of the wrong type, "
+        "out of range or inconsistent (`detail` names it and the fix)",
+    },
     503: {"model": ErrorResponse, "description": "too many traces under way; retry after the Retry-After seconds"},
 }
 
@@ -186,7 +190,12 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
         what = "characters" if isinstance(given, str) else "entries"
         message = f"has {len(given) if isinstance(given, (str, list)) else ctx.get('actual_length')} {what}; the limit is {ctx['max_length']}"
     elif kind in ("too_short", "string_too_short"):
-        message = f"is empty; give at least {ctx['min_length']}"
+        what = "character" if isinstance(given, str) else "entry"
+        message = f"is empty; give at least {ctx['min_length']} {what}"
+    elif kind == "string_type":
+        message = f"{shown} is not text; send a JSON string, in double quotes"
+    elif kind == "string_unicode":
+        message = "is not valid Unicode text (a lone surrogate such as \\ud800); send UTF-8 text"
     elif kind == "finite_number":
         message = "must be a finite number: no NaN or infinity"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
@@ -357,7 +366,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         r = request
         return await on_model(r, lambda model, packer: head_arrays(model, r.text, r.layer, r.head, packer))
 
-    @app.get("/", include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(str(WEB.joinpath("index.html")), media_type="text/html")
 

@@ -86,6 +86,8 @@ def render(
     views = _STAGE_VIEWS | {
         "projections": partial(_projections, weights=weights if c.bias else None),
         "output": partial(_output, b_O=weights.b_O if c.bias else None, fits=fits),
+        "mask": partial(_mask, fits=fits),
+        "weights": partial(_weights, fits=fits),
     }
     for s in page_stages(c):
         if stage is None or stage == s.id:
@@ -167,7 +169,21 @@ def _scores(t, tokens, i, heads):
     return out
 
 
-def _mask(t, tokens, i, heads):
+def _side_by_side(table_of, heads: list[int], fits) -> list[Table]:
+    """table_of(some heads) for every head: all in one table when it fits the terminal, else as
+    many tables of fewer heads each as it takes (a real model has up to a dozen heads)."""
+    for size in range(len(heads), 1, -1):
+        groups = [heads[k : k + size] for k in range(0, len(heads), size)]
+        if fits(table_of(groups[0])):
+            return [table_of(group) for group in groups]
+    return [table_of([h]) for h in heads]
+
+
+def _mask(t, tokens, i, heads, fits):
+    return _side_by_side(lambda some: _mask_table(t, tokens, i, some), heads, fits)
+
+
+def _mask_table(t, tokens, i, heads):
     c = t.config
     hidden = hidden_keys(len(tokens), c)[i]  # (n,) for this query
     title = "keys after the query are masked" if c.causal else "keys outside the window are masked"
@@ -179,10 +195,14 @@ def _mask(t, tokens, i, heads):
     for j, tok in enumerate(tokens):
         visible = "no (masked)" if hidden[j] else "yes"
         table.add_row(Text(tok), str(j), visible, *(fmt(t["mask"][h, i, j]) for h in heads))
-    return [table]
+    return table
 
 
-def _weights(t, tokens, i, heads):
+def _weights(t, tokens, i, heads, fits):
+    return _side_by_side(lambda some: _weights_table(t, tokens, i, some), heads, fits)
+
+
+def _weights_table(t, tokens, i, heads):
     table = Table(title="softmax over keys (each head's column sums to 1)")
     table.add_column("key")
     for h in heads:
@@ -195,7 +215,7 @@ def _weights(t, tokens, i, heads):
             cells += [fmt(w), "█" * int(round(w * 20))]
         table.add_row(Text(tok), *cells)
     table.add_row("sum", *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
-    return [table]
+    return table
 
 
 def _mixing(t, tokens, i, heads):

@@ -21,6 +21,11 @@ def test_health(client):
     assert client.get("/api/health").json() == {"status": "ok"}
 
 
+def test_the_page_answers_a_head_request_as_uptime_checks_send():
+    response = TestClient(create_app()).head("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html") and response.content == b""
+
+
 def test_every_response_carries_the_hardening_headers(client):
     for response in (client.get("/"), client.get("/api/example"), client.get("/static/explorer.js"), client.get("/nope")):
         assert "script-src 'self'" in response.headers["content-security-policy"]

@@ -215,3 +215,45 @@ def test_a_layer_that_is_not_a_whole_number_says_so(layer, said):
     assert result.exit_code == 2 and result.stdout == ""
     error = result.stderr.splitlines()[-1]
     assert error.startswith("error: --layer") and said in error and "0 to 5" in error
+
+
+@needs["minilm"]
+def test_every_heads_weights_are_readable_in_an_80_column_terminal():
+    """Twelve heads side by side do not fit 80 columns: they come as several tables of fewer heads,
+    every number whole (no "…"), each head's column summing to 1."""
+    from mha_explorer.models import load_model
+
+    out = ok("--model", "minilm", "--text", FOX, "--stage", "weights", "--query", "fox", width=80)
+    assert "…" not in out
+    run = load_model("minilm").run(FOX, 0)
+    query = run.tokens.index("fox")
+    seen, heads = {}, []
+    for line in out.splitlines():
+        if "┃ key" in line:
+            heads = [int(c.strip().split()[1]) for c in line.split("┃") if c.strip().startswith("head ")]
+            assert 0 < len(heads) < 12
+        elif heads and line.count("│") > 4:
+            parts = [p.strip() for p in line.split("│")][2:-2]
+            if parts[0] in ("sum", ""):
+                continue
+            for k, h in enumerate(heads):
+                seen.setdefault(h, []).append(parts[1 + 2 * k])
+    assert sorted(seen) == list(range(12))
+    for h, numbers in seen.items():
+        assert numbers == [two(float(w)) for w in run.trace["weights"][h, query]], h
+
+
+@needs["smollm2"]
+def test_a_character_cut_into_byte_pieces_is_named_by_itself_as_its_first_piece():
+    out = ok("--model", "smollm2", "--text", "I like 🐱 cats", "--query", "🐱", "--stage", "weights", "--head", "0")
+    assert "query ␣🐱 1/3 (position 2)" in out
+    assert "query ␣🐱 2/3" in ok("--model", "smollm2", "--text", "I like 🐱 cats", "--query", "␣🐱 2/3", "--stage", "weights", "--head", "0")
+
+
+@needs["minilm"]
+def test_a_wordpiece_inside_a_word_keeps_its_marks():
+    """"unbelievably" is un ##bel ##ie ##va ##bly: without the ## the pieces would read as words."""
+    out = ok("--model", "minilm", "--text", "unbelievably good", "--stage", "weights", "--head", "0")
+    keys = [row[0] for row in cells(out) if row and row[0] not in ("key", "sum")]
+    assert keys == ["[CLS]", "un", "##bel", "##ie", "##va", "##bly", "good", "[SEP]"]
+    assert "query ##bel" in ok("--model", "minilm", "--text", "unbelievably good", "--query", "bel", "--stage", "weights", "--head", "0")

@@ -365,6 +365,23 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     go.focus()
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('last good result')")
+    # an empty text: the message says what is empty
+    page.get_by_label("Text", exact=True).fill("")
+    go.click()
+    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('empty')")
+    assert page.locator("#models .lab-error").inner_text().startswith("the text is empty")
+    # an edited text is said to be new until traced; Ctrl+Enter in the box traces it, and a layer
+    # change traces the text in the box, not the one traced before
+    box = page.get_by_label("Text", exact=True)
+    box.fill("Dogs bark loudly.")
+    assert "text has changed" in page.locator(".model-status").inner_text()
+    box.press("Control+Enter")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.endsWith('tokens.')")
+    assert "bark" in page.locator(".token-strip").inner_text()
+    box.fill("Birds sing at dawn.")
+    page.get_by_label("Layer (from 0)").select_option("3")
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('layer 3')")
+    page.wait_for_function("() => document.querySelector('.token-strip')?.textContent.includes('sing')")
     # Matrices says whose projections it holds
     page.get_by_text("Matrices", exact=True).click()
     page.locator(".matrices-body").wait_for(state="visible")  # built when first opened
@@ -396,8 +413,9 @@ def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, serve
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
     assert "all-MiniLM-L6-v2 · layer 1" in page.locator(".overview").inner_text()
     page.get_by_label("Model", exact=True).select_option("smollm2")
-    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('SmolLM2-135M-Instruct · layer 0')", timeout=120_000)
-    assert page.get_by_label("Layer (from 0)").input_value() == "0"
+    # the layer picked stays, as SmolLM2 has one of that number
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('SmolLM2-135M-Instruct · layer 1')", timeout=120_000)
+    assert page.get_by_label("Layer (from 0)").input_value() == "1"
     assert "Rotary positions" in page.get_by_label("Calculation stage").locator("option").all_inner_texts()
     assert page.locator("#models .lab-error").inner_text() == ""
 
@@ -458,3 +476,21 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()
+
+
+@needs("minilm")
+def test_the_inspected_head_is_in_sight_and_the_thumbnails_keep_their_places(page, server_url):
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the thumbnails wrap
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
+    boxes = lambda: page.locator(".thumb-button").evaluate_all("(all) => all.map((b) => [b.offsetLeft, b.offsetTop, b.offsetWidth])")
+    before = boxes()
+    page.locator(".thumb-button", has_text="Head 10").click()
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 10')")
+    assert boxes() == before  # the picked one is marked by a ring, not a wider border
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    inside = page.evaluate(
+        """() => { const list = document.querySelector('.head-list.compact'); const mine = list.querySelector('.inspected');
+        const a = list.getBoundingClientRect(), b = mine.getBoundingClientRect();
+        return [list.scrollHeight > list.clientHeight, b.top >= a.top - 1 && b.bottom <= a.bottom + 1]; }"""
+    )
+    assert inside == [True, True]  # the list scrolls, and head 10's z is in its box

@@ -194,8 +194,12 @@ def test_reset_restores_the_example(page, server_url):
         select(page, "Query token", "warm")
         select(page, "Inspect head", "Head 1")
         select(page, "Calculation stage", "Weights")
+        page.get_by_text("Matrices", exact=True).click()  # and the panels a learner opened
+        page.get_by_text("Cost of this configuration", exact=True).click()
+        assert page.locator(".mha-explorer details[open]").count() == 2
         assert page.locator(".layout").inner_text() != first
         page.get_by_role("button", name="Reset example").click()
+        assert page.locator(".mha-explorer details[open]").count() == 0
         assert page.locator(".layout").inner_text() == first
         assert page.get_by_label("Query token").evaluate("e => e.selectedOptions[0].text") == "like"
         assert page.get_by_label("Inspect head").evaluate("e => e.selectedOptions[0].text") == "Head 0"

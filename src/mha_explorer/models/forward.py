@@ -171,7 +171,7 @@ class LoadedModel:
         encoded = self.tokenizer.encode(text)
         if len(encoded.ids) > self.max_tokens:
             raise ModelError(
-                f"the text is {len(encoded.ids)} tokens long; {self.title} is traced on at most {self.max_tokens}"
+                f"the text is {len(encoded.ids)} tokens long; {self.title} is traced on at most {self.max_tokens}: shorten the text"
             )
         return encoded
 

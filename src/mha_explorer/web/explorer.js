@@ -48,8 +48,16 @@ export function fmt(value) {
   return s === "-0.00" ? "0.00" : s;
 }
 
+// Every digit the number has: a float32 value (a real model's) with the fewest digits that give
+// it back in float32 (at most 9), not the 17 of the double it is read into.
 function full(value) {
-  return value === null ? "-Infinity" : String(value);
+  if (value === null) return "-Infinity";
+  if (Math.fround(value) !== value || !Number.isFinite(value)) return String(value);
+  for (let digits = 1; digits < 9; digits++) {
+    const shorter = Number(value.toPrecision(digits));
+    if (Math.fround(shorter) === value) return String(shorter);
+  }
+  return String(Number(value.toPrecision(9)));
 }
 
 function decode(b64, dtype) {
@@ -103,7 +111,7 @@ function attach(head, buffer, start) {
 
 // A real model's tokens as the view labels them, as the server worked them out
 // (modelview.token_labels): the text each stands for, with a leading space shown as ␣ and a line
-// break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the", "##ing" -> "ing"), and a byte piece of a
+// break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the"; "##ing" stays), and a byte piece of a
 // character as that character and its place ("␣🐱 1/3"). The raw tokens where an answer has none.
 function tokenLabels(payload) {
   const labels = payload.model.labels;
@@ -388,6 +396,7 @@ function render({ model, el }) {
   reset.addEventListener("click", () => {
     if (model.get("payload") !== original) model.set("payload", original);
     set({ stage: original.page_stages[0].id, head: 0, query: original.query, all_queries: false });
+    for (const open of el.querySelectorAll("details[open]")) open.open = false; // Matrices, costs, packed view: the first view has them closed
   });
 
   // In a notebook, a real model's payload holds one head and Python sends the head on view, when
@@ -575,6 +584,7 @@ function render({ model, el }) {
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
     } else stagePanel.replaceChildren(...panel);
     outputs.replaceChildren(...outputNodes);
+    showInspected();
     if (focusHead !== null) {
       const entry = outputs.querySelector(`.head-output[data-head="${focusHead}"]`);
       focusHead = null;
@@ -586,6 +596,20 @@ function render({ model, el }) {
     for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
+  }
+
+  // A real model's head outputs scroll in a box of their own: the inspected head is brought into
+  // it (the box only, never the page), in the frame's own layout
+  function showInspected() {
+    const list = outputs.querySelector(".head-list.compact");
+    if (!list) return;
+    requestAnimationFrame(() => {
+      const mine = list.querySelector(".inspected");
+      if (!mine || !list.isConnected) return;
+      const box = list.getBoundingClientRect();
+      const at = mine.getBoundingClientRect();
+      if (at.top < box.top || at.bottom > box.bottom) list.scrollTop += at.top - box.top - (box.height - at.height) / 2;
+    });
   }
 
   setPayload();
@@ -1779,7 +1803,8 @@ function modelOverview(payload, pick) {
     return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));
   });
   // the text as the tokenizer split it; a byte piece, which is no text alone, by its label (␣🐱 1/3)
-  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, m.readable[j] && !m.readable[j].includes("\ufffd") ? m.readable[j] : tok));
+  // a WordPiece piece inside a word keeps its ## ("un", "##bel"), as the tokenizer spells it
+  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, m.readable[j] && !m.readable[j].includes("\ufffd") && !tok.startsWith("##") ? m.readable[j] : tok));
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),

@@ -24,11 +24,18 @@ const wait = (ms) => new Promise((done) => setTimeout(done, ms));
 const BINARY = "application/vnd.mha-explorer.trace";
 const asking = (request) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...request, encoding: "binary" }) });
 
+// A problem as one sentence: the server words some messages after their field ("is empty; …").
+function said({ field, message }) {
+  if (!field || field === "body") return message;
+  if (/^(is|has|must) /.test(message)) return `the ${field} ${message}`;
+  return message.includes(field) ? message : `${field}: ${message}`;
+}
+
 async function answer(response) {
   if (response.ok && response.headers.get("content-type") === BINARY) return unpack(await response.arrayBuffer());
   const body = await response.json().catch(() => ({}));
   if (response.ok) return body;
-  const detail = (body.detail || []).map((d) => d.message).join("; ");
+  const detail = (body.detail || []).map(said).join("; ");
   throw new Error(detail || `the server answered ${response.status}`);
 }
 
@@ -41,7 +48,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
   const layer = node("select", { id: "model-layer" });
-  const go = node("button", { type: "button", class: "primary" }, "Trace");
+  const go = node("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
   const bar = node("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
   const status = node("p", { class: "model-status", role: "status" });
   const error = node("p", { class: "lab-error", role: "alert" });
@@ -214,13 +221,28 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     chosen = picker.value;
     // with a trace on screen, the new model traces the same text at once (as a new layer does),
     // so that what is shown always belongs to the model picked
+    // the layer picked stays where the new model has it (else the nearest it has)
     const traced = Boolean(current);
-    prepare(picker.value, 0).then((ok) => {
-      if (ok && traced && chosen === picker.value) trace({ model: picker.value, text: text.value, layer: 0, head: 0, query: null });
+    prepare(picker.value, Number(layer.value) || 0).then((ok) => {
+      if (ok && traced && chosen === picker.value) trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });
   });
   layer.addEventListener("change", () => {
-    if (current) trace({ ...current, layer: Number(layer.value), head: getView().head, query: getView().query });
+    if (!current) return;
+    // the text in the box, even if edited since the last trace: what is shown is always what it says
+    const same = text.value === current.text;
+    trace({ ...current, text: text.value, layer: Number(layer.value), head: getView().head, query: same ? getView().query : null });
+  });
+  // Ctrl+Enter (or Cmd+Enter) in the text traces it; Enter alone starts a new line, as texts may hold them
+  text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      go.click();
+    }
+  });
+  // an edited text is not the one on screen until it is traced: the status line says so
+  text.addEventListener("input", () => {
+    if (current && text.value !== current.text) status.textContent = "The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.";
   });
 
   return {
