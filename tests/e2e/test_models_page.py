@@ -494,3 +494,24 @@ def test_the_inspected_head_is_in_sight_and_the_thumbnails_keep_their_places(pag
         return [list.scrollHeight > list.clientHeight, b.top >= a.top - 1 && b.bottom <= a.bottom + 1]; }"""
     )
     assert inside == [True, True]  # the list scrolls, and head 10's z is in its box
+
+
+@needs("minilm")
+def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
+    """Over 170 keys no weight comes near 1: the strip of one query's weights is coloured up to its
+    own largest, which its legend gives; the value rows of the top keys say which key each is."""
+    text = "Transformers use attention mechanisms so every token can read from every other token. " * 10
+    trace_model(page, server_url, "minilm", text, 0)
+    payload = TracePayload.model_validate(
+        httpx.post(server_url + "api/model-trace", json={"model": "minilm", "text": text, "layer": 0, "head": 0}).json()
+    )
+    weights = to_numpy(payload.stages["weights"])[0, payload.query]  # the query the view starts at
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    legend = page.locator(".stage .heatmap-legend").first.inner_text()
+    assert " ".join(legend.split()).endswith(f"0 to {float(f'{weights.max():.2g}'):g} (this row's largest)"), legend
+    page.get_by_label("Calculation stage").select_option(label="Value mixing")
+    page.locator(".stage canvas.heatmap").first.focus()
+    page.keyboard.press("ArrowRight")
+    readout = page.locator(".stage .readout").first.inner_text()
+    top = int(np.argmax(weights))
+    assert readout.startswith(f"{page_text(weights[top])} × {payload.tokens[top]} @{top} · v[1]"), readout

@@ -989,7 +989,7 @@ function mixingMany(view, query, head) {
       rows: top.length,
       cols: dv,
       value: (r, e) => t.v.at(g, top[r], e),
-      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${payload.tokens[top[r]]}`,
+      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${payload.tokens[top[r]]} @${top[r]}`,
       colLabel: (e) => `v[${e}]`,
     }),
     vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`),
@@ -1130,9 +1130,18 @@ function output(view, query, head) {
     ),
   );
   const wide = d_model > 16 || shown.length < n_heads;
+  // a real model's payload holds one head: its share and the output as two strips, each on its own
+  // colour scale (one head's share is small beside the sum, and would look blank on the output's)
+  const oneHead = () =>
+    h(
+      "div",
+      {},
+      vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}] (pick another head to see its share)`), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`),
+      vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y"),
+    );
   const contribMap = () =>
-    heatmap({
-      caption: shown.length < n_heads ? `Head ${head}'s contribution to each output component, and the output (pick another head to see its share)` : "Each head's contribution to each output component (rows: heads, then the output)",
+    shown.length < n_heads ? oneHead() : heatmap({
+      caption: "Each head's contribution to each output component (rows: heads, then the output)",
       rows: shown.length + 1,
       cols: d_model,
       value: (r, m) => (r < shown.length ? contrib[r][m] : y[m]),
@@ -1302,6 +1311,19 @@ function forEachMap(node, task) {
 
 // text cut to fit width px in ctx's font, an ellipsis marking the cut ("head 0 · 16" must not
 // become "head 0 · 1")
+// The width left of a heatmap for its row labels: room for the longest one drawn, from 76 px up to
+// 200 (a longer one is cut with an ellipsis), so that "0.03 × teacher" or "transformers @143" is read whole.
+const LABEL_MIN = 76;
+const LABEL_MAX = 200;
+let measuring = null;
+function labelRoom(rows, every, rowLabel, fontSize) {
+  measuring ??= document.createElement("canvas").getContext("2d");
+  measuring.font = `${fontSize}px system-ui, sans-serif`;
+  let widest = 0;
+  for (let r = 0; r < rows && widest < LABEL_MAX; r += every) widest = Math.max(widest, measuring.measureText(String(rowLabel(r))).width);
+  return Math.round(Math.min(LABEL_MAX, Math.max(LABEL_MIN, widest + 10)));
+}
+
 function fitText(ctx, text, width) {
   if (ctx.measureText(text).width <= width) return text;
   let end = text.length - 1;
@@ -1358,7 +1380,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   const square = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
   const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)), rows * 12 <= 320 ? 12 : 0);
   const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
-  const left = 76;
+  const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
+  const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
+  const left = labelRoom(rows, every, rowLabel, fontSize);
   const width = left + cols * cw;
   const height = rows * ch;
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
@@ -1376,7 +1400,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
         if (v === -Infinity) anyHidden = true;
         else if (Math.abs(v) > peak) peak = Math.abs(v);
       }
-    scale = kind === "weights" ? 1 : rows > 1 ? robustScale(values, peak) : peak; // a strip has no legend to say so
+    // weights run from 0 to 1 in a map of many rows, the same for every query; one query's strip
+    // over hundreds of keys, whose largest weight may be 0.03, runs from 0 to its own largest
+    if (kind === "weights") scale = rows > 1 || peak === 0 ? 1 : peak;
+    else scale = rows > 1 ? robustScale(values, peak) : peak; // a strip has no legend to say so
   }
   const ratio = window.devicePixelRatio || 1;
   const firstOfPanel = !slots || slots.next === 0; // says how to read a map; the maps after it need not
@@ -1431,7 +1458,6 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.putImageData(image, Math.round(left * ratio), 0);
   }
 
-  const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
   function draw() {
     if (!cells) paintCells();
     if (entry.base !== cells) drawBase(); // the same cells are already on this canvas
@@ -1455,7 +1481,6 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
     ctx.fillStyle = darkHost() ? DARK_LABELS : LIGHT_LABELS; // --muted of the two looks (the canvas may be out of the page here)
-    const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
     for (let r = 0; r < rows; r += every) ctx.fillText(fitText(ctx, String(rowLabel(r)), left - 8), left - 6, r * ch + ch / 2);
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
@@ -1558,7 +1583,7 @@ function legend(kind, scale, masked, peak) {
   const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
   const parts =
     kind === "weights"
-      ? [swatch("zero"), " 0 to ", swatch("weight"), " 1"]
+      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))} (this row's largest)`]
       : [swatch("negative"), ` −${fmt(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${fmt(scale)}`];
   const beyond = kind !== "weights" && peak > scale ? `; beyond ±${fmt(scale)} (up to ±${fmt(peak)}), full colour` : null;
   return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, beyond, masked ? [" · ", swatch("masked"), " masked"] : null);
