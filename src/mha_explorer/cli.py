@@ -236,8 +236,9 @@ def models_command(name, as_json) -> None:
         echo_wrapped(f"{info.name:<8} {info.title} ({status})", indent)
         echo_wrapped(info.description, indent, indent)
         echo_wrapped(f"from PyPI package {info.package}", indent, indent)
-        if info.installed:
-            echo_wrapped(f"files: {info.location}", indent, indent)
+        if info.installed:  # on a line of its own, never cut: a path is copied whole
+            click.echo(f"{indent}files:")
+            click.echo(f"{indent}{info.location}")
         else:
             echo_wrapped(f"install: make models, or {info.install}", indent, indent)
     echo_wrapped(f"Or give a local checkpoint path: {SUPPORTED}.")

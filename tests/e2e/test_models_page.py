@@ -515,3 +515,16 @@ def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     readout = page.locator(".stage .readout").first.inner_text()
     top = int(np.argmax(weights))
     assert readout.startswith(f"{page_text(weights[top])} × {payload.tokens[top]} @{top} · v[1]"), readout
+
+
+@needs("minilm")
+def test_the_head_thumbnails_are_one_tab_stop_and_the_arrow_keys_pick_among_them(page, server_url):
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    assert page.locator(".thumb-button[tabindex='0']").get_attribute("data-head") == "0"
+    page.locator(".thumb-button[data-head='0']").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => document.activeElement.dataset.head") == "3"
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 3')")
+    assert page.locator(".thumb-button[tabindex='0']").get_attribute("data-head") == "3"

@@ -418,3 +418,36 @@ def test_page_is_served_with_a_strict_content_security_policy(server_url):
     csp = response.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_where_rounded_contributions_do_not_add_up_the_page_says_so(page, server_url, api):
+    """A learner adds the two rounded contributions by hand: where that misses the rounded total by
+    0.01, the table's note names the component."""
+    payload, arrays = api
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Output projection")
+    q = payload.query
+    by_hand = lambda m: sum(float(fmt(arrays["contributions"][i, q, m])) for i in range(2))
+    off = [m for m in range(4) if fmt(by_hand(m)) != fmt(arrays["output"][q, m])]
+    assert off  # the example has some (query "like": y[1], y[2], y[3])
+    note = page.locator(".stage p", has_text="rounded parts add up").inner_text()
+    assert f"so in {', '.join(f'y[{m}]' for m in off)} the rounded parts" in note
+
+
+def test_the_stages_are_one_tab_stop_and_the_arrow_keys_move_along_them(page, server_url, api):
+    payload, _ = api
+    open_page(page, server_url)
+    ids = [s.id for s in payload.page_stages]
+    assert page.locator(".steps button[tabindex='0']").count() == 1
+    page.locator(f".steps button[data-go-stage='{ids[0]}']").focus()
+    focused = "() => document.activeElement.dataset.goStage"
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(focused) == ids[2]
+    page.keyboard.press("Enter")
+    assert page.get_by_label("Calculation stage").input_value() == ids[2]
+    assert page.locator(".steps button[tabindex='0']").get_attribute("data-go-stage") == ids[2]
+    page.keyboard.press("End")
+    assert page.evaluate(focused) == ids[-1]
+    page.keyboard.press("Home")
+    assert page.evaluate(focused) == ids[0]

@@ -386,6 +386,10 @@ function render({ model, el }) {
     focusHead = document.activeElement === button ? Number(button.dataset.pickHead) : null;
     set({ head: Number(button.dataset.pickHead) });
   });
+  // the stages above the figure, and the thumbnails of a real model's heads, are each one Tab stop
+  // (the current one); the arrow keys move between them, Enter or Space picks
+  arrowKeys(steps, "button[data-go-stage]");
+  arrowKeys(overviewBox, "button.thumb-button");
   // the numbered stages above the figure are buttons too
   steps.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-stage]");
@@ -578,6 +582,7 @@ function render({ model, el }) {
     for (const li of steps.children) {
       if (li.dataset.stage === stage) li.setAttribute("aria-current", "step");
       else li.removeAttribute("aria-current");
+      li.firstChild.tabIndex = li.dataset.stage === stage ? 0 : -1;
     }
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
@@ -593,7 +598,10 @@ function render({ model, el }) {
         entry.focus();
       }
     }
-    for (const button of overviewBox.querySelectorAll("button[data-head]")) button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
+    for (const button of overviewBox.querySelectorAll("button[data-head]")) {
+      button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
+      button.tabIndex = Number(button.dataset.head) === head ? 0 : -1;
+    }
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
   }
@@ -1052,7 +1060,7 @@ function turnedPairs(view, query, head, qIn) {
   });
   return h(
     "table",
-    { class: "calc-table" },
+    { class: "calc-table rotary" },
     h("caption", {}, `Three pairs of q turned by hand, at position ${query}`),
     h("thead", {}, h("tr", {}, ["pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
@@ -1154,9 +1162,16 @@ function output(view, query, head) {
     n_heads * d_v > 64
       ? heatmap({ caption: `concat for “${payload.tokens[query]}”, one row per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head })
       : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
+  // a learner adding the rounded parts by hand may land 0.01 from the rounded total: say where, and why
+  const byHand = (m) => contrib.reduce((sum, row) => sum + Number(fmt(row[m])), payload.config.bias ? Number(fmt(w.b_O.at(m))) : 0);
+  const off = wide ? [] : range(d_model).filter((m) => fmt(byHand(m)) !== fmt(y[m]));
+  const rounding = off.length
+    ? h("p", { class: "hint" }, `Every number here is rounded to two decimals, and each total is the sum of the full numbers: so in ${off.map((m) => `y[${m}]`).join(", ")} the rounded parts add up to 0.01 away from the total. Point at a number to see it in full.`)
+    : null;
   return [
     h("div", { class: "equation" }, concat, h("span", { class: "op" }, "×"), wo),
     wide ? contribMap() : table(),
+    rounding,
     wide ? null : contributionChart(contrib, y, head),
   ];
 }
@@ -1322,6 +1337,19 @@ function labelRoom(rows, every, rowLabel, fontSize) {
   let widest = 0;
   for (let r = 0; r < rows && widest < LABEL_MAX; r += every) widest = Math.max(widest, measuring.measureText(String(rowLabel(r))).width);
   return Math.round(Math.min(LABEL_MAX, Math.max(LABEL_MIN, widest + 10)));
+}
+
+// Left and Right (Up and Down too), Home and End move the focus along a row of buttons.
+function arrowKeys(container, selector) {
+  const steps = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
+  container.addEventListener("keydown", (event) => {
+    if (!event.target.matches?.(selector) || !(event.key in steps || event.key === "Home" || event.key === "End")) return;
+    const all = [...container.querySelectorAll(selector)];
+    const at = all.indexOf(event.target);
+    const to = event.key === "Home" ? 0 : event.key === "End" ? all.length - 1 : Math.min(all.length - 1, Math.max(0, at + steps[event.key]));
+    event.preventDefault();
+    all[to].focus();
+  });
 }
 
 function fitText(ctx, text, width) {
