@@ -1162,11 +1162,11 @@ function output(view, query, head) {
     n_heads * d_v > 64
       ? heatmap({ caption: `concat for “${payload.tokens[query]}”, one row per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head })
       : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
-  // a learner adding the rounded parts by hand may land 0.01 from the rounded total: say where, and why
+  // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + Number(fmt(row[m])), payload.config.bias ? Number(fmt(w.b_O.at(m))) : 0);
   const off = wide ? [] : range(d_model).filter((m) => fmt(byHand(m)) !== fmt(y[m]));
   const rounding = off.length
-    ? h("p", { class: "hint" }, `Every number here is rounded to two decimals, and each total is the sum of the full numbers: so in ${off.map((m) => `y[${m}]`).join(", ")} the rounded parts add up to 0.01 away from the total. Point at a number to see it in full.`)
+    ? h("p", { class: "hint" }, `Every number here is rounded to two decimals, and each total is the sum of the full numbers: so in ${off.map((m) => `y[${m}]`).join(", ")} the rounded parts add up to a little more or less than the rounded total. Point at a number to see it in full.`)
     : null;
   return [
     h("div", { class: "equation" }, concat, h("span", { class: "op" }, "×"), wo),
