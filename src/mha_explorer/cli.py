@@ -153,6 +153,8 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     from .models import ModelError, load_model
     from .modelview import middle_word, model_payload
 
+    if stage is not None and stage not in PAGE_STAGE_IDS:  # before the model loads (gemma3 takes a while)
+        fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
     try:
         model = load_model(model_name, _Progress(model_name))
         layer = whole_number("--layer", "0" if layer is None else layer, model.n_layers, "layer")

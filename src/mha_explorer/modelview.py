@@ -121,7 +121,7 @@ def one_slice(a: np.ndarray, i: int, packer: Packer | None) -> Array:
 
 
 @lru_cache(maxsize=2)
-def _layer_run(model, text: str, layer: int):
+def layer_run(model, text: str, layer: int):
     """The last layers traced: another head of the same layer is then only a matter of slicing."""
     return model.run(text, layer)
 
@@ -160,7 +160,7 @@ def _head_encoder(run, head: int, packer: Packer | None):
 def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None = None) -> HeadArrays:
     """Only the head's own arrays, for a page that holds the rest of the layer's payload. With a
     packer, the arrays go into it (a binary answer)."""
-    run = _layer_run(model, text, layer)
+    run = layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
     per_head = HEAD_AXIS | GROUP_AXIS
     derived = left_out(packer)
@@ -269,7 +269,7 @@ def model_payload(
 ) -> TracePayload:
     """The layer's payload for the page: head's arrays, or with head None every head's (a static
     copy, which has no server to ask for another head)."""
-    run = _layer_run(model, text, layer)
+    run = layer_run(model, text, layer)
     t = run.trace
     encode = (lambda name, a: float32(a, packer)) if head is None else _head_encoder(run, head, packer)
 

@@ -81,6 +81,20 @@ class Explorer(anywidget.AnyWidget):
         all_queries: bool = False,
         **kwargs,
     ) -> None:
+        unknown = sorted(set(kwargs) - set(self.class_trait_names()))
+        if unknown:
+            hint = {
+                "model": 'Explorer.from_model("minilm", text="...", layer=3)',
+                "text": 'Explorer.from_model("minilm", text="...", layer=3)',
+                "layer": 'Explorer.from_model("minilm", text="...", layer=3)',
+                "config": 'Explorer.from_config("gqa", tokens=...)',
+                "tokens": 'Explorer.from_config("gqa", tokens=...)',
+            }
+            ways = sorted({hint[k] for k in unknown if k in hint})
+            raise TypeError(
+                f"Explorer() takes no {', '.join(unknown)}: it shows the teaching example"
+                + (f"; for this, use {' or '.join(ways)}" if ways else "; its view takes stage=, head=, query=, all_queries=")
+            )
         if payload is None:
             payload = teaching_payload()
         if isinstance(payload, TracePayload):
@@ -173,8 +187,9 @@ class Explorer(anywidget.AnyWidget):
         holds one head in float32, it is the layer's whole trace as the model computes it."""
         if self._model is not None and self.payload.get("model") is not None:
             model, text, layer = self._model
-            t, _ = model.trace(text, layer)
-            return {name: a.copy() for name, a in t.stages.items()}
+            from .modelview import layer_run  # the layers traced last are kept: a second read is cheap
+
+            return {name: a.copy() for name, a in layer_run(model, text, layer).trace.stages.items()}
         return {name: to_numpy(Array.model_validate(a)) for name, a in self.payload["stages"].items()}
 
     # ---- validation: every error says what would be accepted ------------------------------------

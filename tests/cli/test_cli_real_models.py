@@ -257,3 +257,11 @@ def test_a_wordpiece_inside_a_word_keeps_its_marks():
     keys = [row[0] for row in cells(out) if row and row[0] not in ("key", "sum")]
     assert keys == ["[CLS]", "un", "##bel", "##ie", "##va", "##bly", "good", "[SEP]"]
     assert "query ##bel" in ok("--model", "minilm", "--text", "unbelievably good", "--query", "bel", "--stage", "weights", "--head", "0")
+
+
+def test_a_stage_no_layer_has_is_refused_before_the_model_loads(monkeypatch):
+    import mha_explorer.models as models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    result = trace("--model", "gemma3", "--stage", "bogus")
+    assert result.exit_code == 2 and "unknown stage 'bogus'; choose one of: projections, qk_norm, rope" in result.stderr

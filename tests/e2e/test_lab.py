@@ -113,6 +113,8 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert page.get_by_role("button", name="Reset example").is_hidden()  # it would leave the lab
     # every query head says which K/V head it reads and with whom (head 0 too)
     assert "Its keys and values come from K/V head 0, shared with head 1." in page.locator(".stage").inner_text()
+    c = lab_state(page)["config"]  # the line under the head outputs says what makes it GQA
+    assert page.locator(".outputs .hint").inner_text() == f"GQA · d_model {c['d_model']} · {c['n_heads']} heads, {c['n_kv_heads']} K/V heads · d_head {c['d_head']}"
     page.locator("summary", has_text="Cost of this configuration").click()
     figure = page.locator("svg.sharing")
     assert figure.get_attribute("aria-label").startswith("4 query heads reading 2 key/value heads")
@@ -245,19 +247,27 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     settle(page)
     assert asked and "1 value you edited" in asked[0]
     assert cell.input_value() == "9" and "edits=x" in link(page)  # kept
+    page.once("dialog", lambda d: d.dismiss())  # a preset declined: the menu still names what the lab is
+    preset.select_option("mha")
+    settle(page)
+    assert preset.input_value() == "gqa" and cell.input_value() == "9"
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Draw new values").click()
     settle(page)
     assert cell.input_value() != "9" and "edits=" not in link(page)
     set_field(page, "n_kv_heads", 4)
     assert preset.input_value() == "causal"  # 4 K/V heads and a causal mask: the causal MHA preset
+    set_field(page, "Seed", 2**32 - 1)  # the largest seed: new values start again from 0
+    page.get_by_role("button", name="Draw new values").click()
+    settle(page)
+    assert page.get_by_label("Seed", exact=True).input_value() == "0" and page.locator(".lab-error").first.inner_text() == ""
     # back to the teaching example: its first view, one query at a time
     page.get_by_role("button", name="All queries").click()
     page.get_by_role("button", name="Teaching example").click()
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "false"
 
 
-@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", ""])
+@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200"])  # 1e200: a number, too large for the server to compute with
 def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed, artifacts):
     open_lab(page, server_url)
     good = page.locator('.edit-grid input[data-key="x:0,0"]')
@@ -275,6 +285,11 @@ def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed,
     assert bad.input_value() == typed  # what the user typed stays in the cell
     assert good.input_value() == "0.5"  # other edits stay
     assert page.locator(".layout").inner_text() == before  # the last good trace stays
+    assert "1%2C2" not in page.url and "1,2=" not in page.url  # and the link holds the values it shows
+    if typed == "1e200":
+        assert "1e100" in message.inner_text()
+        assert page.locator(".lab-error").first.inner_text().endswith("about 1e100. The last good result stays on screen.")
+        page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the browser logs the answer
     if typed == "abc":
         page.screenshot(path=str(artifacts / "lab-bad-cell.png"), full_page=False)
     bad.fill("0.1")

@@ -494,6 +494,16 @@ def test_the_inspected_head_is_in_sight_and_the_thumbnails_keep_their_places(pag
         return [list.scrollHeight > list.clientHeight, b.top >= a.top - 1 && b.bottom <= a.bottom + 1]; }"""
     )
     assert inside == [True, True]  # the list scrolls, and head 10's z is in its box
+    # an inspected entry taller than the box (Gemma's z has 256 numbers) shows its head, not its middle
+    page.set_viewport_size({"width": 390, "height": 240})  # the box is 60% of the window's height
+    page.locator(".thumb-button", has_text="Head 0").click()
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 0')")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    top = page.evaluate(
+        """() => { const list = document.querySelector('.head-list.compact'); const name = list.querySelector('.inspected .head-name');
+        return [list.querySelector('.inspected').offsetHeight > list.clientHeight, name.getBoundingClientRect().top >= list.getBoundingClientRect().top - 1]; }"""
+    )
+    assert top == [True, True]
 
 
 @needs("minilm")
@@ -528,3 +538,17 @@ def test_the_head_thumbnails_are_one_tab_stop_and_the_arrow_keys_pick_among_them
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 3')")
     assert page.locator(".thumb-button[tabindex='0']").get_attribute("data-head") == "3"
+
+
+@needs("minilm")
+def test_a_link_to_a_model_that_is_not_here_says_so_and_traces_nothing(page, server_url):
+    page.goto(server_url + "#mode=model&model=gpt5&layer=0&text=hi")
+    # as a link to a layer that does not exist: a notice says why, over the teaching example
+    page.wait_for_function("() => document.querySelector('#notice')?.textContent.includes('gpt5')", timeout=60_000)
+    said = page.locator("#notice").inner_text()
+    assert said.startswith("This link could not be used. This server has no model “gpt5”: it has all-MiniLM-L6-v2, ") and said.endswith(". Showing the teaching example instead."), said
+    assert page.locator(".overview").is_hidden() and "model=minilm" not in page.url
+    # a link to the mode with no model opens it as its button does
+    page.goto(server_url + "#mode=model")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=60_000)
+    assert page.locator("#models .lab-error").inner_text() == ""

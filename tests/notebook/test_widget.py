@@ -173,6 +173,23 @@ def test_from_model_traces_a_real_layer(minilm):
     assert w.payload["model"]["layer"] == 3
     assert_same_trace(w.trace, core)  # the whole layer, every head, in the model's float32
     assert w.trace["q"].dtype == np.float32
+    # reading it again does not run the model again: the layer traced last is kept
+    runs = []
+    model = load_model(minilm)
+    real_run = model.run
+    model.run = lambda *args: runs.append(args) or real_run(*args)
+    try:
+        w.trace["k"], w.trace["v"]
+    finally:
+        del model.run
+    assert runs == []
+
+
+def test_a_real_models_keywords_given_to_the_teaching_widget_are_refused_with_the_right_call():
+    with pytest.raises(TypeError, match=r"Explorer\(\) takes no layer, model, text: .*Explorer.from_model\("):
+        Explorer(model="minilm", text="cats like warm milk", layer=3)
+    with pytest.raises(TypeError, match="its view takes stage=, head=, query=, all_queries="):
+        Explorer(heads=2)
 
 
 def test_a_real_model_sends_the_head_the_view_asks_for(minilm):

@@ -14,7 +14,9 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -280,8 +282,8 @@ def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress
 def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
     from . import tokenize
 
-    progress(0.02, f"reading the GGUF metadata of {path.name}")
-    gguf = GGUFFile(path)
+    with _ticking(progress, 0.02, f"reading the GGUF metadata of {path.name}"):  # Gemma's: half a minute
+        gguf = GGUFFile(path)
     arch_name = gguf.value("general.architecture", None)
     if arch_name not in GGUF_FAMILIES:
         raise CheckpointError(f"{path.name}: general.architecture {arch_name!r} is not supported; supported: {SUPPORTED}")
@@ -381,6 +383,26 @@ def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
             f"cannot write {target} ({e.strerror or e}); set MHA_EXPLORER_CACHE to a writable directory"
         ) from None
     return target
+
+
+@contextmanager
+def _ticking(progress: Progress, fraction: float, message: str, every: float = 5.0):
+    """progress(fraction, message), said again with the time so far every few seconds while the
+    block runs: a step that cannot count its own progress still shows that it is alive."""
+    progress(fraction, message)
+    done, start = threading.Event(), time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every):
+            progress(fraction, f"{message} ({time.monotonic() - start:.0f} s so far; a large vocabulary takes a while)")
+
+    ticker = threading.Thread(target=tick, daemon=True, name="load-ticker")
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
 
 
 def _scaled(progress: Progress, start: float, end: float) -> Progress:

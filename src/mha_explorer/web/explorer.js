@@ -616,7 +616,7 @@ function render({ model, el }) {
       if (!mine || !list.isConnected) return;
       const box = list.getBoundingClientRect();
       const at = mine.getBoundingClientRect();
-      if (at.top < box.top || at.bottom > box.bottom) list.scrollTop += at.top - box.top - (box.height - at.height) / 2;
+      if (at.top < box.top || at.bottom > box.bottom) list.scrollTop += at.top - box.top - Math.max(0, (box.height - at.height) / 2); // its head at the top when it is taller than the box
     });
   }
 
@@ -1825,8 +1825,15 @@ function headOutputs(view, query, head) {
       ),
     ),
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
-    h("p", { class: "hint" }, `${payload.config.kind} · d_model ${d_model} · ${n_heads} heads · d_head ${payload.config.d_head}`),
+    h("p", { class: "hint" }, configLine(payload.config)),
   ];
+}
+
+// "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6": what tells the configurations apart
+function configLine(c) {
+  const kv = c.n_kv_heads === c.n_heads ? "" : `, ${c.n_kv_heads} K/V head${c.n_kv_heads === 1 ? "" : "s"}`;
+  const dv = c.d_v === c.d_head ? "" : `, d_v ${c.d_v}`;
+  return `${c.kind} · d_model ${c.d_model} · ${c.n_heads} heads${kv} · d_head ${c.d_head}${dv}`;
 }
 
 // ---- a real model: every head of the layer in small, and the tokens as the tokenizer split them

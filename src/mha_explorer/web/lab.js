@@ -121,7 +121,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   const bias = el("input", { id: "lab-bias", type: "checkbox" });
   causal.checked = lab.config.causal;
   bias.checked = lab.config.bias;
-  const seedInput = el("input", { id: "lab-seed", type: "number", min: 0, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
+  const seedInput = el("input", { id: "lab-seed", type: "number", min: 0, max: 2 ** 32 - 1, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
   const draw = el("button", { type: "button" }, "Draw new values");
   const presetSelect = el("select", { id: "lab-preset" }, el("option", { value: "" }, "Choose a preset…"), Object.entries(PRESETS).map(([id, p]) => el("option", { value: id }, p.title)));
   const matrixSelect = el("select", { id: "lab-matrix" });
@@ -180,7 +180,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
         messages[key].textContent = message;
         (configInputs[key] || (key === "tokens" ? tokensInput : key === "seed" ? seedInput : null))?.setAttribute("aria-invalid", "true");
       } else {
-        general.textContent = `${name === "config" ? "" : name + ": "}${message} The last good result stays on screen.`;
+        general.textContent = `${name === "config" ? "" : name + ": "}${message.replace(/\.?$/, ".")} The last good result stays on screen.`;
       }
     }
   }
@@ -215,10 +215,12 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     }
   }
 
+  let rejected = null; // what the server said of the last values it refused (edits it cannot compute with)
   async function runOnce(next, { redraw, fromCell } = {}, isLatest) {
     clearErrors();
+    rejected = null;
     const errors = checkConfig(next.config, next.tokens);
-    if (!Number.isInteger(next.seed) || next.seed < 0) errors.seed = "The seed must be a whole number, 0 or more.";
+    if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed >= 2 ** 32) errors.seed = `The seed must be a whole number from 0 to ${2 ** 32 - 1}.`;
     if (Object.keys(errors).length) {
       showErrors(errors);
       return false;
@@ -247,6 +249,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       if (result.errors) {
         status.textContent = "";
         showErrors(result.errors);
+        rejected = result.errors;
         return false;
       }
       payload = result.payload;
@@ -424,7 +427,15 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     if (parsed.value === drawn) edits.delete(key);
     else edits.set(key, parsed.value);
     input.classList.toggle("edited", edits.has(key));
-    await run({ ...readForm(), edits }, { fromCell: true });
+    const used = await run({ ...readForm(), edits }, { fromCell: true });
+    if (!used && rejected && document.contains(input)) {
+      // the server could not compute with it (too large): the cell says so and keeps its text, as
+      // for a value that is not a number; the figure and the link keep the last good values
+      drafts.set(key, input.value);
+      message.textContent = Object.values(rejected).join(" ");
+      input.setAttribute("aria-invalid", "true");
+      input.classList.toggle("edited", lab.edits.has(key));
+    }
   }
 
   const onForm = () => {
@@ -438,14 +449,14 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   draw.addEventListener("click", () => {
     if (!dropEdits("Drawing new values")) return;
     drafts.clear();
-    seedInput.value = String((Number(seedInput.value) || 0) + 1);
+    seedInput.value = String(((Number(seedInput.value) || 0) + 1) % 2 ** 32); // the largest seed is 2^32 - 1: then 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
   presetSelect.addEventListener("change", () => {
     const preset = PRESETS[presetSelect.value];
     if (!preset) return;
     if (!dropEdits("A preset")) {
-      presetSelect.value = "";
+      presetSelect.value = presetOf(lab.config); // back to what the lab still is
       return;
     }
     drafts.clear();

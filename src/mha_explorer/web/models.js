@@ -253,6 +253,14 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         error.textContent = `The list of models could not be read (${failure.message}).`;
         return false;
       }
+      // a link to a model this server does not have (or has not installed) says so, rather than open another
+      const named = models.find((m) => m.name === initial.model);
+      if (!fixed && initial.model && !named?.installed) {
+        error.textContent = named
+          ? `${named.title} is not installed here: run make models.`
+          : `This server has no model “${initial.model}”: it has ${models.filter((m) => m.installed).map((m) => m.title).join(", ")}.`;
+        return false;
+      }
       // a static copy holds one text and some models: a link to another is refused, not changed
       if (fixed && initial.model && !fixed.layers[initial.model]) {
         error.textContent = `This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`;

@@ -55,8 +55,9 @@ function readLink(hash) {
   if (mode === "model") {
     if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
     const model = params.get("model") || "";
-    if (!/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
-    view.model = { model, layer: whole("layer", 0), text: params.get("text") || "" };
+    // no model named: the Real model mode as its button opens it, nothing traced yet
+    if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
+    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text") || "" };
   }
   if (mode === "lab") {
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
@@ -309,7 +310,10 @@ async function main() {
         if (!ok && pendingView) {
           pendingView = null;
           // the lab is hidden from here on: its messages go into the notice
-          const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim()).filter(Boolean);
+          // (without "the last good result stays": there is none; and one full stop, the notice's own)
+          const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")]
+            .map((e) => e.textContent.replace("The last good result stays on screen.", "").trim().replace(/\.+$/, ""))
+            .filter(Boolean);
           say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
           setMode("teaching");
         }
