@@ -253,6 +253,7 @@ def walk_through(lab, page, minilm_available) -> None:
             index = tuple(int(i) for i in src.split(":")[1].split(","))
             assert np.float32(full) == core["weights"][index], src  # float32, with the digits float32 has
         real.screenshot(path=ARTIFACTS / "notebook-minilm.png")
+        assert real.get_by_role("button", name="Reset view").count() == 1  # its own first view, not an example
 
     # 2. Next changes the stage: in both views of w, and only there
     teaching.get_by_role("button", name="Next").click()

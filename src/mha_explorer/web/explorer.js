@@ -319,7 +319,8 @@ function render({ model, el }) {
   const stageSelect = h("select", { id: ids.stage });
   const previous = h("button", { type: "button", class: "step" }, "Previous");
   const next = h("button", { type: "button", class: "step primary" }, "Next");
-  const reset = h("button", { type: "button", class: "reset" }, "Reset example");
+  // a notebook's view of a real model resets to its own first view: not an "example"
+  const reset = h("button", { type: "button", class: "reset" }, original.model ? "Reset view" : "Reset example");
   const allToggle = h("button", { type: "button", class: "toggle", "aria-pressed": "false" }, "All queries");
   const steps = h("ol", { class: "steps" });
   const live = h("p", { class: "sr-only", "aria-live": "polite", role: "status" });
