@@ -105,8 +105,20 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
     """weights: the layer's when it has biases, which are added to x W and shown in a last row."""
     formulas = [f"{n} = x W^{n.upper()}" + (f" + b^{n.upper()}" if weights is not None else "") for n in "qkv"]
     out = []
+    first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k and v
     for h in heads:
         g = t.config.kv_group[h]
+        if g in first:  # GQA, MQA: another query head of a K/V head shown already: its q alone
+            title = f"head {h} (K/V head {g}): its q; x, k and v are head {first[g]}'s above"
+            table = Table(title=title, min_width=len(title) + 2)
+            table.add_column("token")
+            table.add_column(formulas[0])
+            table.add_row(Text(tokens[i]), vec(t["q"][h, i]), style="bold")
+            if weights is not None:
+                table.add_row("bias", vec(weights.b_Q[h]), style="dim")
+            out.append(table)
+            continue
+        first[g] = h
         table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else ""))
         for col in ("token", "x", *formulas):
             table.add_column(col)

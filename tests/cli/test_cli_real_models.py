@@ -265,3 +265,15 @@ def test_a_stage_no_layer_has_is_refused_before_the_model_loads(monkeypatch):
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     result = trace("--model", "gemma3", "--stage", "bogus")
     assert result.exit_code == 2 and "unknown stage 'bogus'; choose one of: projections, qk_norm, rope" in result.stderr
+
+
+@needs["smollm2"]
+def test_query_heads_sharing_a_kv_head_show_k_and_v_once():
+    """SmolLM2: 9 query heads read 3 K/V heads. k and v are printed once per K/V head (with the
+    first query head that reads it); the other query heads show their own q alone."""
+    out = ok("--model", "smollm2", "--text", "the cat sat", "--query", "cat", "--stage", "projections", width=120)
+    tables = headers(out)
+    assert sum("k = x W^K" in t for t in tables) == 3
+    assert sum(t == ["token", "q = x W^Q"] for t in tables) == 6
+    assert "head 1 (K/V head 0): its q; x, k and v are head 0's above" in out
+    assert "head 4 (K/V head 1): its q; x, k and v are head 3's above" in out
