@@ -57,7 +57,7 @@ def _features(c) -> str:
     if c.qk_norm:
         parts.append(", q/k norm")
     if c.rope_theta is not None:
-        parts.append(f", RoPE θ={c.rope_theta:g}")
+        parts.append(f", RoPE θ={c.rope_theta:.10g}")
     if c.scale is not None:
         parts.append(f", scale {c.scale:.6g}")
     return "".join(parts)
@@ -153,7 +153,7 @@ def _rope(t, tokens, i, heads):
     out = []
     for h in heads:
         g = t.config.kv_group[h]
-        table = Table(title=f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:g})")
+        table = Table(title=f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})")
         for col in ("token", "position", "q", "q rotated", "k", "k rotated"):
             table.add_column(col)
         for j, tok in enumerate(tokens):

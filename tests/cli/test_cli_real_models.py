@@ -277,3 +277,10 @@ def test_query_heads_sharing_a_kv_head_show_k_and_v_once():
     assert sum(t == ["token", "q = x W^Q"] for t in tables) == 6
     assert "head 1 (K/V head 0): its q; x, k and v are head 0's above" in out
     assert "head 4 (K/V head 1): its q; x, k and v are head 3's above" in out
+
+
+def test_a_rope_base_is_written_whole_as_the_page_writes_it():
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.walkthrough import _features
+
+    assert ", RoPE θ=1000000" in _features(AttentionConfig(d_model=8, n_heads=2, causal=True, rope_theta=1e6))
