@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 
@@ -160,8 +162,28 @@ def _rope(t, tokens, i, heads):
             q, qr = (vec(q_before[h, j]), vec(t["q_rotated"][h, j])) if j == i else ("", "")
             style = "bold" if j == i else None
             table.add_row(Text(tok), str(j), q, qr, vec(k_before[g, j]), vec(t["k_rotated"][g, j]), style=style)
-        out.append(table)
+        out += [table, _turned_pairs(t, i, h, q_before)]
     return out
+
+
+def _turned_pairs(t, i, h, q_before) -> Table:
+    """Three pairs (m, m + d_head/2) of the query's q turned by hand, as the page shows them: the
+    angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos are q rotated."""
+    d = t.config.d_head
+    half = d // 2
+    table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
+    for col in ("pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"):
+        table.add_column(col)
+    for m in sorted({0, 1, half - 1} & set(range(half))):
+        angle = i * t.config.rope_theta ** (-2 * m / d)
+        a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
+        cos, sin = math.cos(angle), math.sin(angle)
+        after = t["q_rotated"][h, i]
+        table.add_row(
+            f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}, {fmt(sin)}", f"{fmt(a)}, {fmt(b)}",
+            f"{fmt(a * cos - b * sin)}, {fmt(a * sin + b * cos)}", f"{fmt(after[m])}, {fmt(after[m + half])}",
+        )
+    return table
 
 
 def _scores(t, tokens, i, heads):

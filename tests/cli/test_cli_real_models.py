@@ -284,3 +284,27 @@ def test_a_rope_base_is_written_whole_as_the_page_writes_it():
     from mha_explorer.walkthrough import _features
 
     assert ", RoPE θ=1000000" in _features(AttentionConfig(d_model=8, n_heads=2, causal=True, rope_theta=1e6))
+
+
+@needs["smollm2"]
+def test_the_rotary_stage_turns_three_pairs_by_hand_as_the_page_does():
+    """SmolLM2 (d_head 64, θ 100000): pairs (0, 32), (1, 33), (31, 63) of the query's q at its
+    position, turned by a cos/sin worked out here; the result is the trace's rotated q."""
+    import math
+
+    from mha_explorer.models import load_model
+
+    text = "the cat sat on the mat"
+    out = ok("--model", "smollm2", "--text", text, "--query", "mat", "--stage", "rope", "--head", "2", width=160)
+    run = load_model("smollm2").run(text, 0)
+    i = run.tokens.index("Ġmat")
+    q, rotated = run.trace["q"][2, i], run.trace["q_rotated"][2, i]
+    rows = {row[0]: row[1:] for row in cells(out) if row and row[0].startswith("(")}
+    assert list(rows) == ["(0, 32)", "(1, 33)", "(31, 63)"]
+    for m in (0, 1, 31):
+        angle = i * 100000.0 ** (-2 * m / 64)
+        a, b = float(q[m]), float(q[m + 32])
+        by_hand = (a * math.cos(angle) - b * math.sin(angle), a * math.sin(angle) + b * math.cos(angle))
+        shown = rows[f"({m}, {m + 32})"]
+        assert shown[0] == two(angle) and shown[2] == f"{two(a)}, {two(b)}"
+        assert shown[3] == f"{two(by_hand[0])}, {two(by_hand[1])}" == f"{two(float(rotated[m]))}, {two(float(rotated[m + 32]))}" == shown[4]
