@@ -24,7 +24,6 @@ WEB = files(__package__).joinpath("web")
 MODULES = ("explorer.js", "lab.js", "models.js", "page.js")  # in dependency order
 PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"]  # as in lab.js
 LAB_PRESETS = ("mha", "causal", "gqa", "mqa")
-NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a model name the page's links take
 
 
 def bundle() -> str:
@@ -64,8 +63,9 @@ def model_data(spec: ModelLayers) -> dict:
             f"the text is {n} tokens long; a static copy holds every head of each layer, so it takes "
             f"at most {STATIC_MAX_TOKENS} tokens: shorten the text (the server, mha-explorer serve, takes up to {model.max_tokens})"
         )
-    # a local checkpoint's name is its path on this machine: the copy calls it by a short name
-    name = model.name if NAME.fullmatch(model.name) else short_name(model.name)
+    # a local checkpoint's name is its path on this machine: the copy calls it by a short name (a
+    # registry name is its own short name)
+    name = short_name(model.name)
     layers = {}
     for layer in spec.layers:
         payload = json.loads(model_payload(model, spec.text, layer, head=None).model_dump_json())

@@ -231,15 +231,9 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
             return True
         read = label.translate(UNMARK).strip()
         # a character cut into byte pieces ("␣🐱 1/3", "␣🐱 2/3", ...) is named by its first piece
-        return bool(unmarked) and (unmarked in (text.strip(), read) or read == f"{unmarked} 1/{_pieces(read)}")
+        return bool(unmarked) and (unmarked in (text.strip(), read) or re.fullmatch(rf"{re.escape(unmarked)} 1/\d+", read) is not None)
 
     return [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
-
-
-def _pieces(label: str) -> str:
-    """How many byte pieces a label's "k/m" ending counts ("🐱 1/3" -> "3"), or "" for none."""
-    ending = re.search(r" \d+/(\d+)$", label)
-    return ending[1] if ending else ""
 
 
 def kv_cache_all_layers(model, n: int) -> dict[str, int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 
@@ -171,6 +170,7 @@ def _turned_pairs(t, i, h, q_before) -> Table:
     angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos are q rotated."""
     d = t.config.d_head
     half = d // 2
+    after = t["q_rotated"][h, i]
     table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
     for col in ("pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"):
         table.add_column(col)
@@ -178,7 +178,6 @@ def _turned_pairs(t, i, h, q_before) -> Table:
         angle = i * t.config.rope_theta ** (-2 * m / d)
         a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
         cos, sin = math.cos(angle), math.sin(angle)
-        after = t["q_rotated"][h, i]
         table.add_row(
             f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}, {fmt(sin)}", f"{fmt(a)}, {fmt(b)}",
             f"{fmt(a * cos - b * sin)}, {fmt(a * sin + b * cos)}", f"{fmt(after[m])}, {fmt(after[m + half])}",

@@ -83,13 +83,8 @@ class Explorer(anywidget.AnyWidget):
     ) -> None:
         unknown = sorted(set(kwargs) - set(self.class_trait_names()))
         if unknown:
-            hint = {
-                "model": 'Explorer.from_model("minilm", text="...", layer=3)',
-                "text": 'Explorer.from_model("minilm", text="...", layer=3)',
-                "layer": 'Explorer.from_model("minilm", text="...", layer=3)',
-                "config": 'Explorer.from_config("gqa", tokens=...)',
-                "tokens": 'Explorer.from_config("gqa", tokens=...)',
-            }
+            from_model, from_config = 'Explorer.from_model("minilm", text="...", layer=3)', 'Explorer.from_config("gqa", tokens=...)'
+            hint = dict.fromkeys(("model", "text", "layer"), from_model) | dict.fromkeys(("config", "tokens"), from_config)
             ways = sorted({hint[k] for k in unknown if k in hint})
             raise TypeError(
                 f"Explorer() takes no {', '.join(unknown)}: it shows the teaching example"

@@ -1325,8 +1325,6 @@ function forEachMap(node, task) {
   for (const figure of node.querySelectorAll("figure.heatmap-figure")) task(figure);
 }
 
-// text cut to fit width px in ctx's font, an ellipsis marking the cut ("head 0 · 16" must not
-// become "head 0 · 1")
 // The width left of a heatmap for its row labels: room for the longest one drawn, from 76 px up to
 // 200 (a longer one is cut with an ellipsis), so that "0.03 × teacher" or "transformers @143" is read whole.
 const LABEL_MIN = 76;
@@ -1353,6 +1351,8 @@ function arrowKeys(container, selector) {
   });
 }
 
+// text cut to fit width px in ctx's font, an ellipsis marking the cut ("head 0 · 16" must not
+// become "head 0 · 1")
 function fitText(ctx, text, width) {
   if (ctx.measureText(text).width <= width) return text;
   let end = text.length - 1;

@@ -166,6 +166,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     for (const input of [tokensInput, ...Object.values(configInputs), causal, bias, seedInput, draw]) input.disabled = true;
   }
 
+  let shown = false; // whether a result of the lab is on screen
   // the form's messages only: a bad cell keeps its text and its message until it is corrected
   function clearErrors() {
     for (const node of Object.values(messages)) node.textContent = "";
@@ -180,7 +181,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
         messages[key].textContent = message;
         (configInputs[key] || (key === "tokens" ? tokensInput : key === "seed" ? seedInput : null))?.setAttribute("aria-invalid", "true");
       } else {
-        general.textContent = `${name === "config" ? "" : name + ": "}${message.replace(/\.?$/, ".")} The last good result stays on screen.`;
+        // once the lab has shown a result, it stays; before that (a link refused) there is none
+        general.textContent = `${name === "config" ? "" : name + ": "}${message.replace(/\.?$/, ".")}${shown ? " The last good result stays on screen." : ""}`;
       }
     }
   }
@@ -258,6 +260,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
     status.textContent = dropped ? `${dropped} edited value(s) no longer fit the new shapes and were dropped.` : "";
     onPayload(payload, lab);
+    shown = true;
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
     if (!fromCell || dropped) fillMatrixSelect();
     return true;

@@ -310,10 +310,8 @@ async function main() {
         if (!ok && pendingView) {
           pendingView = null;
           // the lab is hidden from here on: its messages go into the notice
-          // (without "the last good result stays": there is none; and one full stop, the notice's own)
-          const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")]
-            .map((e) => e.textContent.replace("The last good result stays on screen.", "").trim().replace(/\.+$/, ""))
-            .filter(Boolean);
+          // (each without its full stop: the notice has its own)
+          const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
           say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
           setMode("teaching");
         }
