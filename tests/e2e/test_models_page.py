@@ -249,15 +249,17 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert "query “␣every”" in page.locator(".stage h2").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
-    # the Scores stage lists the highest scores of all keys, as the mask has not yet acted; the keys
-    # after the query are marked as the ones the mask hides next
+    # the Scores stage lists the keys the query may see, highest score first (the keys the next
+    # stages weigh), and counts the hidden keys that scored above the last of them
     page.get_by_label("Calculation stage").select_option(label="Scores")
     scores = full_arrays(api_trace(server_url, model="smollm2", text=text, layer=0, head=0))["scores"][0, 2]
     rows = page.locator(".stage table.calc-table tbody tr")
     listed = [int(re.search(r"@(\d+)", r).group(1)) for r in rows.all_inner_texts()]
-    assert listed == list(np.argsort(-scores, kind="stable")[:8]), listed
-    marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
-    assert marked == [j for j in listed if j > 2] and marked, marked
+    assert listed == list(np.argsort(-scores[:3], kind="stable")), listed
+    above = int((scores[3:] > scores[listed[-1]]).sum())
+    lead = page.locator(".stage p.lead").first.inner_text()
+    assert "the table lists the 3 keys the query may see, highest first." in lead, lead
+    assert above > 1 and f"{above} hidden keys score higher than the last one listed: the mask, next, sets their scores to −∞." in lead, lead
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "the 3 value rows of K/V head 0 that “␣every” sees" in page.locator(".stage").inner_text()
     # every query at once works on the stages only decoders have

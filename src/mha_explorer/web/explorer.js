@@ -864,32 +864,39 @@ function mask(view, query, head) {
 function scoresMany(view, query, head) {
   const { payload, t } = view;
   const g = payload.kv_group[head];
-  // every key has a score (the mask comes next): the highest of them all, hidden keys marked
-  const seen = new Set(visibleKeys(view, query, head));
-  const top = range(payload.tokens.length)
-    .sort((a, b) => t.scores.at(head, query, b) - t.scores.at(head, query, a))
-    .slice(0, TOP_KEYS);
-  const hiddenTop = top.filter((j) => !seen.has(j)).length;
+  // every key has a score (the mask comes next); the table follows the keys the query may see,
+  // the ones the next stages weigh, and says how many hidden keys scored above them
+  const score = (j) => t.scores.at(head, query, j);
+  const visible = visibleKeys(view, query, head);
+  const top = visible.sort((a, b) => score(b) - score(a)).slice(0, TOP_KEYS);
+  const masked = visible.length < payload.tokens.length;
+  const lowest = score(top[top.length - 1]);
+  const seen = new Set(visible);
+  const hiddenAbove = range(payload.tokens.length).filter((j) => !seen.has(j) && score(j) > lowest).length;
   const c = payload.config;
   const scale = c.scale ?? 1 / Math.sqrt(c.d_head);
   const rows = top.map((j) =>
     h(
       "tr",
-      { class: seen.has(j) ? null : "masked" },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
+      {},
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)),
       h("td", {}, `Σ of ${c.d_head} products`),
-      h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
+      h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmt(1 / scale)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
+  const keys = (count) => (count === 1 ? "one key" : `${count} keys`);
+  const which = !masked ? `${keys(top.length)} with the highest scores`
+    : top.length === visible.length ? `${keys(top.length)} the query may see`
+    : `${keys(top.length)} the query may see with the highest scores`;
   return [
-    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${top.length} keys with the highest scores.`, hiddenTop ? ` ${hiddenTop} of them ${hiddenTop === 1 ? "is a key" : "are keys"} the query may not see: the mask, next, sets ${hiddenTop === 1 ? "its score" : "their scores"} to −∞.` : ""),
+    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${which}, highest first.`, hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
     keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
     h(
       "table",
       { class: "calc-table" },
-      h("caption", {}, `The ${top.length} keys with the highest scores`),
+      h("caption", {}, `The ${which}`),
       h("thead", {}, h("tr", {}, ["key", "computed as", "q · k", "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows),
     ),
