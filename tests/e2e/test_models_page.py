@@ -7,6 +7,7 @@ import re
 import httpx
 import numpy as np
 import pytest
+from playwright.sync_api import expect
 
 from mha_explorer.export import ModelLayers, export_site
 from mha_explorer.models import available_models, load_model
@@ -466,8 +467,6 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         ("model=minilm&layer=1&text=The+cat+sat+on+the+mat+because+it+was+warm.", "Layer 1 is not in this page: it holds layers 0, 2."),
         ("model=minilm&layer=0&text=Hello+there", "This page holds one text, “The cat sat on the mat because it was warm.”, not the link's."),
         ("model=smollm2&layer=0&text=x", "This page does not hold the model “smollm2”: it holds all-MiniLM-L6-v2."),
-        ("model=minilm&layer=0&text=The+cat+sat+on+the+mat+because+it+was+warm.&head=40", "head 40 does not exist: this layer has heads 0 to 11."),
-        ("model=minilm&layer=0&text=The+cat+sat+on+the+mat+because+it+was+warm.&query=50", "query=50 is out of range; choose 0 to 12."),
     ):
         page.goto(f"{site}#mode=model&{fragment}")  # another fragment: the page reloads
         page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
@@ -475,6 +474,16 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         assert said[fragment] == why, said
         page.wait_for_function("() => document.querySelector('#mode-teaching').getAttribute('aria-pressed') === 'true'")
         assert page.locator("#notice").inner_text() == f"This link could not be used. {why[0].upper()}{why[1:]} Showing the teaching example instead."
+    # a head or query the layer does not have is dropped alone: the layer is shown from its first view
+    for part, why, title in (
+        ("head=40&query=3", "head 40 does not exist: this layer has heads 0 to 11, so head 0 is shown.", "· head 0 · query “sat”"),
+        ("head=5&query=50", "query=50 is out of range; choose 0 to 12, so query “mat” is shown.", "· head 5 · query “mat”"),
+    ):
+        page.goto(f"{site}#mode=model&model=minilm&layer=2&text=The+cat+sat+on+the+mat+because+it+was+warm.&{part}")
+        expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: {why}")  # after the reload
+        expect(page.locator(".stage h2")).to_contain_text(title)
+        assert page.locator("#mode-model").get_attribute("aria-pressed") == "true"
+        assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 2")
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()
@@ -540,6 +549,21 @@ def test_the_head_thumbnails_are_one_tab_stop_and_the_arrow_keys_pick_among_them
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 3')")
     assert page.locator(".thumb-button[tabindex='0']").get_attribute("data-head") == "3"
+
+
+@needs("minilm")
+def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url):
+    """The model, text and layer of the link are traced; its head and query fall back to the first view's."""
+    page.goto(server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat.&head=12&query=9")
+    page.wait_for_function("() => !document.getElementById('notice').hidden", timeout=60_000)
+    said = page.locator("#notice").inner_text()
+    assert said == (
+        "This link could not be used in full: head 12 does not exist: this layer has heads 0 to 11, so head 0 is shown; "
+        "query=9 is out of range; choose 0 to 5, so query “cat” is shown."
+    ), said
+    expect(page.locator(".stage h2")).to_contain_text("· head 0 · query “cat”")
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1: 6 tokens")
+    page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the two refused traces
 
 
 @needs("minilm")

@@ -36,7 +36,9 @@ async function answer(response) {
   const body = await response.json().catch(() => ({}));
   if (response.ok) return body;
   const detail = (body.detail || []).map(said).join("; ");
-  throw new Error(detail || `the server answered ${response.status}`);
+  const failure = new Error(detail || `the server answered ${response.status}`);
+  failure.fields = (body.detail || []).map((d) => d.field); // what the request should change
+  throw failure;
 }
 
 // The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query };
@@ -58,6 +60,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // layer's shared arrays and one head's own. Going back to a head is immediate.
   let byHead = new Map();
   let wantedHead = null; // the head asked for last: an older answer that arrives later is dropped
+  let failed = null; // the last trace's failure, if it failed
+  let linkProblems = []; // the parts of the link start() was given that it dropped
   const KEEP_HEADS = 6;
 
   container.replaceChildren(
@@ -116,6 +120,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   async function trace(request) {
     error.textContent = "";
+    failed = null;
     go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
     try {
       const state = await ensureLoaded(request.model);
@@ -131,6 +136,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       onPayload(payload, request);
       return true;
     } catch (failure) {
+      failed = failure;
       error.textContent = current ? `${failure.message}. The last good result stays on screen.` : `${failure.message}.`;
       status.textContent = "";
       bar.hidden = true;
@@ -278,9 +284,23 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
           : `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}.`;
         return false;
       }
-      if (initial.autostart) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null });
+      if (!initial.autostart) return true;
+      // a link's head or query the layer does not have is dropped alone (the first view's is
+      // shown), so that its model, text and layer are not lost over it; linkProblems says so
+      const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null };
+      const dropped = [];
+      while (!(await trace(request))) {
+        const field = failed?.fields?.length === 1 ? failed.fields[0] : null;
+        if (field === "head" && request.head !== 0) request.head = 0;
+        else if (field === "query" && request.query !== null) request.query = null;
+        else return false;
+        dropped.push([field, failed.message]);
+      }
+      const shown = byHead.get(current.head);
+      linkProblems = dropped.map(([field, message]) => `${message}, so ${field === "head" ? "head 0" : `query “${shown.tokens[shown.query]}”`} is shown`);
       return true;
     },
+    linkProblems: () => linkProblems, // what start() dropped from the link it was given
     head: showHead,
     // a head the user is about to pick (the pointer or the focus is on a thumbnail, or on a head's
     // name in the head outputs): fetch it now. A static copy holds every head already: it is only
@@ -302,7 +322,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 // asks); a head or query out of range is refused in the server's words.
 export function staticServer(models) {
   const reply = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
-  const refuse = (message) => reply({ detail: [{ message }] }, 422);
+  const refuse = (message, field = "body") => reply({ detail: [{ field, message }] }, 422);
   const state = (m) => ({ name: m.name, title: m.title, installed: true, heavy: false, state: "ready", fraction: 1, message: "loaded", config: m.config });
   const serve = "run mha-explorer serve to trace any text and layer";
   return async (url, options = {}) => {
@@ -316,9 +336,9 @@ export function staticServer(models) {
       const payload = models.find((x) => x.name === request.model && x.text === request.text)?.layers[String(request.layer)];
       if (!payload) return refuse(`this page does not hold that model, text or layer; ${serve}`);
       const heads = payload.config.n_heads;
-      if (!(request.head >= 0 && request.head < heads)) return refuse(`head ${request.head} does not exist: this layer has heads 0 to ${heads - 1}`);
+      if (!(request.head >= 0 && request.head < heads)) return refuse(`head ${request.head} does not exist: this layer has heads 0 to ${heads - 1}`, "head");
       const n = payload.tokens.length;
-      if (request.query !== null && request.query !== undefined && !(request.query >= 0 && request.query < n)) return refuse(`query=${request.query} is out of range; choose 0 to ${n - 1}`);
+      if (request.query !== null && request.query !== undefined && !(request.query >= 0 && request.query < n)) return refuse(`query=${request.query} is out of range; choose 0 to ${n - 1}`, "query");
       return reply({ ...payload, query: request.query ?? payload.query });
     }
     return refuse(`this static page has no server; ${serve}`);

@@ -155,13 +155,28 @@ async function compute(state) {
 
 // ---- the page ---------------------------------------------------------------------------------
 
-function validView(payload, view) {
+// The view a link asks for, on this payload: a part it cannot have (a stage the layer lacks, a
+// head or query beyond its count) falls back to the first view's, and `problems` says which, so
+// that the rest of the link (a lab's settings and edits) is not lost over it.
+function fitView(payload, view) {
   const ids = payload.page_stages.map((s) => s.id);
-  if (view.stage !== null && !ids.includes(view.stage)) throw new Error(`stage “${String(view.stage).slice(0, 20)}” is not one of ${ids.join(", ")}`);
-  if (view.head >= payload.config.n_heads) throw new Error(`head ${view.head} is out of range: there are ${payload.config.n_heads} heads`);
-  if (view.query !== null && view.query >= payload.tokens.length) throw new Error(`query ${view.query} is out of range: there are ${payload.tokens.length} tokens`);
-  return { stage: view.stage ?? ids[0], head: view.head, query: view.query ?? payload.query, all_queries: view.all };
+  const problems = [];
+  let { stage, head, query } = view;
+  if (stage !== null && !ids.includes(stage)) {
+    problems.push(`stage “${String(stage).slice(0, 20)}” is not one of ${ids.join(", ")}, so the first stage is shown`);
+    stage = null;
+  }
+  if (head >= payload.config.n_heads) {
+    problems.push(`head ${head} is out of range: there ${payload.config.n_heads === 1 ? "is 1 head" : `are ${payload.config.n_heads} heads`}, so head 0 is shown`);
+    head = 0;
+  }
+  if (query !== null && query >= payload.tokens.length) {
+    problems.push(`query ${query} is out of range: there are ${payload.tokens.length} tokens, so query “${payload.tokens[payload.query]}” is shown`);
+    query = null;
+  }
+  return { view: { stage: stage ?? ids[0], head, query: query ?? payload.query, all_queries: view.all }, problems };
 }
+const partlyUsed = (problems) => `This link could not be used in full: ${problems.join("; ")}.`;
 
 async function main() {
   const app = document.getElementById("app");
@@ -198,14 +213,8 @@ async function main() {
 
   let mode = "teaching";
   currentMode = () => mode;
-  let start;
-  try {
-    start = validView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
-  } catch (error) {
-    say(`This link could not be used: ${error.message}. Showing the teaching example instead.`);
-    link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
-    start = validView(teaching, link);
-  }
+  const { view: start, problems } = fitView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
+  if (problems.length) say(partlyUsed(problems));
   const model = new PageModel({ payload: teaching, ...start });
   explorer.render({ model, el: app });
   window.mhaExplorer = {
@@ -228,14 +237,9 @@ async function main() {
     onPayload: (payload) => {
       let view = { stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all_queries: model.get("all_queries") };
       if (pendingView) {
-        try {
-          view = validView(payload, pendingView);
-        } catch (error) {
-          say(`This link could not be used: ${error.message}. Showing the teaching example instead.`);
-          pendingView = null;
-          setMode("teaching");
-          return;
-        }
+        const fitted = fitView(payload, pendingView);
+        if (fitted.problems.length) say(partlyUsed(fitted.problems));
+        view = fitted.view;
         pendingView = null;
       }
       const ids = payload.page_stages.map((s) => s.id);
@@ -296,6 +300,7 @@ async function main() {
       if (!modelsStarted) {
         modelsStarted = true;
         models.start().then((ok) => {
+          if (ok && models.linkProblems().length) say(partlyUsed(models.linkProblems()));
           if (!ok && pendingView) {
             pendingView = null;
             // the model panel said why; it is hidden with the teaching example, so the notice says it again
