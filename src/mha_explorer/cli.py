@@ -150,13 +150,13 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
 
 def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> None:
     """trace --model: load the model (progress on stderr), run it up to the layer, walk that layer."""
-    from .models import ModelError, load_model
+    from .models import ModelError
     from .modelview import middle_word, model_payload
 
     if stage is not None and stage not in PAGE_STAGE_IDS:  # before the model loads (gemma3 takes a while)
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
     try:
-        model = load_model(model_name, _Progress(model_name))
+        model = _load(model_name)
         layer = whole_number("--layer", "0" if layer is None else layer, model.n_layers, "layer")
         config, tokens = model.layer_config(layer), model.tokenize(text)
     except ModelError as e:
@@ -182,20 +182,38 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     render(run.trace, labels, query, heads, stage, console, run.weights)
 
 
+def page_url(host: str, port: int) -> str:
+    """The page's address; an IPv6 address is written in brackets (http://[::1]:8000/)."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
 class _Progress:
     """Loading progress on stderr: a line every 10%, or one line redrawn on a terminal."""
 
     def __init__(self, name: str):
         self.name, self.last, self.tty = name, -1, sys.stderr.isatty()
+        self.open = False  # a redrawn line not yet ended
 
     def __call__(self, fraction: float, message: str) -> None:
         percent = int(round(fraction * 100))
         if self.tty:
-            end = percent >= 100
-            click.echo(f"\rloading {self.name}: {percent:3d}% {message[:60]:<60}", err=True, nl=end)
+            self.open = percent < 100
+            click.echo(f"\rloading {self.name}: {percent:3d}% {message[:60]:<60}", err=True, nl=not self.open)
         elif percent // 10 != self.last:
             self.last = percent // 10
             click.echo(f"loading {self.name}: {percent}% {message}", err=True)
+
+
+def _load(name: str):
+    """load_model with its progress on stderr; a failure's message starts a line of its own."""
+    from .models import load_model
+
+    progress = _Progress(name)
+    try:
+        return load_model(name, progress)
+    finally:
+        if progress.open:
+            click.echo(err=True)
 
 
 @main.command("models")
@@ -210,11 +228,11 @@ def models_command(name, as_json) -> None:
     import json
     from dataclasses import asdict
 
-    from .models import SUPPORTED, ModelError, available_models, load_model
+    from .models import SUPPORTED, ModelError, available_models
 
     if name is not None:
         try:
-            model = load_model(name, _Progress(name))
+            model = _load(name)
         except ModelError as e:
             fail(str(e))
         summary = model.config_summary()
@@ -327,7 +345,7 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...]) -> None:
     from .server import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
-    click.echo(f"mha-explorer: open http://{host}:{port}/ (Ctrl+C stops)")
+    click.echo(f"mha-explorer: open {page_url(host, port)} (Ctrl+C stops)")
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
     for name, path in local.items():
@@ -381,14 +399,12 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
         if text is not None or layers:
             fail("--text and --layer need --model: choose one of minilm, smollm2, gemma3 or a checkpoint path")
     else:
-        from .models import load_model
-
         if not layers:
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")
         for layer in layers:  # before the model loads (gemma3 takes a while)
             parse_whole("--layer", layer, "choose a layer of the model, numbered from 0")
         try:
-            model = load_model(model_name, _Progress(model_name))
+            model = _load(model_name)
         except ModelError as e:
             fail(str(e))
         chosen = sorted({whole_number("--layer", layer, model.n_layers, "layer") for layer in layers})

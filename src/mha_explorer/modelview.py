@@ -12,6 +12,7 @@ import math
 import re
 import threading
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from pydantic import BaseModel, Field
 
 from .costs import kv_cache
 from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, left_out, trace_payload
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
@@ -34,10 +38,7 @@ class ModelService:
     """Loads models once, in a background thread, and reports how far each load has come: the
     named ones, and local checkpoints given by short name (registry.local_models)."""
 
-    def __init__(self, loader=None, local: dict | None = None):
-        from .models import load_model
-
-        self.loader = loader or load_model
+    def __init__(self, local: dict | None = None):
         self.local = dict(local or {})  # short name -> path of a local checkpoint
         self.lock = threading.Lock()
         self.status: dict[str, dict] = {}
@@ -50,8 +51,13 @@ class ModelService:
         return available_models() + [local_info(name, path) for name, path in self.local.items()]
 
     def state(self, name: str) -> dict:
+        return self.snapshot(name)[0]
+
+    def snapshot(self, name: str) -> tuple[dict, LoadedModel | None]:
+        """The load's state and the model (None until it is ready), read together: read one after
+        the other, a load ending in between would give "ready" without its model."""
         with self.lock:
-            return dict(self.status.get(name, {"state": "idle", "fraction": 0.0, "message": "not loaded"}))
+            return dict(self.status.get(name, {"state": "idle", "fraction": 0.0, "message": "not loaded"})), self.loaded.get(name)
 
     def start(self, name: str) -> dict:
         with self.lock:
@@ -78,7 +84,9 @@ class ModelService:
 
                 model = open_checkpoint(self.local[name], progress, name=name)
             else:
-                model = self.loader(name, progress=progress)
+                from .models import load_model
+
+                model = load_model(name, progress=progress)
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
                 self.status[name] = {"state": "error", "fraction": 0.0, "message": str(error)}

@@ -297,10 +297,10 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     app.add_middleware(Guard, max_body=max_body)
 
     def status(info) -> ModelStatus:
-        loaded = service.get(info.name)
+        state, loaded = service.snapshot(info.name)
         return ModelStatus(
             **{k: getattr(info, k) for k in ("name", "title", "family", "package", "installed", "heavy")},
-            **service.state(info.name),
+            **state,
             config=None if loaded is None else loaded.config_summary(),
         )
 
@@ -331,10 +331,17 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         (and gzipped, if asked) on the trace gate. Errors name the field to change. Only a real
         model's whole layer is worth compressing, to stay under 10 MB sent; a lab trace and
         another head's arrays reach the page sooner as they are."""
-        model = service.get(request.model)
+        state, model = service.snapshot(request.model)
         if model is None:  # only then is the registry read (from disk): a loaded model is installed
             registry_entry(request.model)
-            return problem(409, "model", f"{request.model} is not loaded yet: POST /api/models/{request.model}/load first")
+            name = request.model
+            if state["state"] == "loading":
+                why = f"{name} is still loading ({round(100 * state['fraction'])}%, {state['message']}): try again when GET /api/models/{name} says ready"
+            elif state["state"] == "error":
+                why = f"{name} could not be loaded: {state['message']}"
+            else:
+                why = f"{name} is not loaded yet: POST /api/models/{name}/load first"
+            return problem(409, "model", why)
         binary = request.encoding == "binary"
 
         def serialize() -> bytes:

@@ -196,3 +196,35 @@ def test_a_local_checkpoint_that_cannot_be_served_is_refused_before_the_server_s
     pickled.write_bytes(b"\x80\x04\x95" + b"\0" * 32)
     refused = CliRunner().invoke(main, ["serve", "--model", str(pickled)])
     assert refused.exit_code == 2 and "pickle" in refused.output.lower() and "Traceback" not in refused.output
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_a_trace_of_a_model_not_ready_says_where_its_load_stands(tmp_path):
+    import json
+    import shutil
+
+    from mha_explorer.models.registry import local_models
+    from mha_explorer.modelview import ModelService
+
+    folder = tmp_path / "broken"
+    shutil.copytree(load_model("minilm").source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["hidden_size"]
+    (folder / "config.json").write_text(json.dumps(config))
+    service = ModelService(local=local_models([str(folder)]))
+    client = TestClient(create_app(models=service))
+    ask = lambda name: client.post("/api/model-trace", json={"model": name, "text": "hi", "layer": 0})  # noqa: E731
+    assert ask("broken").json()["detail"][0]["message"] == "broken is not loaded yet: POST /api/models/broken/load first"
+    client.post("/api/models/broken/load")
+    deadline = time.monotonic() + 60
+    while client.get("/api/models/broken").json()["state"] == "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    failed = ask("broken")
+    assert failed.status_code == 409
+    message = failed.json()["detail"][0]["message"]
+    assert message.startswith("broken could not be loaded: ") and "hidden_size" in message, message
+    # a load under way (as the service reports it while its thread reads the files)
+    service.status["minilm"] = {"state": "loading", "fraction": 0.4, "message": "layer 2"}
+    message = ask("minilm").json()["detail"][0]["message"]
+    assert message == "minilm is still loading (40%, layer 2): try again when GET /api/models/minilm says ready", message

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mha_explorer.cli import layer_groups, main
+from mha_explorer.cli import layer_groups, main, page_url
 from mha_explorer.modelview import token_label
 from mha_explorer.config import AttentionConfig
 from mha_explorer.models import NAMES, available_models
@@ -130,6 +130,21 @@ def test_a_config_without_model_type_says_so(tmp_path):
     assert "has no model_type" in error and "None" not in error
 
 
+def test_a_safetensors_file_without_its_config_says_what_is_missing(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    error = one_error(invoke("trace", "--model", str(tmp_path / "model.safetensors")))
+    assert error == (
+        f"error: {tmp_path} has no config.json beside model.safetensors; give a Hugging Face directory that holds"
+        " config.json, tokenizer.json and the .safetensors files"
+    ), error
+
+
+def test_a_directory_with_a_gguf_file_points_at_it(tmp_path):
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    error = one_error(invoke("trace", "--model", str(tmp_path)))
+    assert error == f"error: {tmp_path} holds no .safetensors file but a GGUF file: give its path, {tmp_path / 'model.gguf'}", error
+
+
 # --- 7. option values that are not whole numbers --------------------------------
 
 
@@ -165,6 +180,11 @@ def test_the_first_occurrence_may_be_named_and_a_missing_one_says_how_many():
 
 
 # --- 8. serve on a port in use ------------------------------------------------------
+
+
+@pytest.mark.parametrize("host, url", [("127.0.0.1", "http://127.0.0.1:8000/"), ("localhost", "http://localhost:8000/"), ("::1", "http://[::1]:8000/")])
+def test_the_page_address_is_a_valid_url(host, url):
+    assert page_url(host, 8000) == url
 
 
 def test_serve_on_a_port_in_use_says_so_before_anything_else():

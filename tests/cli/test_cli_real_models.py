@@ -308,3 +308,31 @@ def test_the_rotary_stage_turns_three_pairs_by_hand_as_the_page_does():
         shown = rows[f"({m}, {m + 32})"]
         assert shown[0] == two(angle) and shown[2] == f"{two(a)}, {two(b)}"
         assert shown[3] == f"{two(by_hand[0])}, {two(by_hand[1])}" == f"{two(float(rotated[m]))}, {two(float(rotated[m + 32]))}" == shown[4]
+
+
+@needs["minilm"]
+def test_a_failed_load_on_a_terminal_ends_the_progress_line_first(tmp_path, monkeypatch):
+    """On a terminal the progress is one line redrawn; a failure's message starts a line of its own."""
+    import io
+    import shutil
+    import sys
+
+    from mha_explorer import cli
+    from mha_explorer.models import ModelError
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    folder = tmp_path / "broken"
+    from mha_explorer.models import load_model
+
+    shutil.copytree(load_model("minilm").source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["hidden_size"]
+    (folder / "config.json").write_text(json.dumps(config))
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with pytest.raises(ModelError):
+        cli._load(str(folder))
+    assert terminal.getvalue().startswith("\rloading ") and terminal.getvalue().endswith("\n"), repr(terminal.getvalue())

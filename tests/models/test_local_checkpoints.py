@@ -90,3 +90,40 @@ def test_a_local_gguf_file_loads_by_path():
     a, _ = named.trace("A short check.", 29)
     b, _ = by_path.trace("A short check.", 29)
     np.testing.assert_array_equal(a["output"], b["output"])
+
+
+def test_a_load_waits_only_for_loads_of_the_same_model(tmp_path, monkeypatch):
+    """Models load one at a time each, not one at a time in all: a small one chosen while a big
+    one loads is ready in its own time."""
+    import threading
+    import time
+
+    from mha_explorer.models import registry
+
+    source = require("minilm").source
+    for name in ("slow", "quick"):
+        shutil.copytree(source, tmp_path / name)
+    release = threading.Event()
+    opened = []
+    real = registry.open_checkpoint
+
+    def open_checkpoint(path, progress, **kwargs):
+        opened.append(path.name)
+        if path.name == "slow":
+            release.wait(20)  # a load that takes until the test says (at most 20 s)
+        return real(path, progress, **kwargs)
+
+    monkeypatch.setattr(registry, "open_checkpoint", open_checkpoint)
+    slow = threading.Thread(target=registry.load_model, args=(str(tmp_path / "slow"),))
+    slow.start()
+    while "slow" not in opened:
+        time.sleep(0.01)
+    start = time.monotonic()
+    quick = registry.load_model(str(tmp_path / "quick"))  # behind one lock for all, it would wait 20 s
+    assert time.monotonic() - start < 10 and quick.n_layers == 6
+    twice = threading.Thread(target=registry.load_model, args=(str(tmp_path / "slow"),))  # the same model waits
+    twice.start()
+    release.set()
+    slow.join()
+    twice.join()
+    assert opened == ["slow", "quick"], opened  # the second load of slow took the first one's model

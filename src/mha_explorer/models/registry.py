@@ -146,7 +146,7 @@ def local_models(paths: list[str]) -> dict[str, Path]:
         name, k = base, 1
         while name in out or name in NAMES:
             k += 1
-            name = f"{base}-{k}"
+            name = f"{base[: 64 - len(f'-{k}')]}-{k}"  # a name stays within the 64 characters a request allows
         out[name] = path
     return out
 
@@ -169,7 +169,8 @@ def local_info(name: str, path: Path) -> ModelInfo:
 # --- loading ---------------------------------------------------------------
 
 _loaded: dict[str, LoadedModel] = {}
-_loading = threading.Lock()
+_guard = threading.Lock()  # over _locks
+_locks: dict[str, threading.Lock] = {}  # one per model: a load waits only for another of the same model
 
 
 def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None) -> LoadedModel:
@@ -189,7 +190,9 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
                 raise ModelError(f"no such file or directory: {key}; {choices}")
             raise ModelError(f"unknown model {key!r}: {choices}")
         key = str(path.resolve())
-    with _loading:
+    with _guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
         if key not in _loaded:
             _loaded[key] = _load_named(spec, report) if spec else open_checkpoint(Path(key), report)
         report(1.0, "ready")
@@ -204,12 +207,14 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
             raise refuse_pickle(path)
         if path.suffix.lower() == ".gguf":
             return _open_gguf(path, progress, name, title, origin)
-        if path.suffix.lower() == ".safetensors" and (path.parent / "config.json").exists():
-            path = path.parent
-        else:
+        if path.suffix.lower() != ".safetensors":
+            raise CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
+        if not (path.parent / "config.json").exists():
             raise CheckpointError(
-                f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}"
+                f"{path.parent} has no config.json beside {path.name}; give a Hugging Face directory that holds"
+                " config.json, tokenizer.json and the .safetensors files"
             )
+        path = path.parent
     if not path.is_dir():
         raise ModelError(f"{path} is neither a file nor a directory")
     return _open_hf_dir(path, progress, name, title, origin)
@@ -224,6 +229,9 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
     if not shards:
         if pickles:
             raise refuse_pickle(pickles[0])
+        ggufs = sorted(path.glob("*.gguf"))
+        if ggufs:
+            raise CheckpointError(f"{path} holds no .safetensors file but a GGUF file: give its path, {ggufs[0]}")
         raise CheckpointError(f"{path} holds no .safetensors file; the explorer reads {SUPPORTED}")
     if cfg is None:
         raise CheckpointError(f"{path} has no config.json; a Hugging Face checkpoint directory needs one")
@@ -363,9 +371,9 @@ def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
     if expected is None:
         raise CheckpointError(f"{spec.package} lists no checksum for {spec.joined_name}")
     total, done, digest = sum(p.stat().st_size for p in parts), 0, hashlib.sha256()
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
         with partial.open("wb") as out:
             for part in parts:
                 with part.open("rb") as f:
@@ -375,13 +383,14 @@ def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
                         done += len(block)
                         progress(done / total, f"joining the {len(parts)} parts of {spec.joined_name}")
         if digest.hexdigest() != expected:
-            partial.unlink()
             raise CheckpointError(f"the joined {spec.joined_name} does not match its SHA-256; reinstall {spec.package}")
         os.replace(partial, target)
     except OSError as e:
         raise CheckpointError(
             f"cannot write {target} ({e.strerror or e}); set MHA_EXPLORER_CACHE to a writable directory"
         ) from None
+    finally:
+        partial.unlink(missing_ok=True)  # a join that failed leaves nothing (after os.replace, it is gone)
     return target
 
 

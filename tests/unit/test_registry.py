@@ -1,0 +1,63 @@
+"""The registry's own steps: progress of a step that cannot count, local names, joining parts."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+
+from mha_explorer.models import CheckpointError, registry
+from mha_explorer.models.registry import _ticking, local_models
+
+
+def test_a_long_step_is_said_again_with_the_time_so_far():
+    said = []
+    with _ticking(lambda fraction, message: said.append((fraction, message)), 0.02, "reading", every=0.05):
+        time.sleep(0.18)
+    assert said[0] == (0.02, "reading") and len(said) >= 3
+    assert all(f == 0.02 and m.startswith("reading (") and m.endswith("s so far; a large vocabulary takes a while)") for f, m in said[1:])
+    count = len(said)
+    time.sleep(0.12)
+    assert len(said) == count  # nothing after the step
+
+
+def test_local_names_stay_within_what_a_request_allows(tmp_path):
+    long = "a-checkpoint-with-a-name-far-longer-than-any-model-name-should-be-at-all"
+    folders = [tmp_path / "one" / long, tmp_path / "two" / long, tmp_path / "three" / long]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    names = list(local_models([str(f) for f in folders]))
+    assert len(set(names)) == 3 and all(len(name) <= 64 for name in names), names
+    assert names[1].endswith("-2") and names[2].endswith("-3")
+
+
+@pytest.mark.parametrize("case", ["right", "checksum differs", "a part fails to read"])
+def test_joining_parts_leaves_no_partial_file(tmp_path, monkeypatch, case):
+    right = case == "right"
+    pieces = {("p1", "a.part"): b"first half, ", ("p2", "b.part"): b"second half"}
+    files = {}
+    for (package, name), data in pieces.items():
+        files[(package, name)] = tmp_path / name
+        files[(package, name)].write_bytes(data)
+    if case == "a part fails to read":  # after the first part is written: an OSError mid-join
+        real_open = type(tmp_path).open
+
+        def failing_open(path, *args, **kwargs):
+            if path.name == "b.part":
+                raise OSError(5, "I/O error")
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(type(tmp_path), "open", failing_open)
+    digest = hashlib.sha256(b"".join(pieces.values())).hexdigest() if case != "checksum differs" else "0" * 64
+    files[("main", "SHA256SUMS")] = tmp_path / "SHA256SUMS"
+    files[("main", "SHA256SUMS")].write_text(f"{digest}  joined.gguf\n")
+    monkeypatch.setattr(registry, "_installed_file", lambda package, name: files[(package, name)])
+    monkeypatch.setenv("MHA_EXPLORER_CACHE", str(tmp_path / "cache"))
+    spec = registry.ModelSpec("x", "X", "llama", "main", ("SHA256SUMS",), "", parts=tuple(pieces), joined_name="joined.gguf")
+    if right:
+        assert registry._join_parts(spec, lambda f, m: None).read_bytes() == b"first half, second half"
+    else:
+        with pytest.raises(CheckpointError, match="does not match its SHA-256" if case == "checksum differs" else "I/O error"):
+            registry._join_parts(spec, lambda f, m: None)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == (["joined.gguf"] if right else [])
