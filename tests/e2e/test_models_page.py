@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -536,6 +537,35 @@ def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     readout = page.locator(".stage .readout").first.inner_text()
     top = int(np.argmax(weights))
     assert readout.startswith(f"{page_text(weights[top])} × {payload.tokens[top]} @{top} · v[1]"), readout
+
+
+@needs("minilm")
+def test_the_newest_layer_picked_is_the_one_shown_whatever_answer_comes_last(page, server_url):
+    """Layers picked quickly (a key held on the menu): an answer for layer 5 that comes late must
+    not land over the one for layer 0 that was asked for after it."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    held = []  # layer 5's trace, held back until layer 0's has been shown
+
+    def hold_layer_5(route):
+        if json.loads(route.request.post_data)["layer"] == 5:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/model-trace", hold_layer_5)
+    page.evaluate("""() => {
+        const menu = document.getElementById('model-layer');
+        for (const layer of ['5', '0']) { menu.value = layer; menu.dispatchEvent(new Event('change', { bubbles: true })); }
+    }""")
+    page.wait_for_function("() => document.querySelector('.model-status').textContent.includes('layer 0:')")
+    for route in held:  # none when the page dropped layer 5's request before sending it
+        route.continue_()
+    page.wait_for_load_state("networkidle")  # any answer for layer 5 is in
+    page.wait_for_timeout(300)
+    assert page.get_by_label("Layer (from 0)").input_value() == "0"
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 0:")
+    assert "layer=0" in page.url and page.locator("#models .lab-error").inner_text() == ""
+    assert page.locator("#models button.primary").get_attribute("aria-disabled") is None  # Trace can be pressed again
 
 
 @needs("minilm")

@@ -118,17 +118,26 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     return state;
   }
 
+  // Only the newest trace shows its answer: a layer or model picked while an older one runs (a key
+  // held down on the layer menu) would otherwise let the older answer land last, under menus that
+  // name the newer. trace() resolves true when shown, false when it failed, null when a newer
+  // trace took its place.
+  let latest = 0;
   async function trace(request) {
+    const ticket = ++latest;
+    const stale = () => ticket !== latest;
     error.textContent = "";
     failed = null;
     go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
     try {
       const state = await ensureLoaded(request.model);
+      if (stale()) return null;
       if (!fixed && layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
       status.textContent = `Running ${state.title} up to layer ${request.layer}…`;
       const payload = await answer(
         await ask("api/model-trace", asking(request)),
       );
+      if (stale()) return null;
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
@@ -136,13 +145,14 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       onPayload(payload, request);
       return true;
     } catch (failure) {
+      if (stale()) return null;
       failed = failure;
       error.textContent = current ? `${failure.message}. The last good result stays on screen.` : `${failure.message}.`;
       status.textContent = "";
       bar.hidden = true;
       return false;
     } finally {
-      go.removeAttribute("aria-disabled");
+      if (!stale()) go.removeAttribute("aria-disabled");
     }
   }
 
@@ -153,10 +163,13 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     void query;
   });
   // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
+  // true when ready, false when it failed, null when another model was picked meanwhile (its
+  // layers are not this one's to list)
   async function prepare(name, keepLayer) {
     error.textContent = "";
     try {
       const state = await ensureLoaded(name);
+      if (picker.value !== name) return null;
       fillLayers(state.config.n_layers, keepLayer);
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
@@ -165,6 +178,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         : `${state.title} is loaded: ${sizes}.${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
     } catch (failure) {
+      if (picker.value !== name) return null;
       error.textContent = `${failure.message}.`;
       status.textContent = "";
       bar.hidden = true;
@@ -229,8 +243,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // so that what is shown always belongs to the model picked
     // the layer picked stays where the new model has it (else the nearest it has)
     const traced = Boolean(current);
-    prepare(picker.value, Number(layer.value) || 0).then((ok) => {
-      if (ok && traced && chosen === picker.value) trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: 0, query: null });
+    const name = picker.value;
+    prepare(name, Number(layer.value) || 0).then((ok) => {
+      if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });
   });
   layer.addEventListener("change", () => {
@@ -276,7 +291,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         error.textContent = `This page holds one text, “${fixed.text}”, not the link's.`;
         return false;
       }
-      if (!(await prepare(picker.value, initial.layer ?? 0))) return false;
+      const ready = await prepare(picker.value, initial.layer ?? 0);
+      if (ready === null) return true; // the user picked another model meanwhile
+      if (!ready) return false;
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
         error.textContent = held
@@ -289,15 +306,17 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // shown), so that its model, text and layer are not lost over it; linkProblems says so
       const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null };
       const dropped = [];
-      while (!(await trace(request))) {
+      let shown;
+      while (!(shown = await trace(request))) {
+        if (shown === null) return true; // the user traced something else meanwhile
         const field = failed?.fields?.length === 1 ? failed.fields[0] : null;
         if (field === "head" && request.head !== 0) request.head = 0;
         else if (field === "query" && request.query !== null) request.query = null;
         else return false;
         dropped.push([field, failed.message]);
       }
-      const shown = byHead.get(current.head);
-      linkProblems = dropped.map(([field, message]) => `${message}, so ${field === "head" ? "head 0" : `query “${shown.tokens[shown.query]}”`} is shown`);
+      const payload = byHead.get(current.head);
+      linkProblems = dropped.map(([field, message]) => `${message}, so ${field === "head" ? "head 0" : `query “${payload.tokens[payload.query]}”`} is shown`);
       return true;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
