@@ -8,7 +8,9 @@ import numpy as np
 from mha_explorer.walkthrough import fmt
 
 # data-src="name:i,j,k" on every number
-NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num'))
+# numbers taken from the trace (data-src names where); a few the page works out itself (e^s of the
+# softmax) have no source and are checked where they are shown
+NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num[data-src]'))
     .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
 
 

@@ -430,8 +430,54 @@ def test_where_rounded_contributions_do_not_add_up_the_page_says_so(page, server
     by_hand = lambda m: sum(float(fmt(arrays["contributions"][i, q, m])) for i in range(2))
     off = [m for m in range(4) if fmt(by_hand(m)) != fmt(arrays["output"][q, m])]
     assert off  # the example has some (query "like": y[1], y[2], y[3])
-    note = page.locator(".stage p", has_text="rounded parts add up").inner_text()
-    assert f"so in {', '.join(f'y[{m}]' for m in off)} the rounded parts" in note
+    note = page.locator(".stage p", has_text="working from the rounded numbers").inner_text()
+    assert f"so in {', '.join(f'y[{m}]' for m in off)}, working from the rounded numbers" in note
+
+
+def test_every_hand_check_lands_or_is_explained(page, server_url, api):
+    """A learner checks each stage by hand from the numbers shown: a score as the sum of the
+    products shown, divided by √d_head given to three decimals; each weight as e^s (worked out to
+    three decimals) over their sum; z as the sum of the weighted rows. Where two-decimal numbers
+    cannot land on the rounded result, a note under the figure names the row or component."""
+    payload, arrays = api
+    open_page(page, server_url)
+    q, n = payload.query, len(payload.tokens)
+    explained = []
+    note = page.locator(".stage p", has_text="working from the rounded numbers")
+
+    def named(where: list[str]) -> None:
+        assert note.count() == bool(where)
+        if where:
+            assert f"so in {', '.join(where)}, working from the rounded numbers" in note.inner_text()
+            explained.extend(where)
+
+    for head in (0, 1):
+        select(page, "Inspect head", f"Head {head}")
+        select(page, "Calculation stage", "Scores")
+        off = []
+        for j, row in enumerate(page.locator(".stage table.calc-table tbody tr").all_inner_texts()):
+            _, products, score, divisor, scaled = row.split("\t")
+            assert divisor.strip() == "÷ 1.414" and score == fmt(arrays["scores"][head, q, j]) and scaled == fmt(arrays["scaled"][head, q, j])
+            by_hand = sum(float(a) * float(b) for a, b in (p.split("×") for p in products.split(" + ")))
+            if fmt(by_hand) != score or fmt(float(score) / 1.414) != scaled:
+                off.append(f"the row of “{payload.tokens[j]}”")
+        named(off)
+        select(page, "Calculation stage", "Weights")
+        s = arrays["scaled"][head, q]
+        e = np.exp(s)
+        off = [] if fmt(sum(float(fmt(a)) for a in arrays["weights"][head, q])) == "1.00" else ["Σ"]
+        rows = [r.split("\t") for r in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
+        assert len(rows) == n
+        for j, (_, shown_s, shown_e, over, weight) in enumerate(rows):
+            assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(arrays["weights"][head, q, j]))
+            if fmt(float(shown_e) / float(over.strip("÷ "))) != weight:
+                off.append(f"the weight of “{payload.tokens[j]}”")
+        named(off)
+        select(page, "Calculation stage", "Value mixing")
+        g = payload.kv_group[head]
+        weighted = arrays["weights"][head, q][:, None] * arrays["v"][g]  # (n, d_v)
+        named([f"z[{c}]" for c in range(payload.config.d_v) if fmt(sum(float(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
+    assert explained  # the example has some (head 0: Σ and z[0])
 
 
 def test_the_stages_are_one_tab_stop_and_the_arrow_keys_move_along_them(page, server_url, api):

@@ -48,6 +48,18 @@ export function fmt(value) {
   return s === "-0.00" ? "0.00" : s;
 }
 
+// A constant a learner divides by (√d_head): three decimals, trailing zeros dropped (1.414, 8), so
+// that a rounded score divided by it lands on the rounded result.
+function fmtConstant(value) {
+  return String(Number(value.toFixed(3)));
+}
+
+// Where a hand check from the rounded numbers misses the rounded result: a hint saying why, or null.
+function roundingHint(where) {
+  if (!where.length) return null;
+  return h("p", { class: "hint" }, `Every number here is rounded to two decimals, and each result is worked out from the full numbers: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
+}
+
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
 // it back in float32 (at most 9), not the 17 of the double it is read into.
 function full(value) {
@@ -811,12 +823,19 @@ function scores(view, query, head) {
       h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
       h("td", { class: "terms" }, products(q, t.k.row(g, j), (e) => `q:${head},${query},${e}`, (e) => `k:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, `÷ ${fmt(divisor)}`),
+      h("td", { class: "div" }, `÷ ${fmtConstant(divisor)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
+  // by hand: the rounded products added, then divided by the divisor as shown
+  const rounded = (x) => Number(fmt(x));
+  const off = range(n).filter((j) => {
+    const k = t.k.row(g, j);
+    const dot = q.reduce((sum, x, e) => sum + rounded(x) * rounded(k[e]), 0);
+    return fmt(dot) !== fmt(t.scores.at(head, query, j)) || fmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
+  });
   return [
-    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, payload.tokens[query], `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmt(root)}.`),
+    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, payload.tokens[query], `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
     h(
       "table",
       { class: "calc-table" },
@@ -824,6 +843,7 @@ function scores(view, query, head) {
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, "q · k as a sum of products"), h("th", { scope: "col" }, "q · k"), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
       h("tbody", {}, rows),
     ),
+    roundingHint(off.map((j) => `the row of “${payload.tokens[j]}”`)),
   ];
 }
 
@@ -882,7 +902,7 @@ function scoresMany(view, query, head) {
       h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)),
       h("td", {}, `Σ of ${c.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, `÷ ${fmt(1 / scale)}`),
+      h("td", { class: "div" }, `÷ ${fmtConstant(1 / scale)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
@@ -929,11 +949,51 @@ function weights(view, query, head) {
     stack.append(seg);
   });
   const total = a.reduce((s, x) => s + x, 0);
+  const byHand = a.reduce((s, x) => s + Number(fmt(x)), 0);
+  const e = softmaxTable(view, query, head);
   return [
     h("div", { class: "bars", role: "group", "aria-label": `Softmax weights of head ${head}` }, bars),
     h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
     stack,
+    e.table,
+    roundingHint([...(fmt(byHand) !== fmt(total) ? ["Σ"] : []), ...e.off.map((j) => `the weight of “${payload.tokens[j]}”`)]),
   ];
+}
+
+// The softmax of one query's scores, step by step: each score s, e^s, their sum, and each e^s
+// divided by it. e^s is worked out here (the trace keeps only the weights), to three decimals so
+// that a division by hand lands on the weight shown; a large one is written with its exponent.
+// Returns the table and the keys where that division still misses.
+function softmaxTable(view, query, head) {
+  const { payload, t } = view;
+  const n = payload.tokens.length;
+  const logits = t.mask || t.scaled;
+  const source = t.mask ? "mask" : "scaled";
+  const s = range(n).map((j) => logits.at(head, query, j));
+  const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(x)));
+  const sum = e.reduce((total, x) => total + x, 0);
+  const text = (x) => (x >= 1e5 ? x.toExponential(2).replace("e+", "e") : x.toFixed(3));
+  const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
+  const off = range(n).filter((j) => e[j] > 0 && fmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j)));
+  const rows = range(n).map((j) =>
+    h(
+      "tr",
+      { class: e[j] === 0 ? "masked" : null },
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("td", {}, num(s[j], `${source}:${head},${query},${j}`)),
+      h("td", {}, shown(e[j])),
+      h("td", { class: "div" }, "÷ ", shown(sum)),
+      h("td", {}, num(t.weights.at(head, query, j), `weights:${head},${query},${j}`)),
+    ),
+  );
+  const table = h(
+    "table",
+    { class: "calc-table softmax" },
+    h("caption", {}, `The softmax by hand, head ${head}`),
+    h("thead", {}, h("tr", {}, ["key", "scaled score s", "eˢ", "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows),
+  );
+  return { table, off };
 }
 
 function weightsMany(view, query, head) {
@@ -984,13 +1044,17 @@ function mixing(view, query, head) {
     h("td", { class: "op" }, "="),
     h("td", {}, vec(range(dv).map((e) => num(t.z.at(head, query, e), `z:${head},${query},${e}`)))),
   );
-  return h(
-    "table",
-    { class: "calc-table" },
-    h("caption", {}, `Weighted sum of the value rows, head ${head}`),
-    h("thead", {}, h("tr", {}, ["key", "weight", "", "value row", "", "weighted"].map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, rows, z),
-  );
+  const byHand = (e) => range(n).reduce((sum, j) => sum + Number(fmt(t.weights.at(head, query, j) * t.v.at(g, j, e))), 0);
+  return [
+    h(
+      "table",
+      { class: "calc-table" },
+      h("caption", {}, `Weighted sum of the value rows, head ${head}`),
+      h("thead", {}, h("tr", {}, ["key", "weight", "", "value row", "", "weighted"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, rows, z),
+    ),
+    roundingHint(range(dv).filter((e) => fmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `z[${e}]`)),
+  ];
 }
 
 function mixingMany(view, query, head) {
@@ -1173,9 +1237,7 @@ function output(view, query, head) {
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + Number(fmt(row[m])), payload.config.bias ? Number(fmt(w.b_O.at(m))) : 0);
   const off = wide ? [] : range(d_model).filter((m) => fmt(byHand(m)) !== fmt(y[m]));
-  const rounding = off.length
-    ? h("p", { class: "hint" }, `Every number here is rounded to two decimals, and each total is the sum of the full numbers: so in ${off.map((m) => `y[${m}]`).join(", ")} the rounded parts add up to a little more or less than the rounded total. Point at a number to see it in full.`)
-    : null;
+  const rounding = roundingHint(off.map((m) => `y[${m}]`));
   return [
     h("div", { class: "equation" }, concat, h("span", { class: "op" }, "×"), wo),
     wide ? contribMap() : table(),
