@@ -251,17 +251,14 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert "query “␣every”" in page.locator(".stage h2").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
-    # the Scores stage lists the keys the query may see, highest score first (the keys the next
-    # stages weigh), and counts the hidden keys that scored above the last of them
+    # a short text's Scores stage lists every key in order (q . k is a sum of 64 products), and
+    # marks the keys the mask hides next
     page.get_by_label("Calculation stage").select_option(label="Scores")
-    scores = full_arrays(api_trace(server_url, model="smollm2", text=text, layer=0, head=0))["scores"][0, 2]
     rows = page.locator(".stage table.calc-table tbody tr")
     listed = [int(re.search(r"@(\d+)", r).group(1)) for r in rows.all_inner_texts()]
-    assert listed == list(np.argsort(-scores[:3], kind="stable")), listed
-    above = int((scores[3:] > scores[listed[-1]]).sum())
-    lead = page.locator(".stage p.lead").first.inner_text()
-    assert "the table lists the 3 keys the query may see, highest first." in lead, lead
-    assert above > 1 and f"{above} hidden keys score higher than the last one listed: the mask, next, sets their scores to −∞." in lead, lead
+    assert listed == list(range(11)), listed
+    marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
+    assert marked == list(range(3, 11)) and all("masked next" in r for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts())
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "the 3 value rows of K/V head 0 that “␣every” sees" in page.locator(".stage").inner_text()
     # every query at once works on the stages only decoders have
@@ -516,6 +513,39 @@ def test_the_inspected_head_is_in_sight_and_the_thumbnails_keep_their_places(pag
         return [list.querySelector('.inspected').offsetHeight > list.clientHeight, name.getBoundingClientRect().top >= list.getBoundingClientRect().top - 1]; }"""
     )
     assert top == [True, True]
+
+
+@needs("minilm")
+def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
+    """Nine tokens and vectors of 32: every key is listed, in order, at Scores and Value mixing
+    (only the vectors are too long to write out)."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    listed = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
+    assert listed == list(range(9)) and "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
+    page.get_by_label("Calculation stage").select_option(label="Value mixing")
+    assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
+    assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows (rows), each to be scaled by its weight: 9 × 32 heatmap")
+
+
+@needs("smollm2")
+def test_a_long_causal_texts_scores_follow_the_keys_the_query_sees(page, server_url):
+    """Beyond 24 tokens the Scores table lists the keys the query may see with the highest scores
+    (the keys the next stages weigh), and counts the hidden keys that scored above the last."""
+    text = "Attention lets every token read from the tokens before it, and only from those, in a decoder like this one that writes text."
+    trace_model(page, server_url, "smollm2", text, 0)
+    n = len(page.get_by_label("Query token").locator("option").all_inner_texts())
+    assert n > 24
+    query = 6
+    page.get_by_label("Query token").select_option(index=query)
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    scores = full_arrays(api_trace(server_url, model="smollm2", text=text, layer=0, head=0))["scores"][0, query]
+    listed = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
+    assert listed == list(np.argsort(-scores[: query + 1], kind="stable")[:8]), listed
+    above = int((scores[query + 1 :] > scores[listed[-1]]).sum())
+    lead = page.locator(".stage p.lead").first.inner_text()
+    assert "the table lists the 7 keys the query may see, highest first." in lead, lead
+    assert above > 1 and f"{above} hidden keys score higher than the last one listed: the mask, next, sets their scores to −∞." in lead, lead
 
 
 @needs("minilm")

@@ -884,22 +884,25 @@ function mask(view, query, head) {
 function scoresMany(view, query, head) {
   const { payload, t } = view;
   const g = payload.kv_group[head];
-  // every key has a score (the mask comes next); the table follows the keys the query may see,
-  // the ones the next stages weigh, and says how many hidden keys scored above them
+  // every key has a score (the mask comes next). A short text's table lists every key in order,
+  // the hidden ones marked; a long text's follows the keys the query may see (the ones the next
+  // stages weigh) and says how many hidden keys scored above them
   const score = (j) => t.scores.at(head, query, j);
+  const n = payload.tokens.length;
+  const few = n <= MANY_TOKENS; // every key fits: all of them, in order, the hidden ones marked
   const visible = visibleKeys(view, query, head);
-  const top = visible.sort((a, b) => score(b) - score(a)).slice(0, TOP_KEYS);
-  const masked = visible.length < payload.tokens.length;
+  const top = few ? range(n) : [...visible].sort((a, b) => score(b) - score(a)).slice(0, TOP_KEYS);
+  const masked = visible.length < n;
   const lowest = score(top[top.length - 1]);
   const seen = new Set(visible);
-  const hiddenAbove = range(payload.tokens.length).filter((j) => !seen.has(j) && score(j) > lowest).length;
+  const hiddenAbove = few ? 0 : range(n).filter((j) => !seen.has(j) && score(j) > lowest).length;
   const c = payload.config;
   const scale = c.scale ?? 1 / Math.sqrt(c.d_head);
   const rows = top.map((j) =>
     h(
       "tr",
-      {},
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)),
+      { class: seen.has(j) ? null : "masked" },
+      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${c.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(1 / scale)}`),
@@ -907,11 +910,12 @@ function scoresMany(view, query, head) {
     ),
   );
   const keys = (count) => (count === 1 ? "one key" : `${count} keys`);
-  const which = !masked ? `${keys(top.length)} with the highest scores`
+  const which = few ? `${keys(n)}, in order`
+    : !masked ? `${keys(top.length)} with the highest scores`
     : top.length === visible.length ? `${keys(top.length)} the query may see`
     : `${keys(top.length)} the query may see with the highest scores`;
   return [
-    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${which}, highest first.`, hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
+    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${which}${few ? "" : ", highest first"}.`, few && masked ? " Those marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞." : "", hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
     keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
     h(
       "table",
@@ -1061,11 +1065,13 @@ function mixingMany(view, query, head) {
   const { payload, t } = view;
   const g = payload.kv_group[head];
   const dv = payload.config.d_v;
-  const top = topKeys(view, query, head);
+  const visible = visibleKeys(view, query, head);
+  const few = payload.tokens.length <= MANY_TOKENS; // every row fits: all of them, in order
+  const top = few ? visible : topKeys(view, query, head);
   return [
-    h("p", { class: "lead" }, `z is the weighted sum of the ${visibleKeys(view, query, head).length} value rows of K/V head ${g} that “`, payload.tokens[query], `” sees. Below: the value rows of the ${top.length} keys with the most weight, then z.`),
+    h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of K/V head ${g} that “`, payload.tokens[query], `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
     heatmap({
-      caption: `Value rows of the top keys (rows), each to be scaled by its weight`,
+      caption: few ? "Value rows (rows), each to be scaled by its weight" : "Value rows of the top keys (rows), each to be scaled by its weight",
       rows: top.length,
       cols: dv,
       value: (r, e) => t.v.at(g, top[r], e),
