@@ -288,6 +288,8 @@ def model_payload(
         family=model.arch.family,
         layer=run.layer,
         n_layers=model.n_layers,
+        input_note=model.arch.input_note,
+        output_note=model.arch.output_note,
         text=text,
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -165,6 +166,7 @@ def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
     stages = tuple(s for s in PAGE_STAGES if _OPTIONAL.get(s.id, lambda c: True)(config))
     if config.bias:
         stages = tuple(_BIASED.get(s.id, s) for s in stages)
+    stages = tuple(_scores(s, config) if s.id == "scores" else s for s in stages)
     if config.sliding_window is None:
         return stages
     return tuple(_windowed_mask(s, config) if s.id == "mask" else s for s in stages)
@@ -189,6 +191,27 @@ _BIASED = {
         "The bias bᴼ is added once, after the heads' contributions.",
     ),
 }
+
+
+def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:
+    """The scores of the q and k the layer compares (rotated, or normed, when it has those
+    stages), divided by √d_head or multiplied by the layer's own scale."""
+    q, k, text = "q", "k", stage.explanation
+    if config.rope_theta is not None:
+        q, k = r"\tilde{q}", r"\tilde{k}"
+        text += " Here q and k are the rotated ones of the stage before (q̃, k̃), so each score depends on how far apart the two tokens are."
+    elif config.qk_norm:
+        q, k = r"\hat{q}", r"\hat{k}"
+        text += " Here q and k are the normed ones of the stage before (q̂, k̂)."
+    own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
+    if q == "q" and not own:
+        return stage
+    if own:
+        latex = rf"s_{{j}} = {q} \cdot {k}_j \times {config.scale:g}"
+        text += f" This layer multiplies by {config.scale:g}, a scale its config sets, instead of dividing by √d_head."
+    else:
+        latex = rf"s_{{j}} = \frac{{{q} \cdot {k}_j}}{{\sqrt{{d_{{\text{{head}}}}}}}}"
+    return replace(stage, latex=latex, explanation=text)
 
 
 def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:

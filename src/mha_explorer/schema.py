@@ -102,6 +102,8 @@ class ModelLayer(BaseModel):
     family: str
     layer: int = Field(description="numbered from 0")
     n_layers: int
+    input_note: str = Field(default="", description="what X is: where the layer's attention input comes from")
+    output_note: str = Field(default="", description="where the attention's output y goes in the layer")
     text: str
     special: list[bool] = Field(description="True for tokens the tokenizer added")
     readable: list[str] = Field(description="the text each token stands for")

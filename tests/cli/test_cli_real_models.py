@@ -73,6 +73,15 @@ def output_table(out: str) -> dict[str, list[str]]:
 
 
 @needs["minilm"]
+def test_the_walkthrough_says_where_x_comes_from_and_where_y_goes():
+    from mha_explorer.models import load_model
+
+    arch = load_model("minilm").arch
+    out = ok("--model", "minilm", "--text", FOX, "--stage", "scores")
+    assert f"{arch.input_note} {arch.output_note}" in " ".join(out.split())
+
+
+@needs["minilm"]
 def test_output_table_has_a_bias_row_and_its_rows_add_up():
     args = ("--model", "minilm", "--text", FOX, "--layer", "3", "--query", "fox")
     out = ok(*args, "--head", "5", "--stage", "output")

@@ -90,6 +90,15 @@ def test_lab_numbers_equal_the_api_for_causal_gqa_and_mqa(page, server_url):
             check_numbers(page, ".outputs", arrays)
 
 
+def test_a_token_that_occurs_twice_is_told_apart_by_its_position(page, server_url):
+    open_lab(page, server_url)  # the preset's tokens: the cat sat on the mat
+    options = page.get_by_label("Query token").locator("option").all_inner_texts()
+    assert options == ["the @0", "cat", "sat", "on", "the @4", "mat"]
+    page.get_by_label("Query token").select_option(label="the @4")
+    assert page.locator(".stage h2").inner_text().endswith("· query “the @4”")
+    assert page.locator(".outputs h2").first.inner_text() == "Head outputs for “the @4”"
+
+
 def test_causal_mask_stage_shows_masked_cells_with_zero_weight(page, server_url, artifacts):
     open_lab(page, server_url)
     page.get_by_label("Query token").select_option(index=1)

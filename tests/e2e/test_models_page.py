@@ -259,6 +259,14 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert listed == list(range(11)), listed
     marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
     assert marked == list(range(3, 11)) and all("masked next" in r for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts())
+    # the scores compare the rotated q and k, and the formula and the table say so
+    assert "q̃ · k̃" in page.locator(".stage table.calc-table thead").inner_text()
+    assert "Here q and k are the rotated ones of the stage before" in page.locator(".stage p.explain").first.inner_text()
+    # where X comes from, and where y goes, in this decoder's layer
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    assert page.locator(".stage p.where-from").inner_text() == load_model("smollm2").arch.input_note
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    assert page.locator(".stage p.where-from").inner_text().startswith("y is the attention's output: the layer adds it to the residual stream")
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "the 3 value rows of K/V head 0 that “␣every” sees" in page.locator(".stage").inner_text()
     # every query at once works on the stages only decoders have
@@ -523,6 +531,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     page.get_by_label("Calculation stage").select_option(label="Scores")
     listed = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
     assert listed == list(range(9)) and "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
+    assert "q · k" in page.locator(".stage table.calc-table thead").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
     assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows (rows), each to be scaled by its weight: 9 × 32 heatmap")

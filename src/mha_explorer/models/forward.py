@@ -34,6 +34,10 @@ class Architecture:
     """What a converter provides. Subclasses set the attributes and implement the methods."""
 
     family: str  # "bert", "llama", "gemma3"
+    # where attention sits in the layer, as the page and the terminal say it: what X is, and where
+    # the output y goes
+    input_note: str
+    output_note: str
     n_layers: int
     d_model: int
     max_positions: int | None  # the longest input the model was built for

@@ -104,6 +104,8 @@ def gguf_sizes(gguf: GGUFFile, a: str) -> dict:
 
 class Llama(Architecture):
     family = "llama"
+    input_note = "X is the residual stream entering the layer, after the layer's RMSNorm: the model normalizes before attention."
+    output_note = "y is the attention's output: the layer adds it to the residual stream (its input before the norm), then the MLP."
 
     def __init__(self, s: Sizes, source, names: dict[str, str], gguf: bool, progress: Callable[[float, str], None]):
         where = str(source.path)

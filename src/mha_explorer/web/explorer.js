@@ -39,6 +39,20 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
+// A token as the query menu and the titles name it: a token that occurs more than once in the
+// text is told apart by its position ("the @4").
+const repeated = new WeakMap(); // payload -> the set of tokens that occur more than once
+function tokenName(payload, i) {
+  if (!repeated.has(payload)) {
+    const seen = new Set();
+    const twice = new Set();
+    for (const tok of payload.tokens) (seen.has(tok) ? twice : seen).add(tok);
+    repeated.set(payload, twice);
+  }
+  const tok = payload.tokens[i];
+  return repeated.get(payload).has(tok) ? `${tok} @${i}` : tok;
+}
+
 // ---- numbers -------------------------------------------------------------------------
 
 // Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00.
@@ -312,6 +326,13 @@ function range(n) {
   return Array.from({ length: n }, (_, i) => i);
 }
 
+// The q and k the scores compare: the last recorded before them (rotated, else normed, else as
+// projected), and how the tables write their dot product.
+function comparedQK(t) {
+  return t.q_rotated ? ["q_rotated", "k_rotated"] : t.q_normed ? ["q_normed", "k_normed"] : ["q", "k"];
+}
+const QK_LABEL = { q: "q · k", q_normed: "q̂ · k̂", q_rotated: "q̃ · k̃" };
+
 function products(a, b, srcA, srcB) {
   // "a0×b0 + a1×b1 + …" with every factor a checkable number
   return a.flatMap((x, i) => [i ? " + " : "", num(x, srcA(i)), "×", num(b[i], srcB(i))]);
@@ -471,7 +492,7 @@ function render({ model, el }) {
     matrices.replaceChildren(h("summary", {}, "Matrices"));
     if (matrices.open) matrices.append(...roving([matricesView(view)]));
     if (kept) return;
-    querySelect.replaceChildren(...payload.tokens.map((tok, i) => h("option", { value: i }, tok)));
+    querySelect.replaceChildren(...payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
@@ -496,11 +517,14 @@ function render({ model, el }) {
       const info = v.payload.page_stages[i];
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
       v.panels.set(key, roving([
-        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, v.payload.tokens[query], "”")),
+        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, tokenName(v.payload, query), "”")),
         h("div", { class: "formula" }, v.formulas[stage].cloneNode(true)),
         h("p", { class: "explain" }, info.explanation),
+        // a real model's layer: where X comes from, and where y goes
+        stage === "projections" && v.payload.model?.input_note ? h("p", { class: "explain where-from" }, v.payload.model.input_note) : null,
+        stage === "output" && v.payload.model?.output_note ? h("p", { class: "explain where-from" }, v.payload.model.output_note) : null,
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
-      ]));
+      ].filter(Boolean)));
     }
     return v.panels.get(key);
   }
@@ -815,13 +839,14 @@ function scores(view, query, head) {
   const n = payload.tokens.length;
   const root = Math.sqrt(payload.config.d_head);
   const divisor = 1 / (payload.config.scale ?? 1 / root); // √d_head unless the layer sets its own scale
-  const q = t.q.row(head, query);
+  const [qName, kName] = comparedQK(t);
+  const q = t[qName].row(head, query);
   const rows = range(n).map((j) =>
     h(
       "tr",
       {},
       h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
-      h("td", { class: "terms" }, products(q, t.k.row(g, j), (e) => `q:${head},${query},${e}`, (e) => `k:${g},${j},${e}`)),
+      h("td", { class: "terms" }, products(q, t[kName].row(g, j), (e) => `${qName}:${head},${query},${e}`, (e) => `${kName}:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(divisor)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
@@ -830,7 +855,7 @@ function scores(view, query, head) {
   // by hand: the rounded products added, then divided by the divisor as shown
   const rounded = (x) => Number(fmt(x));
   const off = range(n).filter((j) => {
-    const k = t.k.row(g, j);
+    const k = t[kName].row(g, j);
     const dot = q.reduce((sum, x, e) => sum + rounded(x) * rounded(k[e]), 0);
     return fmt(dot) !== fmt(t.scores.at(head, query, j)) || fmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
   });
@@ -840,7 +865,7 @@ function scores(view, query, head) {
       "table",
       { class: "calc-table" },
       h("caption", {}, "Dot product of the query with each key, then scaled"),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, "q · k as a sum of products"), h("th", { scope: "col" }, "q · k"), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, `${QK_LABEL[qName]} as a sum of products`), h("th", { scope: "col" }, QK_LABEL[qName]), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
       h("tbody", {}, rows),
     ),
     roundingHint(off.map((j) => `the row of “${payload.tokens[j]}”`)),
@@ -921,7 +946,7 @@ function scoresMany(view, query, head) {
       "table",
       { class: "calc-table" },
       h("caption", {}, `The ${which}`),
-      h("thead", {}, h("tr", {}, ["key", "computed as", "q · k", "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
+      h("thead", {}, h("tr", {}, ["key", "computed as", QK_LABEL[comparedQK(t)[0]], "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows),
     ),
   ];
@@ -1883,7 +1908,7 @@ function headOutputs(view, query, head) {
   const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
   const many = n_heads * d_v > 64; // a real model: say which head, show its z on inspection only
   return [
-    h("h2", {}, "Head outputs for “", payload.tokens[query], "”"),
+    h("h2", {}, "Head outputs for “", tokenName(payload, query), "”"),
     h(
       "ul",
       { class: "head-list" + (many ? " compact" : "") },
