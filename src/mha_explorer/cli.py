@@ -60,7 +60,16 @@ def check_stage(stage: str | None, config, where: str = "") -> None:
     if stage is not None and stage not in allowed:
         if stage == "mask" and not where:
             fail("the mask stage needs --causal: add it to mask the keys after the query")
+        if stage in LACKS:  # a stage some layers have
+            fail(f"this layer has no {stage} stage ({LACKS[stage]}){where}; choose one of: {', '.join(allowed)}")
         fail(f"unknown stage {stage!r}{where}; choose one of: {', '.join(allowed)}")
+
+
+LACKS = {  # why a layer may lack one of the optional stages
+    "qk_norm": "it does not normalize q and k",
+    "rope": "it has no rotary positions",
+    "mask": "it is not causal and has no sliding window",
+}
 
 
 def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
@@ -78,7 +87,7 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
         name = numbered[1]
         times = "once" if len(found) == 1 else f"{len(found)} times"
         fail(
-            f"--query {wanted}: {name!r} occurs {times} (at {', '.join(map(str, found))}); "
+            f"--query {wanted}: {name!r} occurs {times} (at position{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}); "
             f"choose an occurrence from 1 to {len(found)}"
         )
     return found[occurrence - 1]
@@ -273,11 +282,11 @@ def echo_wrapped(text: str, rest: str = "", first: str = "") -> None:
 
 
 def plain(value) -> str:
-    """A configuration value as a person writes it: 1e-06, 10000, yes, 5, 11, 17."""
+    """A configuration value as a person writes it: 1e-06, 10000, 1000000, yes, 5, 11, 17."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"  # a RoPE base whole, as the page writes it
     if isinstance(value, dict):
         return ", ".join(f"{k} {plain(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):

@@ -135,15 +135,21 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
 
 def _qk_norm(t, tokens, i, heads):
     out = []
+    first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
     for h in heads:
         g = t.config.kv_group[h]
-        table = Table(title=f"head {h}: each row ÷ its root mean square, × the learned weights")
-        for col in ("token", "q", "q normed", "k", "k normed"):
+        shared = g in first
+        first.setdefault(g, h)
+        title = f"head {h}: each row ÷ its root mean square, × the learned weights" + (f"; k as head {first[g]}'s above" if shared else "")
+        table = Table(title=title, min_width=len(title) + 4)
+        for col in ("token", "q", "q normed") + (() if shared else ("k", "k normed")):
             table.add_column(col)
         for j, tok in enumerate(tokens):
+            if shared and j != i:
+                continue
             q, qn = (vec(t["q"][h, j]), vec(t["q_normed"][h, j])) if j == i else ("", "")
-            style = "bold" if j == i else None
-            table.add_row(Text(tok), q, qn, vec(t["k"][g, j]), vec(t["k_normed"][g, j]), style=style)
+            k = () if shared else (vec(t["k"][g, j]), vec(t["k_normed"][g, j]))
+            table.add_row(Text(tok), q, qn, *k, style="bold" if j == i else None)
         out.append(table)
     return out
 
@@ -152,15 +158,21 @@ def _rope(t, tokens, i, heads):
     q_before = t.stages.get("q_normed", t["q"])
     k_before = t.stages.get("k_normed", t["k"])
     out = []
+    first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
     for h in heads:
         g = t.config.kv_group[h]
-        table = Table(title=f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})")
-        for col in ("token", "position", "q", "q rotated", "k", "k rotated"):
+        shared = g in first
+        first.setdefault(g, h)
+        title = f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})" + (f"; k as head {first[g]}'s above" if shared else "")
+        table = Table(title=title, min_width=len(title) + 4)
+        for col in ("token", "position", "q", "q rotated") + (() if shared else ("k", "k rotated")):
             table.add_column(col)
         for j, tok in enumerate(tokens):
+            if shared and j != i:
+                continue
             q, qr = (vec(q_before[h, j]), vec(t["q_rotated"][h, j])) if j == i else ("", "")
-            style = "bold" if j == i else None
-            table.add_row(Text(tok), str(j), q, qr, vec(k_before[g, j]), vec(t["k_rotated"][g, j]), style=style)
+            k = () if shared else (vec(k_before[g, j]), vec(t["k_rotated"][g, j]))
+            table.add_row(Text(tok), str(j), q, qr, *k, style="bold" if j == i else None)
         out += [table, _turned_pairs(t, i, h, q_before)]
     return out
 
@@ -258,7 +270,9 @@ def _mixing(t, tokens, i, heads):
         keys = range(len(tokens))
         if len(tokens) > MAX_SHOWN:  # the three keys with the largest weights
             keys = sorted(np.argsort(-t["weights"][h, i], kind="stable")[:3])
-        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×{vec(t['v'][g, j])}" for j in keys)
+        # each value row named by its key: v(cats) = [1.00, 0.00]; a long text's by its position too
+        named = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: tokens[j])
+        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×v({named(j)}){vec(t['v'][g, j])}" for j in keys)
         if len(tokens) > MAX_SHOWN:
             terms += f" + … ({len(tokens)} keys; the 3 largest weights shown)"
         out.append(Text(f"head {h}: z_{h} = {terms}\n        = {vec(t['z'][h, i])}"))

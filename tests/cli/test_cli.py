@@ -146,6 +146,17 @@ def test_weights_rows_and_the_summing_line():
     assert has_row(out, ["sum", "1.00", "", "1.00", ""])
 
 
+def test_mixing_names_each_value_row_by_its_key():
+    ex, out = example(), ok("--stage", "mixing", width=200)
+    ref = loop_attention(ex, causal=False)
+    i = ex["tokens"].index("like")
+    for h in (0, 1):
+        terms = " + ".join(
+            f"{two(ref['weights'][h][i][j])}×v({tok})[{', '.join(two(x) for x in ref['v'][h][j])}]" for j, tok in enumerate(ex["tokens"])
+        )
+        assert f"head {h}: z_{h} = {terms}" in out, terms
+
+
 def test_output_rows_are_the_reference_output():
     ex, out = example(), ok("--stage", "output")
     ref = loop_attention(ex, causal=False)
@@ -253,3 +264,26 @@ def test_superscript_digit_head_is_a_clean_mistake():
     result = run("--head", "²")
     assert result.exit_code == 2, (result.exit_code, repr(result.exception))
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_query_heads_sharing_a_kv_head_show_its_normed_and_rotated_k_once():
+    """An MQA layer with a q/k norm and RoPE, as Gemma 3's: four query heads read one K/V head,
+    whose k (normed, then rotated) is shown with the first query head alone."""
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=4, qk_norm=True, rope_theta=10000.0, causal=True)
+    x = np.random.default_rng(0).normal(size=(3, 8))
+    t = trace(x, AttentionWeights.random(config, seed=1), config)
+    for stage, columns in (("qk_norm", ["q", "q normed"]), ("rope", ["position", "q", "q rotated"])):
+        console = Console(width=200, record=True, highlight=False)
+        render(t, ["a", "b", "c"], 2, [0, 1, 2, 3], stage, console)
+        out = console.export_text()
+        tables = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
+        assert tables.count(["token", *columns, "k", f"k {columns[-1].split()[-1]}"]) == 1, tables
+        assert tables.count(["token", *columns]) == 3, tables
+        assert all(f"head {h}: " in out and "k as head 0's above" in out for h in (1, 2, 3))

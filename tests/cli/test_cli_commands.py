@@ -85,7 +85,7 @@ def test_layers_are_grouped_by_kind_and_the_sliding_window_ones_named():
     kinds = {line.partition(": ")[2]: _spans_to_layers(line.removeprefix("layers ").partition(": ")[0]) for line in lines[1:]}
     assert kinds == {
         "rope_theta 10000, sliding window 512": [i for i in range(18) if sliding[i]],
-        "rope_theta 1e+06, no sliding window (full attention)": [i for i in range(18) if not sliding[i]],
+        "rope_theta 1000000, no sliding window (full attention)": [i for i in range(18) if not sliding[i]],
     }
 
 
@@ -176,7 +176,7 @@ def test_json_says_that_head_and_stage_choose_the_walkthrough():
 def test_the_first_occurrence_may_be_named_and_a_missing_one_says_how_many():
     assert "query milk (position 3)" in invoke("trace", "--query", "milk@1", "--stage", "weights").stdout
     error = one_error(invoke("trace", "--query", "milk@2"))
-    assert "'milk' occurs once" in error and "from 1 to 1" in error
+    assert "'milk' occurs once (at position 3)" in error and "from 1 to 1" in error
 
 
 # --- 8. serve on a port in use ------------------------------------------------------

@@ -276,6 +276,14 @@ def test_a_stage_no_layer_has_is_refused_before_the_model_loads(monkeypatch):
     assert result.exit_code == 2 and "unknown stage 'bogus'; choose one of: projections, qk_norm, rope" in result.stderr
 
 
+@needs["minilm"]
+@pytest.mark.parametrize("stage, why", [("rope", "it has no rotary positions"), ("mask", "it is not causal and has no sliding window")])
+def test_a_stage_this_layer_lacks_says_why(stage, why):
+    result = trace("--model", "minilm", "--text", FOX, "--stage", stage)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == f"error: this layer has no {stage} stage ({why}) for layer 0 of all-MiniLM-L6-v2; choose one of: projections, scores, weights, mixing, concat, output"
+
+
 @needs["smollm2"]
 def test_query_heads_sharing_a_kv_head_show_k_and_v_once():
     """SmolLM2: 9 query heads read 3 K/V heads. k and v are printed once per K/V head (with the
@@ -286,6 +294,12 @@ def test_query_heads_sharing_a_kv_head_show_k_and_v_once():
     assert sum(t == ["token", "q = x W^Q"] for t in tables) == 6
     assert "head 1 (K/V head 0): its q; x, k and v are head 0's above" in out
     assert "head 4 (K/V head 1): its q; x, k and v are head 3's above" in out
+    # the rotary stage the same way: each K/V head's k before and after the rotation once
+    out = ok("--model", "smollm2", "--text", "the cat sat", "--query", "cat", "--stage", "rope", width=160)
+    tables = headers(out)
+    assert sum(t == ["token", "position", "q", "q rotated", "k", "k rotated"] for t in tables) == 3
+    assert sum(t == ["token", "position", "q", "q rotated"] for t in tables) == 6
+    assert "head 5: q and k turned by their position (θ = 100000); k as head 3's above" in out
 
 
 def test_a_rope_base_is_written_whole_as_the_page_writes_it():
