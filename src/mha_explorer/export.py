@@ -17,8 +17,7 @@ from .config import PRESETS
 from .lab import lab_payload
 from .models.registry import short_name
 from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
-from .schema import TraceRequest
-from .server import teaching_payload
+from .schema import TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
 MODULES = ("explorer.js", "lab.js", "models.js", "page.js")  # in dependency order

@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from .costs import costs
 from .narrative import mathml, notes, page_stages
-from .trace import STAGES, Trace, hidden_keys
+from .trace import STAGES, Trace, hidden_keys, trace
 from .weights import AttentionWeights
 
 SCHEMA_VERSION = 1
@@ -235,6 +235,15 @@ def unpack(body: bytes, answer: type[BaseModel] = TracePayload) -> BaseModel:
         head.stages = {name: head.stages.get(name) or made[name] for name in order if name in head.stages or name in made}
         head.derived = []
     return head
+
+
+def teaching_payload(encoding: str = "json") -> TracePayload:
+    """The teaching example's trace, as the server, a static copy and the widget send it."""
+    from .examples import load_teaching_example
+
+    example = load_teaching_example()
+    t = trace(example.x, example.weights, example.config)
+    return trace_payload(t, list(example.tokens), example.weights, example.tokens.index(example.query), encoding)
 
 
 def trace_payload(

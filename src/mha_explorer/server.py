@@ -18,12 +18,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from .examples import load_teaching_example
 from .lab import LabError, lab_payload
 from .models.errors import ModelError
 from .modelview import MAX_TEXT, HeadArrays, ModelService, head_arrays, model_payload
-from .schema import BINARY_MEDIA_TYPE, Packer, TracePayload, TraceRequest, trace_payload
-from .trace import trace
+from .schema import BINARY_MEDIA_TYPE, Packer, TracePayload, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
 
@@ -161,12 +159,6 @@ class TraceGate:
             self.pending -= 1
 
 
-def teaching_payload(encoding: str = "json") -> TracePayload:
-    example = load_teaching_example()
-    t = trace(example.x, example.weights, example.config)
-    return trace_payload(t, list(example.tokens), example.weights, example.tokens.index(example.query), encoding)
-
-
 def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     """One pydantic error as {field, message}: where it is and what to change."""
     path = [p for p in error["loc"] if p != "body"]
@@ -199,7 +191,7 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     elif kind == "finite_number":
         message = "must be a finite number: no NaN or infinity"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
-        message = f"{shown} is not a whole number; send {whole_number(request_model, path)}"
+        message = f"{shown} is not a whole number; send {whole_number_wanted(request_model, path)}"
     elif kind in ("float_type", "float_parsing"):
         message = f"{shown} is not a number; send a JSON number such as 0.5"
     elif kind in ("bool_type", "bool_parsing"):
@@ -225,7 +217,7 @@ def shown_json(value) -> str:
         return repr(value)
 
 
-def whole_number(request_model: type[BaseModel] | None, path: list) -> str:
+def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> str:
     """'a whole number from 1 to 64': the field's own range, where the request model gives one."""
     model, field = request_model, None
     for name in path:

@@ -17,7 +17,7 @@ from .narrative import page_stages
 from .trace import Trace, hidden_keys
 from .weights import AttentionWeights
 
-# Vectors wider than this (real layers: d_model in the hundreds) show their ends and a count.
+# Vectors wider than this (real layers: d_model in the hundreds) show their first three numbers and a count.
 MAX_SHOWN = 8
 PANEL_EDGES = 4  # a stage's panel takes a border and a space on each side
 
@@ -268,13 +268,13 @@ def _mixing(t, tokens, i, heads):
     for h in heads:
         g = t.config.kv_group[h]
         keys = range(len(tokens))
-        if len(tokens) > MAX_SHOWN:  # the three keys with the largest weights
-            keys = sorted(np.argsort(-t["weights"][h, i], kind="stable")[:3])
+        if len(tokens) > MAX_SHOWN:  # the three keys with the largest weights (a hidden key has none)
+            keys = sorted(j for j in np.argsort(-t["weights"][h, i], kind="stable")[:3] if t["weights"][h, i, j] > 0)
         # each value row named by its key: v(cats) = [1.00, 0.00]; a long text's by its position too
         named = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: tokens[j])
         terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×v({named(j)}){vec(t['v'][g, j])}" for j in keys)
         if len(tokens) > MAX_SHOWN:
-            terms += f" + … ({len(tokens)} keys; the 3 largest weights shown)"
+            terms += f" + … ({len(tokens)} keys; the {len(keys)} largest weights shown)"
         out.append(Text(f"head {h}: z_{h} = {terms}\n        = {vec(t['z'][h, i])}"))
     return out
 

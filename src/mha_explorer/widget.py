@@ -33,7 +33,7 @@ import traitlets
 from .config import PRESETS, AttentionConfig, ConfigError
 from .examples import load_teaching_example
 from .lab import random_weights, random_x
-from .schema import Array, Packer, TracePayload, to_numpy, trace_payload
+from .schema import Array, Packer, TracePayload, teaching_payload, to_numpy, trace_payload
 from .trace import Trace, trace
 from .weights import AttentionWeights, check_seed
 
@@ -91,7 +91,7 @@ class Explorer(anywidget.AnyWidget):
                 + (f"; for this, use {' or '.join(ways)}" if ways else "; its view takes stage=, head=, query=, all_queries=")
             )
         if payload is None:
-            payload = teaching_payload()
+            payload = teaching_payload("base64").model_dump(mode="json")
         if isinstance(payload, TracePayload):
             payload = payload.model_dump(mode="json")
         elif isinstance(payload, Mapping):
@@ -258,13 +258,6 @@ class Explorer(anywidget.AnyWidget):
         if not 0 <= value < len(tokens):
             raise traitlets.TraitError(f"query {value} is out of range; choose one of {choices}")
         return int(value)
-
-
-def teaching_payload() -> dict:
-    """The teaching example's payload, as the widget syncs it."""
-    example = load_teaching_example()
-    t = trace(example.x, example.weights, example.config)
-    return _payload(t, list(example.tokens), example.weights, example.tokens.index(example.query))
 
 
 def _payload(t: Trace, tokens: list[str], weights: AttentionWeights, query: int = 0) -> dict:

@@ -233,10 +233,6 @@ class GGUFFile:
                 )
         self._values: dict[str, Any] = {}
 
-    def has_key(self, key: str) -> bool:
-        """Whether the metadata has key."""
-        return key in self._reader.fields
-
     def has(self, name: str) -> bool:
         """Whether the file has a tensor of this name."""
         return name in self.tensors
