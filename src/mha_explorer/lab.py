@@ -79,8 +79,8 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
         if overflowed.any():
             raise LabError(
                 "values",
-                f"the {name} stage goes past the largest float64 (about 1.8e308): these values are too large "
-                "to compute with; keep every value of X and the weights under about 1e100",
+                f"the {name} stage goes past the largest float64 (about 1.8e308): these values of X and the "
+                "weights are too large to compute with together; make the largest of them smaller",
             )
     encode = None if packer is None else (lambda name, a: packer.array(a))
     return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))

@@ -42,7 +42,8 @@ export function parseCell(text) {
   if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
   if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
-  if (!Number.isFinite(value)) return { error: `${text.trim().slice(0, 20)} is too large to compute with: keep it under 1e300.` };
+  // the server's limit too: beyond it the scores pass float64's largest (about 1.8e308)
+  if (!(Math.abs(value) < 1e100)) return { error: `${text.trim().slice(0, 20)} is too large to compute with: keep it under 1e100.` };
   return { value };
 }
 
@@ -250,7 +251,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       if (!isLatest()) return false;
       if (result.errors) {
         status.textContent = "";
-        showErrors(result.errors);
+        if (!fromCell) showErrors(result.errors); // an edited cell says it at the cell
         rejected = result.errors;
         return false;
       }
@@ -390,6 +391,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     if (!event.target.dataset.cell) return;
     focused = event.target.dataset.cell.split(",").map(Number);
     drawWindow();
+    const message = event.target.nextSibling;
+    if (message?.textContent) showMessage(message); // a bad cell taking the focus says again what is wrong
   });
   gridBox.addEventListener("focusout", () => {
     focused = null;
@@ -411,11 +414,21 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     gridRows[focused[0]].children[1 + Math.floor(focused[1] / BLOCK)].children[focused[1] % BLOCK].firstChild.focus();
   });
 
+  // One bad cell's message shows at a time (the one edited or focused last): side by side, the
+  // messages of a row's bad cells would lie over one another. The others keep their red border.
+  let messageShown = null;
+  function showMessage(message) {
+    messageShown?.classList.remove("shown");
+    messageShown = message;
+    message.classList.add("shown");
+  }
+
   async function editCell(input, message, key) {
     const parsed = parseCell(input.value);
     if (parsed.error) {
       drafts.set(key, input.value);
       message.textContent = parsed.error;
+      showMessage(message);
       input.setAttribute("aria-invalid", "true");
       status.textContent = "That value was not used: the figure still shows the last good result.";
       return;
@@ -436,6 +449,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       // for a value that is not a number; the figure and the link keep the last good values
       drafts.set(key, input.value);
       message.textContent = Object.values(rejected).join(" ");
+      showMessage(message);
       input.setAttribute("aria-invalid", "true");
       input.classList.toggle("edited", lab.edits.has(key));
     }
