@@ -368,6 +368,22 @@ def test_one_bad_cells_message_shows_at_a_time(page, server_url):
     assert shown.count() == 1 and "“abc” is not a number" in shown.inner_text()
 
 
+def test_a_long_causal_rows_weights_show_the_hidden_keys_as_masked(page, server_url):
+    """30 tokens, causal: the weight strip of query 10 draws keys 11 to 29 grey and struck
+    through, as the Mask stage does, not white as a key of weight near 0 would be."""
+    open_lab(page, server_url)
+    assert page.get_by_label("Causal mask").is_checked()
+    set_field(page, "Tokens (separated by spaces)", " ".join(f"w{i}" for i in range(30)))
+    page.get_by_label("Query token").select_option(label="w10")
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    assert "masked" in page.locator(".stage .heatmap-legend").first.inner_text()
+    strip = page.locator(".stage canvas.heatmap").first
+    strip.focus()
+    for _ in range(29):
+        page.keyboard.press("ArrowRight")
+    assert page.locator(".stage .readout").first.inner_text().endswith("(masked)")
+
+
 def test_bad_config_fields_get_inline_messages(page, server_url):
     open_lab(page, server_url)
     before = page.locator(".layout").inner_text()

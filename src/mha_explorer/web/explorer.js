@@ -39,6 +39,13 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
+// One query's concat on canvas (a real model's, too long to write out): one row per head.
+function concatMap(view, query, head) {
+  const { payload, t } = view;
+  const { n_heads, d_v } = payload.config;
+  return heatmap({ caption: `concat for “${tokenName(payload, query)}”: one row of ${n_heads * d_v}, drawn as ${n_heads} rows of ${d_v}, one per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head });
+}
+
 // A token as the query menu and the titles name it: a token that occurs more than once in the
 // text is told apart by its position ("the @4").
 const repeated = new WeakMap(); // payload -> the set of tokens that occur more than once
@@ -829,7 +836,9 @@ function vector(caption, length, value, src, label) {
 function keyStrip(view, query, head, name, caption, kind) {
   const { payload, t } = view;
   const n = payload.tokens.length;
-  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => payload.tokens[query], colLabel: (j) => `key ${j} “${payload.tokens[j]}”`, kind });
+  // the weights of keys the mask hid are grey and struck through, not a white zero like a weak key's
+  const masked = kind === "weights" && t.mask ? (_, j) => !(t.mask.at(head, query, j) > -Infinity) : undefined;
+  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => payload.tokens[query], colLabel: (j) => `key ${j} “${payload.tokens[j]}”`, kind, masked });
 }
 
 function scores(view, query, head) {
@@ -1200,11 +1209,11 @@ function concat(view, query, head) {
 }
 
 function concatMany(view, query, head) {
-  const { payload, t } = view;
+  const { payload } = view;
   const { n_heads, d_v } = payload.config;
   return [
     h("p", { class: "lead" }, `concat has ${n_heads} × ${d_v} = ${n_heads * d_v} numbers: the head outputs in head order. Each row below is one head's z; read them left to right, top to bottom.`),
-    heatmap({ caption: `concat for “${payload.tokens[query]}”, one row per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head }),
+    concatMap(view, query, head),
   ];
 }
 
@@ -1263,7 +1272,7 @@ function output(view, query, head) {
   // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage
   const concat =
     n_heads * d_v > 64
-      ? heatmap({ caption: `concat for “${payload.tokens[query]}”, one row per head`, rows: n_heads, cols: d_v, value: (i, e) => t.concat.at(query, i * d_v + e), rowLabel: (i) => `head ${i}`, colLabel: (e) => `[${e}]`, mark: head })
+      ? concatMap(view, query, head)
       : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + Number(fmt(row[m])), payload.config.bias ? Number(fmt(w.b_O.at(m))) : 0);
