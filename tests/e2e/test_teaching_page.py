@@ -359,6 +359,12 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
         assert wide == [], f"{title}: {wide}"
         if title == "Value mixing":
             page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
+        # an equation too wide for a line breaks before an operator, never after one: each × or =
+        # sits on the line of the matrix it leads to
+        apart = page.evaluate("""() => [...document.querySelectorAll('.stage .equation .op')].filter((op) => {
+            const a = op.getBoundingClientRect(), b = op.nextElementSibling.getBoundingClientRect();
+            return !(a.right <= b.left && a.top < b.bottom && a.bottom > b.top); }).map((op) => op.textContent)""")
+        assert apart == [], f"{title}: {apart}"
         if title == "Output projection":  # the chart is drawn for the width it has: its text stays legible
             heights = page.evaluate("() => [...document.querySelectorAll('.stage svg.chart text')].map((t) => t.getBoundingClientRect().height)")
             assert heights and min(heights) >= 10, heights

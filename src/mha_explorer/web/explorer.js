@@ -39,6 +39,13 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
+// first × second = result, as matrices side by side: each operator stays with the operand after
+// it, so that a line too narrow for all breaks before an operator, never after one.
+// terms: [operator, operand] pairs; a null one (a bias the layer lacks) is left out.
+function equation(first, ...terms) {
+  return h("div", { class: "equation" }, first, terms.filter(Boolean).map(([op, operand]) => h("span", { class: "term" }, h("span", { class: "op" }, op), operand)));
+}
+
 // One query's concat on canvas (a real model's, too long to write out): one row per head.
 function concatMap(view, query, head) {
   const { payload, t } = view;
@@ -793,8 +800,7 @@ function projections(view, query, head) {
       },
     });
     links.push(outTable);
-    const plusBias = bTable ? [h("span", { class: "op" }, "+"), bTable] : [];
-    return h("div", { class: "equation" }, xTable, h("span", { class: "op" }, "×"), wTable, ...plusBias, h("span", { class: "op" }, "="), outTable);
+    return equation(xTable, ["×", wTable], bTable && ["+", bTable], ["=", outTable]);
   }
 
   const all = range(n);
@@ -1279,7 +1285,7 @@ function output(view, query, head) {
   const off = wide ? [] : range(d_model).filter((m) => fmt(byHand(m)) !== fmt(y[m]));
   const rounding = roundingHint(off.map((m) => `y[${m}]`));
   return [
-    h("div", { class: "equation" }, concat, h("span", { class: "op" }, "×"), wo),
+    equation(concat, ["×", wo]),
     wide ? contribMap() : table(),
     rounding,
     wide ? null : contributionChart(contrib, y, head),
@@ -1903,7 +1909,7 @@ function packed(view, query) {
     { class: "packed" },
     h("summary", {}, "Packed view: all heads in one matrix"),
     h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on. The input is never sliced per head: every head reads all of x.`),
-    h("div", { class: "equation" }, x, h("span", { class: "op" }, "×"), wq, b ? [h("span", { class: "op" }, "+"), b] : null, h("span", { class: "op" }, "="), q),
+    equation(x, ["×", wq], b && ["+", b], ["=", q]),
   );
 }
 
