@@ -136,6 +136,11 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
         assert cells[:2] == [str(kv.n_kv_heads), str(kv.numbers_per_token)]
     assert costs.kv_cache_mha.numbers == 2 * costs.kv_cache.numbers == 4 * costs.kv_cache_mqa.numbers
     assert f"{costs.attention_entries:,}" in page.locator(".costs .entries").inner_text()
+    # the arithmetic says what it counts, and that a causal layer's masked entries are counted too
+    rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
+    assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "multiplies (one per score)"]
+    assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
+    assert "masked ones too" in page.locator(".costs .hint").inner_text()
 
 
 def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, artifacts):

@@ -1839,11 +1839,22 @@ function costPanel(payload) {
   const stages = Object.entries(k.multiply_adds);
   const total = stages.reduce((sum, [, v]) => sum + v, 0);
   const macs = h(
-    "table",
-    { class: "calc-table cost" },
-    h("caption", {}, `Multiply-adds for n = ${k.n} tokens`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "stage"), h("th", { scope: "col" }, "multiply-adds"))),
-    h("tbody", {}, stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")))), h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")))),
+    "div",
+    {},
+    h(
+      "table",
+      { class: "calc-table cost" },
+      h("caption", {}, `Arithmetic for n = ${k.n} tokens`),
+      h("thead", {}, h("tr", {}, ["stage", "count", "of"].map((x) => h("th", { scope: "col" }, x)))),
+      h(
+        "tbody",
+        {},
+        stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, COUNTED[name] ?? "multiply-adds"))),
+        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", {})),
+      ),
+    ),
+    // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
+    c.causal || c.sliding_window != null ? h("p", { class: "hint" }, "Every entry is counted, masked ones too, as a plain implementation computes them; a kernel that skips the masked ones does about half the scores and z work of a causal layer.") : null,
   );
   return h(
     "details",
@@ -1852,6 +1863,9 @@ function costPanel(payload) {
     h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", { class: "wide-table" }, cache), wholeModel(payload)), macs),
   );
 }
+
+// What the cost table counts for each stage, where it is not one multiply-add each
+const COUNTED = { scaled: "multiplies (one per score)", weights: "exponentials, then as many divisions" };
 
 // A real model's KV cache over all its layers, each with its own K/V heads and window.
 function wholeModel(payload) {
