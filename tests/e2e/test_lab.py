@@ -398,6 +398,17 @@ def test_bad_config_fields_get_inline_messages(page, server_url):
     assert "not a multiple" in page.locator("#lab-error-n_kv_heads").inner_text()
     assert boxes() == placed  # the message hangs below its field: no field moves
     set_field(page, "n_kv_heads", 2)
+    # a rule of the two together: said under the one changed, both marked, the figure kept
+    set_field(page, "n_heads", 3)
+    assert page.locator("#lab-error-n_heads").inner_text() == (
+        "n_heads=3 is not a multiple of n_kv_heads=2: each K/V head serves as many query heads as the others."
+        " Choose n_kv_heads from 1, 3, or n_heads a multiple of 2."
+    )
+    assert page.locator("#lab-error-n_kv_heads").inner_text() == ""
+    assert all(page.get_by_label(name, exact=True).get_attribute("aria-invalid") == "true" for name in ("n_heads", "n_kv_heads"))
+    assert page.locator(".lab-status").inner_text() == "These settings were not used: the figure still shows the last good result."
+    assert page.locator(".layout").inner_text() == before
+    set_field(page, "n_heads", 4)
     set_field(page, "d_model", 65)
     assert "between 1 and 64" in page.locator("#lab-error-d_model").inner_text()
     set_field(page, "Tokens (separated by spaces)", " ".join(["t"] * 65))

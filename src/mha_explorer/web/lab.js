@@ -92,8 +92,12 @@ export function checkConfig(config, tokens) {
     else if (v < lo || v > hi) errors[name] = `${name} must be between ${lo} and ${hi}.`;
   }
   if (!errors.n_heads && !errors.n_kv_heads) {
-    if (config.n_kv_heads > config.n_heads) errors.n_kv_heads = `At most n_heads=${config.n_heads} K/V heads.`;
-    else if (config.n_heads % config.n_kv_heads) errors.n_kv_heads = `n_heads=${config.n_heads} is not a multiple of n_kv_heads=${config.n_kv_heads}: pick a divisor of ${config.n_heads}.`;
+    // errors.pair: a rule of the two together (the editor puts it under the one changed)
+    if (config.n_kv_heads > config.n_heads) errors.pair = `n_kv_heads=${config.n_kv_heads} is more than n_heads=${config.n_heads}: a layer has at most as many K/V heads as query heads.`;
+    else if (config.n_heads % config.n_kv_heads) {
+      const divisors = Array.from({ length: config.n_heads }, (_, i) => i + 1).filter((d) => config.n_heads % d === 0);
+      errors.pair = `n_heads=${config.n_heads} is not a multiple of n_kv_heads=${config.n_kv_heads}: each K/V head serves as many query heads as the others. Choose n_kv_heads from ${divisors.join(", ")}, or n_heads a multiple of ${config.n_kv_heads}.`;
+    }
   }
   if (tokens.length < 1) errors.tokens = "Type at least one token.";
   else if (tokens.length > LAB_LIMITS.tokens) errors.tokens = `${tokens.length} tokens: the lab takes at most ${LAB_LIMITS.tokens}.`;
@@ -219,13 +223,21 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   }
 
   let rejected = null; // what the server said of the last values it refused (edits it cannot compute with)
-  async function runOnce(next, { redraw, fromCell } = {}, isLatest) {
+  async function runOnce(next, { redraw, fromCell, changed } = {}, isLatest) {
     clearErrors();
     rejected = null;
     const errors = checkConfig(next.config, next.tokens);
+    // n_heads and n_kv_heads must fit together: the message goes under the one just changed,
+    // and both are marked
+    if (errors.pair) {
+      errors[changed === "n_heads" ? "n_heads" : "n_kv_heads"] = errors.pair;
+      delete errors.pair;
+      for (const name of ["n_heads", "n_kv_heads"]) configInputs[name].setAttribute("aria-invalid", "true");
+    }
     if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed >= 2 ** 32) errors.seed = `The seed must be a whole number from 0 to ${2 ** 32 - 1}.`;
     if (Object.keys(errors).length) {
       showErrors(errors);
+      if (shown) status.textContent = "These settings were not used: the figure still shows the last good result.";
       return false;
     }
     const shapes = arrayShapes(next.config, next.tokens.length);
@@ -455,9 +467,9 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     }
   }
 
-  const onForm = () => {
+  const onForm = (event) => {
     const form = readForm();
-    run({ ...form, edits: lab.edits });
+    run({ ...form, edits: lab.edits }, { changed: event.target.id.replace(/^lab-/, "") });
   };
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
