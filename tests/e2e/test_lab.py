@@ -143,6 +143,27 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert "masked ones too" in page.locator(".costs .hint").inner_text()
 
 
+def test_many_heads_sharing_is_said_in_words(page, server_url):
+    """Past 12 query heads the diagram's circles would be too small to read: a sentence says which
+    query heads read which K/V head."""
+    open_lab(page, server_url)
+    set_field(page, "n_heads", 64)
+    set_field(page, "n_kv_heads", 8)
+    kind = "(k) => [...document.querySelectorAll('.outputs p.hint')].some((e) => e.textContent.startsWith(k))"
+    page.wait_for_function(kind, arg="GQA · d_model 8 · 64 heads, 8 K/V heads")
+    page.locator("summary", has_text="Cost of this configuration").click()
+    assert page.locator("svg.sharing").count() == 0
+    assert page.locator(".sharing-text").inner_text() == (
+        "Each of the 8 key/value heads is read by 8 query heads in a row (GQA): heads 0–7 read K/V 0, heads 8–15 read K/V 1, "
+        "heads 16–23 read K/V 2, heads 24–31 read K/V 3, heads 32–39 read K/V 4, heads 40–47 read K/V 5, heads 48–55 read K/V 6, "
+        "heads 56–63 read K/V 7."
+    )
+    set_field(page, "n_kv_heads", 1)
+    page.wait_for_function(kind, arg="MQA")
+    assert page.locator("details.costs").get_attribute("open") is not None  # the panel opened stays open for the new numbers
+    assert page.locator(".sharing-text").inner_text() == "All 64 query heads read the one key/value head (MQA)."
+
+
 def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, artifacts):
     page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=1&tokens=the+cat+sat+on+the+mat&seed=0&stage=projections&head=2&query=2")
     page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")

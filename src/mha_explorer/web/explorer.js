@@ -511,7 +511,9 @@ function render({ model, el }) {
     stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
+    const costsOpen = costs.firstChild?.open; // a panel opened stays open for the new numbers (n_kv_heads changed in the lab)
     costs.replaceChildren(costPanel(payload));
+    costs.firstChild.open = Boolean(costsOpen);
     overviewBox.replaceChildren(...(payload.model ? modelOverview(payload, (head) => set({ head })) : []));
     overviewBox.hidden = !payload.model;
   }
@@ -1792,8 +1794,12 @@ function allQueries(view, query, head, stage) {
 
 // ---- K/V sharing and costs -----------------------------------------------------------------
 
+// Which query heads read which K/V head: a diagram up to 12 query heads; beyond, whose circles
+// would be too small to read, a sentence.
+const SHARING_DRAWN = 12;
 function sharing(payload) {
   const { n_heads, n_kv_heads } = payload.config;
+  if (n_heads > SHARING_DRAWN) return h("figure", { class: "sharing-figure" }, h("p", { class: "sharing-text" }, sharingText(payload)));
   const width = Math.max(220, n_heads * 34 + 20);
   const x = (i, count) => 10 + ((i + 0.5) * (width - 20)) / count;
   const chart = svg("svg", { class: "sharing", viewBox: `0 0 ${width} 96`, role: "img", "aria-label": `${n_heads} query heads reading ${n_kv_heads} key/value heads: ${payload.kv_group.map((g, i) => `head ${i} reads K/V ${g}`).join(", ")}` });
@@ -1807,6 +1813,18 @@ function sharing(payload) {
     chart.append(svg("text", { x: x(g, n_kv_heads), y: 83, "text-anchor": "middle", class: "node-label dark" }, `${g}`));
   }
   return h("figure", { class: "sharing-figure" }, chart, h("figcaption", {}, "query heads (top) read key/value heads (bottom)"));
+}
+
+function sharingText(payload) {
+  const { n_heads, n_kv_heads } = payload.config;
+  if (n_kv_heads === n_heads) return `Each of the ${n_heads} query heads reads a key/value head of its own (MHA).`;
+  if (n_kv_heads === 1) return `All ${n_heads} query heads read the one key/value head (MQA).`;
+  const groups = range(n_kv_heads).map((g) => {
+    const heads = range(n_heads).filter((i) => payload.kv_group[i] === g);
+    return `heads ${heads[0]}–${heads[heads.length - 1]} read K/V ${g}`;
+  });
+  const listed = groups.length <= 8 ? groups : [...groups.slice(0, 3), "…", groups[groups.length - 1]];
+  return `Each of the ${n_kv_heads} key/value heads is read by ${n_heads / n_kv_heads} query heads in a row (GQA): ${listed.join(", ")}.`;
 }
 
 function bytes(n) {
