@@ -9,7 +9,7 @@ import numpy as np
 
 from .config import AttentionConfig, ConfigError
 from .schema import Packer, TracePayload, TraceRequest, left_out, trace_payload
-from .trace import trace
+from .trace import Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
 
@@ -74,16 +74,24 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
     config, x, weights = lab_inputs(request)
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a message that says what to do
         t = trace(x, weights, config)
-    for name, a in t.stages.items():
-        overflowed = np.isnan(a) | (a == np.inf) if name == "mask" else ~np.isfinite(a)  # the mask's -inf is meant
-        if overflowed.any():
-            raise LabError(
-                "values",
-                f"the {name} stage goes past the largest float64 (about 1.8e308): these values of X and the "
-                "weights are too large to compute with together; make the largest of them smaller",
-            )
+    too_large = overflow(t)
+    if too_large:
+        raise LabError("values", too_large)
     encode = None if packer is None else (lambda name, a: packer.array(a))
     return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))
+
+
+def overflow(t: Trace) -> str | None:
+    """What to change when a stage of t passed float64's range (inf or NaN where a number should
+    be), else None. The mask's -inf is meant."""
+    for name, a in t.stages.items():
+        overflowed = np.isnan(a) | (a == np.inf) if name == "mask" else ~np.isfinite(a)
+        if overflowed.any():
+            return (
+                f"the {name} stage goes past the largest float64 (about 1.8e308): these values of X and the "
+                "weights are too large to compute with together; make the largest of them smaller"
+            )
+    return None
 
 
 def _array(field: str, values) -> np.ndarray:

@@ -23,6 +23,7 @@ it ("␣fox"). The trait itself always holds an int, the index the front end und
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from collections.abc import Mapping, Sequence
 
@@ -32,7 +33,7 @@ import traitlets
 
 from .config import PRESETS, AttentionConfig, ConfigError
 from .examples import load_teaching_example
-from .lab import random_weights, random_x
+from .lab import overflow, random_weights, random_x
 from .schema import Array, Packer, TracePayload, teaching_payload, to_numpy, trace_payload
 from .trace import Trace, trace
 from .weights import AttentionWeights, check_seed
@@ -95,9 +96,12 @@ class Explorer(anywidget.AnyWidget):
         if isinstance(payload, TracePayload):
             payload = payload.model_dump(mode="json")
         elif isinstance(payload, Mapping):
-            payload = dict(payload)
+            payload = _checked_payload(dict(payload))
         else:
-            raise TypeError(f"payload must be a TracePayload or its JSON as a dict, not {type(payload).__name__}")
+            raise TypeError(
+                f"payload must be a TracePayload or its JSON as a dict, not {type(payload).__name__}; for a model use"
+                ' Explorer.from_model("minilm", text="...", layer=3), for a configuration Explorer.from_config("gqa")'
+            )
         stage = _stage_ids(payload)[0] if stage is None else stage
         query = payload["query"] if query is None else query
         # traits given together are validated together, once all of them are set
@@ -119,7 +123,9 @@ class Explorer(anywidget.AnyWidget):
         the config's fields as a dict. tokens: a list of strings, or one string split at spaces;
         the teaching example's when not given. x (n, d_model) and the weights are drawn from `seed`
         (a whole number, 0 or more) when not given, rounded to one decimal so that they can be read."""
+        _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})')
         config = _config(config)
+        given = tokens is not None
         if tokens is None:
             tokens = load_teaching_example().tokens
         tokens = tokens.split() if isinstance(tokens, str) else list(tokens)
@@ -128,15 +134,21 @@ class Explorer(anywidget.AnyWidget):
             raise ValueError(f"tokens must be a non-empty list of non-empty strings, not {tokens!r}")
         x = random_x(len(tokens), config.d_model, seed) if x is None else np.asarray(x, dtype=np.float64)
         if x.shape != (len(tokens), config.d_model):
+            which = "" if given else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
             raise ConfigError(
-                f"x has shape {x.shape}; {len(tokens)} tokens of width d_model={config.d_model} need {(len(tokens), config.d_model)}"
+                f"x has shape {x.shape}; {len(tokens)} tokens{which} of width d_model={config.d_model} need {(len(tokens), config.d_model)}"
             )
         if weights is None:
             weights = random_weights(config, seed)
         elif not isinstance(weights, AttentionWeights):
             weights = AttentionWeights(**{name: np.asarray(a, dtype=np.float64) for name, a in weights.items()})
-        t = trace(x, weights, config)
-        return cls(_payload(t, tokens, weights), **view)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked next, with a message that says what to do
+            t = trace(x, weights, config)
+        too_large = overflow(t)
+        if too_large:
+            raise ValueError(too_large)
+        # the second token is the first query that has more than itself to look at under a causal mask
+        return cls(_payload(t, tokens, weights, query=min(1, len(tokens) - 1)), **view)
 
     @classmethod
     def from_model(cls, name: str, text: str, layer: int = 0, **view) -> Explorer:
@@ -149,6 +161,11 @@ class Explorer(anywidget.AnyWidget):
         from .models import load_model  # read only when a model is asked for
         from .modelview import model_payload
 
+        _check_view("Explorer.from_model()", view, "a model's layer is chosen by name, text= and layer=")
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
+        if not _is_index(layer):
+            raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
         model = load_model(name)
         head = view.get("head", 0)
         valid = _is_index(head) and 0 <= head < model.layer_config(layer).n_heads
@@ -191,23 +208,24 @@ class Explorer(anywidget.AnyWidget):
 
     @traitlets.validate("payload")
     def _valid_payload(self, proposal):
-        payload = proposal["value"]
-        missing = [k for k in ("tokens", "config", "stages", "page_stages", "query") if k not in payload]
-        if missing:
-            raise traitlets.TraitError(f"payload is not a trace payload: it lacks {', '.join(missing)}")
-        return payload
+        try:
+            return _checked_payload(proposal["value"])
+        except ValueError as error:
+            raise traitlets.TraitError(str(error)) from None
 
     @traitlets.observe("payload")
     def _follow_payload(self, change) -> None:
         # a new trace may have fewer heads, tokens or stages: keep what still fits, else start over
-        payload = change["new"]
+        payload, before = change["new"], change["old"]
+        self._model = _model_of(payload, self._model)  # another layer's: heads and .trace come from its run
         with self.hold_trait_notifications():
             self.head_arrays = None  # they belonged to the payload before
             if self.stage not in _stage_ids(payload):
                 self.stage = _stage_ids(payload)[0]
             if not 0 <= self.head < payload["config"]["n_heads"]:
                 self.head = 0
-            if not 0 <= self.query < len(payload["tokens"]):
+            # another text: an index would name another token
+            if not 0 <= self.query < len(payload["tokens"]) or (before and before.get("tokens") != payload["tokens"]):
                 self.query = payload["query"]
 
     @traitlets.observe("head")
@@ -289,6 +307,39 @@ def _find_token(payload: Mapping, wanted: str) -> int | None:
     return found[0] if found else None
 
 
+def _model_of(payload: Mapping, known):
+    """(loaded model, text, layer) behind a real model's payload; known, when it is that one;
+    None for a payload of no model (or of one this process cannot load)."""
+    m = payload.get("model")
+    if m is None:
+        return None
+    if known is not None and (known[0].name, known[1], known[2]) == (m["name"], m["text"], m["layer"]):
+        return known
+    from .models import ModelError, load_model
+
+    try:
+        return load_model(m["name"]), m["text"], m["layer"]
+    except ModelError:
+        return None
+
+
+def _checked_payload(payload: dict) -> dict:
+    missing = [k for k in ("tokens", "config", "stages", "page_stages", "query") if k not in payload]
+    if missing:
+        raise ValueError(f"payload is not a trace payload: it lacks {', '.join(missing)}")
+    return payload
+
+
+VIEW = ("stage", "head", "query", "all_queries")
+
+
+def _check_view(call: str, view: Mapping, hint: str) -> None:
+    """The keywords a way in passes on to the view: only the view's own."""
+    unknown = sorted(set(view) - set(VIEW))
+    if unknown:
+        raise TypeError(f"{call} takes no {', '.join(unknown)}: {hint}; the view takes {'=, '.join(VIEW)}=")
+
+
 def _stage_ids(payload: Mapping) -> list[str]:
     return [s["id"] for s in payload["page_stages"]]
 
@@ -301,5 +352,9 @@ def _config(config: AttentionConfig | str | Mapping) -> AttentionConfig:
             raise ConfigError(f"{config!r} is not a preset; choose one of {', '.join(PRESETS)} or give an AttentionConfig")
         return PRESETS[config]
     if isinstance(config, Mapping):
+        fields = [f.name for f in dataclasses.fields(AttentionConfig)]
+        unknown = sorted(set(config) - set(fields))
+        if unknown:
+            raise ConfigError(f"a config has no {', '.join(map(str, unknown))}; its fields are {', '.join(fields)}")
         return AttentionConfig(**config)
     raise TypeError(f"config must be an AttentionConfig, a preset name or a dict of its fields, not {type(config).__name__}")

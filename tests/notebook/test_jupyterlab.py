@@ -277,7 +277,7 @@ def walk_through(lab, page, minilm_available) -> None:
     # 4. ... and not the other widget, whose Reset brings back only its own start
     expect_view(gqa, "weights", 0, 2, "4. Weights · head 0 · query “sat”")
     gqa.get_by_role("button", name="Reset example").click()
-    expect_view(gqa, "projections", 0, 0, "1. Projections · head 0 · query “the @0”")  # "the" comes twice: told apart by its position
+    expect_view(gqa, "projections", 0, 1, "1. Projections · head 0 · query “cat”")  # its own first view: the second token
     expect_view(teaching, "weights", 1, 3)
 
     # 5. the keys that move inside the view stay inside it: at a table's edge and on a menu,

@@ -290,7 +290,7 @@ def test_a_new_payload_keeps_the_view_where_it_still_fits():
     w = Explorer(stage="weights", head=1, query="milk")
     small = Explorer.from_config(AttentionConfig(d_model=2, n_heads=1), tokens="a b", stage="scores")
     w.payload = small.payload
-    assert (w.stage, w.head, w.query) == ("weights", 0, 0)
+    assert (w.stage, w.head, w.query) == ("weights", 0, 1)  # another text: its own first query (the second token)
     w.payload = Explorer.from_config("causal", tokens="x y z").payload
     assert w.stage == "weights" and w.stages[2] == "mask"
 
@@ -330,3 +330,43 @@ def test_showing_a_widget_twice_shows_one_model():
     first, second = w._repr_mimebundle_(), w._repr_mimebundle_()
     view = "application/vnd.jupyter.widget-view+json"
     assert first[0][view]["model_id"] == second[0][view]["model_id"] == w.model_id
+
+
+def test_from_config_starts_at_the_second_token_whose_row_has_more_than_itself():
+    assert Explorer.from_config("causal", tokens="a b c d e f").query == 1
+    assert Explorer.from_config("causal", tokens="only").query == 0
+
+
+def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
+    with pytest.raises(ValueError, match="too large to compute with together; make the largest of them smaller"):
+        Explorer.from_config("mha", tokens="a b", x=np.full((2, 8), 1e200))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Explorer.from_config("mha", causal=True), r'Explorer.from_config\(\) takes no causal: the configuration goes in config \(a preset such as "causal"'),
+        (lambda: Explorer.from_config({"d_model": 8, "n_heads": 4, "heads": 2}), "a config has no heads; its fields are d_model, n_heads, n_kv_heads"),
+        (lambda: Explorer.from_config("mha", x=np.zeros((3, 8))), r"4 tokens \(the teaching example's: cats like warm milk; give tokens= for others\)"),
+        (lambda: Explorer("minilm"), r'not str; for a model use Explorer.from_model\("minilm"'),
+        (lambda: Explorer({}), "payload is not a trace payload: it lacks tokens, config, stages, page_stages, query"),
+        (lambda: Explorer.from_model("minilm", text="hi", layer="3"), r"layer must be a whole number \(layers are numbered from 0\), such as 3, not '3'"),
+        (lambda: Explorer.from_model("minilm", text=123), "text must be a str"),
+        (lambda: Explorer.from_model("minilm", text="hi", heads=2), r"Explorer.from_model\(\) takes no heads: a model's layer is chosen by name, text= and layer="),
+    ],
+    ids=["view-causal", "config-field", "x-teaching-tokens", "payload-str", "payload-empty", "layer-str", "text-int", "model-heads"],
+)
+def test_a_wrong_argument_says_what_to_give(call, message):
+    with pytest.raises((TypeError, ValueError, ConfigError), match=message):
+        call()
+
+
+def test_a_real_models_payload_given_to_another_widget_brings_its_own_run(minilm):
+    a = Explorer.from_model("minilm", text="The quick brown fox jumps over the lazy dog.", layer=3, query="jumps")
+    b = Explorer.from_model("minilm", text="Cats like warm milk.", layer=0)
+    a.payload = b.payload
+    assert a.tokens == b.tokens and a.query == b.query  # another text: its own first query, not the old index
+    assert a.trace["x"].shape == (len(b.tokens), 384)
+    np.testing.assert_array_equal(a.trace["weights"], b.trace["weights"])
+    a.head = 4
+    assert a.head_arrays["stages"]["q"]["shape"][1] == len(b.tokens)
