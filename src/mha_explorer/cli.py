@@ -74,15 +74,18 @@ LACKS = {  # why a layer may lack one of the optional stages
 
 def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
     """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
-    it ("␣fox") or as the text reads ("fox"); "fox@2" is its second occurrence. Otherwise a one-line
-    error and exit 2."""
+    it ("␣fox") or as the text reads ("fox"); "fox@2" is its second occurrence; a number that is no
+    token is a position ("3", as the page and the widget take one). Otherwise a one-line error and
+    exit 2."""
     labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
     found, occurrence = token_positions(tokens, texts, wanted, labels), 1
+    if not found and wanted.strip().isdigit() and int(wanted) < len(tokens):
+        return int(wanted)
     numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
     if not found and numbered:
         found, occurrence = token_positions(tokens, texts, numbered[1], labels), int(numbered[2])
     if not found or not wanted.strip():
-        fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}")
+        fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
     if not 1 <= occurrence <= len(found):
         name = numbered[1]
         times = "once" if len(found) == 1 else f"{len(found)} times"
@@ -278,7 +281,8 @@ def models_command(name, as_json) -> None:
 def echo_wrapped(text: str, rest: str = "", first: str = "") -> None:
     """text wrapped to the terminal's width: its first line after `first`, the others after `rest`."""
     width = Console().width
-    click.echo(textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False))
+    # a path or any other long word stays whole (on a line of its own), so that it can be copied
+    click.echo(textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False, break_long_words=False))
 
 
 def plain(value) -> str:
@@ -312,9 +316,18 @@ def layer_groups(layers: list[dict]) -> list[str]:
 def _setting(key: str, value) -> str:
     if key == "sliding_window":
         return "no sliding window (full attention)" if value is None else f"sliding window {value}"
+    if key in WORDS and (value is None or isinstance(value, bool)):
+        return WORDS[key][bool(value)]
     if value is None or isinstance(value, bool):
         return key if value else f"no {key}"
     return f"{key} {plain(value)}"
+
+
+WORDS = {  # a flag as a sentence says it: "not causal", "with biases"
+    "causal": ("not causal", "causal"),
+    "bias": ("no biases", "with biases"),
+    "qk_norm": ("no q/k norm", "q/k norm"),
+}
 
 
 def _spans(indexes: list[int]) -> str:

@@ -85,8 +85,8 @@ def render(
     )
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = _STAGE_VIEWS | {
-        "projections": partial(_projections, weights=weights if c.bias else None),
-        "output": partial(_output, b_O=weights.b_O if c.bias else None, fits=fits),
+        "projections": partial(_projections, weights=weights),
+        "output": partial(_output, weights=weights, fits=fits),
         "mask": partial(_mask, fits=fits),
         "weights": partial(_weights, fits=fits),
     }
@@ -94,6 +94,11 @@ def render(
         if stage is None or stage == s.id:
             body = views[s.id](t, tokens, query, heads)
             console.print(Panel(Group(Text(s.explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
+    console.print(
+        "Numbers show two decimals; every result is worked out from the full numbers, so a sum or product of the"
+        " shown decimals may land 0.01 off the shown result.",
+        style="dim",
+    )
 
 
 def _fits(console: Console, width: int, table: Table) -> bool:
@@ -103,8 +108,11 @@ def _fits(console: Console, width: int, table: Table) -> bool:
 
 
 def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
-    """weights: the layer's when it has biases, which are added to x W and shown in a last row."""
-    formulas = [f"{n} = x W^{n.upper()}" + (f" + b^{n.upper()}" if weights is not None else "") for n in "qkv"]
+    """weights: the layer's. A small layer's W^Q, W^K and W^V are shown, so that every product can be
+    checked; biases are added to x W and shown in a last row."""
+    small = weights is not None and t.config.d_model <= MAX_SHOWN
+    bias = weights if t.config.bias else None
+    formulas = [f"{n} = x W^{n.upper()}" + (f" + b^{n.upper()}" if bias is not None else "") for n in "qkv"]
     out = []
     first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k and v
     for h in heads:
@@ -115,9 +123,11 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
             table.add_column("token")
             table.add_column(formulas[0])
             table.add_row(Text(tokens[i]), vec(t["q"][h, i]), style="bold")
-            if weights is not None:
-                table.add_row("bias", vec(weights.b_Q[h]), style="dim")
+            if bias is not None:
+                table.add_row("bias", vec(bias.b_Q[h]), style="dim")
             out.append(table)
+            if small:
+                out.append(_weights_of(weights, h, g, shared=True))
             continue
         first[g] = h
         table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else ""))
@@ -127,10 +137,30 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
             q = vec(t["q"][h, j]) if j == i else ""
             style = "bold" if j == i else None
             table.add_row(Text(tok), vec(t["x"][j]), q, vec(t["k"][g, j]), vec(t["v"][g, j]), style=style)
-        if weights is not None:
-            table.add_row("bias", "", vec(weights.b_Q[h]), vec(weights.b_K[g]), vec(weights.b_V[g]), style="dim")
+        if bias is not None:
+            table.add_row("bias", "", vec(bias.b_Q[h]), vec(bias.b_K[g]), vec(bias.b_V[g]), style="dim")
         out.append(table)
+        if small:
+            out.append(_weights_of(weights, h, g, shared=False))
     return out
+
+
+def _weights_of(weights: AttentionWeights, h: int, g: int, shared: bool) -> Table:
+    """Row m of head h's W^Q (and of its K/V head's W^K and W^V): x times these gives q, k and v."""
+    names = ("W^Q",) if shared else ("W^Q", "W^K", "W^V")
+    if shared:
+        title = f"head {h}'s W^Q: row m multiplies x[m]"
+    elif h == g:
+        title = f"head {h}'s W^Q, W^K, W^V: row m multiplies x[m]"
+    else:
+        title = f"head {h}'s W^Q, and W^K, W^V of its K/V head {g}: row m multiplies x[m]"
+    table = Table(title=Text(title), min_width=len(title) + 4)
+    for col in ("m", *names):
+        table.add_column(col)
+    for m in range(weights.W_Q.shape[1]):
+        rows = (weights.W_Q[h, m], weights.W_K[g, m], weights.W_V[g, m])[: len(names)]
+        table.add_row(str(m), *(vec(r) for r in rows))
+    return table
 
 
 def _qk_norm(t, tokens, i, heads):
@@ -244,20 +274,39 @@ def _mask_table(t, tokens, i, heads):
 
 
 def _weights(t, tokens, i, heads, fits):
-    return _side_by_side(lambda some: _weights_table(t, tokens, i, some), heads, fits)
+    tables = _side_by_side(lambda some: _weights_table(t, tokens, i, some), heads, fits)
+    if len(tokens) <= MAX_SHOWN:  # short enough to check each weight by hand
+        tables += [_softmax_by_hand(t, tokens, i, h) for h in heads]
+    return tables
+
+
+def _softmax_by_hand(t, tokens, i, h) -> Table:
+    """The page's softmax table: each scaled score s, e^s (to three decimals, so that a division
+    by hand lands on the weight), their sum, and the weight. A hidden key has e^-inf = 0."""
+    logits = t["mask"][h, i] if "mask" in t.stages else t["scaled"][h, i]
+    e = np.exp(logits)  # (n,)
+    title = f"head {h}: the softmax by hand"
+    table = Table(title=title, min_width=len(title) + 4)
+    for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
+        table.add_column(col)
+    for j, tok in enumerate(tokens):
+        table.add_row(Text(tok), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(t["weights"][h, i, j]))
+    return table
 
 
 def _weights_table(t, tokens, i, heads):
-    table = Table(title="softmax over keys (each head's column sums to 1)")
+    title = "softmax over keys (each head's column sums to 1)"
+    table = Table(title=title, min_width=len(title) + 4)
     table.add_column("key")
     for h in heads:
         table.add_column(f"head {h}")
         table.add_column("")
+    hidden = hidden_keys(len(tokens), t.config)[i] if t.config.masked else np.zeros(len(tokens), bool)  # (n,)
     for j, tok in enumerate(tokens):
         cells = []
         for h in heads:
             w = t["weights"][h, i, j]
-            cells += [fmt(w), "█" * int(round(w * 20))]
+            cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
         table.add_row(Text(tok), *cells)
     table.add_row("sum", *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     return table
@@ -284,20 +333,31 @@ def _concat(t, tokens, i, heads):
     return [Text(f"{z}\nconcat = {vec(t['concat'][i])}")]
 
 
-def _output(t, tokens, i, heads, b_O: np.ndarray | None, fits):
+def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
     """Every head's row, the bias b_O when the layer has one, and their sum y: as many components
-    as fit (fits(table) says whether a table does), at most MAX_SHOWN."""
-    d = t.config.d_model
+    as fit (fits(table) says whether a table does), at most MAX_SHOWN. A small layer's W^O first,
+    so that each head's contribution z_h W^O_[h] can be checked."""
+    c = t.config
+    b_O = weights.b_O if c.bias else None
+    d = c.d_model
     for shown in range(min(d, MAX_SHOWN), 0, -1):
         table = _output_table(t, i, b_O, shown)
         if fits(table):
             break
-    return [table]
+    if weights is None or d > MAX_SHOWN or c.n_heads * c.d_v > 2 * MAX_SHOWN:
+        return [table]
+    title = "W^O: head h's rows multiply its z"
+    w_o = Table(title=title, min_width=len(title) + 4)
+    for col in ("row", *(f"y[{m}]" for m in range(d))):
+        w_o.add_column(col)
+    for r in range(c.n_heads * c.d_v):
+        w_o.add_row(f"head {r // c.d_v} · z[{r % c.d_v}]", *(fmt(v) for v in weights.W_O[r]))
+    return [w_o, table]
 
 
 def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
     d = t.config.d_model
-    title = "each head's contribution to each output component"
+    title = "each head's contribution to y"
     if shown < d:
         title += f": the first {shown} of {d} ({d - shown} left out)"
     table = Table(title=title)

@@ -157,6 +157,21 @@ def test_mixing_names_each_value_row_by_its_key():
         assert f"head {h}: z_{h} = {terms}" in out, terms
 
 
+def test_a_small_layers_weights_are_printed_so_every_product_can_be_checked():
+    ex = example()
+    out = ok("--stage", "projections")
+    for h in (0, 1):
+        assert f"head {h}'s W^Q, W^K, W^V: row m multiplies x[m]" in out
+        for m in range(4):
+            rows = [f"[{', '.join(two(v) for v in ex[name][h][m])}]" for name in ("W_Q", "W_K", "W_V")]
+            assert has_row(out, [str(m), *rows]), (h, m)
+    out = ok("--stage", "output")
+    assert "W^O: head h's rows multiply its z" in out
+    for r in range(4):
+        assert has_row(out, [f"head {r // 2} · z[{r % 2}]", *(two(v) for v in ex["W_O"][r])]), r
+    assert "a sum or product of the shown decimals may land 0.01 off the shown result" in " ".join(out.split())
+
+
 def test_output_rows_are_the_reference_output():
     ex, out = example(), ok("--stage", "output")
     ref = loop_attention(ex, causal=False)
@@ -202,7 +217,12 @@ def test_causal_adds_the_mask_stage_and_masks_later_keys():
             assert has_row(out, [tok, str(j), visible]), tok
     # the first token can only attend to itself
     assert has_row(out, ["cats", "1.00", "█" * 20, "1.00", "█" * 20])
-    assert has_row(out, ["milk", "0.00", "", "0.00", ""])
+    assert has_row(out, ["milk", "masked", "", "masked", ""])  # not a weak key's 0.00
+    # the softmax by hand: e^-inf is 0, so the hidden keys add nothing to the sum
+    ref = loop_attention(example(), causal=True)
+    e = math.exp(ref["scores"][0][0][0] / math.sqrt(2))
+    assert has_row(out, ["cats", two(ref["scores"][0][0][0] / math.sqrt(2)), f"{e:.3f}", f"÷ {e:.3f}", "1.00"])
+    assert has_row(out, ["milk", "−∞", "0.000", f"÷ {e:.3f}", "0.00"])
 
 
 def test_causal_stage_mask():

@@ -42,7 +42,7 @@ def test_the_model_list_fits_80_columns_but_for_whole_paths():
     out = invoke("models").stdout
     paths = {m.location for m in available_models() if m.installed}
     assert all(any(line.strip() == path for line in out.splitlines()) for path in paths)  # copied whole
-    assert max(len(line) for line in out.splitlines() if line.strip() not in paths) <= 80
+    assert max(len(line) for line in out.splitlines() if not any(p in line for p in paths)) <= 80
     for name in NAMES:
         assert any(line.startswith(f"{name} ") for line in out.splitlines()), name
 
@@ -53,7 +53,9 @@ def test_a_models_configuration_fits_80_columns_and_agrees_with_its_json(name):
         pytest.skip(f"{name} is not installed: run make models")
     out = invoke("models", name).stdout
     summary = json.loads(invoke("models", name, "--json").stdout)
-    assert max(len(line) for line in out.splitlines()) <= 80
+    paths = (summary["source"], summary["tokenizer"])
+    assert any(summary["source"] in line for line in out.splitlines())  # a path whole (on a line of its own if need be): it can be copied
+    assert max(len(line) for line in out.splitlines() if not any(p in line for p in paths)) <= 80
     assert "{'" not in out  # no Python dict
     by_layer = " ".join(out.partition(f"attention, by layer ({summary['n_layers']} layers")[2].split())
     assert summary["layers"].count(summary["layers"][0]) == summary["n_layers"]  # one kind of layer
@@ -171,6 +173,12 @@ def test_json_says_that_head_and_stage_choose_the_walkthrough():
 
 
 # --- 5. the nth occurrence, in the teaching example -------------------------------
+
+
+def test_a_number_that_is_no_token_is_a_position():
+    assert "query warm (position 2)" in invoke("trace", "--query", "2", "--stage", "weights").stdout
+    error = one_error(invoke("trace", "--query", "9"))
+    assert error.endswith("choose one of: cats, like, warm, milk, or a position from 0 to 3")
 
 
 def test_the_first_occurrence_may_be_named_and_a_missing_one_says_how_many():
