@@ -470,7 +470,6 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     site = (tmp_path / "site" / "index.html").as_uri()
     said = {}
     for fragment, why in (
-        ("model=minilm&layer=1&text=The+cat+sat+on+the+mat+because+it+was+warm.", "Layer 1 is not in this page: it holds layers 0, 2."),
         ("model=minilm&layer=0&text=Hello+there", "This page holds one text, “The cat sat on the mat because it was warm.”, not the link's."),
         ("model=smollm2&layer=0&text=x", "This page does not hold the model “smollm2”: it holds all-MiniLM-L6-v2."),
     ):
@@ -480,12 +479,14 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         assert said[fragment] == why, said
         page.wait_for_function("() => document.querySelector('#mode-teaching').getAttribute('aria-pressed') === 'true'")
         assert page.locator("#notice").inner_text() == f"This link could not be used. {why[0].upper()}{why[1:]} Showing the teaching example instead."
-    # a head or query the layer does not have is dropped alone: the layer is shown from its first view
+    # a layer, head or query the copy does not have is dropped alone: the nearest layer it holds,
+    # or the layer's first view, is shown
     for part, why, title in (
-        ("head=40&query=3", "head 40 does not exist: this layer has heads 0 to 11, so head 0 is shown.", "· head 0 · query “sat”"),
-        ("head=5&query=50", "query=50 is out of range; choose 0 to 12, so query “mat” is shown.", "· head 5 · query “mat”"),
+        ("layer=1&head=1", "Layer 1 is not in this page: it holds layers 0, 2, so layer 2 is shown.", "· head 1 · query “mat”"),
+        ("layer=2&head=40&query=3", "head 40 does not exist: this layer has heads 0 to 11, so head 0 is shown.", "· head 0 · query “sat”"),
+        ("layer=2&head=5&query=50", "query=50 is out of range; choose 0 to 12, so query “mat” is shown.", "· head 5 · query “mat”"),
     ):
-        page.goto(f"{site}#mode=model&model=minilm&layer=2&text=The+cat+sat+on+the+mat+because+it+was+warm.&{part}")
+        page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&{part}")
         expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: {why}")  # after the reload
         expect(page.locator(".stage h2")).to_contain_text(title)
         assert page.locator("#mode-model").get_attribute("aria-pressed") == "true"
@@ -633,6 +634,11 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     expect(page.locator(".stage h2")).to_contain_text("· head 0 · query “cat”")
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1: 6 tokens")
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the two refused traces
+    # a layer the model lacks: its last layer, said
+    page.goto(server_url + "#mode=model&model=minilm&layer=9&text=The+cat+sat.&head=3")
+    expect(page.locator("#notice")).to_have_text("This link could not be used in full: Layer 9 does not exist: this model has layers 0 to 5, so layer 5 is shown.")
+    expect(page.locator(".stage h2")).to_contain_text("· head 3 ·")
+    assert page.get_by_label("Layer (from 0)").input_value() == "5"
 
 
 @needs("minilm")

@@ -294,12 +294,15 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       const ready = await prepare(picker.value, initial.layer ?? 0);
       if (ready === null) return true; // the user picked another model meanwhile
       if (!ready) return false;
+      // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
+      // traces, saying so (its model and text are not lost over one number)
+      const layerProblems = [];
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
-        error.textContent = held
-          ? `Layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}.`
-          : `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}.`;
-        return false;
+        const why = held
+          ? `Layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
+          : `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
+        layerProblems.push(`${why}, so layer ${layer.value} is shown`);
       }
       if (!initial.autostart) return true;
       // a link's head or query the layer does not have is dropped alone (the first view's is
@@ -316,7 +319,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         dropped.push([field, failed.message]);
       }
       const payload = byHead.get(current.head);
-      linkProblems = dropped.map(([field, message]) => `${message}, so ${field === "head" ? "head 0" : `query “${payload.tokens[payload.query]}”`} is shown`);
+      linkProblems = [...layerProblems, ...dropped.map(([field, message]) => `${message}, so ${field === "head" ? "head 0" : `query “${payload.tokens[payload.query]}”`} is shown`)];
       return true;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
