@@ -241,7 +241,10 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
         # a character cut into byte pieces ("␣🐱 1/3", "␣🐱 2/3", ...) is named by its first piece
         return bool(unmarked) and (unmarked in (text.strip(), read) or re.fullmatch(rf"{re.escape(unmarked)} 1/\d+", read) is not None)
 
-    return [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
+    found = [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
+    if not found and wanted != wanted.lower():  # a tokenizer that lowercases (BERT's) has "fox" for "Fox"
+        return token_positions(tokens, texts, wanted.lower(), labels)
+    return found
 
 
 def kv_cache_all_layers(model, n: int) -> dict[str, int]:

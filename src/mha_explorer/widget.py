@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 
 import anywidget
@@ -269,7 +270,7 @@ class Explorer(anywidget.AnyWidget):
         if isinstance(value, str):
             index = _find_token(self.payload, value)
             if index is None:
-                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices}")
+                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, \"the@2\" for its second occurrence, or an index)")
             return index
         if not _is_index(value):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
@@ -298,13 +299,17 @@ def _is_index(value) -> bool:
 
 
 def _find_token(payload: Mapping, wanted: str) -> int | None:
-    """The first token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
-    all find "Ġfox"."""
+    """The token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
+    all find "Ġfox", its first occurrence; "fox@2" its second."""
     from .modelview import token_positions
 
     model = payload.get("model") or {}
-    found = token_positions(payload["tokens"], model.get("readable") or payload["tokens"], wanted, model.get("labels"))
-    return found[0] if found else None
+    texts, labels = model.get("readable") or payload["tokens"], model.get("labels")
+    found, occurrence = token_positions(payload["tokens"], texts, wanted, labels), 1
+    numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
+    if not found and numbered:
+        found, occurrence = token_positions(payload["tokens"], texts, numbered[1], labels), int(numbered[2])
+    return found[occurrence - 1] if 1 <= occurrence <= len(found) else None
 
 
 def _model_of(payload: Mapping, known):
