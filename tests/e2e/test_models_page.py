@@ -571,6 +571,14 @@ def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     page.get_by_label("Calculation stage").select_option(label="Weights")
     legend = page.locator(".stage .heatmap-legend").first.inner_text()
     assert " ".join(legend.split()).endswith(f"0 to {float(f'{weights.max():.2g}'):g} (this row's largest)"), legend
+    # every query's weights at once: on a square-root scale, as the thumbnails, else nearly white
+    page.get_by_role("button", name="All queries").click()
+    assert page.locator(".stage .heatmap-legend").first.inner_text().endswith("on a square-root scale so that faint weights show")
+    page.get_by_role("button", name="All queries").click()
+    # a map of small numbers (a bias of 0.0008) gives its bounds with their digits, not ±0.00
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    legends = page.locator(".stage .heatmap-legend").all_inner_texts()
+    assert legends and not any("0.00 ·" in " ".join(text.split()) for text in legends), legends
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     page.locator(".stage canvas.heatmap").first.focus()
     page.keyboard.press("ArrowRight")

@@ -978,7 +978,7 @@ function weights(view, query, head) {
     h(
       "div",
       { class: "bar-row" + (a[j] === 0 ? " masked" : "") },
-      h("span", { class: "tok" }, payload.tokens[j]),
+      h("span", { class: "tok" }, tokenName(payload, j)),
       h("span", { class: "bar-track" }, h("span", { class: `bar head-${head % HEAD_COLOURS}`, "data-width": a[j] })),
       num(a[j], `weights:${head},${query},${j}`),
     ),
@@ -1527,6 +1527,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)), rows * 12 <= 320 ? 12 : 0);
   const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
   const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
+  // every query's weights over a long text: most are far below the largest, and a linear scale
+  // leaves the map white; a square root (as the thumbnails) shows the faint ones
+  const root = kind === "weights" && rows > 1 && cols > 64;
   const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
   const left = labelRoom(rows, every, rowLabel, fontSize);
   const width = left + cols * cw;
@@ -1567,6 +1570,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     cells = new Uint8ClampedArray(rows * cols * 4);
     const words = new Uint32Array(cells.buffer); // one RGBA cell per word
     const step = 255 / (scale || 1);
+    const shade = root ? (v) => Math.round(255 * Math.sqrt(Math.abs(v) / (scale || 1))) : (v) => Math.round(Math.abs(v) * step);
     hiddenCells = [];
     const [below, above] = kind === "weights" ? [WEIGHT_SHADES, WEIGHT_SHADES] : [NEGATIVE_SHADES, POSITIVE_SHADES];
     for (let r = 0, i = 0; r < rows; r++)
@@ -1575,7 +1579,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
         if (v === null || v === -Infinity) {
           words[i] = MASKED_WORD;
           hiddenCells.push([r, c]);
-        } else words[i] = (v < 0 ? below : above)[Math.min(255, Math.round(Math.abs(v) * step))];
+        } else words[i] = (v < 0 ? below : above)[Math.min(255, shade(v))];
       }
     values = null;
     store?.set(source[1], { cells, scale, peak, hiddenCells });
@@ -1670,7 +1674,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // what the columns are: the first and the last, under the map's left and right edges
   const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
   if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
-  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak), axis, readout);
+  const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak, root), axis, readout);
   function claim(ahead = false) {
     const taken = heatmapCanvas(place, handlers, cells, ahead);
     if (!taken) return cells || paintCells(); // the page's canvas is not for a panel drawn ahead: its colours at least
@@ -1725,13 +1729,15 @@ function robustScale(values, peak) {
 
 // What a map's colours mean: its scale (and, when outliers were left out of it, how far they go),
 // and grey for masked cells.
-function legend(kind, scale, masked, peak) {
+function legend(kind, scale, masked, peak, root) {
   const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
+  // a bound as small as 0.0008 (a bias) keeps its digits: two decimals would say ±0.00
+  const bound = (x) => (x !== 0 && x < 0.1 ? String(Number(x.toPrecision(2))) : fmt(x));
   const parts =
     kind === "weights"
-      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))} (this row's largest)`]
-      : [swatch("negative"), ` −${fmt(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${fmt(scale)}`];
-  const beyond = kind !== "weights" && peak > scale ? `; beyond ±${fmt(scale)} (up to ±${fmt(peak)}), full colour` : null;
+      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))} (this row's largest)`, root ? ", on a square-root scale so that faint weights show" : ""]
+      : [swatch("negative"), ` −${bound(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${bound(scale)}`];
+  const beyond = kind !== "weights" && peak > scale ? `; beyond ±${bound(scale)} (up to ±${bound(peak)}), full colour` : null;
   return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, beyond, masked ? [" · ", swatch("masked"), " masked"] : null);
 }
 
@@ -1743,7 +1749,7 @@ function allQueries(view, query, head, stage) {
   const n = payload.tokens.length;
   const g = payload.kv_group[head];
   const tok = (r) => payload.tokens[r];
-  const later = c.causal ? (r, j) => j > r : null; // key after the query: masked
+  const later = t.mask ? (r, j) => !(t.mask.at(head, r, j) > -Infinity) : null; // a key the mask hid (after the query, or outside the window)
   // a map of few numbers (the teaching example's) is a table of them, each checkable by hand;
   // a bigger one is a heatmap
   const map = (caption, name, index, cols, colLabel, kind, masked) =>
@@ -1770,7 +1776,7 @@ function allQueries(view, query, head, stage) {
     ],
     scores: () => [
       map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken),
-      map(`Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
+      map(c.scale != null ? `Scaled: × ${Number(c.scale.toPrecision(4))}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
     ],
     mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken)],
     weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later)],
