@@ -400,20 +400,36 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
 
 
 @needs("minilm")
-def test_the_model_picker_leads_back_to_the_teaching_example(page, server_url):
+def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, server_url):
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Real model").click()
     picker = page.get_by_label("Model", exact=True)
     page.wait_for_function("() => document.querySelectorAll('#model-name option').length > 1")
-    assert picker.locator("option").all_inner_texts()[0] == "Teaching example"
+    assert "Teaching example" not in picker.locator("option").all_inner_texts()
     # before a trace the teaching example is not shown under the model's panel: the panel says what to do
     assert page.locator("#app").is_hidden()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=120_000)
     assert "mode=model" in page.url
-    picker.select_option(label="Teaching example")
-    assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+    # the menu's arrow keys choose at once: they stay in the mode, and a large model waits for Trace
+    picker.focus()
+    page.keyboard.press("ArrowUp")
+    assert page.get_by_role("button", name="Real model").get_attribute("aria-pressed") == "true"
+    heavy = [m for m in httpx.get(server_url + "api/models").json() if m["heavy"] and m["state"] != "ready"]
+    if heavy:
+        picker.select_option(heavy[0]["name"])
+        assert page.locator(".model-status").inner_text() == f"{heavy[0]['title']} is large: press Trace to load it (half a minute or more) and trace the text."
+        assert httpx.get(server_url + f"api/models/{heavy[0]['name']}").json()["state"] == "idle"  # nothing loading
+    # a trace, then the teaching example, then back: the trace and its view are there again
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 2)
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    page.get_by_label("Query token").select_option(index=3)
+    title = page.locator(".stage h2").inner_text()
+    page.get_by_role("button", name="Teaching example").click()
     assert "like" in page.locator(".stage h2").inner_text()
+    page.get_by_role("button", name="Real model").click()
+    assert page.locator(".stage h2").inner_text() == title and page.locator("#app").is_visible()
+    page.wait_for_function("() => location.hash.includes('model=minilm') && location.hash.includes('layer=2')")
 
 
 @needs("minilm")
@@ -642,6 +658,13 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     expect(page.locator(".stage h2")).to_contain_text("· head 0 · query “cat”")
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1: 6 tokens")
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the two refused traces
+    # "all queries" comes back; a stage the layer lacks falls back to the first, said
+    page.goto(server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat.&head=2&stage=mask&all=1")
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: stage “mask” is not one of projections, scores, weights, mixing, concat, output, so the first stage is shown."
+    )
+    expect(page.locator(".stage h2")).to_contain_text("1. Projections · head 2 ·")
+    assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
     # a layer the model lacks: its last layer, said
     page.goto(server_url + "#mode=model&model=minilm&layer=9&text=The+cat+sat.&head=3")
     expect(page.locator("#notice")).to_have_text("This link could not be used in full: Layer 9 does not exist: this model has layers 0 to 5, so layer 5 is shown.")

@@ -45,7 +45,7 @@ async function answer(response) {
 // `onAhead(payload, head)` gets a head's payload as soon as it is here, before it is asked for.
 // `ask` is fetch, or a static copy's answers (staticServer); `fixed` ({ text, layers: name -> [layer] })
 // is what a static copy holds: its one text, and the layers of each model.
-export function createModels({ container, onPayload, onAhead, getView, initial, onTeaching, ask = (...args) => fetch(...args), fixed = null }) {
+export function createModels({ container, onPayload, onAhead, getView, initial, ask = (...args) => fetch(...args), fixed = null }) {
   const picker = node("select", { id: "model-name" });
   const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
@@ -92,8 +92,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   async function refresh() {
     models = await answer(await ask("api/models"));
     const keep = picker.value || initial.model || "minilm";
+    // only models: a menu's arrow keys choose at once, and an entry that left the mode would take a
+    // keyboard user out of it on one key (the mode buttons above lead to the teaching example)
     picker.replaceChildren(
-      node("option", { value: "" }, "Teaching example"),
       ...models.map((m) => node("option", { value: m.name, disabled: !m.installed }, `${m.title}${m.installed ? "" : " (not installed)"}${m.heavy ? " · large" : ""}`)),
     );
     picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
@@ -104,6 +105,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   async function ensureLoaded(name) {
     let state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
+    const listed = models.find((m) => m.name === name);
+    if (listed) listed.state = state.state; // a large model found ready: picking it again loads at once
     if (state.state === "ready") return state;
     state = await answer(await ask(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
     bar.hidden = false;
@@ -115,6 +118,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     }
     bar.hidden = true;
     if (state.state === "error") throw new Error(state.message);
+    if (listed) listed.state = state.state;
     return state;
   }
 
@@ -232,11 +236,6 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   let chosen = null;
   picker.addEventListener("change", () => {
-    if (picker.value === "") {
-      picker.value = chosen || "";
-      onTeaching();
-      return;
-    }
     if (picker.value === chosen) return; // the same model again: its layers, and the layer picked, stay
     chosen = picker.value;
     // with a trace on screen, the new model traces the same text at once (as a new layer does),
@@ -244,6 +243,13 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // the layer picked stays where the new model has it (else the nearest it has)
     const traced = Boolean(current);
     const name = picker.value;
+    const info = models.find((m) => m.name === name);
+    if (info?.heavy && info.state !== "ready") {
+      // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
+      error.textContent = "";
+      status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
+      return;
+    }
     prepare(name, Number(layer.value) || 0).then((ok) => {
       if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });

@@ -262,21 +262,32 @@ async function main() {
         initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
         ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, Object.keys(m.layers).map(Number)])) } }),
         getView: () => ({ head: model.get("head"), query: model.get("query") }),
-        onTeaching: () => setMode("teaching"),
         onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
         onPayload: (payload, request) => {
           const ids = payload.page_stages.map((s) => s.id);
-          const stage = pendingView?.stage ?? model.get("stage");
+          // a link's stage and "all queries" (its head and query the server checked): a stage
+          // this layer lacks falls back to the first, said with the link's other problems
+          const view = pendingView ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
+          if (view) stageProblems = view.problems;
+          const stage = view ? view.view.stage : model.get("stage");
           pendingView = null;
           model.set("payload", payload);
           model.set("stage", ids.includes(stage) ? stage : ids[0]);
           model.set("head", request.head);
           model.set("query", payload.query);
+          if (view) model.set("all_queries", Boolean(view.view.all_queries));
           writeLink(model, mode, editor.lab);
         },
       });
 
+  let stageProblems = []; // what a model link's stage could not be, once its layer is traced
+
+  // the real model's view when the user went to another mode: shown again on coming back
+  let modelView = null;
+  const VIEW_TRAITS = ["payload", "stage", "head", "query", "all_queries"];
   function setMode(next) {
+    if (mode === "model" && next !== "model" && model.get("payload").model) modelView = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
+    if (next === "model" && modelView && !model.get("payload").model) for (const k of VIEW_TRAITS) model.set(k, modelView[k]);
     mode = next;
     teachingButton.setAttribute("aria-pressed", String(mode === "teaching"));
     labButton.setAttribute("aria-pressed", String(mode === "lab"));
@@ -300,7 +311,8 @@ async function main() {
       if (!modelsStarted) {
         modelsStarted = true;
         models.start().then((ok) => {
-          if (ok && models.linkProblems().length) say(partlyUsed(models.linkProblems()));
+          const problems = [...models.linkProblems(), ...stageProblems];
+          if (ok && problems.length) say(partlyUsed(problems));
           if (!ok && pendingView) {
             pendingView = null;
             // the model panel said why; it is hidden with the teaching example, so the notice says it again
