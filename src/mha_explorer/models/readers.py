@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,12 @@ class GGUFFile:
                 )
         self._values: dict[str, Any] = {}
 
+    def storage(self) -> str:
+        """How the weights are stored, as the page says it: "GGUF Q4_1, dequantized to float32"
+        (the type most matrices have)."""
+        matrices = Counter(t.tensor_type.name for t in self._reader.tensors if len(t.shape) == 2)
+        return f"GGUF {matrices.most_common(1)[0][0]}, dequantized to float32" if matrices else "GGUF"
+
     def has(self, name: str) -> bool:
         """Whether the file has a tensor of this name."""
         return name in self.tensors
@@ -332,6 +339,12 @@ class SafetensorsCheckpoint:
 
     def names(self) -> list[str]:
         return list(self._where)
+
+    def storage(self) -> str:
+        """How the weights are stored: "safetensors F32", or "safetensors BF16, widened to float32"."""
+        dtypes = Counter(e.dtype for f in self.files for e in f.entries.values())
+        dtype = dtypes.most_common(1)[0][0]
+        return f"safetensors {dtype}" + ("" if dtype == "F32" else ", widened to float32")
 
     def has(self, name: str) -> bool:
         return name in self._where

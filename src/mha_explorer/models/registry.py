@@ -243,7 +243,7 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
     arch = _convert_hf(family, cfg, tensors, _scaled(progress, 0.05, 0.9))
     progress(0.92, "building the tokenizer")
     tokenizer = tokenize.from_tokenizer_json(path / "tokenizer.json")
-    return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin)
+    return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, tensors.storage())
 
 
 def _hf_config(path: Path) -> dict | None:
@@ -306,7 +306,7 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
         arch = gemma3.from_gguf(gguf, step)
     progress(0.87, "building the tokenizer from the GGUF vocabulary")
     tokenizer = tokenize.from_gguf(gguf)
-    return LoadedModel(name or str(path), title or gguf.value("general.name", path.stem), str(path), arch, tokenizer, origin)
+    return LoadedModel(name or str(path), title or gguf.value("general.name", path.stem), str(path), arch, tokenizer, origin, gguf.storage())
 
 
 def _load_named(spec: ModelSpec, progress: Progress) -> LoadedModel:

@@ -2018,7 +2018,9 @@ function modelOverview(payload, pick) {
   });
   // the text as the tokenizer split it; a byte piece, which is no text alone, by its label (␣🐱 1/3)
   // a WordPiece piece inside a word keeps its ## ("un", "##bel"), as the tokenizer spells it
-  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, m.readable[j] && !m.readable[j].includes("\ufffd") && !tok.startsWith("##") ? m.readable[j] : tok));
+  // a blank one (a tab, a line break) by its label's ⇥ or ↵, as elsewhere on the page
+  const shown = (tok, text) => (text && text.trim() && !text.includes("\ufffd") && !tok.startsWith("##") ? text : tok);
+  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, shown(tok, m.readable[j])));
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),

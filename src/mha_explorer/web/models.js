@@ -24,6 +24,10 @@ const wait = (ms) => new Promise((done) => setTimeout(done, ms));
 const BINARY = "application/vnd.mha-explorer.trace";
 const asking = (request) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...request, encoding: "binary" }) });
 
+// Weights that are not the published float32 ones (quantized, or in 16 bits) are said, so that
+// numbers compared with another copy of the model are not taken for wrong ones.
+const stored = (state) => (state.config?.weights && !state.config.weights.endsWith("F32") ? ` Weights: ${state.config.weights}.` : "");
+
 // A problem as one sentence: the server words some messages after their field ("is empty; …").
 function said({ field, message }) {
   if (!field || field === "body") return message;
@@ -145,7 +149,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
-      status.textContent = `${state.title}, layer ${payload.model.layer}: ${payload.tokens.length} tokens.`;
+      status.textContent = `${state.title}, layer ${payload.model.layer}: ${payload.tokens.length} tokens.${stored(state)}`;
       onPayload(payload, request);
       return true;
     } catch (failure) {
@@ -179,7 +183,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       const held = fixed?.layers[name];
       status.textContent = held
         ? `${state.title} (${sizes}). This page holds ${heldLayers(held)} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
-        : `${state.title} is loaded: ${sizes}.${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
+        : `${state.title} is loaded: ${sizes}.${stored(state)}${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
     } catch (failure) {
       if (picker.value !== name) return null;
