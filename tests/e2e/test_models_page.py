@@ -558,6 +558,15 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     listed = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
     assert listed == list(range(9)) and "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
     assert "q · k" in page.locator(".stage table.calc-table thead").inner_text()
+    # an encoder keeps no KV cache: the cost panel says its numbers are a decoder's
+    page.locator("summary", has_text="Cost of this configuration").click()
+    assert "(what a decoder would keep; this encoder keeps none)" in page.locator("table.cost caption").first.inner_text()
+    assert page.locator(".whole-model").inner_text().endswith("keeps no cache: this is what a decoder of these sizes would keep.")
+    # a q of 384 products: pointing at it gives the largest five, not a 5,000-character line
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    page.locator(".stage .num[data-src^='q:']").first.hover()
+    calc = page.locator(".stage p.calc").inner_text()
+    assert "+ … (the 5 largest of 384 products x[m]×W[m][0])" in calc and len(calc) < 200, calc
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
     assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows (rows), each to be scaled by its weight: 9 × 32 heatmap")

@@ -739,7 +739,8 @@ function projections(view, query, head) {
   const c = payload.config;
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
-  const calc = h("p", { class: "calc", "aria-live": "off" }, "Point at a number of q, K or V to see the row of X and the column of W that made it.");
+  // a real model's K and V are maps (no numbers to point at): only q's are
+  const calc = h("p", { class: "calc", "aria-live": "off" }, c.d_model <= 16 ? "Point at a number of q, K or V to see the row of X and the column of W that made it." : "Point at a number of q to see the largest products of x and the column of W that made it.");
   const links = [];
 
   // X as a heatmap (more than TABLE_LIMIT numbers) is drawn once, for K: V's product refers to it
@@ -793,9 +794,12 @@ function projections(view, query, head) {
         const x = range(c.d_model).map((k) => t.x.at(outRows[r], k));
         const wc = range(c.d_model).map((k) => w[weight].at(own, k, j));
         const value = t[name].at(own, outRows[r], j);
+        // every product when they are few; of hundreds (a real model's d_model), the largest five
+        const terms = c.d_model <= 16 ? range(c.d_model) : range(c.d_model).sort((a, b) => Math.abs(x[b] * wc[b]) - Math.abs(x[a] * wc[a])).slice(0, 5);
         calc.replaceChildren(
           `${name}[${payload.tokens[outRows[r]]}][${j}] = `,
-          ...x.flatMap((v, k) => [k ? " + " : "", fmt(v), "×", fmt(wc[k])]),
+          ...terms.flatMap((k, i) => [i ? " + " : "", fmt(x[k]), "×", fmt(wc[k])]),
+          c.d_model > 16 ? ` + … (the 5 largest of ${c.d_model} products x[m]×W[m][${j}])` : "",
           bias ? ` + ${fmt(bias.at(own, j))} (bias)` : "",
           ` = ${fmt(value)}`,
         );
@@ -1850,7 +1854,7 @@ function costPanel(payload) {
   const cache = h(
     "table",
     { class: "calc-table cost" },
-    h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`, k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : ""),
+    h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`, payload.model && !c.causal ? " (what a decoder would keep; this encoder keeps none)" : "", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : ""),
     h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${k.kv_cache.tokens} tokens`, `float32, ${k.kv_cache.tokens} tokens`].map((x) => h("th", { scope: "col" }, x)))),
     h(
       "tbody",
@@ -1896,7 +1900,17 @@ function wholeModel(payload) {
   const m = payload.model;
   const all = m?.kv_cache_all_layers;
   if (!all?.float16) return null;
-  return h("p", { class: "whole-model" }, `All ${m.n_layers} layers of ${m.title}, after these ${payload.tokens.length} tokens: `, h("strong", {}, bytes(all.float16)), " in float16, ", h("strong", {}, bytes(all.float32)), " in float32.");
+  const encoder = !payload.config.causal; // it reads the whole text at once: nothing is kept for a next token
+  return h(
+    "p",
+    { class: "whole-model" },
+    `All ${m.n_layers} layers of ${m.title}, ${encoder ? "K and V for" : "after"} these ${payload.tokens.length} tokens: `,
+    h("strong", {}, bytes(all.float16)),
+    " in float16, ",
+    h("strong", {}, bytes(all.float32)),
+    " in float32.",
+    encoder ? " An encoder reads the whole text in one pass and keeps no cache: this is what a decoder of these sizes would keep." : "",
+  );
 }
 
 // ---- the packed view: all heads' W^Q side by side, one product, then a reshape ---------------
