@@ -651,6 +651,24 @@ def test_the_newest_layer_picked_is_the_one_shown_whatever_answer_comes_last(pag
 
 
 @needs("minilm")
+def test_a_head_picked_while_a_layer_loads_is_the_one_shown(page, server_url):
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    held = []
+
+    def hold(route):
+        held.append(route)
+
+    page.route("**/api/model-trace", hold)
+    page.get_by_label("Layer (from 0)").select_option("4")
+    page.wait_for_function("() => document.querySelector('.model-status').textContent.startsWith('Running')")
+    page.locator(".thumb-button[data-head='9']").click()  # the thumbnails still show layer 1's
+    assert len(held) == 1
+    held[0].continue_()
+    page.wait_for_function("() => document.querySelector('.model-status').textContent.includes('layer 4:')")
+    expect(page.locator(".stage h2")).to_contain_text("· head 9 ·")
+
+
+@needs("minilm")
 def test_the_head_thumbnails_are_one_tab_stop_and_the_arrow_keys_pick_among_them(page, server_url):
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
     assert page.locator(".thumb-button[tabindex='0']").get_attribute("data-head") == "0"

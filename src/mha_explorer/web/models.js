@@ -131,8 +131,12 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // name the newer. trace() resolves true when shown, false when it failed, null when a newer
   // trace took its place.
   let latest = 0;
+  let tracing = false; // a trace is on its way
+  let pickedDuring = null; // a head picked meanwhile: the new layer shows it
   async function trace(request) {
     const ticket = ++latest;
+    tracing = true;
+    pickedDuring = null;
     const stale = () => ticket !== latest;
     error.textContent = "";
     failed = null;
@@ -151,6 +155,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       wantedHead = request.head;
       status.textContent = `${state.title}, layer ${payload.model.layer}: ${payload.tokens.length} tokens.${stored(state)}`;
       onPayload(payload, request);
+      const picked = pickedDuring;
+      tracing = false;
+      if (picked !== null && picked !== request.head && picked < payload.config.n_heads) showHead(picked);
       return true;
     } catch (failure) {
       if (stale()) return null;
@@ -160,7 +167,10 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       bar.hidden = true;
       return false;
     } finally {
-      if (!stale()) go.removeAttribute("aria-disabled");
+      if (!stale()) {
+        go.removeAttribute("aria-disabled");
+        tracing = false;
+      }
     }
   }
 
@@ -219,6 +229,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   async function showHead(head) {
     if (!current) return false;
+    if (tracing) pickedDuring = head; // the layer on its way shows this head once it is here
     wantedHead = head;
     let payload = byHead.get(head); // already here (seen, or fetched while the pointer rested on it): no wait
     if (!payload) {
