@@ -562,6 +562,10 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     page.locator("summary", has_text="Cost of this configuration").click()
     assert "(what a decoder would keep; this encoder keeps none)" in page.locator("table.cost caption").first.inner_text()
     assert page.locator(".whole-model").inner_text().endswith("keeps no cache: this is what a decoder of these sizes would keep.")
+    # the Output stage shows the bias the output adds
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    labels = [c.get_attribute("aria-label") for c in page.locator(".stage canvas.heatmap").all()]
+    assert any(label.startswith("The bias bO, added once: 1 × 384 heatmap") for label in labels), labels
     # a q of 384 products: pointing at it gives the largest five, not a 5,000-character line
     page.get_by_label("Calculation stage").select_option(label="Projections")
     page.locator(".stage .num[data-src^='q:']").first.hover()

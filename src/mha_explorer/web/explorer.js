@@ -1129,13 +1129,19 @@ function mixingMany(view, query, head) {
 }
 
 function normed(view, query, head) {
-  const { payload, t } = view;
+  const { payload, t, w } = view;
   const g = payload.kv_group[head];
   const d = payload.config.d_head;
   const n = payload.tokens.length;
+  // the divisor, worked out here from the q shown: √(mean of q² + ε)
+  const eps = payload.config.norm_eps ?? 1e-6;
+  const q = range(d).map((e) => t.q.at(head, query, e));
+  const rms = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / d + eps);
   return [
     h("p", { class: "lead" }, `Below: q of “`, payload.tokens[query], `” before and after the norm, then every key of K/V head ${g}, before and after. The same learned vector multiplies every head's q (and another every k).`),
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
+    h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${eps}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
+    vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
     heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
     heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
@@ -1269,6 +1275,7 @@ function output(view, query, head) {
       "div",
       {},
       vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}] (pick another head to see its share)`), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`),
+      payload.config.bias ? vector(h("span", {}, "The bias ", sup("b", "O"), ", added once"), d_model, (m) => w.b_O.at(m), (m) => `b_O:${m}`, "bias") : null,
       vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y"),
     );
   const contribMap = () =>
