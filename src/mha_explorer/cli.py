@@ -19,7 +19,7 @@ from .examples import load_teaching_example
 from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
-from .modelview import STATIC_MAX_TOKENS, token_label, token_labels, token_positions
+from .modelview import STATIC_MAX_TOKENS, named_positions, token_label, token_labels
 from .walkthrough import render
 
 
@@ -78,16 +78,13 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     token is a position ("3", as the page and the widget take one). Otherwise a one-line error and
     exit 2."""
     labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
-    found, occurrence = token_positions(tokens, texts, wanted, labels), 1
+    found, occurrence = named_positions(tokens, texts, wanted, labels)
     if not found and wanted.strip().isdigit() and int(wanted) < len(tokens):
         return int(wanted)
-    numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
-    if not found and numbered:
-        found, occurrence = token_positions(tokens, texts, numbered[1], labels), int(numbered[2])
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
     if not 1 <= occurrence <= len(found):
-        name = numbered[1]
+        name = wanted.rpartition("@")[0]  # an occurrence was asked for: "fox@3"
         times = "once" if len(found) == 1 else f"{len(found)} times"
         fail(
             f"--query {wanted}: {name!r} occurs {times} (at position{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}); "

@@ -97,10 +97,6 @@ class ModelService:
             self.status[name] = {"state": "ready", "fraction": 1.0, "message": "loaded"}
         log.info("loaded %s", name)
 
-    def get(self, name: str):
-        with self.lock:
-            return self.loaded.get(name)
-
 
 def overview(weights: np.ndarray) -> tuple[np.ndarray, int]:
     """(h, n, n) weights averaged over blocks of b x b tokens: (h, ceil(n/b), ceil(n/b))."""
@@ -245,6 +241,16 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     if not found and wanted != wanted.lower():  # a tokenizer that lowercases (BERT's) has "fox" for "Fox"
         return token_positions(tokens, texts, wanted.lower(), labels)
     return found
+
+
+def named_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> tuple[list[int], int]:
+    """Where the token `wanted` names stands (token_positions), and which of those it asks for,
+    from 1: "fox@2" is the second place of "fox" (a token itself spelled with @ is found first)."""
+    found = token_positions(tokens, texts, wanted, labels)
+    numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
+    if not found and numbered:
+        return token_positions(tokens, texts, numbered[1], labels), int(numbered[2])
+    return found, 1
 
 
 def kv_cache_all_layers(model, n: int) -> dict[str, int]:

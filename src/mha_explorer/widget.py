@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import re
 from collections.abc import Mapping, Sequence
 
 import anywidget
@@ -301,14 +300,10 @@ def _is_index(value) -> bool:
 def _find_token(payload: Mapping, wanted: str) -> int | None:
     """The token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
     all find "Ġfox", its first occurrence; "fox@2" its second."""
-    from .modelview import token_positions
+    from .modelview import named_positions
 
     model = payload.get("model") or {}
-    texts, labels = model.get("readable") or payload["tokens"], model.get("labels")
-    found, occurrence = token_positions(payload["tokens"], texts, wanted, labels), 1
-    numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
-    if not found and numbered:
-        found, occurrence = token_positions(payload["tokens"], texts, numbered[1], labels), int(numbered[2])
+    found, occurrence = named_positions(payload["tokens"], model.get("readable") or payload["tokens"], wanted, model.get("labels"))
     return found[occurrence - 1] if 1 <= occurrence <= len(found) else None
 
 

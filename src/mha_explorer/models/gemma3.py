@@ -67,7 +67,7 @@ class Sizes(llama.Sizes):
 
 class Gemma3(Architecture):
     family = "gemma3"
-    input_note = "X is the residual stream entering the layer, after the layer's RMSNorm: the model normalizes before attention."
+    input_note = llama.Llama.input_note  # pre-norm, as Llama
     output_note = "y is the attention's output: the layer normalizes it (RMSNorm) and adds it to the residual stream, then the MLP."
 
     def __init__(self, s: Sizes, source, names: dict[str, str], norm_offset: float, progress: Callable[[float, str], None]):

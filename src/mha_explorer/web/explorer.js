@@ -76,6 +76,9 @@ export function fmt(value) {
   return s === "-0.00" ? "0.00" : s;
 }
 
+// A number as the page shows it (two decimals), for a hand check made from what is shown.
+const rounded = (x) => Number(fmt(x));
+
 // A constant a learner divides by (√d_head): three decimals, trailing zeros dropped (1.414, 8), so
 // that a rounded score divided by it lands on the rounded result.
 function fmtConstant(value) {
@@ -874,7 +877,6 @@ function scores(view, query, head) {
     ),
   );
   // by hand: the rounded products added, then divided by the divisor as shown
-  const rounded = (x) => Number(fmt(x));
   const off = range(n).filter((j) => {
     const k = t[kName].row(g, j);
     const dot = q.reduce((sum, x, e) => sum + rounded(x) * rounded(k[e]), 0);
@@ -999,7 +1001,7 @@ function weights(view, query, head) {
     stack.append(seg);
   });
   const total = a.reduce((s, x) => s + x, 0);
-  const byHand = a.reduce((s, x) => s + Number(fmt(x)), 0);
+  const byHand = a.reduce((s, x) => s + rounded(x), 0);
   const e = softmaxTable(view, query, head);
   return [
     h("div", { class: "bars", role: "group", "aria-label": `Softmax weights of head ${head}` }, bars),
@@ -1094,7 +1096,7 @@ function mixing(view, query, head) {
     h("td", { class: "op" }, "="),
     h("td", {}, vec(range(dv).map((e) => num(t.z.at(head, query, e), `z:${head},${query},${e}`)))),
   );
-  const byHand = (e) => range(n).reduce((sum, j) => sum + Number(fmt(t.weights.at(head, query, j) * t.v.at(g, j, e))), 0);
+  const byHand = (e) => range(n).reduce((sum, j) => sum + rounded(t.weights.at(head, query, j) * t.v.at(g, j, e)), 0);
   return [
     h(
       "table",
@@ -1294,7 +1296,7 @@ function output(view, query, head) {
       ? concatMap(view, query, head)
       : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
-  const byHand = (m) => contrib.reduce((sum, row) => sum + Number(fmt(row[m])), payload.config.bias ? Number(fmt(w.b_O.at(m))) : 0);
+  const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), payload.config.bias ? rounded(w.b_O.at(m)) : 0);
   const off = wide ? [] : range(d_model).filter((m) => fmt(byHand(m)) !== fmt(y[m]));
   const rounding = roundingHint(off.map((m) => `y[${m}]`));
   return [
