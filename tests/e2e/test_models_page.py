@@ -558,6 +558,10 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     listed = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
     assert listed == list(range(9)) and "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
     assert "q · k" in page.locator(".stage table.calc-table thead").inner_text()
+    # a token that occurs twice is named by its position in the tables too, as in the bars and menus
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    keys = [row.split("\t")[0] for row in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
+    assert keys[1] == "the @1" and keys[5] == "the @5", keys
     # an encoder keeps no KV cache: the cost panel says its numbers are a decoder's
     page.locator("summary", has_text="Cost of this configuration").click()
     assert "(what a decoder would keep; this encoder keeps none)" in page.locator("table.cost caption").first.inner_text()

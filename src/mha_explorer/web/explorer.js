@@ -869,7 +869,7 @@ function scores(view, query, head) {
     h(
       "tr",
       {},
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
       h("td", { class: "terms" }, products(q, t[kName].row(g, j), (e) => `${qName}:${head},${query},${e}`, (e) => `${kName}:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(divisor)}`),
@@ -1031,7 +1031,7 @@ function softmaxTable(view, query, head) {
     h(
       "tr",
       { class: e[j] === 0 ? "masked" : null },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
       h("td", {}, num(s[j], `${source}:${head},${query},${j}`)),
       h("td", {}, shown(e[j])),
       h("td", { class: "div" }, "÷ ", shown(sum)),
@@ -1080,7 +1080,7 @@ function mixing(view, query, head) {
     return h(
       "tr",
       { class: aj === 0 ? "masked" : null },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
       h("td", {}, num(aj, `weights:${head},${query},${j}`)),
       h("td", { class: "op" }, "×"),
       h("td", {}, vec(range(dv).map((e) => num(t.v.at(g, j, e), `v:${g},${j},${e}`)))),
