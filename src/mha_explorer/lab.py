@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
-from .schema import Packer, TracePayload, TraceRequest, left_out, trace_payload
+from .schema import Packer, TracePayload, TraceRequest, left_out, query_out_of_range, trace_payload
 from .trace import Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
@@ -41,7 +41,7 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
         raise LabError("config", str(e)) from None
     n = len(request.tokens)
     if request.query >= n:
-        raise LabError("query", f"query={request.query} is out of range; choose 0 to {n - 1}")
+        raise LabError("query", query_out_of_range(request.query, n))
 
     if request.x is None:
         x = random_x(n, config.d_model, request.seed)

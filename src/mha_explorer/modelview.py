@@ -15,11 +15,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-
 from pydantic import BaseModel, Field
 
 from .costs import kv_cache
-from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, left_out, trace_payload
+from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, left_out, query_out_of_range, trace_payload
 
 if TYPE_CHECKING:
     from .models import LoadedModel
@@ -288,7 +287,7 @@ def model_payload(
     if query is not None and not 0 <= query < n:
         from .models import ModelError
 
-        raise ModelError(f"query={query} is out of range; choose 0 to {n - 1}")
+        raise ModelError(query_out_of_range(query, n))
     small, block = overview(t["weights"])
     default_query = middle_word(run, model) if query is None else query
     layer_info = ModelLayer(

@@ -246,6 +246,11 @@ def teaching_payload(encoding: str = "json") -> TracePayload:
     return trace_payload(t, list(example.tokens), example.weights, example.tokens.index(example.query), encoding)
 
 
+def query_out_of_range(query: int, n: int) -> str:
+    """What the lab and a real model's layer say of a query position that is not one of n tokens."""
+    return f"query={query} is out of range; choose 0 to {n - 1}"
+
+
 def trace_payload(
     t: Trace,
     tokens: list[str],
