@@ -416,21 +416,24 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
     # the menu's arrow keys choose at once: they stay in the mode, and a large model waits for Trace
     picker.focus()
     page.keyboard.press("ArrowUp")
-    assert page.get_by_role("button", name="Real model").get_attribute("aria-pressed") == "true"
+    expect(page.get_by_role("button", name="Real model")).to_have_attribute("aria-pressed", "true")
     heavy = [m for m in httpx.get(server_url + "api/models").json() if m["heavy"] and m["state"] != "ready"]
     if heavy:
         picker.select_option(heavy[0]["name"])
-        assert page.locator(".model-status").inner_text() == f"{heavy[0]['title']} is large: press Trace to load it (half a minute or more) and trace the text."
+        expect(page.locator(".model-status")).to_have_text(f"{heavy[0]['title']} is large: press Trace to load it (half a minute or more) and trace the text.")
         assert httpx.get(server_url + f"api/models/{heavy[0]['name']}").json()["state"] == "idle"  # nothing loading
     # a trace, then the teaching example, then back: the trace and its view are there again
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 2)
     page.get_by_label("Calculation stage").select_option(label="Weights")
     page.get_by_label("Query token").select_option(index=3)
+    query = page.get_by_label("Query token").locator("option").nth(3).inner_text()
+    expect(page.locator(".stage h2")).to_contain_text(f"Weights · head 0 · query “{query}”")  # the view asked for, before it is left
     title = page.locator(".stage h2").inner_text()
     page.get_by_role("button", name="Teaching example").click()
-    assert "like" in page.locator(".stage h2").inner_text()
+    expect(page.locator(".stage h2")).to_contain_text("like")
     page.get_by_role("button", name="Real model").click()
-    assert page.locator(".stage h2").inner_text() == title and page.locator("#app").is_visible()
+    expect(page.locator(".stage h2")).to_have_text(title)
+    expect(page.locator("#app")).to_be_visible()
     page.wait_for_function("() => location.hash.includes('model=minilm') && location.hash.includes('layer=2')")
 
 
