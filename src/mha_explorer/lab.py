@@ -5,6 +5,8 @@ Errors are `LabError`s that name the field and say what to change; the server an
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
@@ -65,7 +67,28 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
             if arrays[name].shape != shape:
                 raise LabError(f"weights.{name}", f"has shape {arrays[name].shape}; this config needs {shape}")
         weights = AttentionWeights(**arrays)
+    if request.edits:
+        x, weights = edited(request.edits, x, weights)
     return config, x, weights
+
+
+EDIT_KEY = re.compile(r"(\w+):(\d+(?:,\d+)*)")
+
+
+def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) -> tuple[np.ndarray, AttentionWeights]:
+    """x and the weights with single values set: edits maps "name:i,j,..." to the new value."""
+    arrays = {"x": x.copy()} | {name: a.copy() for name, a in weights.arrays().items()}
+    for key, value in edits.items():
+        match = EDIT_KEY.fullmatch(key)
+        if not match or match[1] not in arrays:
+            raise LabError(f"edits.{key}", f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")
+        a = arrays[match[1]]
+        index = tuple(int(i) for i in match[2].split(","))
+        if len(index) != a.ndim or any(i >= size for i, size in zip(index, a.shape)):
+            raise LabError(f"edits.{key}", f"{match[1]} has shape {a.shape}: give {a.ndim} indices, each below its size")
+        a[index] = value
+    x = arrays.pop("x")
+    return x, AttentionWeights(**arrays)
 
 
 def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePayload:

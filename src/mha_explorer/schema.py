@@ -357,6 +357,11 @@ class TraceRequest(BaseModel):
     weights: dict[str, Values] | None = Field(
         default=None, description="W_Q, W_K, W_V, W_O (and b_Q, b_K, b_V, b_O when bias); drawn from the seed when absent"
     )
+    edits: dict[str, Finite] = Field(
+        default_factory=dict,
+        description="single values set after x and the weights are drawn (or given), keyed name:i,j as in a link, "
+        'e.g. {"W_Q:0,1,1": 0.5, "x:2,0": -1}: what the page sends when cells are edited',
+    )
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     query: int = Field(default=0, ge=0)
     encoding: Literal["json", "base64", "binary"] = Field(

@@ -38,7 +38,7 @@ SECURITY_HEADERS = {
 }
 
 
-MAX_BODY = 1_000_000  # bytes: a full 64-token lab request with every weight is about 0.2 MB
+MAX_BODY = 1_000_000  # bytes: the page's lab requests send a seed and the edited cells, never whole arrays
 access_log = logging.getLogger("mha_explorer.access")
 
 
@@ -121,7 +121,7 @@ class Guard:
             await self.app(scope, replay, send_with_headers)
         except BodyTooLarge:
             if not state["sent"]:
-                message = f"the request body is over the limit of {self.max_body:,} bytes; send less"
+                message = f"the request body is over the limit of {self.max_body:,} bytes; send less (for the lab: a seed and the edited values, not whole arrays)"
                 await problem(413, "body", message)(scope, receive, send_with_headers)
         finally:
             access_log.info(

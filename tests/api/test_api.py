@@ -67,6 +67,39 @@ def test_explicit_values_are_used_as_given(client):
     np.testing.assert_array_equal(arrays["k"][0, :, 0], [-1.0, 0.0])  # x @ [0, 1]
 
 
+def everything(payload: TracePayload) -> dict[str, np.ndarray]:
+    """The stages and the weights of a payload, by name."""
+    return payload_arrays(payload) | {name: to_numpy(a) for name, a in payload.weights.items()}
+
+
+def test_edits_set_single_values_of_the_drawn_ones(client):
+    """The page's lab sends the seed and its edited cells: the answer is the seeded trace with
+    those values set, as numpy computes it from the same arrays."""
+    body = {"config": {"d_model": 4, "n_heads": 2, "bias": True}, "tokens": ["a", "b", "c"], "seed": 3}
+    drawn = everything(TracePayload.model_validate(client.post("/api/trace", json=body).json()))
+    edits = {"x:1,2": 0.25, "W_Q:1,3,0": -2, "W_O:2,1": 1.5, "b_V:0,1": 0.75}
+    arrays = everything(TracePayload.model_validate(client.post("/api/trace", json=body | {"edits": edits}).json()))
+    expected = {name: drawn[name].copy() for name in ("x", "W_Q", "W_O", "b_V")}
+    for key, value in edits.items():
+        name, index = key.split(":")
+        expected[name][tuple(int(i) for i in index.split(","))] = value
+    for name, values in expected.items():
+        np.testing.assert_array_equal(arrays[name], values)
+    np.testing.assert_array_equal(arrays["W_K"], drawn["W_K"])  # what was not edited stays as drawn
+    q = np.einsum("nd,hde->hne", expected["x"], expected["W_Q"]) + drawn["b_Q"][:, None, :]
+    np.testing.assert_allclose(arrays["q"], q, rtol=1e-12)
+
+
+def test_the_largest_lab_configuration_with_an_edit_fits_in_a_request(client):
+    """64 heads of width 64 on 64 tokens: over 1 million values, which as JSON would pass the body
+    limit; the seed and the edit are a few hundred bytes."""
+    config = {"d_model": 64, "n_heads": 64, "d_head": 64, "d_v": 64}
+    body = {"config": config, "tokens": [f"t{i}" for i in range(64)], "seed": 1, "edits": {"W_V:63,63,63": 0.5}, "encoding": "binary"}
+    response = client.post("/api/trace", json=body)
+    assert response.status_code == 200, response.text[:300]
+    assert everything(unpack(response.content))["W_V"][63, 63, 63] == 0.5
+
+
 BAD = {
     "d_model over the limit": ({"config": {"d_model": 65, "n_heads": 1}, "tokens": ["a"]}, "config.d_model", "at most 64"),
     "zero heads": ({"config": {"d_model": 4, "n_heads": 0}, "tokens": ["a"]}, "config.n_heads", "at least 1"),
@@ -93,6 +126,10 @@ BAD = {
     "query out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "query": 3}, "query", "choose 0 to 0"),
     "unknown field": ({"config": {"d_model": 2, "n_heads": 1, "heads": 2}, "tokens": ["a"]}, "config.heads", "remove it"),
     "missing config": ({"tokens": ["a"]}, "config", "required"),
+    "edit of an unknown array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_X:0,0": 1}}, "edits.W_X:0,0", "name one of x, W_Q, W_K, W_V, W_O"),
+    "edit out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:1,0": 1}}, "edits.x:1,0", "x has shape (1, 2)"),
+    "edit with too few indices": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_Q:0,0": 1}}, "edits.W_Q:0,0", "give 3 indices"),
+    "edit that is not a number": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:0,0": "1"}}, "edits.x:0,0", "number"),
 }
 
 

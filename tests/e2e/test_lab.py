@@ -379,6 +379,29 @@ def test_values_too_large_together_are_refused_at_the_cell_that_made_them_so(pag
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the browser logs the answer
 
 
+LARGEST = "#mode=lab&d_model=64&n_heads=64&n_kv_heads=64&d_head=64&d_v=64&causal=0&bias=0&tokens=" + "+".join(f"t{i}" for i in range(64)) + "&seed=0"
+
+
+def test_the_largest_configuration_takes_edits(page, server_url):
+    """64 heads of width 64: over a million values, more than a request may carry as JSON. The
+    page sends the seed and the edited cells, so an edit there is computed like any other."""
+    sent = []
+    page.on("request", lambda r: sent.append(len(r.post_data_buffer or b"")) if r.url.endswith("api/trace") else None)
+    page.goto(server_url + LARGEST + "&edits=W_V:63,63,63=0.5")
+    page.wait_for_function("() => window.mhaExplorer?.model.get('payload').config.n_heads === 64")
+    settle(page)
+    page.get_by_label("Edit the values of").select_option("W_V:63")
+    cell = page.locator('.edit-grid input[data-key="W_V:63,0,0"]')
+    cell.fill("0.3")
+    cell.press("Enter")
+    settle(page)
+    assert page.locator(".lab-error").first.inner_text() == "" and cell.get_attribute("aria-invalid") is None
+    w_v = page.evaluate("() => { const a = window.mhaExplorer.model.get('payload').weights.W_V; return [a.data[0 + 63 * 64 * 64], a.data[a.data.length - 1]]; }")
+    assert w_v == [0.3, 0.5]  # both edits are in the values the figure was computed from
+    assert "W_V%3A63%2C0%2C0%3D0.3" in link(page).replace(":", "%3A").replace(",", "%2C").replace("=0.3", "%3D0.3")
+    assert max(sent) < 10_000, sent
+
+
 def test_one_bad_cells_message_shows_at_a_time(page, server_url):
     """Bad values side by side in a row: the message shown is the last edited or focused cell's;
     the others keep their red border, and say theirs again when focused."""

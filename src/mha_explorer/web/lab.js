@@ -42,7 +42,8 @@ export function parseCell(text) {
   if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
   if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
-  // the server's limit too: beyond it the scores pass float64's largest (about 1.8e308)
+  // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
+  // only together are refused by the server (its overflow check), and said at the cell
   if (!(Math.abs(value) < 1e100)) return { error: `${text.trim().slice(0, 20)} is too large to compute with: keep it under 1e100.` };
   return { value };
 }
@@ -259,7 +260,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     const dropped = next.edits.size - kept.size;
     let payload = base.payload;
     if (kept.size) {
-      const result = await compute({ ...next, edits: kept, arrays: applyEdits(base.arrays, kept) });
+      const result = await compute({ ...next, edits: kept });
       if (!isLatest()) return false;
       if (result.errors) {
         status.textContent = "";

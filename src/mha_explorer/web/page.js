@@ -122,7 +122,7 @@ async function teachingPayload() {
 function staticPreset(state) {
   for (const [id, preset] of Object.entries(PRESETS)) {
     const same = JSON.stringify(preset.config) === JSON.stringify(state.config) && state.tokens.join(" ") === PRESET_TOKENS.join(" ");
-    if (same && state.seed === 0 && !state.arrays) return STATIC.presets[id];
+    if (same && state.seed === 0 && !state.edits?.size) return STATIC.presets[id];
   }
   return null;
 }
@@ -132,15 +132,9 @@ async function compute(state) {
     const payload = staticPreset(state);
     return payload ? { payload } : { errors: { config: "This static copy holds only the presets; run mha-explorer serve to compute other configurations." } };
   }
-  const body = { config: state.config, tokens: state.tokens, seed: state.seed, encoding: "binary" };
-  if (state.arrays) {
-    // what is not sent, the server draws from the seed, as it drew the values on screen: send
-    // only what the edits changed (x, or all of the weights)
-    const { x, ...weights } = state.arrays;
-    const edited = new Set([...(state.edits?.keys() || [])].map((key) => key.split(":")[0]));
-    if (edited.has("x")) body.x = x;
-    if ([...edited].some((name) => name !== "x")) body.weights = weights;
-  }
+  // the server draws the values from the seed, as it drew those on screen, and sets the edited
+  // ones: a request stays small however large the configuration
+  const body = { config: state.config, tokens: state.tokens, seed: state.seed, edits: Object.fromEntries(state.edits || []), encoding: "binary" };
   try {
     const response = await fetch("api/trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     if (response.ok) return { payload: unpack(await response.arrayBuffer()) };
