@@ -106,6 +106,13 @@ class AttentionConfig:
         return "MQA" if self.n_kv_heads == 1 else "GQA"
 
     @property
+    def qk_norm_eps(self) -> float | None:
+        """The epsilon the q/k norm uses (norm_eps, else DEFAULT_NORM_EPS); None with no q/k norm."""
+        if not self.qk_norm:
+            return None
+        return DEFAULT_NORM_EPS if self.norm_eps is None else self.norm_eps
+
+    @property
     def masked(self) -> bool:
         """Whether some keys are hidden from some queries: causal, a sliding window, or both."""
         return self.causal or self.sliding_window is not None

@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .costs import kv_cache
-from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, left_out, query_out_of_range, trace_payload
+from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, config_model, left_out, query_out_of_range, trace_payload
 
 if TYPE_CHECKING:
     from .models import LoadedModel
@@ -170,7 +170,7 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     config = run.trace.config
     return HeadArrays(
         head=head,
-        config=ConfigModel(**config.to_dict(), kind=config.kind),
+        config=config_model(config),
         stages={name: encode(name, a) for name, a in run.trace.stages.items() if name in per_head and name not in derived},
         derived=[name for name in run.trace.stages if name in derived],
         weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head},

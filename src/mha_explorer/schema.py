@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from .config import AttentionConfig
 from .costs import costs
 from .narrative import mathml, notes, page_stages
 from .trace import STAGES, Trace, hidden_keys, trace
@@ -49,9 +50,15 @@ class ConfigModel(BaseModel):
     bias: bool
     kind: Literal["MHA", "GQA", "MQA"]
     qk_norm: bool = False
+    norm_eps: float | None = None
     rope_theta: float | None = None
     sliding_window: int | None = None
     scale: float | None = None
+
+
+def config_model(config: AttentionConfig) -> ConfigModel:
+    """The config as the payload states it, with the epsilon its q/k norm uses (given or not)."""
+    return ConfigModel(**(config.to_dict() | {"norm_eps": config.qk_norm_eps}), kind=config.kind)
 
 
 class StageModel(BaseModel):
@@ -266,7 +273,7 @@ def trace_payload(
     encode = encode or (lambda name, a: array(a, encoding))
     config = t.config
     return TracePayload(
-        config=ConfigModel(**config.to_dict(), kind=config.kind),
+        config=config_model(config),
         tokens=list(tokens),
         query=query,
         kv_group=list(config.kv_group),

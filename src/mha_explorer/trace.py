@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import parallel
-from .config import DEFAULT_NORM_EPS, AttentionConfig, ConfigError
+from .config import AttentionConfig, ConfigError
 from .weights import AttentionWeights
 
 
@@ -152,9 +152,8 @@ def _attend(
     stages = {"x": x, "q": q, "k": k, "v": v}
 
     if config.qk_norm:
-        eps = DEFAULT_NORM_EPS if config.norm_eps is None else config.norm_eps
-        q = rms_norm(q, w.q_norm, eps)  # (h, n, e)
-        k = rms_norm(k, w.k_norm, eps)  # (g, n, e)
+        q = rms_norm(q, w.q_norm, config.qk_norm_eps)  # (h, n, e)
+        k = rms_norm(k, w.k_norm, config.qk_norm_eps)  # (g, n, e)
         stages |= {"q_normed": q, "k_normed": k}
     if config.rope_theta is not None:
         cos, sin = _rotary(positions, config.d_head, config.rope_theta, q.dtype)  # (n, e) each

@@ -119,3 +119,17 @@ def test_unpack_reads_a_binary_trace_without_being_told_its_kind():
     assert isinstance(again, TracePayload) and again.tokens == tokens
     for name, a in payload_arrays(again).items():
         np.testing.assert_array_equal(a, t.stages[name], err_msg=name)
+
+
+@pytest.mark.parametrize("norm_eps, expected", [(None, 1e-6), (1e-2, 1e-2)])
+def test_the_payload_carries_the_epsilon_of_the_qk_norm(norm_eps, expected):
+    """The page works rms(q) out by hand from the q it shows: it needs the epsilon the trace used."""
+    config = AttentionConfig(d_model=4, n_heads=2, qk_norm=True, norm_eps=norm_eps)
+    w = AttentionWeights.random(config, seed=1)
+    x = np.random.default_rng(1).standard_normal((3, 4)) * 0.01  # small rows, where epsilon counts
+    t = trace(x, w, config)
+    payload = TracePayload.model_validate_json(trace_payload(t, ["a", "b", "c"], w, 0).model_dump_json())
+    assert payload.config.norm_eps == expected
+    q = t["q"][1, 2]
+    rms = math.sqrt(np.mean(q * q) + payload.config.norm_eps)
+    np.testing.assert_allclose(q / rms * w.q_norm, t["q_normed"][1, 2], rtol=1e-12)

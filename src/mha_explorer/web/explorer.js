@@ -1136,7 +1136,7 @@ function normed(view, query, head) {
   const d = payload.config.d_head;
   const n = payload.tokens.length;
   // the divisor, worked out here from the q shown: √(mean of q² + ε)
-  const eps = payload.config.norm_eps ?? 1e-6;
+  const eps = payload.config.norm_eps;
   const q = range(d).map((e) => t.q.at(head, query, e));
   const rms = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / d + eps);
   return [
