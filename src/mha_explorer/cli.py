@@ -79,7 +79,7 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     exit 2."""
     labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
     found, occurrence = named_positions(tokens, texts, wanted, labels)
-    if not found and wanted.strip().isdigit() and int(wanted) < len(tokens):
+    if not found and re.fullmatch(r"[0-9]+", wanted.strip()) and int(wanted) < len(tokens):  # ASCII digits only: int("²") fails
         return int(wanted)
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")

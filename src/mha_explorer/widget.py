@@ -352,7 +352,7 @@ def _config(config: AttentionConfig | str | Mapping) -> AttentionConfig:
             raise ConfigError(f"{config!r} is not a preset; choose one of {', '.join(PRESETS)} or give an AttentionConfig")
         return PRESETS[config]
     if isinstance(config, Mapping):
-        fields = [f.name for f in dataclasses.fields(AttentionConfig)]
+        fields = [f.name for f in dataclasses.fields(AttentionConfig) if f.init]  # kv_group is worked out, not given
         unknown = sorted(set(config) - set(fields))
         if unknown:
             raise ConfigError(f"a config has no {', '.join(map(str, unknown))}; its fields are {', '.join(fields)}")

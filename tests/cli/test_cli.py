@@ -266,6 +266,8 @@ MISTAKES = {
     "unknown-stage": (["--stage", "softmax"], ", ".join(STAGE_IDS)),
     "mask-without-causal": (["--stage", "mask"], "--causal"),
     "json-with-bad-query": (["--json", "--query", "dogs"], "cats, like, warm, milk"),
+    "superscript-digit-query": (["--query", "²"], "or a position from 0 to 3"),  # "²".isdigit(), but int("²") fails
+    "arabic-indic-digit-query": (["--query", "٣"], "or a position from 0 to 3"),  # no token, and no ASCII position
 }
 
 
