@@ -135,6 +135,9 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
         at = tuple(int(i) for i in np.argwhere(~finite)[0])
         raise ConfigError(f"x[{at[0]}, {at[1]}] is {x[at]}; every value of x must be a finite number, no NaN or infinity")
     weights.check(config)
+    dtype = np.result_type(x, *weights.arrays().values())
+    if dtype not in (np.float32, np.float64):  # float16's range is too small for the softmax's exponentials
+        raise ConfigError(f"x and the weights make {dtype}; trace computes in float32 or float64: cast them, e.g. x.astype(np.float32)")
     n = x.shape[0]
     positions = _positions(positions, n)
     with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:

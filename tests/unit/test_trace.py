@@ -109,6 +109,17 @@ def test_a_value_of_x_that_is_not_finite_is_a_config_error_naming_it(bad):
         trace(x, AttentionWeights.random(config), config)
 
 
+def test_float16_is_refused_with_the_cast_to_make_rather_than_giving_nan():
+    """e^12 is past float16's largest: the softmax of a float16 layer would be NaN."""
+    config = AttentionConfig(d_model=4, n_heads=1)
+    w = AttentionWeights.random(config).arrays()
+    w = AttentionWeights(**w | {"W_Q": np.full((1, 4, 4), 3.0), "W_K": np.full((1, 4, 4), 3.0)})
+    x = np.ones((3, 4), np.float16)
+    with pytest.raises(ConfigError, match=r"make float16; trace computes in float32 or float64: cast them"):
+        trace(x, AttentionWeights(**{name: a.astype(np.float16) for name, a in w.arrays().items()}), config)
+    assert np.isfinite(trace(x.astype(np.float32), w, config)["weights"]).all()
+
+
 def test_the_repr_of_a_trace_gives_shapes_not_numbers():
     config = AttentionConfig(d_model=64, n_heads=8, causal=True)
     t = trace(np.ones((50, 64)), AttentionWeights.random(config), config)
