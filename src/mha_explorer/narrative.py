@@ -135,8 +135,16 @@ NOTES: tuple[tuple[str, str], ...] = (
 
 def notes(config: AttentionConfig) -> tuple[tuple[str, str], ...]:
     """The teaching notes, with the first one true to this config's mask."""
-    if not config.causal:
+    if not config.masked:
         return NOTES
+    if not config.causal:  # a window on both sides
+        window = (
+            "visibility",
+            f"This layer has a sliding window of {config.sliding_window}: each query sees the keys fewer than "
+            f"{config.sliding_window} positions before it, and every key after it. Every other key is set to "
+            "minus infinity before the softmax, so its weight is exactly 0.",
+        )
+        return (window, *NOTES[1:])
     causal = (
         "visibility",
         "This layer is causal: each query sees only itself and the tokens before it. Later keys are "

@@ -56,8 +56,9 @@ class AttentionWeights:
         for name, shape in expected.items():
             got = getattr(self, name)
             if got is None:
-                flag = "qk_norm" if name in ("q_norm", "k_norm") else "bias"
-                raise ConfigError(f"{name} is missing: {flag}=True needs an array of shape {shape}")
+                flag = {"q_norm": "qk_norm=True needs", "k_norm": "qk_norm=True needs"}.get(name)
+                flag = flag or ("bias=True needs" if name.startswith("b_") else "every layer has")
+                raise ConfigError(f"{name} is missing: {flag} an array of shape {shape}")
             if got.shape != shape:
                 raise ConfigError(f"{name} has shape {got.shape}; this config needs {shape}")
         for name in ("b_Q", "b_K", "b_V", "b_O"):

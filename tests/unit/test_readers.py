@@ -235,6 +235,8 @@ def test_gguf_tensors_and_metadata_read_back(tmp_path):
 def test_gguf_files_that_are_not_gguf_or_are_cut_short_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="does not start with the bytes 'GGUF'"):
         GGUFFile(write(tmp_path / "x.gguf", b"NOPE" + bytes(40)))
+    with pytest.raises(CheckpointError, match=r"s.gguf is cut short: 10 bytes, not even a GGUF header"):
+        GGUFFile(write(tmp_path / "s.gguf", b"GGUF" + bytes(6)))
     with pytest.raises(CheckpointError, match="version 7"):
         GGUFFile(write(tmp_path / "v.gguf", b"GGUF" + struct.pack("<I", 7) + bytes(40)))
     good = write_gguf(tmp_path / "m.gguf", tensors={"t": np.ones((64, 64), np.float32)}).read_bytes()

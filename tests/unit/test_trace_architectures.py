@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from mha_explorer.config import AttentionConfig, ConfigError
-from mha_explorer.narrative import page_stages
-from mha_explorer.trace import STAGES, trace
+from mha_explorer.narrative import notes, page_stages
+from mha_explorer.trace import STAGES, hidden_keys, trace
 from mha_explorer.walkthrough import render
 from mha_explorer.weights import AttentionWeights
 
@@ -258,3 +258,20 @@ def test_the_terminal_walkthrough_shows_every_extra_stage():
     # the sliding window of 2 leaves the last query two keys: the mixing names both, by position
     assert "no (masked)" in text and "+ … (9 keys; the 2 largest weights shown)" in " ".join(text.split())
     assert "×v(t7 @7)[" in text and "×v(t8 @8)[" in text and "×v(t0 @0)" not in text
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        (AttentionConfig(d_model=8, n_heads=2), "every token is visible to every query"),
+        (AttentionConfig(d_model=8, n_heads=2, causal=True), "each query sees only itself and the tokens before it"),
+        (AttentionConfig(d_model=8, n_heads=2, causal=True, sliding_window=3), "each query sees itself and at most the 2 tokens before it"),
+        (AttentionConfig(d_model=8, n_heads=2, sliding_window=3), "sees the keys fewer than 3 positions before it, and every key after it"),
+    ],
+    ids=["full", "causal", "causal-window", "window"],
+)
+def test_the_visibility_note_says_which_keys_each_query_sees(config, words):
+    text = dict(notes(config))["visibility"]
+    assert words in text
+    hidden = hidden_keys(6, config)
+    assert ("every token is visible" in text) == (not hidden.any())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -36,6 +38,14 @@ def test_check_names_a_missing_bias():
     with pytest.raises(ConfigError) as err:
         w.check(GQA_BIAS)
     assert str(err.value) == "b_Q is missing: bias=True needs an array of shape (4, 3)"
+
+
+def test_check_names_a_missing_projection_without_blaming_the_bias():
+    config = AttentionConfig(d_model=6, n_heads=2)
+    w = dataclasses.replace(AttentionWeights.random(config), W_K=None)
+    with pytest.raises(ConfigError) as err:
+        w.check(config)
+    assert str(err.value) == "W_K is missing: every layer has an array of shape (2, 6, 3)"
 
 
 def test_check_names_the_array_with_the_wrong_shape():

@@ -209,8 +209,10 @@ class GGUFFile:
                 head = f.read(24)
         except OSError as e:
             raise CheckpointError(f"cannot read {self.path}: {e.strerror or e}") from None
-        if len(head) < 24 or head[:4] != GGUF_MAGIC:
+        if head[:4] != GGUF_MAGIC:
             raise CheckpointError(f"{name} is not a GGUF file: it does not start with the bytes 'GGUF'")
+        if len(head) < 24:
+            raise CheckpointError(f"{name} is cut short: {size} bytes, not even a GGUF header (24 bytes)")
         version = int.from_bytes(head[4:8], "little")
         if version not in (2, 3):
             raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
