@@ -158,3 +158,21 @@ def test_an_empty_directory_name_is_refused(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["export-site", ""])
     assert result.exit_code == 2 and "DIRECTORY is empty" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_presets_and_limits_of_the_lab_are_the_packages():
+    """A static copy holds the lab's presets, computed in Python; the page finds them by the config
+    and tokens lab.js gives them. The page checks the server's limits before it asks. Both are
+    written in both languages: they must agree."""
+    from mha_explorer.config import PRESETS
+    from mha_explorer.export import LAB_PRESETS, PRESET_TOKENS, WEB
+    from mha_explorer.schema import LAB_MAX_HEADS, LAB_MAX_TOKENS, LAB_MAX_WIDTH, MAX_TOKEN_CHARS
+
+    source = WEB.joinpath("lab.js").read_text(encoding="utf-8")
+    offered = dict(re.findall(r"^  (\w+): \{ title: \"[^\"]+\", config: (\{[^}]+\}) \},$", source, flags=re.M))
+    assert sorted(offered) == sorted(LAB_PRESETS)
+    for name, config in offered.items():
+        assert json.loads(re.sub(r"(\w+):", r'"\1":', config)) == PRESETS[name].to_dict(), name
+    assert json.loads(re.search(r"PRESET_TOKENS = (\[[^\]]+\]);", source)[1]) == PRESET_TOKENS
+    limits = json.loads(re.sub(r"(\w+):", r'"\1":', re.search(r"LAB_LIMITS = (\{[^}]+\});", source)[1]))
+    assert limits == {"tokens": LAB_MAX_TOKENS, "width": LAB_MAX_WIDTH, "heads": LAB_MAX_HEADS, "tokenChars": MAX_TOKEN_CHARS}

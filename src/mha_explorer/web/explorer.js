@@ -12,7 +12,7 @@ const SVG = "http://www.w3.org/2000/svg";
 
 // ---- small DOM helpers ---------------------------------------------------------------
 
-function h(tag, attrs, ...children) {
+export function h(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === undefined || value === null || value === false) continue;
@@ -70,7 +70,7 @@ function tokenName(payload, i) {
 // ---- numbers -------------------------------------------------------------------------
 
 // Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00.
-export function fmt(value) {
+function fmt(value) {
   if (value === null || value === -Infinity) return "−∞";
   const s = value.toFixed(2);
   return s === "-0.00" ? "0.00" : s;
@@ -732,10 +732,6 @@ function uid(name) {
 }
 
 // ---- the stage views: (view, query, head) -> nodes ---------------------------------------
-
-function tokenLabel(tokens, query) {
-  return (_, j) => [h("span", { class: "tok" }, tokens[j]), j === query ? h("span", { class: "badge" }, "query") : null];
-}
 
 function projections(view, query, head) {
   const { payload, t, w } = view;

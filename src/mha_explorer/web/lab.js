@@ -2,7 +2,9 @@
 // It never computes attention: it asks the server for a trace (POST api/trace) and hands the
 // payload to the explorer. A bad value is reported at its field; the last good trace stays.
 
-export const LAB_LIMITS = { tokens: 64, width: 64, heads: 64 };
+import { h } from "./explorer.js";
+
+const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
 
 export const PRESETS = {
   mha: { title: "MHA: 4 heads", config: { d_model: 8, n_heads: 4, n_kv_heads: 4, d_head: 2, d_v: 2, causal: false, bias: false } },
@@ -13,32 +15,18 @@ export const PRESETS = {
 export const PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"];
 const presetOf = (config) => Object.keys(PRESETS).find((id) => Object.entries(PRESETS[id].config).every(([key, value]) => config[key] === value)) ?? "";
 
-const CONFIG_FIELDS = [
-  ["d_model", "d_model", 1, LAB_LIMITS.width],
-  ["n_heads", "n_heads", 1, LAB_LIMITS.heads],
-  ["n_kv_heads", "n_kv_heads", 1, LAB_LIMITS.heads],
-  ["d_head", "d_head", 1, LAB_LIMITS.width],
-  ["d_v", "d_v", 1, LAB_LIMITS.width],
+const CONFIG_FIELDS = [ // name (its label too), smallest, largest
+  ["d_model", 1, LAB_LIMITS.width],
+  ["n_heads", 1, LAB_LIMITS.heads],
+  ["n_kv_heads", 1, LAB_LIMITS.heads],
+  ["d_head", 1, LAB_LIMITS.width],
+  ["d_v", 1, LAB_LIMITS.width],
 ];
 const BLOCK = 8; // columns per block of the value grid: what is drawn or skipped together
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children.flat(Infinity)) {
-    if (child !== null && child !== undefined && child !== false) node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
-
 // Parse one cell as the user typed it: a finite number, or a message saying what to type.
-export function parseCell(text) {
+function parseCell(text) {
   if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
   if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
@@ -49,7 +37,7 @@ export function parseCell(text) {
 }
 
 // The arrays a config needs, by name, with their shapes (as in the Python weights module).
-export function arrayShapes(config, n) {
+function arrayShapes(config, n) {
   const { d_model, n_heads, n_kv_heads, d_head, d_v } = config;
   const shapes = {
     x: [n, d_model],
@@ -85,9 +73,9 @@ export function decodeEdits(text) {
 }
 
 // Client-side checks before asking the server; the server checks again and says the same.
-export function checkConfig(config, tokens) {
+function checkConfig(config, tokens) {
   const errors = {};
-  for (const [name, , lo, hi] of CONFIG_FIELDS) {
+  for (const [name, lo, hi] of CONFIG_FIELDS) {
     const v = config[name];
     if (!Number.isInteger(v)) errors[name] = `${name} must be a whole number.`;
     else if (v < lo || v > hi) errors[name] = `${name} must be between ${lo} and ${hi}.`;
@@ -102,7 +90,7 @@ export function checkConfig(config, tokens) {
   }
   if (tokens.length < 1) errors.tokens = "Type at least one token.";
   else if (tokens.length > LAB_LIMITS.tokens) errors.tokens = `${tokens.length} tokens: the lab takes at most ${LAB_LIMITS.tokens}.`;
-  else if (tokens.some((t) => t.length > 64)) errors.tokens = "A token is longer than 64 characters.";
+  else if (tokens.some((t) => [...t].length > LAB_LIMITS.tokenChars)) errors.tokens = `A token is longer than ${LAB_LIMITS.tokenChars} characters.`; // characters, not UTF-16 units: 🐱 is one
   return errors;
 }
 
@@ -114,53 +102,53 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   let current = null; // the name of the matrix being edited
   const messages = {};
   const fieldError = (name) => {
-    const node = el("span", { class: "field-error", id: `lab-error-${name}`, role: "alert" });
+    const node = h("span", { class: "field-error", id: `lab-error-${name}`, role: "alert" });
     messages[name] = node;
     return node;
   };
 
-  const tokensInput = el("input", { id: "lab-tokens", type: "text", value: lab.tokens.join(" "), "aria-describedby": "lab-error-tokens", spellcheck: "false" });
+  const tokensInput = h("input", { id: "lab-tokens", type: "text", value: lab.tokens.join(" "), "aria-describedby": "lab-error-tokens", spellcheck: "false" });
   const configInputs = Object.fromEntries(
-    CONFIG_FIELDS.map(([name, , lo, hi]) => [name, el("input", { id: `lab-${name}`, type: "number", min: lo, max: hi, step: 1, value: lab.config[name], "aria-describedby": `lab-error-${name}` })]),
+    CONFIG_FIELDS.map(([name, lo, hi]) => [name, h("input", { id: `lab-${name}`, type: "number", min: lo, max: hi, step: 1, value: lab.config[name], "aria-describedby": `lab-error-${name}` })]),
   );
-  const causal = el("input", { id: "lab-causal", type: "checkbox" });
-  const bias = el("input", { id: "lab-bias", type: "checkbox" });
+  const causal = h("input", { id: "lab-causal", type: "checkbox" });
+  const bias = h("input", { id: "lab-bias", type: "checkbox" });
   causal.checked = lab.config.causal;
   bias.checked = lab.config.bias;
-  const seedInput = el("input", { id: "lab-seed", type: "number", min: 0, max: 2 ** 32 - 1, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
-  const draw = el("button", { type: "button" }, "Draw new values");
-  const presetSelect = el("select", { id: "lab-preset" }, el("option", { value: "" }, "Choose a preset…"), Object.entries(PRESETS).map(([id, p]) => el("option", { value: id }, p.title)));
-  const matrixSelect = el("select", { id: "lab-matrix" });
-  const gridCaption = el("p", { class: "grid-caption", id: "lab-grid-caption" });
-  const gridBox = el("div", { class: "grid-box" }); // the scrolling box around the grid
+  const seedInput = h("input", { id: "lab-seed", type: "number", min: 0, max: 2 ** 32 - 1, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
+  const draw = h("button", { type: "button" }, "Draw new values");
+  const presetSelect = h("select", { id: "lab-preset" }, h("option", { value: "" }, "Choose a preset…"), Object.entries(PRESETS).map(([id, p]) => h("option", { value: id }, p.title)));
+  const matrixSelect = h("select", { id: "lab-matrix" });
+  const gridCaption = h("p", { class: "grid-caption", id: "lab-grid-caption" });
+  const gridBox = h("div", { class: "grid-box" }); // the scrolling box around the grid
   // Tab walks the grid cell by cell (up to 64 × 64): a keyboard user can jump past it to the explorer
-  const skipGrid = el("button", { type: "button", class: "skip-grid" }, "Skip the grid: go to the explorer");
+  const skipGrid = h("button", { type: "button", class: "skip-grid" }, "Skip the grid: go to the explorer");
   skipGrid.addEventListener("click", () => document.querySelector("#app .controls select")?.focus());
-  const status = el("p", { class: "lab-status", role: "status" });
-  const general = el("p", { class: "lab-error", role: "alert" });
+  const status = h("p", { class: "lab-status", role: "status" });
+  const general = h("p", { class: "lab-error", role: "alert" });
 
-  const field = (id, label, input, name) => el("div", { class: "field" }, el("label", { for: id }, label), input, name ? fieldError(name) : null);
+  const field = (id, label, input, name) => h("div", { class: "field" }, h("label", { for: id }, label), input, name ? fieldError(name) : null);
   container.replaceChildren(
     ...[
-    el("h2", {}, "Attention lab"),
-    editable ? null : el("p", { class: "lab-static" }, "This is a static copy of the explorer: editing needs the server (run mha-explorer serve). The presets below can still be stepped through."),
-    el(
+    h("h2", {}, "Attention lab"),
+    editable ? null : h("p", { class: "lab-static" }, "This is a static copy of the explorer: editing needs the server (run mha-explorer serve). The presets below can still be stepped through."),
+    h(
       "div",
       { class: "lab-row" },
       field("lab-preset", "Preset", presetSelect),
-      el("div", { class: "field wide" }, el("label", { for: "lab-tokens" }, "Tokens (separated by spaces)"), tokensInput, fieldError("tokens")),
+      h("div", { class: "field wide" }, h("label", { for: "lab-tokens" }, "Tokens (separated by spaces)"), tokensInput, fieldError("tokens")),
     ),
-    el(
+    h(
       "div",
       { class: "lab-row" },
-      CONFIG_FIELDS.map(([name, label]) => field(`lab-${name}`, label, configInputs[name], name)),
-      el("div", { class: "field check" }, el("label", { for: "lab-causal" }, "Causal mask"), causal),
-      el("div", { class: "field check" }, el("label", { for: "lab-bias" }, "Bias"), bias),
+      CONFIG_FIELDS.map(([name]) => field(`lab-${name}`, name, configInputs[name], name)),
+      h("div", { class: "field check" }, h("label", { for: "lab-causal" }, "Causal mask"), causal),
+      h("div", { class: "field check" }, h("label", { for: "lab-bias" }, "Bias"), bias),
       field("lab-seed", "Seed", seedInput, "seed"),
-      el("div", { class: "field" }, el("span", { class: "spacer" }, " "), draw),
+      h("div", { class: "field" }, h("span", { class: "spacer" }, " "), draw),
     ),
     general,
-    el("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)),
+    h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)),
     gridCaption,
     skipGrid,
     gridBox,
@@ -292,7 +280,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       else for (let i = 0; i < shape[0]; i++) options.push([`${name}:${i}`, `${name} ${name.endsWith("Q") ? "head" : "K/V head"} ${i}`]);
     }
     const keep = options.some(([v]) => v === current) ? current : "x";
-    matrixSelect.replaceChildren(...options.map(([value, label]) => el("option", { value }, label)));
+    matrixSelect.replaceChildren(...options.map(([value, label]) => h("option", { value }, label)));
     matrixSelect.value = keep;
     current = keep;
     drawGrid();
@@ -329,24 +317,24 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     gridKey = key;
     const cols = (gridCols = matrix[0].length);
     const names = matrix.map((_, r) => rowName(r));
-    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, ...(editable ? [el("span", { class: "grid-keys" }, " · Tab, ↑ and ↓ move between cells")] : []));
+    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, ...(editable ? [h("span", { class: "grid-keys" }, " · Tab, ↑ and ↓ move between cells")] : []));
     const cell = (r, c, v) => {
       const key = `${name}:${indexOf(r, c).join(",")}`;
       // autocomplete off: else the browser copies every cell's state into the history entry on
       // each history.replaceState (the link), 17 ms for 64 × 64 cells
       const draft = drafts.get(key);
-      const input = el("input", { type: "text", inputmode: "decimal", autocomplete: "off", value: draft ?? String(v), "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
-      const message = el("span", { class: "cell-error", role: "alert" }, draft === undefined ? null : parseCell(draft).error);
+      const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value: draft ?? String(v), "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const message = h("span", { class: "cell-error", role: "alert" }, draft === undefined ? null : parseCell(draft).error);
       input.addEventListener("change", () => editCell(input, message, key));
       // near the right end a message opens leftwards, if there is room for it
-      return el("span", { class: c >= cols - 3 && c >= 3 ? "cell end" : "cell", role: "cell" }, input, message);
+      return h("span", { class: c >= cols - 3 && c >= 3 ? "cell end" : "cell", role: "cell" }, input, message);
     };
-    const blocks = (row, r) => Array.from({ length: Math.ceil(cols / BLOCK) }, (_, b) => el("span", { class: "grid-cols far", role: "none" }, row.slice(b * BLOCK, (b + 1) * BLOCK).map((v, i) => cell(r, b * BLOCK + i, v))));
-    gridRows = matrix.map((row, r) => el("div", { class: "grid-row far", role: "row", "aria-rowindex": r + 2 }, el("span", { class: "row-head", role: "rowheader", title: names[r] || null }, names[r]), blocks(row, r)));
-    const grid = el(
+    const blocks = (row, r) => Array.from({ length: Math.ceil(cols / BLOCK) }, (_, b) => h("span", { class: "grid-cols far", role: "none" }, row.slice(b * BLOCK, (b + 1) * BLOCK).map((v, i) => cell(r, b * BLOCK + i, v))));
+    gridRows = matrix.map((row, r) => h("div", { class: "grid-row far", role: "row", "aria-rowindex": r + 2 }, h("span", { class: "row-head", role: "rowheader", title: names[r] || null }, names[r]), blocks(row, r)));
+    const grid = h(
       "div",
       { class: "edit-grid", role: "table", "aria-labelledby": "lab-grid-caption", "aria-rowcount": matrix.length + 1, "aria-colcount": cols + 1 },
-      el("div", { class: "grid-head", role: "row" }, el("span", { class: "row-head", role: "cell" }), matrix[0].map((_, c) => el("span", { class: "col-head", role: "columnheader" }, String(c)))),
+      h("div", { class: "grid-head", role: "row" }, h("span", { class: "row-head", role: "cell" }), matrix[0].map((_, c) => h("span", { class: "col-head", role: "columnheader" }, String(c)))),
       gridRows,
     );
     // row labels as wide as the longest, up to 14 characters (the whole label is in the title);

@@ -5,18 +5,8 @@
 // "layer 2" or "layers 0, 2"
 const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
-import { unpack, withHead } from "./explorer.js";
+import { h, unpack, withHead } from "./explorer.js";
 
-function node(tag, attrs, ...children) {
-  const made = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") made.className = value;
-    else made.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children.flat(Infinity)) if (child !== null && child !== undefined && child !== false) made.append(child instanceof Node ? child : String(child));
-  return made;
-}
 
 const wait = (ms) => new Promise((done) => setTimeout(done, ms));
 
@@ -50,14 +40,14 @@ async function answer(response) {
 // `ask` is fetch, or a static copy's answers (staticServer); `fixed` ({ text, layers: name -> [layer] })
 // is what a static copy holds: its one text, and the layers of each model.
 export function createModels({ container, onPayload, onAhead, getView, initial, ask = (...args) => fetch(...args), fixed = null }) {
-  const picker = node("select", { id: "model-name" });
-  const text = node("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
+  const picker = h("select", { id: "model-name" });
+  const text = h("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
-  const layer = node("select", { id: "model-layer" });
-  const go = node("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
-  const bar = node("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
-  const status = node("p", { class: "model-status", role: "status" });
-  const error = node("p", { class: "lab-error", role: "alert" });
+  const layer = h("select", { id: "model-layer" });
+  const go = h("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
+  const bar = h("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
+  const status = h("p", { class: "model-status", role: "status" });
+  const error = h("p", { class: "lab-error", role: "alert" });
   let models = [];
   let current = null; // the request behind the payload on screen
   // The payloads of the heads already seen, for the layer and text of `current`: each holds the
@@ -69,23 +59,23 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   const KEEP_HEADS = 6;
 
   container.replaceChildren(
-    node("h2", {}, "Real model"),
-    node(
+    h("h2", {}, "Real model"),
+    h(
       "div",
       { class: "lab-row" },
-      node("div", { class: "field" }, node("label", { for: "model-name" }, "Model"), picker),
-      node("div", { class: "field" }, node("label", { for: "model-layer" }, "Layer (from 0)"), layer),
-      node("div", { class: "field wide" }, node("label", { for: "model-text" }, "Text"), text),
-      node("div", { class: "field" }, node("span", { class: "spacer" }, " "), go),
+      h("div", { class: "field" }, h("label", { for: "model-name" }, "Model"), picker),
+      h("div", { class: "field" }, h("label", { for: "model-layer" }, "Layer (from 0)"), layer),
+      h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), text),
+      h("div", { class: "field" }, h("span", { class: "spacer" }, " "), go),
     ),
-    node("div", { class: "model-load" }, bar, status),
+    h("div", { class: "model-load" }, bar, status),
     error,
   );
   bar.hidden = true;
 
   function fillLayers(n, keep) {
     const numbers = fixed?.layers[picker.value] ?? Array.from({ length: n }, (_, i) => i);
-    layer.replaceChildren(...numbers.map((i) => node("option", { value: i }, `Layer ${i}`)));
+    layer.replaceChildren(...numbers.map((i) => h("option", { value: i }, `Layer ${i}`)));
     layer.value = String(numbers.includes(keep) ? keep : numbers.find((i) => i >= (keep ?? 0)) ?? numbers[numbers.length - 1]);
   }
   if (fixed) {
@@ -99,7 +89,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // only models: a menu's arrow keys choose at once, and an entry that left the mode would take a
     // keyboard user out of it on one key (the mode buttons above lead to the teaching example)
     picker.replaceChildren(
-      ...models.map((m) => node("option", { value: m.name, disabled: !m.installed }, `${m.title}${m.installed ? "" : " (not installed)"}${m.heavy ? " · large" : ""}`)),
+      ...models.map((m) => h("option", { value: m.name, disabled: !m.installed }, `${m.title}${m.installed ? "" : " (not installed)"}${m.heavy ? " · large" : ""}`)),
     );
     picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
     chosen = picker.value;

@@ -5,7 +5,7 @@ import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./l
 import { createModels, staticServer } from "./models.js";
 
 // The subset of the anywidget model the explorer uses: get, set, save_changes, on, off.
-export class PageModel {
+class PageModel {
   constructor(attrs) {
     this.attrs = { ...attrs };
     this.listeners = new Map();
