@@ -174,6 +174,8 @@ def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
     stages = tuple(s for s in PAGE_STAGES if _OPTIONAL.get(s.id, lambda c: True)(config))
     if config.bias:
         stages = tuple(_BIASED.get(s.id, s) for s in stages)
+    if config.n_kv_heads < config.n_heads:
+        stages = tuple(_shared_kv(s, config) if s.id == "projections" else s for s in stages)
     stages = tuple(_scores(s, config) if s.id == "scores" else s for s in stages)
     if config.sliding_window is None:
         return stages
@@ -199,6 +201,29 @@ _BIASED = {
         "The bias bᴼ is added once, after the heads' contributions.",
     ),
 }
+
+
+def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
+    """Projections of a layer whose query heads share K/V heads (GQA, MQA): head i's keys and
+    values are those of its K/V head g."""
+    latex = stage.latex.replace(r"k_{i,j} = x_j\,W_i^K", r"k_{g,j} = x_j\,W_g^K").replace(r"v_{i,j} = x_j\,W_i^V", r"v_{g,j} = x_j\,W_g^V")
+    latex = latex.replace("b_i^K", "b_g^K").replace("b_i^V", "b_g^V")
+    if config.n_kv_heads == 1:
+        shared = f"all {config.n_heads} query heads share one key matrix and one value matrix (multi-query attention), so every head reads the same keys and values"
+    else:
+        per = config.n_heads // config.n_kv_heads
+        shared = (
+            f"the {config.n_heads} query heads share {config.n_kv_heads} pairs of key and value matrices, one pair (a K/V head) to every {per} query heads "
+            "(grouped-query attention): head i reads the keys and values of its K/V head g"
+        )
+    text = (
+        "Each query head multiplies the whole input vector of a token by its own query matrix to get the query vector q. "
+        f"Keys and values are made the same way, but {shared}. Every token, the query included, gets a key k and a value v. "
+        "No head sees a slice of x: each one projects all of it."
+    )
+    if config.bias:
+        text += " Each product then gets its bias vector b added."
+    return replace(stage, latex=latex, explanation=text)
 
 
 def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:

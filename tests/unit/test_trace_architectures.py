@@ -275,3 +275,18 @@ def test_the_visibility_note_says_which_keys_each_query_sees(config, words):
     assert words in text
     hidden = hidden_keys(6, config)
     assert ("every token is visible" in text) == (not hidden.any())
+
+
+@pytest.mark.parametrize(
+    "config, formula, words",
+    [
+        (AttentionConfig(d_model=8, n_heads=4), r"k_{i,j} = x_j\,W_i^K", "by its own three matrices"),
+        (AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, bias=True), r"k_{g,j} = x_j\,W_g^K + b_g^K", "one pair (a K/V head) to every 2 query heads"),
+        (AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1), r"v_{g,j} = x_j\,W_g^V", "all 4 query heads share one key matrix and one value matrix"),
+    ],
+    ids=["MHA", "GQA", "MQA"],
+)
+def test_the_projections_say_whose_keys_and_values_a_head_reads(config, formula, words):
+    projections = page_stages(config)[0]
+    assert formula in projections.latex and words in projections.explanation
+    assert ("own three matrices" in projections.explanation) == (config.kind == "MHA")
