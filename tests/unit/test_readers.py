@@ -232,6 +232,15 @@ def test_gguf_tensors_and_metadata_read_back(tmp_path):
         f.value("nope")
 
 
+def test_a_gguf_files_storage_names_its_type_and_its_matrices_types(tmp_path):
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((4, 32)).astype(np.float32) for _ in range(2))
+    mixed = write_gguf(tmp_path / "mixed.gguf", tensors={"a": a}, quantized={"b": b, "c": a}, general__file_type=15)
+    assert GGUFFile(mixed).storage() == "GGUF Q4_K_M (matrices in Q8_0, F32), dequantized to float32"
+    one = write_gguf(tmp_path / "one.gguf", quantized={"b": b})  # no file type: the matrices' own
+    assert GGUFFile(one).storage() == "GGUF Q8_0, dequantized to float32"
+
+
 def test_gguf_files_that_are_not_gguf_or_are_cut_short_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="does not start with the bytes 'GGUF'"):
         GGUFFile(write(tmp_path / "x.gguf", b"NOPE" + bytes(40)))
@@ -285,6 +294,9 @@ def test_a_sentencepiece_vocabulary_in_gguf_metadata_tokenizes(tmp_path):
     assert encoded.tokens == ["<s>", "▁ab", "▁ab", "▁▁", "<0xC3>", "<0xA9>"]
     assert encoded.special == [True, False, False, False, False, False]
     assert [tokenizer.readable(t) for t in encoded.tokens[1:4]] == [" ab", " ab", "  "]
+    # a control token typed in the text is special too, as the one the tokenizer puts first
+    typed = tokenizer.encode("ab</s>ab")
+    assert typed.tokens == ["<s>", "▁ab", "</s>", "ab"] and typed.special == [True, False, True, False]
 
 
 def test_a_byte_level_vocabulary_in_gguf_metadata_tokenizes(tmp_path):

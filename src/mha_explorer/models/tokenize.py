@@ -41,12 +41,18 @@ class TextTokenizer:
     source: str  # what it was built from, for the config summary
     space_prefix: bool = False  # SentencePiece's "dummy prefix": the text is read as if it began with a space
     _readable: dict[str, str] = field(default_factory=dict, repr=False)
+    _special_ids: frozenset[int] | None = field(default=None, repr=False)
 
     def encode(self, text: str) -> Encoded:
         # The prefix is added to the text, not by a normalizer: a normalizer would also rewrite the
         # user-defined tokens that are matched in normalized text ("▁▁" would become "▁▁▁").
         enc = self.backend.encode(" " + text if self.space_prefix else text)
-        return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), [bool(s) for s in enc.special_tokens_mask])
+        if self._special_ids is None:
+            self._special_ids = frozenset(i for i, added in self.backend.get_added_tokens_decoder().items() if added.special)
+        # special: added by the tokenizer ([CLS], <bos>), or a special token typed in the text
+        # (<start_of_turn>, [SEP]), which the mask alone does not mark
+        special = [bool(added) or i in self._special_ids for added, i in zip(enc.special_tokens_mask, enc.ids)]
+        return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), special)
 
     def starts_word(self, token: str) -> bool:
         """Whether the token begins a word rather than continuing one: "fox" but not "##es" (WordPiece),
