@@ -260,7 +260,7 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
     assert marked == list(range(3, 11)) and all("masked next" in r for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts())
     # weights that are not the published float32 ones are said
-    assert page.locator(".model-status").inner_text().endswith("tokens. Weights: GGUF Q4_1, dequantized to float32.")
+    assert page.locator(".model-status").inner_text().endswith("tokens. Weights: GGUF Q4_1 (matrices in Q4_1, Q8_0), dequantized to float32.")
     # the scores compare the rotated q and k, and the formula and the table say so
     assert "q̃ · k̃" in page.locator(".stage table.calc-table thead").inner_text()
     assert "Here q and k are the rotated ones of the stage before" in page.locator(".stage p.explain").first.inner_text()
