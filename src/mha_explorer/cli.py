@@ -188,7 +188,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     query = middle_word(run, model) if query is None else query
     console = Console(highlight=False)
     console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} tokens", style="bold")
-    console.print(escape(f"{model.arch.input_note} {model.arch.output_note}"), style="dim")
+    console.print(escape(" ".join(note for note in (model.arch.input_note, model.arch.output_note, model.arch.norm_note) if note)), style="dim")
     render(run.trace, labels, query, heads, stage, console, run.weights)
 
 

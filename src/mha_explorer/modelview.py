@@ -298,6 +298,7 @@ def model_payload(
         n_layers=model.n_layers,
         input_note=model.arch.input_note,
         output_note=model.arch.output_note,
+        norm_note=model.arch.norm_note,
         text=text,
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],

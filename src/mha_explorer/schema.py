@@ -111,6 +111,7 @@ class ModelLayer(BaseModel):
     n_layers: int
     input_note: str = Field(default="", description="what X is: where the layer's attention input comes from")
     output_note: str = Field(default="", description="where the attention's output y goes in the layer")
+    norm_note: str = Field(default="", description="what the q/k norm's learned vectors are, when the family stores them otherwise")
     text: str
     special: list[bool] = Field(description="True for tokens the tokenizer added")
     readable: list[str] = Field(description="the text each token stands for")

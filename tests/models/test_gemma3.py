@@ -133,3 +133,13 @@ def test_layer_configs_follow_the_gemma3_pattern(model):
     t, _ = model.trace(SENTENCES["fox"], 0)
     assert list(t.stages)[4:10] == ["q_normed", "k_normed", "q_rotated", "k_rotated", "scores", "scaled"]
     assert t["q_normed"].shape == t["q"].shape and t["k_rotated"].shape == (1, t.n, 256)
+
+
+def test_the_qk_norm_vectors_are_one_plus_the_checkpoints_weights_as_the_page_says(model, reference):
+    """Gemma's RMSNorm multiplies by 1 + w; the page shows the multiplier and says so (norm_note)."""
+    ref, _ = reference
+    for layer in (0, 5):
+        attention = ref.model.layers[layer].self_attn
+        for ours, theirs in ((model.layer_weights(layer).q_norm, attention.q_norm), (model.layer_weights(layer).k_norm, attention.k_norm)):
+            np.testing.assert_allclose(ours, 1 + theirs.weight.detach().numpy(), rtol=0, atol=1e-6)
+    assert "multiplies by 1 + w" in model.arch.norm_note and "shown here for q and k are 1 + w" in model.arch.norm_note

@@ -38,6 +38,7 @@ class Architecture:
     # the output y goes
     input_note: str
     output_note: str
+    norm_note = ""  # what the q/k norm's learned vectors are, where the family stores them otherwise
     n_layers: int
     d_model: int
     max_positions: int | None  # the longest input the model was built for

@@ -69,6 +69,10 @@ class Gemma3(Architecture):
     family = "gemma3"
     input_note = llama.Llama.input_note  # pre-norm, as Llama
     output_note = "y is the attention's output: the layer normalizes it (RMSNorm) and adds it to the residual stream, then the MLP."
+    norm_note = (
+        "Gemma's RMSNorm multiplies by 1 + w, where w is the weight Hugging Face checkpoints store (GGUF files store 1 + w): "
+        "the learned vectors shown here for q and k are 1 + w, the multipliers themselves."
+    )
 
     def __init__(self, s: Sizes, source, names: dict[str, str], norm_offset: float, progress: Callable[[float, str], None]):
         where = str(source.path)

@@ -542,6 +542,7 @@ function render({ model, el }) {
         // a real model's layer: where X comes from, and where y goes
         stage === "projections" && v.payload.model?.input_note ? h("p", { class: "explain where-from" }, v.payload.model.input_note) : null,
         stage === "output" && v.payload.model?.output_note ? h("p", { class: "explain where-from" }, v.payload.model.output_note) : null,
+        stage === "qk_norm" && v.payload.model?.norm_note ? h("p", { class: "explain where-from" }, v.payload.model.norm_note) : null,
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
       ].filter(Boolean)));
     }
