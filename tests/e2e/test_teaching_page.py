@@ -451,9 +451,10 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
     explained = []
     note = page.locator(".stage p", has_text="working from the rounded numbers")
 
-    def named(where: list[str]) -> None:
+    def named(where: list[str], rounded: str = "Every number here is rounded to two decimals") -> None:
         assert note.count() == bool(where)
         if where:
+            assert note.inner_text().startswith(f"{rounded}, and each result")  # true to the digits shown
             assert f"so in {', '.join(where)}, working from the rounded numbers" in note.inner_text()
             explained.extend(where)
 
@@ -478,7 +479,7 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
             assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(arrays["weights"][head, q, j]))
             if fmt(float(shown_e) / float(over.strip("÷ "))) != weight:
                 off.append(f"the weight of “{payload.tokens[j]}”")
-        named(off)
+        named(off, "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three")
         select(page, "Calculation stage", "Value mixing")
         g = payload.kv_group[head]
         weighted = arrays["weights"][head, q][:, None] * arrays["v"][g]  # (n, d_v)

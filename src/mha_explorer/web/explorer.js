@@ -86,9 +86,10 @@ function fmtConstant(value) {
 }
 
 // Where a hand check from the rounded numbers misses the rounded result: a hint saying why, or null.
-function roundingHint(where) {
+// `shown` says how the numbers are rounded (the softmax table gives eˢ to three decimals).
+function roundingHint(where, shown = "Every number here is rounded to two decimals") {
   if (!where.length) return null;
-  return h("p", { class: "hint" }, `Every number here is rounded to two decimals, and each result is worked out from the full numbers: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
+  return h("p", { class: "hint" }, `${shown}, and each result is worked out from the full numbers: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
 }
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
@@ -1005,7 +1006,7 @@ function weights(view, query, head) {
     h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
     stack,
     e.table,
-    roundingHint([...(fmt(byHand) !== fmt(total) ? ["Σ"] : []), ...e.off.map((j) => `the weight of “${payload.tokens[j]}”`)]),
+    roundingHint([...(fmt(byHand) !== fmt(total) ? ["Σ"] : []), ...e.off.map((j) => `the weight of “${payload.tokens[j]}”`)], "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three"),
   ];
 }
 
