@@ -210,8 +210,12 @@ def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
     payload, arrays = api
     open_page(page, server_url)
     # the K table is the second equation; its cell (milk, 0) comes from X[milk] and column 0 of W_K[0]
+    q_cell = page.locator(".figure .equation").nth(0).locator("table").nth(2).locator('td[data-row="0"][data-col="1"]')
+    q_cell.hover()
+    assert page.locator(".figure .equation").nth(0).locator("td.hl").count() == 4 + 4 + 1  # x, W^Q's column, q[1]
     k_cell = page.locator('.figure .equation').nth(1).locator('table').nth(2).locator('td[data-row="3"][data-col="0"]')
     k_cell.hover()
+    assert page.locator(".figure .equation").nth(0).locator("td.hl").count() == 0  # one derivation lit at a time
     eq = page.locator(".figure .equation").nth(1)
     x_hl = eq.locator("table").nth(0).locator("td.hl .num").all_inner_texts()
     w_hl = eq.locator("table").nth(1).locator("td.hl .num").all_inner_texts()

@@ -743,6 +743,7 @@ function projections(view, query, head) {
   // a real model's K and V are maps (no numbers to point at): only q's are
   const calc = h("p", { class: "calc", "aria-live": "off" }, c.d_model <= 16 ? "Point at a number of q, K or V to see the row of X and the column of W that made it." : "Point at a number of q to see the largest products of x and the column of W that made it.");
   const links = [];
+  const lit = []; // the cells lit for the number pointed at last, in any of the three equations
 
   // X as a heatmap (more than TABLE_LIMIT numbers) is drawn once, for K: V's product refers to it
   const bigX = n * c.d_model > TABLE_LIMIT;
@@ -787,11 +788,14 @@ function projections(view, query, head) {
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
       onCell: (r, j) => {
-        for (const tbl of [xTable, wTable, bTable, outTable].filter(Boolean)) for (const cell of tbl.querySelectorAll(".hl")) cell.classList.remove("hl");
-        xTable.querySelectorAll(`td[data-row="${r}"]`).forEach((cell) => cell.classList.add("hl"));
-        wTable.querySelectorAll(`td[data-col="${j}"]`).forEach((cell) => cell.classList.add("hl"));
-        bTable?.querySelector(`td[data-col="${j}"]`)?.classList.add("hl");
-        outTable.querySelector(`td[data-row="${r}"][data-col="${j}"]`).classList.add("hl");
+        for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
+        lit.push(
+          ...xTable.querySelectorAll(`td[data-row="${r}"]`),
+          ...wTable.querySelectorAll(`td[data-col="${j}"]`),
+          ...(bTable ? bTable.querySelectorAll(`td[data-col="${j}"]`) : []),
+          outTable.querySelector(`td[data-row="${r}"][data-col="${j}"]`),
+        );
+        for (const cell of lit) cell.classList.add("hl");
         const x = range(c.d_model).map((k) => t.x.at(outRows[r], k));
         const wc = range(c.d_model).map((k) => w[weight].at(own, k, j));
         const value = t[name].at(own, outRows[r], j);
