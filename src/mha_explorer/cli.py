@@ -54,15 +54,15 @@ def chosen_heads(head: str | None, config) -> list[int]:
     return list(range(config.n_heads)) if head is None else [whole_number("--head", head, config.n_heads, "head")]
 
 
-def check_stage(stage: str | None, config, where: str = "") -> None:
-    """--stage names a stage this layer has, or a one-line error and exit 2."""
+def check_stage(stage: str | None, config, layer: str = "this layer") -> None:
+    """--stage names a stage the layer (as the message calls it) has, or a one-line error and exit 2."""
     allowed = [s.id for s in page_stages(config)]
     if stage is not None and stage not in allowed:
-        if stage == "mask" and not where:
+        if stage == "mask" and layer == "this layer":
             fail("the mask stage needs --causal: add it to mask the keys after the query")
         if stage in LACKS:  # a stage some layers have
-            fail(f"this layer has no {stage} stage ({LACKS[stage]}){where}; choose one of: {', '.join(allowed)}")
-        fail(f"unknown stage {stage!r}{where}; choose one of: {', '.join(allowed)}")
+            fail(f"{layer} has no {stage} stage ({LACKS[stage]}); choose one of: {', '.join(allowed)}")
+        fail(f"unknown stage {stage!r}{'' if layer == 'this layer' else f' for {layer}'}; choose one of: {', '.join(allowed)}")
 
 
 LACKS = {  # why a layer may lack one of the optional stages
@@ -174,7 +174,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     labels = token_labels(model, tokens, model.tokenizer.encode(text).special)
     query = None if query_token is None else find_query(tokens, texts, query_token, labels)
     heads = chosen_heads(head, config)
-    check_stage(stage, config, f" for layer {layer} of {model.title}")
+    check_stage(stage, config, f"layer {layer} of {model.title}")
 
     try:
         if as_json:

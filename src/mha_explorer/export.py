@@ -56,7 +56,7 @@ def model_data(spec: ModelLayers) -> dict:
     model = spec.model
     if len(spec.text) > MAX_TEXT:
         raise ModelError(f"the text is {len(spec.text)} characters long; give at most {MAX_TEXT}")
-    n = len(model.tokenize(spec.text))
+    n = len(model.tokenizer.encode(spec.text).ids)  # counted, not yet checked against the model's own longer limit
     if n > STATIC_MAX_TOKENS:
         raise ModelError(
             f"the text is {n} tokens long; a static copy holds every head of each layer, so it takes "

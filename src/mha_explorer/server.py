@@ -201,7 +201,7 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     elif kind == "literal_error":
         message = f"{shown} is not allowed; use {ctx.get('expected')}"
     elif kind == "missing":
-        message = "is required"
+        message = "is required; add it (/openapi.json describes it)"
     elif kind == "extra_forbidden":
         message = "is not a field of this request; remove it"
     else:

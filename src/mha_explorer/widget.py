@@ -128,10 +128,11 @@ class Explorer(anywidget.AnyWidget):
         given = tokens is not None
         if tokens is None:
             tokens = load_teaching_example().tokens
+        given_tokens = tokens
         tokens = tokens.split() if isinstance(tokens, str) else list(tokens)
         seed = check_seed(seed)
         if not tokens or not all(isinstance(t, str) and t for t in tokens):
-            raise ValueError(f"tokens must be a non-empty list of non-empty strings, not {tokens!r}")
+            raise ValueError(f"tokens must be words separated by spaces (\"the cat sat\") or a list of non-empty strings, not {given_tokens!r}")
         x = random_x(len(tokens), config.d_model, seed) if x is None else np.asarray(x, dtype=np.float64)
         if x.shape != (len(tokens), config.d_model):
             which = "" if given else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"

@@ -125,7 +125,7 @@ BAD = {
     ),
     "query out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "query": 3}, "query", "choose 0 to 0"),
     "unknown field": ({"config": {"d_model": 2, "n_heads": 1, "heads": 2}, "tokens": ["a"]}, "config.heads", "remove it"),
-    "missing config": ({"tokens": ["a"]}, "config", "required"),
+    "missing config": ({"tokens": ["a"]}, "config", "is required; add it"),
     "edit of an unknown array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_X:0,0": 1}}, "edits.W_X:0,0", "name one of x, W_Q, W_K, W_V, W_O"),
     "edit out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:1,0": 1}}, "edits.x:1,0", "x has shape (1, 2)"),
     "edit with too few indices": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_Q:0,0": 1}}, "edits.W_Q:0,0", "give 3 indices"),

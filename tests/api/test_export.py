@@ -92,6 +92,7 @@ def test_export_site_model_options_that_cannot_work_say_why(tmp_path, args, mess
     [
         (["--layer", "6"], "--layer 6 is out of range; choose a layer from 0 to 5"),
         (["--layer", "0", "--text", "word " * 200], "the text is 202 tokens long; a static copy"),
+        (["--layer", "0", "--text", "word " * 600], "the text is 602 tokens long; a static copy"),  # past MiniLM's own 512 too: the copy's limit is the one to meet
     ],
 )
 def test_export_site_model_layers_that_cannot_be_written_say_why(tmp_path, args, message):

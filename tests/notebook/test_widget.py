@@ -122,12 +122,13 @@ def test_any_trace_payload_can_be_shown():
     [
         ("nope", {"tokens": "a b"}, "'nope' is not a preset; choose one of teaching, mha"),
         ({"d_model": 6, "n_heads": 4}, {"tokens": "a b"}, "d_model=6 is not divisible by n_heads=4"),
-        ("mha", {"tokens": []}, "tokens must be a non-empty list"),
+        ("mha", {"tokens": []}, r"tokens must be words separated by spaces .* or a list of non-empty strings, not \[\]"),
+        ("mha", {"tokens": "  "}, r"tokens must be words separated by spaces .*, not '  '"),
         ("mha", {"tokens": "a b", "x": np.zeros((3, 8))}, r"x has shape \(3, 8\); 2 tokens of width d_model=8 need \(2, 8\)"),
         ("mha", {"tokens": "a b", "weights": {"W_Q": np.zeros((4, 8, 2))}}, "missing"),
         ({"d_model": 4, "n_heads": 2, "kv_group": (0, 1)}, {"tokens": "a b"}, r"a config has no kv_group; its fields are d_model, .*, scale$"),
     ],
-    ids=["unknown-preset", "bad-config", "no-tokens", "x-shape", "weights-incomplete", "worked-out-field"],
+    ids=["unknown-preset", "bad-config", "no-tokens", "blank-text", "x-shape", "weights-incomplete", "worked-out-field"],
 )
 def test_from_config_says_what_is_wrong(config, kwargs, message):
     with pytest.raises((ConfigError, ValueError, TypeError), match=message):
