@@ -43,6 +43,12 @@ def dot_terms(a: np.ndarray, b: np.ndarray) -> str:
     return " + ".join(terms)
 
 
+def named(tokens: list[str], j: int) -> Text:
+    """Token j as the tables name it: with its position when the text has it more than once
+    ("the @4"), as the page names it."""
+    return Text(tokens[j] if tokens.count(tokens[j]) == 1 else f"{tokens[j]} @{j}")
+
+
 def final_qk(t: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The q and k the scores were taken from: after the q/k norm and RoPE when the layer has them."""
     for q_name, k_name in (("q_rotated", "k_rotated"), ("q_normed", "k_normed"), ("q", "k")):
@@ -136,7 +142,7 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
         for j, tok in enumerate(tokens):
             q = vec(t["q"][h, j]) if j == i else ""
             style = "bold" if j == i else None
-            table.add_row(Text(tok), vec(t["x"][j]), q, vec(t["k"][g, j]), vec(t["v"][g, j]), style=style)
+            table.add_row(named(tokens, j), vec(t["x"][j]), q, vec(t["k"][g, j]), vec(t["v"][g, j]), style=style)
         if bias is not None:
             table.add_row("bias", "", vec(bias.b_Q[h]), vec(bias.b_K[g]), vec(bias.b_V[g]), style="dim")
         out.append(table)
@@ -179,7 +185,7 @@ def _qk_norm(t, tokens, i, heads):
                 continue
             q, qn = (vec(t["q"][h, j]), vec(t["q_normed"][h, j])) if j == i else ("", "")
             k = () if shared else (vec(t["k"][g, j]), vec(t["k_normed"][g, j]))
-            table.add_row(Text(tok), q, qn, *k, style="bold" if j == i else None)
+            table.add_row(named(tokens, j), q, qn, *k, style="bold" if j == i else None)
         out.append(table)
     return out
 
@@ -195,7 +201,8 @@ def _rope(t, tokens, i, heads):
         first.setdefault(g, h)
         title = f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})" + (f"; k as head {first[g]}'s above" if shared else "")
         table = Table(title=title, min_width=len(title) + 4)
-        for col in ("token", "position", "q", "q rotated") + (() if shared else ("k", "k rotated")):
+        before = "normed" if "q_normed" in t.stages else ""  # the rotation turns the q and k of the norm
+        for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
             table.add_column(col)
         for j, tok in enumerate(tokens):
             if shared and j != i:
@@ -237,9 +244,11 @@ def _scores(t, tokens, i, heads):
         table = Table(title=f"head {h}: q·k_j, then {scaling}")
         for col in ("key", "q·k_j as a sum of products", "score", "scaled"):
             table.add_column(col)
-        for j, tok in enumerate(tokens):
+        hidden = hidden_keys(len(tokens), c)[i]  # (n,): keys the mask hides next
+        for j in range(len(tokens)):
             terms = dot_terms(q_final[h, i], k_final[g, j])
-            table.add_row(Text(tok), terms, fmt(t["scores"][h, i, j]), fmt(t["scaled"][h, i, j]))
+            scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
+            table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
         out.append(table)
     return out
 
@@ -290,7 +299,7 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
         table.add_column(col)
     for j, tok in enumerate(tokens):
-        table.add_row(Text(tok), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(t["weights"][h, i, j]))
+        table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(t["weights"][h, i, j]))
     return table
 
 
@@ -307,7 +316,7 @@ def _weights_table(t, tokens, i, heads):
         for h in heads:
             w = t["weights"][h, i, j]
             cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
-        table.add_row(Text(tok), *cells)
+        table.add_row(named(tokens, j), *cells)
     table.add_row("sum", *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     return table
 
@@ -320,10 +329,12 @@ def _mixing(t, tokens, i, heads):
         if len(tokens) > MAX_SHOWN:  # the three keys with the largest weights (a hidden key has none)
             keys = sorted(j for j in np.argsort(-t["weights"][h, i], kind="stable")[:3] if t["weights"][h, i, j] > 0)
         # each value row named by its key: v(cats) = [1.00, 0.00]; a long text's by its position too
-        named = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: tokens[j])
-        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×v({named(j)}){vec(t['v'][g, j])}" for j in keys)
+        name = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: str(named(tokens, j)))
+        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j])}" for j in keys)
         if len(tokens) > MAX_SHOWN:
-            terms += f" + … ({len(tokens)} keys; the {len(keys)} largest weights shown)"
+            visible = int((~hidden_keys(len(tokens), t.config)[i]).sum())
+            seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible keys of {len(tokens)}"
+            terms += f" + … ({seen}; the {len(keys)} largest weights shown)"
         out.append(Text(f"head {h}: z_{h} = {terms}\n        = {vec(t['z'][h, i])}"))
     return out
 

@@ -301,11 +301,33 @@ def test_query_heads_sharing_a_kv_head_show_its_normed_and_rotated_k_once():
     config = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=4, qk_norm=True, rope_theta=10000.0, causal=True)
     x = np.random.default_rng(0).normal(size=(3, 8))
     t = trace(x, AttentionWeights.random(config, seed=1), config)
-    for stage, columns in (("qk_norm", ["q", "q normed"]), ("rope", ["position", "q", "q rotated"])):
+    # the rotation turns the normed q and k: its columns say so
+    for stage, columns, k_columns in (("qk_norm", ["q", "q normed"], ["k", "k normed"]), ("rope", ["position", "q normed", "q rotated"], ["k normed", "k rotated"])):
         console = Console(width=200, record=True, highlight=False)
         render(t, ["a", "b", "c"], 2, [0, 1, 2, 3], stage, console)
         out = console.export_text()
         tables = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
-        assert tables.count(["token", *columns, "k", f"k {columns[-1].split()[-1]}"]) == 1, tables
+        assert tables.count(["token", *columns, *k_columns]) == 1, tables
         assert tables.count(["token", *columns]) == 3, tables
         assert all(f"head {h}: " in out and "k as head 0's above" in out for h in (1, 2, 3))
+
+
+def test_a_causal_layers_scores_say_which_keys_the_mask_hides_next():
+    out = ok("--causal", "--stage", "scores", "--head", "0")  # query "like", at position 1
+    rows = {row[0]: row for row in cells(out) if len(row) == 4 and row[0] in ("cats", "like", "warm", "milk")}
+    assert [key for key, row in rows.items() if row[3].endswith("(masked next)")] == ["warm", "milk"]
+
+
+def test_a_long_causal_texts_mixing_counts_the_keys_the_query_sees():
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=8, n_heads=2, causal=True)
+    t = trace(np.random.default_rng(3).normal(size=(10, 8)), AttentionWeights.random(config, seed=3), config)
+    console = Console(width=200, record=True, highlight=False)
+    render(t, [f"w{j}" for j in range(10)], 4, [0], "mixing", console)
+    assert "(5 visible keys of 10; the 3 largest weights shown)" in " ".join(console.export_text().split())
