@@ -731,3 +731,47 @@ def test_a_link_to_a_model_that_is_not_here_says_so_and_traces_nothing(page, ser
     page.goto(server_url + "#mode=model")
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=60_000)
     assert page.locator("#models .lab-error").inner_text() == ""
+
+
+@needs("gemma3")
+def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, artifacts):
+    """Gemma 3 (heavy: loaded when Trace is pressed): the layer menu tells local layers from global
+    ones; the q/k norm stage shows q before and after and says what its learned vectors are; the
+    projections say all four query heads share one K/V head; every number is the API's."""
+    text = "<start_of_turn>user\nThe cat sat on the mat.<end_of_turn>"
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    page.get_by_label("Model", exact=True).select_option("gemma3")
+    page.get_by_label("Text", exact=True).fill(text)
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 0')", timeout=300_000)
+    options = page.get_by_label("Layer (from 0)").locator("option").all_inner_texts()
+    assert len(options) == 18 and options[0] == "Layer 0 · local (window 512)" and options[5] == "Layer 5 · global"
+    assert "GGUF Q4_K_M (matrices in" in page.locator(".model-status").inner_text()
+    # typed turn markers are special tokens, as the <bos> the tokenizer adds
+    strip = page.locator(".token-strip .token")
+    special = [strip.nth(i).inner_text() for i in range(strip.count()) if "special" in (strip.nth(i).get_attribute("class") or "")]
+    assert special == ["<bos>", "<start_of_turn>", "<end_of_turn>"], special
+    page.get_by_label("Layer (from 0)").select_option("5")
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 5')", timeout=120_000)
+    page.locator(".thumb-button", has_text="Head 2").click()
+    expect(page.locator(".stage h2")).to_contain_text("head 2")
+    stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
+    assert stages[:4] == ["Projections", "Query/key norm", "Rotary positions", "Scores"] and "Mask" in stages
+    assert "all 4 query heads share one key matrix and one value matrix" in page.locator(".stage p.explain").first.inner_text()
+    payload = api_trace(server_url, model="gemma3", text=text, layer=5, head=2)
+    arrays = full_arrays(payload)
+    for title in stages:
+        page.get_by_label("Calculation stage").select_option(label=title)
+        expect(page.locator(".stage h2")).to_contain_text(title)
+        if page.locator(".stage .num").count():
+            check_numbers(page, ".stage", arrays)
+    page.get_by_label("Calculation stage").select_option(label="Query/key norm")
+    assert page.locator(".stage p.where-from").inner_text() == load_model("gemma3").arch.norm_note
+    q = arrays["q"][2, payload.query]
+    rms = float(np.sqrt(np.mean(q.astype(np.float64) ** 2) + payload.config.norm_eps))
+    assert f"rms(q) = √(mean of q² + 0.000001) = {f'{rms:.3f}'.rstrip('0').rstrip('.')}: each component of q is divided by it" in page.locator(".stage").inner_text()
+    page.screenshot(path=str(artifacts / "model-gemma3-qk-norm.png"), full_page=True)

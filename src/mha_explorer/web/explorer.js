@@ -1139,12 +1139,13 @@ function normed(view, query, head) {
   const n = payload.tokens.length;
   // the divisor, worked out here from the q shown: √(mean of q² + ε)
   const eps = payload.config.norm_eps;
+  const epsShown = String(Number(eps.toPrecision(6))); // 1e-6 read from a float32 file is 9.99999997e-7
   const q = range(d).map((e) => t.q.at(head, query, e));
   const rms = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / d + eps);
   return [
     h("p", { class: "lead" }, `Below: q of “`, payload.tokens[query], `” before and after the norm, then every key of K/V head ${g}, before and after. The same learned vector multiplies every head's q (and another every k).`),
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
-    h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${eps}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
+    h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
     heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),

@@ -73,9 +73,17 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   );
   bar.hidden = true;
 
-  function fillLayers(n, keep) {
-    const numbers = fixed?.layers[picker.value] ?? Array.from({ length: n }, (_, i) => i);
-    layer.replaceChildren(...numbers.map((i) => h("option", { value: i }, `Layer ${i}`)));
+  // The layer menu of a model (its config, null before it is loaded). Where some layers look through
+  // a sliding window and others see every key (Gemma 3), each says which it is.
+  function layerLabels(config) {
+    const layers = config?.layers || [];
+    const mixed = layers.some((l) => l.sliding_window) && layers.some((l) => !l.sliding_window);
+    return (i) => (!mixed ? `Layer ${i}` : layers[i].sliding_window ? `Layer ${i} · local (window ${layers[i].sliding_window})` : `Layer ${i} · global`);
+  }
+  function fillLayers(config, keep) {
+    const numbers = fixed?.layers[picker.value] ?? Array.from({ length: config?.n_layers || 1 }, (_, i) => i);
+    const label = layerLabels(config);
+    if (numbers.map(label).join("\n") !== [...layer.options].map((o) => o.text).join("\n")) layer.replaceChildren(...numbers.map((i) => h("option", { value: i }, label(i))));
     layer.value = String(numbers.includes(keep) ? keep : numbers.find((i) => i >= (keep ?? 0)) ?? numbers[numbers.length - 1]);
   }
   if (fixed) {
@@ -94,7 +102,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
     chosen = picker.value;
     const info = models.find((m) => m.name === picker.value);
-    fillLayers(info?.config?.n_layers || 1, Number(layer.value || initial.layer || 0));
+    fillLayers(info?.config, Number(layer.value || initial.layer || 0));
   }
 
   async function ensureLoaded(name) {
@@ -134,7 +142,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       const state = await ensureLoaded(request.model);
       if (stale()) return null;
-      if (!fixed && layer.options.length !== state.config.n_layers) fillLayers(state.config.n_layers, request.layer);
+      if (!fixed) fillLayers(state.config, request.layer); // the menu as the loaded model has it, on the layer traced
       status.textContent = `Running ${state.title} up to layer ${request.layer}…`;
       const payload = await answer(
         await ask("api/model-trace", asking(request)),
@@ -178,7 +186,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       const state = await ensureLoaded(name);
       if (picker.value !== name) return null;
-      fillLayers(state.config.n_layers, keepLayer);
+      fillLayers(state.config, keepLayer);
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
       status.textContent = held
