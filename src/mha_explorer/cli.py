@@ -54,6 +54,13 @@ def chosen_heads(head: str | None, config) -> list[int]:
     return list(range(config.n_heads)) if head is None else [whole_number("--head", head, config.n_heads, "head")]
 
 
+def need_model() -> None:
+    """--text or --layer without --model: a one-line error naming the models, and exit 2."""
+    from .models.registry import NAMES
+
+    fail(f"--text and --layer need --model: choose one of {', '.join(NAMES)} or a checkpoint path")
+
+
 def check_stage(stage: str | None, config, layer: str = "this layer") -> None:
     """--stage names a stage the layer (as the message calls it) has, or a one-line error and exit 2."""
     allowed = [s.id for s in page_stages(config)]
@@ -139,7 +146,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
         _trace_model(model_name, DEFAULT_TEXT if text is None else text, layer, query_token, head, stage, as_json)
         return
     if text is not None or layer is not None:
-        fail("--text and --layer need --model: choose one of minilm, smollm2, gemma3 or a checkpoint path")
+        need_model()
     example = load_teaching_example()
     config = replace(example.config, causal=True) if causal else example.config
     tokens = list(example.tokens)
@@ -167,11 +174,12 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     try:
         model = _load(model_name)
         layer = whole_number("--layer", "0" if layer is None else layer, model.n_layers, "layer")
-        config, tokens = model.layer_config(layer), model.tokenize(text)
+        config, encoded = model.layer_config(layer), model.encode(text)
     except ModelError as e:
         fail(str(e))
+    tokens = encoded.tokens
     texts = [model.readable(token) for token in tokens]
-    labels = token_labels(model, tokens, model.tokenizer.encode(text).special)
+    labels = token_labels(model, tokens, encoded.special)
     query = None if query_token is None else find_query(tokens, texts, query_token, labels)
     heads = chosen_heads(head, config)
     check_stage(stage, config, f"layer {layer} of {model.title}")
@@ -417,7 +425,7 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
     model_layers = None
     if model_name is None:
         if text is not None or layers:
-            fail("--text and --layer need --model: choose one of minilm, smollm2, gemma3 or a checkpoint path")
+            need_model()
     else:
         if not layers:
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")

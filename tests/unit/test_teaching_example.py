@@ -98,4 +98,6 @@ def test_loading_twice_gives_equal_but_independent_arrays():
 
 def test_the_description_matches_the_numbers():
     ex = load_teaching_example()
-    assert "d_model 4" in ex.description and "two heads of width 2" in ex.description.lower()
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    assert f"d_model {ex.config.d_model}" in ex.description
+    assert f"{words[ex.config.n_heads]} heads of width {ex.config.d_head}" in ex.description.lower()

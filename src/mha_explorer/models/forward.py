@@ -132,7 +132,7 @@ class LoadedModel:
 
     def tokenize(self, text: str) -> list[str]:
         """The token strings of text, as the tokenizer splits them (special tokens included)."""
-        return self._encode(text).tokens
+        return self.encode(text).tokens
 
     def readable(self, token: str) -> str:
         """The text a token string stands for: "Ġfox" -> " fox", "##ing" -> "ing"."""
@@ -172,7 +172,8 @@ class LoadedModel:
             )
         return int(layer)
 
-    def _encode(self, text: str):
+    def encode(self, text: str):
+        """The text's ids, tokens and special marks, once it is checked: not empty, not too long."""
         if not isinstance(text, str) or not text.strip():
             raise ModelError("the text is empty: give a sentence to run through the model")
         encoded = self.tokenizer.encode(text)
@@ -189,7 +190,7 @@ class LoadedModel:
                 self._streams.move_to_end(text)
                 encoded, stream = self._streams[text]
             else:
-                encoded = self._encode(text)
+                encoded = self.encode(text)
                 stream = [self.arch.embed(encoded.ids)]
                 self._streams[text] = (encoded, stream)
                 while len(self._streams) > _CACHED_TEXTS:
