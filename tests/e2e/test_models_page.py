@@ -503,9 +503,9 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     # a layer, head or query the copy does not have is dropped alone: the nearest layer it holds,
     # or the layer's first view, is shown
     for part, why, title in (
-        ("layer=1&head=1", "Layer 1 is not in this page: it holds layers 0, 2, so layer 2 is shown.", "· head 1 · query “mat”"),
-        ("layer=2&head=40&query=3", "head 40 does not exist: this layer has heads 0 to 11, so head 0 is shown.", "· head 0 · query “sat”"),
-        ("layer=2&head=5&query=50", "query=50 is out of range; choose 0 to 12, so query “mat” is shown.", "· head 5 · query “mat”"),
+        ("layer=1&head=1", "layer 1 is not in this page: it holds layers 0, 2, so layer 2 is shown.", "· head 1 · query “mat”"),
+        ("layer=2&head=40&query=3", "head 40 is out of range: there are 12 heads, so head 0 is shown.", "· head 0 · query “sat”"),
+        ("layer=2&head=5&query=50", "query 50 is out of range: there are 13 tokens, so query “mat” is shown.", "· head 5 · query “mat”"),
     ):
         page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&{part}")
         expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: {why}")  # after the reload
@@ -699,8 +699,8 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     page.wait_for_function("() => !document.getElementById('notice').hidden", timeout=60_000)
     said = page.locator("#notice").inner_text()
     assert said == (
-        "This link could not be used in full: head 12 does not exist: this layer has heads 0 to 11, so head 0 is shown; "
-        "query=9 is out of range; choose 0 to 5, so query “cat” is shown."
+        "This link could not be used in full: head 12 is out of range: there are 12 heads, so head 0 is shown; "
+        "query 9 is out of range: there are 6 tokens, so query “cat” is shown."
     ), said
     expect(page.locator(".stage h2")).to_contain_text("· head 0 · query “cat”")
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1: 6 tokens")
@@ -714,7 +714,7 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
     # a layer the model lacks: its last layer, said
     page.goto(server_url + "#mode=model&model=minilm&layer=9&text=The+cat+sat.&head=3")
-    expect(page.locator("#notice")).to_have_text("This link could not be used in full: Layer 9 does not exist: this model has layers 0 to 5, so layer 5 is shown.")
+    expect(page.locator("#notice")).to_have_text("This link could not be used in full: layer 9 does not exist: this model has layers 0 to 5, so layer 5 is shown.")
     expect(page.locator(".stage h2")).to_contain_text("· head 3 ·")
     assert page.get_by_label("Layer (from 0)").input_value() == "5"
 

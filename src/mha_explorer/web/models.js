@@ -319,8 +319,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
         const why = held
-          ? `Layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
-          : `Layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
+          ? `layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
+          : `layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
         layerProblems.push(`${why}, so layer ${layer.value} is shown`);
       }
       if (!initial.autostart) return true;
@@ -335,10 +335,16 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         if (field === "head" && request.head !== 0) request.head = 0;
         else if (field === "query" && request.query !== null) request.query = null;
         else return false;
-        dropped.push([field, failed.message]);
+        dropped.push(field);
       }
+      // said as the teaching example's and the lab's links say it (page.js)
       const payload = byHead.get(current.head);
-      linkProblems = [...layerProblems, ...dropped.map(([field, message]) => `${message}, so ${field === "head" ? "head 0" : `query “${payload.tokens[payload.query]}”`} is shown`)];
+      const heads = payload.config.n_heads;
+      const why = {
+        head: `head ${initial.head} is out of range: there ${heads === 1 ? "is 1 head" : `are ${heads} heads`}, so head 0 is shown`,
+        query: `query ${initial.query} is out of range: there are ${payload.tokens.length} tokens, so query “${payload.tokens[payload.query]}” is shown`,
+      };
+      linkProblems = [...layerProblems, ...dropped.map((field) => why[field])];
       return true;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
