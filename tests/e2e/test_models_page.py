@@ -717,6 +717,11 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     expect(page.locator("#notice")).to_have_text("This link could not be used in full: layer 9 does not exist: this model has layers 0 to 5, so layer 5 is shown.")
     expect(page.locator(".stage h2")).to_contain_text("· head 3 ·")
     assert page.get_by_label("Layer (from 0)").input_value() == "5"
+    # an empty text: the example sentence, said
+    page.goto(server_url + "#mode=model&model=minilm&layer=2&text=&head=1")
+    expect(page.locator("#notice")).to_have_text("This link could not be used in full: its text is empty, so the example sentence is traced.")
+    expect(page.locator(".stage h2")).to_contain_text("· head 1 ·")
+    assert page.get_by_label("Text", exact=True).input_value().startswith("The quick brown fox")
 
 
 @needs("minilm")

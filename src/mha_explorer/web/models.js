@@ -42,7 +42,8 @@ async function answer(response) {
 export function createModels({ container, onPayload, onAhead, getView, initial, ask = (...args) => fetch(...args), fixed = null }) {
   const picker = h("select", { id: "model-name" });
   const text = h("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
-  text.value = initial.text || "The quick brown fox jumps over the lazy dog because it was bored.";
+  const emptyLinkText = typeof initial.text === "string" && !initial.text.trim(); // a link's text=, said when it is traced
+  text.value = emptyLinkText || !initial.text ? "The quick brown fox jumps over the lazy dog because it was bored." : initial.text;
   const layer = h("select", { id: "model-layer" });
   const go = h("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
   const bar = h("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
@@ -315,7 +316,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (!ready) return false;
       // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
       // traces, saying so (its model and text are not lost over one number)
-      const layerProblems = [];
+      const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
         const why = held

@@ -57,7 +57,7 @@ function readLink(hash) {
     const model = params.get("model") || "";
     // no model named: the Real model mode as its button opens it, nothing traced yet
     if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
-    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text") || "" };
+    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text") }; // null when the link has none
   }
   if (mode === "lab") {
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
