@@ -422,6 +422,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     messageShown?.classList.remove("shown");
     messageShown = message;
     message.classList.add("shown");
+    // the cell and its message in the grid's box (not the page): the cell may have scrolled away
+    // since its edit (a value too large only with others is refused after the focus moved on)
+    const box = gridBox.getBoundingClientRect();
+    const top = message.parentElement.getBoundingClientRect().top - gridBox.querySelector(".grid-head").offsetHeight;
+    const bottom = message.getBoundingClientRect().bottom;
+    if (bottom > box.bottom) gridBox.scrollTop += Math.min(bottom - box.bottom + 4, top - box.top);
+    else if (top < box.top) gridBox.scrollTop -= box.top - top;
   }
 
   async function editCell(input, message, key) {
