@@ -265,6 +265,10 @@ def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:
     return replace(stage, latex=latex, explanation=text)
 
 
+# latex2mathml writes -\infty as two operators, which browsers space apart ("− ∞"): a sign and a number
+MINUS_INFINITY = ("<mo>&#x02212;</mo><mo>&#x0221E;</mo>", '<mrow><mo form="prefix" lspace="0" rspace="0">&#x02212;</mo><mi>&#x0221E;</mi></mrow>')
+
+
 @lru_cache(maxsize=None)
 def mathml(latex: str) -> str:
-    return latex_to_mathml(latex, display="block")
+    return latex_to_mathml(latex, display="block").replace(*MINUS_INFINITY)

@@ -756,7 +756,7 @@ function projections(view, query, head) {
       cols: range(c.d_model),
       value: (r, k) => t.x.at(outRows[r], k),
       src: (r, k) => `x:${outRows[r]},${k}`,
-      rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
+      rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)),
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wTable = grid({
@@ -786,7 +786,7 @@ function projections(view, query, head) {
       cols: range(dOut),
       value: (r, j) => t[name].at(own, outRows[r], j),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
-      rowLabel: (row) => h("span", { class: "tok" }, payload.tokens[row]),
+      rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)),
       onCell: (r, j) => {
         for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
         lit.push(
@@ -2004,6 +2004,7 @@ function headOutputs(view, query, head) {
         ),
       ),
     ),
+    many ? h("p", { class: "hint list-note" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
     h("p", { class: "hint" }, configLine(payload.config)),
   ];

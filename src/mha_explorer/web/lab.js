@@ -300,7 +300,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     const values = applyEdits(base.arrays, lab.edits)[name];
     let matrix = headText === undefined ? values : values[Number(headText)];
     if (!Array.isArray(matrix[0])) matrix = [matrix];
-    const rowName = (r) => (name === "x" ? lab.tokens[r] : name === "W_O" ? `head ${Math.floor(r / lab.config.d_v)} · ${r % lab.config.d_v}` : matrix.length === 1 ? "" : `row ${r}`);
+    const twice = (r) => lab.tokens.indexOf(lab.tokens[r]) !== lab.tokens.lastIndexOf(lab.tokens[r]); // named with its position, as the figures name it
+    const rowName = (r) => (name === "x" ? (twice(r) ? `${lab.tokens[r]} @${r}` : lab.tokens[r]) : name === "W_O" ? `head ${Math.floor(r / lab.config.d_v)} · ${r % lab.config.d_v}` : matrix.length === 1 ? "" : `row ${r}`);
     const indexOf = (r, c) => (headText === undefined ? (name === "b_O" ? [c] : [r, c]) : name.startsWith("b_") ? [Number(headText), c] : [Number(headText), r, c]);
     const key = JSON.stringify([current, matrix.length, matrix[0].length, matrix.map((_, r) => rowName(r))]);
     if (key === gridKey) {
