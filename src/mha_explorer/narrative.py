@@ -237,8 +237,10 @@ def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:
         q, k = r"\hat{q}", r"\hat{k}"
         text += " Here q and k are the normed ones of the stage before (q̂, k̂)."
     own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
+    if config.scale is not None and not own:  # set by the config (Gemma's query_pre_attn_scalar), equal to the usual one
+        text += f" This layer's config sets the scale itself, {config.scale:g}, which here equals 1/√d_head."
     if q == "q" and not own:
-        return stage
+        return replace(stage, explanation=text)
     if own:
         latex = rf"s_{{j}} = {q} \cdot {k}_j \times {config.scale:g}"
         text += f" This layer multiplies by {config.scale:g}, a scale its config sets, instead of dividing by √d_head."

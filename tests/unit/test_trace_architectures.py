@@ -290,3 +290,11 @@ def test_the_projections_say_whose_keys_and_values_a_head_reads(config, formula,
     projections = page_stages(config)[0]
     assert formula in projections.latex and words in projections.explanation
     assert ("own three matrices" in projections.explanation) == (config.kind == "MHA")
+
+
+def test_a_scale_the_config_sets_is_said_even_when_it_is_the_usual_one():
+    """Gemma 3 scales by query_pre_attn_scalar^-1/2, which for the 270M model is 1/√d_head."""
+    said = {s.id: s.explanation for s in page_stages(AttentionConfig(d_model=8, n_heads=2, d_head=4, scale=0.5))}
+    assert "This layer's config sets the scale itself, 0.5, which here equals 1/√d_head." in said["scores"]
+    plain = {s.id: s.explanation for s in page_stages(AttentionConfig(d_model=8, n_heads=2, d_head=4))}
+    assert "sets the scale" not in plain["scores"]
