@@ -55,6 +55,10 @@ def costs(config: AttentionConfig, n: int) -> Costs:
         "q": n * d * h * e,
         "k": n * d * g * e,
         "v": n * d * g * f,
+        # the stages some layers add, on every q and k row: the squares summed for each root mean
+        # square; each component turned by its angle (two multiplies and an add)
+        **({"qk_norm": (h + g) * n * e} if c.qk_norm else {}),
+        **({"rope": (h + g) * n * e} if c.rope_theta is not None else {}),
         "scores": h * n * n * e,
         "scaled": h * n * n,  # one multiply per score
         "weights": h * n * n,  # one exp and one divide per entry

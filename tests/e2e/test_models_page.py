@@ -780,3 +780,8 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     rms = float(np.sqrt(np.mean(q.astype(np.float64) ** 2) + payload.config.norm_eps))
     assert f"rms(q) = √(mean of q² + 0.000001) = {f'{rms:.3f}'.rstrip('0').rstrip('.')}: each component of q is divided by it" in page.locator(".stage").inner_text()
     page.screenshot(path=str(artifacts / "model-gemma3-qk-norm.png"), full_page=True)
+    # the cost counts the stages this layer adds
+    page.locator(".costs summary").click()
+    rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
+    assert rows["qk_norm"] == [f"{payload.costs.multiply_adds['qk_norm']:,}", "multiply-adds for the root mean squares (then as many divisions and multiplies by w)"]
+    assert rows["rope"] == [f"{payload.costs.multiply_adds['rope']:,}", "components turned (two multiplies and an add each)"]

@@ -9,6 +9,7 @@ from hypothesis import given
 from mha_explorer.config import AttentionConfig
 from mha_explorer.costs import costs, kv_cache
 from mha_explorer.trace import trace
+from mha_explorer.weights import AttentionWeights
 
 from ._support import PROPERTY, Case, cases
 
@@ -112,3 +113,14 @@ def test_a_sliding_window_layer_keeps_only_the_window(n, kept):
     got = costs(c, n).kv_cache
     assert got.tokens == kept and got.numbers == 1 * (2 + 2) * kept and got.bytes["float16"] == 2 * got.numbers
     assert costs(AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=2, causal=True), n).kv_cache.tokens == n
+
+
+def test_a_layer_with_a_qk_norm_and_rotary_positions_counts_them():
+    """One count per component of every q and k row, where the trace records those stages."""
+    c = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, d_head=4, qk_norm=True, rope_theta=1e4, causal=True)
+    t = trace(np.ones((5, 8)), AttentionWeights.random(c, seed=0), c)
+    got = costs(c, t.n).multiply_adds
+    assert got["qk_norm"] == t["q_normed"].size + t["k_normed"].size
+    assert got["rope"] == t["q_rotated"].size + t["k_rotated"].size
+    assert list(got)[:5] == ["q", "k", "v", "qk_norm", "rope"]
+    assert "qk_norm" not in costs(AttentionConfig(d_model=8, n_heads=4), 5).multiply_adds

@@ -1894,7 +1894,9 @@ function costPanel(payload) {
       ),
     ),
     // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
-    c.causal || c.sliding_window != null ? h("p", { class: "hint" }, "Every entry is counted, masked ones too, as a plain implementation computes them; a kernel that skips the masked ones does about half the scores and z work of a causal layer.") : null,
+    c.causal || c.sliding_window != null
+      ? h("p", { class: "hint" }, "Every entry is counted, masked ones too, as a plain implementation computes them; a kernel that skips the masked ones does about half the scores and z work of a causal layer", c.sliding_window != null && k.n > c.sliding_window ? `, and with this window at most ${c.sliding_window} keys per query` : "", ".")
+      : null,
   );
   return h(
     "details",
@@ -1905,7 +1907,12 @@ function costPanel(payload) {
 }
 
 // What the cost table counts for each stage, where it is not one multiply-add each
-const COUNTED = { scaled: "multiplies (one per score)", weights: "exponentials, then as many divisions" };
+const COUNTED = {
+  qk_norm: "multiply-adds for the root mean squares (then as many divisions and multiplies by w)",
+  rope: "components turned (two multiplies and an add each)",
+  scaled: "multiplies (one per score)",
+  weights: "exponentials, then as many divisions",
+};
 
 // A real model's KV cache over all its layers, each with its own K/V heads and window.
 function wholeModel(payload) {
