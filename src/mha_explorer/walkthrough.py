@@ -273,7 +273,7 @@ def _mask_table(t, tokens, i, heads):
     title = "keys after the query are masked" if c.causal else "keys outside the window are masked"
     if c.causal and c.sliding_window is not None:
         title = f"keys after the query, or {c.sliding_window} or more before it, are masked"
-    table = Table(title=title)
+    table = Table(title=title, min_width=len(title) + 4)  # the title on one line
     for col in ("key", "position", "visible", *(f"head {h} masked score" for h in heads)):
         table.add_column(col)
     for j, tok in enumerate(tokens):
