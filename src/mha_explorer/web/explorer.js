@@ -1251,6 +1251,7 @@ function output(view, query, head) {
     value: (r, m) => w.W_O.at(r, m),
     src: (r, m) => `W_O:${r},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / d_v)} · ${r % d_v}`,
+    blockLabel: (r) => (r % d_v === 0 ? `head ${r / d_v}` : null), // drawn as a map: one label per head's block
     rowClass: (r) => `block-row head-${Math.floor(r / d_v) % HEAD_COLOURS}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
     colLabel: (m) => `y[${m}]`,
   });
@@ -1390,6 +1391,7 @@ function grid(options) {
     value: options.value,
     rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
+    blockLabel: options.blockLabel,
     source: options.source,
   });
 }
@@ -1463,11 +1465,11 @@ function forEachMap(node, task) {
 const LABEL_MIN = 76;
 const LABEL_MAX = 200;
 let measuring = null;
-function labelRoom(rows, every, rowLabel, fontSize) {
+function labelRoom(labels, fontSize) {
   measuring ??= document.createElement("canvas").getContext("2d");
   measuring.font = `${fontSize}px system-ui, sans-serif`;
   let widest = 0;
-  for (let r = 0; r < rows && widest < LABEL_MAX; r += every) widest = Math.max(widest, measuring.measureText(String(rowLabel(r))).width);
+  for (let i = 0; i < labels.length && widest < LABEL_MAX; i++) widest = Math.max(widest, measuring.measureText(String(labels[i][1])).width);
   return Math.round(Math.min(LABEL_MAX, Math.max(LABEL_MIN, widest + 10)));
 }
 
@@ -1527,7 +1529,9 @@ const LIGHT_LABELS = "#5b6475";
 const DARK_LABELS = "#a4adbc";
 const darkHost = () => document.body.dataset.jpThemeLight === "false" || document.body.classList.contains("vscode-dark");
 
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source }) {
+// blockLabel(r): where rows are too thin for a label each, the label drawn at row r, or null for
+// none (W^O's thousand rows: "head 2" where each head's block starts); the readout still names the row.
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source, blockLabel }) {
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
   if (source) {
@@ -1547,7 +1551,14 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // leaves the map white; a square root (as the thumbnails) shows the faint ones
   const root = kind === "weights" && rows > 1 && cols > 64;
   const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
-  const left = labelRoom(rows, every, rowLabel, fontSize);
+  // the rows labelled, and with what: each; one in `every`; or, given blockLabel, where blocks start
+  // (labels kept 10 px apart at least)
+  const drawnLabels = [];
+  for (let r = 0; r < rows; r += blockLabel && every > 1 ? 1 : every) {
+    const label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
+    if (label !== null && !(blockLabel && every > 1 && drawnLabels.length && (r - drawnLabels[drawnLabels.length - 1][0]) * ch < 10)) drawnLabels.push([r, label]);
+  }
+  const left = labelRoom(drawnLabels, fontSize);
   const width = left + cols * cw;
   const height = rows * ch;
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
@@ -1647,7 +1658,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
     ctx.fillStyle = darkHost() ? DARK_LABELS : LIGHT_LABELS; // --muted of the two looks (the canvas may be out of the page here)
-    for (let r = 0; r < rows; r += every) ctx.fillText(fitText(ctx, String(rowLabel(r)), left - 8), left - 6, r * ch + ch / 2);
+    for (const [r, label] of drawnLabels) ctx.fillText(fitText(ctx, String(label), left - 8), left - 6, blockLabel && every > 1 ? r * ch + fontSize / 2 : r * ch + ch / 2);
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
@@ -2098,6 +2109,7 @@ function matricesView(view) {
     value: (r, m) => w.W_O.at(r, m),
     src: (r, m) => `W_O:${r},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · ${r % c.d_v}`,
+    blockLabel: (r) => (r % c.d_v === 0 ? `head ${r / c.d_v}` : null),
     rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % HEAD_COLOURS}`,
   });
   return h(
