@@ -94,7 +94,7 @@ def test_the_numbered_stages_head_names_and_address_lead_to_views(page, server_u
     # the numbered stages above the figure are buttons
     page.locator(".steps button", has_text="Value mixing").click()
     assert "Value mixing" in page.locator(".stage h2").inner_text()
-    assert page.locator('.steps li[aria-current="step"]').inner_text().endswith("Value mixing")
+    assert page.locator('.steps button[aria-current="step"]').inner_text().endswith("Value mixing")
     # a head picked by keyboard in the head outputs keeps the focus on its entry
     page.locator(".outputs button[data-pick-head='1']").focus()
     page.keyboard.press("Enter")
@@ -173,7 +173,7 @@ def test_next_and_previous_walk_the_stages(page, server_url):
     prev = page.get_by_role("button", name="Previous")
     for i, title in enumerate(STAGES):
         assert title in page.locator(".stage h2").inner_text()
-        assert page.locator('.steps li[aria-current="step"]').inner_text().endswith(title)
+        assert page.locator('.steps button[aria-current="step"]').inner_text().endswith(title)
         assert page.locator(".sr-only[aria-live]").inner_text() == ("" if i == 0 else f"Stage {i + 1} of 6: {title}. Head 0, query like.")
         if i < len(STAGES) - 1:
             nxt.click()

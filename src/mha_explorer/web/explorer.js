@@ -638,8 +638,9 @@ function render({ model, el }) {
     previous.setAttribute("aria-disabled", String(i <= 0));
     next.setAttribute("aria-disabled", String(i >= view.stageIds.length - 1));
     for (const li of steps.children) {
-      if (li.dataset.stage === stage) li.setAttribute("aria-current", "step");
-      else li.removeAttribute("aria-current");
+      // on the button, which takes the focus: a screen reader says it is the current step
+      if (li.dataset.stage === stage) li.firstChild.setAttribute("aria-current", "step");
+      else li.firstChild.removeAttribute("aria-current");
       li.firstChild.tabIndex = li.dataset.stage === stage ? 0 : -1;
     }
     if (loading) {

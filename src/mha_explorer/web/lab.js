@@ -108,8 +108,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   };
 
   const tokensInput = h("input", { id: "lab-tokens", type: "text", value: lab.tokens.join(" "), "aria-describedby": "lab-error-tokens", spellcheck: "false" });
+  // n_heads and n_kv_heads are judged together: the message of the pair is under either one, and
+  // both fields are read with both messages
+  const describedBy = (name) => (name === "n_heads" || name === "n_kv_heads" ? "lab-error-n_heads lab-error-n_kv_heads" : `lab-error-${name}`);
   const configInputs = Object.fromEntries(
-    CONFIG_FIELDS.map(([name, lo, hi]) => [name, h("input", { id: `lab-${name}`, type: "number", min: lo, max: hi, step: 1, value: lab.config[name], "aria-describedby": `lab-error-${name}` })]),
+    CONFIG_FIELDS.map(([name, lo, hi]) => [name, h("input", { id: `lab-${name}`, type: "number", min: lo, max: hi, step: 1, value: lab.config[name], "aria-describedby": describedBy(name) })]),
   );
   const causal = h("input", { id: "lab-causal", type: "checkbox" });
   const bias = h("input", { id: "lab-bias", type: "checkbox" });
@@ -127,7 +130,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   const status = h("p", { class: "lab-status", role: "status" });
   const general = h("p", { class: "lab-error", role: "alert" });
 
-  const field = (id, label, input, name) => h("div", { class: "field" }, h("label", { for: id }, label), input, name ? fieldError(name) : null);
+  const field = (id, label, input) => h("div", { class: "field" }, h("label", { for: id }, label), input);
   container.replaceChildren(
     ...[
     h("h2", {}, "Attention lab"),
@@ -141,12 +144,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     h(
       "div",
       { class: "lab-row" },
-      CONFIG_FIELDS.map(([name]) => field(`lab-${name}`, name, configInputs[name], name)),
+      CONFIG_FIELDS.map(([name]) => field(`lab-${name}`, name, configInputs[name])),
       h("div", { class: "field check" }, h("label", { for: "lab-causal" }, "Causal mask"), causal),
       h("div", { class: "field check" }, h("label", { for: "lab-bias" }, "Bias"), bias),
-      field("lab-seed", "Seed", seedInput, "seed"),
+      field("lab-seed", "Seed", seedInput),
       h("div", { class: "field" }, h("span", { class: "spacer" }, " "), draw),
     ),
+    h("div", { class: "row-errors" }, [...CONFIG_FIELDS.map(([name]) => name), "seed"].map(fieldError)),
     general,
     h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)),
     gridCaption,
@@ -324,8 +328,9 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       // autocomplete off: else the browser copies every cell's state into the history entry on
       // each history.replaceState (the link), 17 ms for 64 × 64 cells
       const draft = drafts.get(key);
-      const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value: draft ?? String(v), "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
-      const message = h("span", { class: "cell-error", role: "alert" }, draft === undefined ? null : parseCell(draft).error);
+      const said = `lab-cell-${r}-${c}`; // the cell's message, read with the cell
+      const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value: draft ?? String(v), "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const message = h("span", { class: "cell-error", role: "alert", id: said }, draft === undefined ? null : parseCell(draft).error);
       input.addEventListener("change", () => editCell(input, message, key));
       // near the right end a message opens leftwards, if there is room for it
       return h("span", { class: c >= cols - 3 && c >= 3 ? "cell end" : "cell", role: "cell" }, input, message);
