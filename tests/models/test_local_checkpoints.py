@@ -127,3 +127,47 @@ def test_a_load_waits_only_for_loads_of_the_same_model(tmp_path, monkeypatch):
     slow.join()
     twice.join()
     assert opened == ["slow", "quick"], opened  # the second load of slow took the first one's model
+
+
+def test_a_base_models_save_without_the_model_prefix_loads_the_same_weights(tmp_path):
+    """LlamaModel.save_pretrained (an embedding model's layout) names its tensors without "model.":
+    read from there, the same weights trace to the very same numbers."""
+    from mha_explorer.models import load_model
+
+    model = build("llama", tmp_path / "causal")
+    model.model.save_pretrained(tmp_path / "base", safe_serialization=True)
+    shutil.copy(tokenizer_json(), tmp_path / "base" / "tokenizer.json")
+    causal, base = load_model(tmp_path / "causal"), load_model(tmp_path / "base")
+    for layer in range(causal.n_layers):
+        np.testing.assert_array_equal(base.run(TEXT, layer).trace["output"], causal.run(TEXT, layer).trace["output"])
+
+
+def save(model, folder):
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(tokenizer_json(), folder / "tokenizer.json")
+
+
+REFUSED = {
+    "gemma3-attention-bias": "attention_bias is True; the Gemma 3 converter supports models without it",
+    "bert-decoder": "is_decoder is True; the BERT converter supports False only",
+    "tokenizer-of-another-model": "the tokenizer has 30522 tokens and the embedding table 1000 rows: the tokenizer does not belong to this checkpoint",
+}
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+def test_a_checkpoint_that_would_trace_wrong_numbers_is_refused_saying_why(tmp_path, kind):
+    """Each loads in transformers; read by us as it is, it would give other numbers (biases not
+    added, no causal mask, token ids past the embeddings): it is refused instead."""
+    from transformers import BertConfig, BertModel, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+    from mha_explorer.models import CheckpointError, load_model
+
+    small = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1, max_position_embeddings=64)
+    if kind == "gemma3-attention-bias":
+        save(Gemma3ForCausalLM(Gemma3TextConfig(**small, vocab_size=30522, num_key_value_heads=1, head_dim=16, attention_bias=True)), tmp_path)
+    elif kind == "bert-decoder":
+        save(BertModel(BertConfig(**small, vocab_size=30522, is_decoder=True)), tmp_path)
+    else:
+        save(LlamaForCausalLM(LlamaConfig(**small, vocab_size=1000, num_key_value_heads=2)), tmp_path)
+    with pytest.raises(CheckpointError, match=REFUSED[kind]):
+        load_model(tmp_path)

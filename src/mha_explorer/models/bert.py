@@ -34,6 +34,7 @@ class Bert(Architecture):
         where = str(tensors.path)
         _require(cfg, "hidden_act", "gelu", where)
         _require(cfg, "position_embedding_type", "absolute", where)
+        _require(cfg, "is_decoder", False, where)  # a BERT decoder masks causally: read here as an encoder, it would be traced without its mask
         d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
         self.n_layers, self.d_model, self.max_positions = int(cfg["num_hidden_layers"]), d, int(cfg["max_position_embeddings"])
         self.eps = float(cfg.get("layer_norm_eps", 1e-12))
@@ -51,6 +52,7 @@ class Bert(Architecture):
         self._tensors, self._word = tensors, p + "embeddings.word_embeddings.weight"
         if len(tensors.shape(self._word)) != 2 or tensors.shape(self._word)[1] != d:
             raise CheckpointError(f"{where}: {self._word} has shape {tensors.shape(self._word)}; expected (vocab, {d})")
+        self.n_vocab = tensors.shape(self._word)[0]
         self.positions = get("embeddings.position_embeddings.weight", (self.max_positions, d))
         self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size", 2)), d))[0]
         self.embed_norm = get("embeddings.LayerNorm.weight", (d,)), get("embeddings.LayerNorm.bias", (d,))
@@ -102,7 +104,7 @@ class Bert(Architecture):
         return {"norm": "post-norm LayerNorm", "mlp": "GELU", "positions": "learned absolute", "mask": "none"}
 
 
-def _require(cfg: dict, key: str, value: str, where: str) -> None:
+def _require(cfg: dict, key: str, value: str | bool, where: str) -> None:
     got = cfg.get(key, value)
     if got != value:
         raise CheckpointError(f"{where}: {key} is {got!r}; the BERT converter supports {value!r} only")

@@ -41,6 +41,7 @@ class Architecture:
     norm_note = ""  # what the q/k norm's learned vectors are, where the family stores them otherwise
     n_layers: int
     d_model: int
+    n_vocab: int  # rows of the token embedding table
     max_positions: int | None  # the longest input the model was built for
 
     def embed(self, ids: np.ndarray) -> np.ndarray:
@@ -94,6 +95,12 @@ class LoadedModel:
         self.storage = storage  # how the weights are stored: "GGUF Q4_1, dequantized to float32"
         self.arch = arch
         self.tokenizer = tokenizer
+        tokens = tokenizer.backend.get_vocab_size(with_added_tokens=True)
+        if tokens > arch.n_vocab:  # its ids would index past the embeddings
+            raise CheckpointError(
+                f"{source}: the tokenizer has {tokens} tokens and the embedding table {arch.n_vocab} rows: "
+                "the tokenizer does not belong to this checkpoint; give the checkpoint's own tokenizer.json"
+            )
         self._lock = threading.Lock()
         self._streams: OrderedDict[str, tuple] = OrderedDict()  # text -> (encoded, [residual per layer])
 

@@ -104,6 +104,7 @@ class Gemma3(Architecture):
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
             raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d})")
+        self.n_vocab = source.shape(self._embed_name)[0]
         # the reference keeps sqrt(d_model) as a float32 number and multiplies in float32
         self.embed_scale = np.float32(np.sqrt(d))
         self.layers = []
@@ -158,7 +159,7 @@ class Gemma3(Architecture):
 
 def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
     where = str(tensors.path)
-    for key in ("attn_logit_softcapping", "use_bidirectional_attention"):
+    for key in ("attn_logit_softcapping", "use_bidirectional_attention", "attention_bias"):
         if cfg.get(key):
             raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Gemma 3 converter supports models without it")
     act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
@@ -179,7 +180,7 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
         sliding_window=int(cfg.get("sliding_window") or 4096),
         layer_types=tuple(types),
     )
-    return Gemma3(sizes, tensors, HF_NAMES, norm_offset=1.0, progress=progress)
+    return Gemma3(sizes, tensors, llama.hf_names(tensors, HF_NAMES), norm_offset=1.0, progress=progress)
 
 
 def from_gguf(gguf: GGUFFile, progress) -> Gemma3:
@@ -187,6 +188,8 @@ def from_gguf(gguf: GGUFFile, progress) -> Gemma3:
     scaling = gguf.value(f"{a}.rope.scaling.type", "none")
     if scaling != "none":
         raise CheckpointError(f"{where} uses RoPE scaling {scaling!r}; supported: none")
+    if gguf.has("blk.0.attn_q.bias"):
+        raise CheckpointError(f"{where} has attention biases; the Gemma 3 converter reads models without them")
     common = llama.gguf_sizes(gguf, a)
     d, h, n, e = common["d_model"], common["n_heads"], common["n_layers"], common["d_head"]
     if int(gguf.value(f"{a}.attention.value_length", e)) != e:

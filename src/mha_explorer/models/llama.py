@@ -122,6 +122,7 @@ class Llama(Architecture):
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
             raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d})")
+        self.n_vocab = source.shape(self._embed_name)[0]
         self.layers = []
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
@@ -174,7 +175,15 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Llama:
         if cfg.get(key, allowed) != allowed:
             raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Llama converter supports {allowed!r} only")
     sizes = Sizes(**hf_sizes(cfg), rope_theta=hf_rope_theta(cfg, where))
-    return Llama(sizes, tensors, HF_NAMES, gguf=False, progress=progress)
+    return Llama(sizes, tensors, hf_names(tensors, HF_NAMES), gguf=False, progress=progress)
+
+
+def hf_names(tensors: SafetensorsCheckpoint, names: dict[str, str]) -> dict[str, str]:
+    """The tensor names of a Hugging Face checkpoint: under model. (a ...ForCausalLM's save), or
+    without it (the base model's, as LlamaModel.save_pretrained writes them)."""
+    if tensors.has(names["embed"]) or not tensors.has(names["embed"].removeprefix("model.")):
+        return names
+    return {key: name.removeprefix("model.") for key, name in names.items()}
 
 
 def from_gguf(gguf: GGUFFile, progress) -> Llama:
