@@ -298,6 +298,8 @@ def plain(value) -> str:
         return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"  # a RoPE base whole, as the page writes it
     if isinstance(value, dict):
         return ", ".join(f"{k} {plain(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)) and not value:
+        return "none"
     if isinstance(value, (list, tuple)):
         return ", ".join(plain(v) for v in value)
     return "none" if value is None else str(value)

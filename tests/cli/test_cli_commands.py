@@ -141,6 +141,13 @@ def test_a_safetensors_file_without_its_config_says_what_is_missing(tmp_path):
     ), error
 
 
+def test_a_directory_without_tokenizer_json_says_how_to_write_one(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    error = one_error(invoke("models", str(tmp_path)))
+    assert error.startswith(f"error: {tmp_path} has no tokenizer.json") and "save_pretrained(this directory)" in error, error
+
+
 def test_a_directory_with_a_gguf_file_points_at_it(tmp_path):
     (tmp_path / "model.gguf").write_bytes(b"GGUF")
     error = one_error(invoke("trace", "--model", str(tmp_path)))

@@ -236,7 +236,10 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
     if cfg is None:
         raise CheckpointError(f"{path} has no config.json; a Hugging Face checkpoint directory needs one")
     if not (path / "tokenizer.json").is_file():
-        raise CheckpointError(f"{path} has no tokenizer.json; the explorer builds its tokenizer from that file")
+        raise CheckpointError(
+            f"{path} has no tokenizer.json; the explorer builds its tokenizer from that file "
+            "(transformers writes it: AutoTokenizer.from_pretrained(the model's tokenizer).save_pretrained(this directory))"
+        )
     family = cfg["model_type"]
     progress(0.02, f"reading {len(shards)} safetensors file(s)")
     tensors = SafetensorsCheckpoint(shards)
