@@ -293,13 +293,15 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     """The page's softmax table: each scaled score s, e^s (to three decimals, so that a division
     by hand lands on the weight), their sum, and the weight. A hidden key has e^-inf = 0."""
     logits = t["mask"][h, i] if "mask" in t.stages else t["scaled"][h, i]
-    e = np.exp(logits)  # (n,)
+    # each step from the one before as shown: e^s of s to two decimals, summed as the e^s shown
+    e = np.array([math.exp(float(fmt(s))) if np.isfinite(s) else 0.0 for s in logits])  # (n,)
+    total = sum(float(f"{x:.3f}") for x in e)
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
         table.add_column(col)
     for j, tok in enumerate(tokens):
-        table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(t["weights"][h, i, j]))
+        table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(t["weights"][h, i, j]))
     return table
 
 

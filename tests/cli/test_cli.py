@@ -218,9 +218,9 @@ def test_causal_adds_the_mask_stage_and_masks_later_keys():
     # the first token can only attend to itself
     assert has_row(out, ["cats", "1.00", "█" * 20, "1.00", "█" * 20])
     assert has_row(out, ["milk", "masked", "", "masked", ""])  # not a weak key's 0.00
-    # the softmax by hand: e^-inf is 0, so the hidden keys add nothing to the sum
+    # the softmax by hand, e^s of the s shown: e^-inf is 0, so the hidden keys add nothing to the sum
     ref = loop_attention(example(), causal=True)
-    e = math.exp(ref["scores"][0][0][0] / math.sqrt(2))
+    e = math.exp(float(two(ref["scores"][0][0][0] / math.sqrt(2))))
     assert has_row(out, ["cats", two(ref["scores"][0][0][0] / math.sqrt(2)), f"{e:.3f}", f"÷ {e:.3f}", "1.00"])
     assert has_row(out, ["milk", "−∞", "0.000", f"÷ {e:.3f}", "0.00"])
 

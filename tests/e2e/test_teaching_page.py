@@ -475,12 +475,13 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
         named(off)
         select(page, "Calculation stage", "Weights")
         s = arrays["scaled"][head, q]
-        e = np.exp(s)
-        off = [] if fmt(sum(float(fmt(a)) for a in arrays["weights"][head, q])) == "1.00" else ["Σ"]
+        e = np.exp([float(fmt(x)) for x in s])  # of each s as shown, so that a learner can redo every step
+        total = sum(float(f"{x:.3f}") for x in e)  # as the e^s shown add up
+        off = [] if fmt(sum(float(fmt(a)) for a in arrays["weights"][head, q])) == "1.00" else ["the sum of the weights (Σ)"]
         rows = [r.split("\t") for r in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
         assert len(rows) == n
         for j, (_, shown_s, shown_e, over, weight) in enumerate(rows):
-            assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {e.sum():.3f}", fmt(arrays["weights"][head, q, j]))
+            assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(arrays["weights"][head, q, j]))
             if fmt(float(shown_e) / float(over.strip("÷ "))) != weight:
                 off.append(f"the weight of “{payload.tokens[j]}”")
         named(off, "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three")

@@ -1011,7 +1011,7 @@ function weights(view, query, head) {
     h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
     stack,
     e.table,
-    roundingHint([...(fmt(byHand) !== fmt(total) ? ["Σ"] : []), ...e.off.map((j) => `the weight of “${payload.tokens[j]}”`)], "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three"),
+    roundingHint([...(fmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)], "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three"),
   ];
 }
 
@@ -1025,9 +1025,12 @@ function softmaxTable(view, query, head) {
   const logits = t.mask || t.scaled;
   const source = t.mask ? "mask" : "scaled";
   const s = range(n).map((j) => logits.at(head, query, j));
-  const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(x)));
-  const sum = e.reduce((total, x) => total + x, 0);
+  // each step from the one before as shown, so that a learner can redo it: eˢ of s to two decimals,
+  // their sum as the eˢ shown add up; the weight is the layer's, and a note names the rows where
+  // the shown steps do not land on it
   const text = (x) => (x >= 1e5 ? x.toExponential(2).replace("e+", "e") : x.toFixed(3));
+  const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x))));
+  const sum = e.reduce((total, x) => total + Number(text(x)), 0);
   const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
   const off = range(n).filter((j) => e[j] > 0 && fmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j)));
   const rows = range(n).map((j) =>
@@ -1044,7 +1047,7 @@ function softmaxTable(view, query, head) {
   const table = h(
     "table",
     { class: "calc-table softmax" },
-    h("caption", {}, `The softmax by hand, head ${head}`),
+    h("caption", {}, `The softmax by hand, head ${head}: eˢ of each s as shown, then each eˢ over their sum`),
     h("thead", {}, h("tr", {}, ["key", "scaled score s", "eˢ", "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
