@@ -175,7 +175,9 @@ def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
     if config.bias:
         stages = tuple(_BIASED.get(s.id, s) for s in stages)
     if config.n_kv_heads < config.n_heads:
-        stages = tuple(_shared_kv(s, config) if s.id == "projections" else s for s in stages)
+        stages = tuple(_shared_kv(s, config) if s.id in ("projections", "mixing") else s for s in stages)
+    if config.n_heads == 1:
+        stages = tuple(_ONE_HEAD.get(s.id, lambda s, c: s)(s, config) for s in stages)
     stages = tuple(_scores(s, config) if s.id == "scores" else s for s in stages)
     if config.sliding_window is None:
         return stages
@@ -204,8 +206,14 @@ _BIASED = {
 
 
 def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
-    """Projections of a layer whose query heads share K/V heads (GQA, MQA): head i's keys and
-    values are those of its K/V head g."""
+    """Projections and value mixing of a layer whose query heads share K/V heads (GQA, MQA): head
+    i's keys and values are those of its K/V head g."""
+    if stage.id == "mixing":
+        return replace(
+            stage,
+            latex=stage.latex.replace(r"v_{i,j}", r"v_{g,j}"),
+            explanation=f"{stage.explanation} The value rows are those of K/V head g, which head i shares with other query heads.",
+        )
     latex = stage.latex.replace(r"k_{i,j} = x_j\,W_i^K", r"k_{g,j} = x_j\,W_g^K").replace(r"v_{i,j} = x_j\,W_i^V", r"v_{g,j} = x_j\,W_g^V")
     latex = latex.replace("b_i^K", "b_g^K").replace("b_i^V", "b_g^V")
     if config.n_kv_heads == 1:
@@ -224,6 +232,22 @@ def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
     if config.bias:
         text += " Each product then gets its bias vector b added."
     return replace(stage, latex=latex, explanation=text)
+
+
+# A layer of one head: nothing to place side by side, and W^O has one head's rows.
+_ONE_HEAD = {
+    "concat": lambda stage, c: replace(
+        stage,
+        latex=r"\mathrm{concat} = z_0",
+        explanation="With one head there is nothing to place side by side: the concatenation is z₀ itself.",
+    ),
+    "output": lambda stage, c: replace(
+        stage,
+        latex=r"y = z_0\,W^O" + (" + b^O" if c.bias else ""),
+        explanation="The output matrix Wᴼ maps the head's output to the model's width: each output component is a "
+        "weighted sum of the numbers of z₀." + (" The bias bᴼ is then added." if c.bias else ""),
+    ),
+}
 
 
 def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:

@@ -298,3 +298,13 @@ def test_a_scale_the_config_sets_is_said_even_when_it_is_the_usual_one():
     assert "This layer's config sets the scale itself, 0.5, which here equals 1/√d_head." in said["scores"]
     plain = {s.id: s.explanation for s in page_stages(AttentionConfig(d_model=8, n_heads=2, d_head=4))}
     assert "sets the scale" not in plain["scores"]
+
+
+def test_value_mixing_reads_the_values_of_the_k_v_head_and_one_head_has_nothing_to_concatenate():
+    shared = {s.id: s for s in page_stages(AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1))}
+    assert r"v_{g,j}" in shared["mixing"].latex and "K/V head g" in shared["mixing"].explanation
+    alone = {s.id: s for s in page_stages(AttentionConfig(d_model=8, n_heads=1, bias=True))}
+    assert alone["concat"].latex == r"\mathrm{concat} = z_0" and "head 1" not in alone["concat"].explanation
+    assert alone["output"].latex == r"y = z_0\,W^O + b^O" and "mixes the heads" not in alone["output"].explanation
+    many = {s.id: s for s in page_stages(AttentionConfig(d_model=8, n_heads=2))}
+    assert r"v_{i,j}" in many["mixing"].latex and "z_{h-1}" in many["concat"].latex
