@@ -661,7 +661,7 @@ function render({ model, el }) {
       button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
       button.tabIndex = Number(button.dataset.head) === head ? 0 : -1;
     }
-    if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${payload.tokens[query]}${all ? ", all queries shown" : ""}.`;
+    if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
   }
 
@@ -752,7 +752,7 @@ function projections(view, query, head) {
     // out[r, c] = X[outRows[r]] · W[:, c]
     const xTable = name === "v" && bigX ? h("p", { class: "same-x" }, "X, as above") : grid({
       source: [t.x, outRows.length === 1 ? `row ${outRows[0]}` : "all"],
-      caption: outRows.length === 1 ? h("span", {}, sub("x", payload.tokens[query])) : "X",
+      caption: outRows.length === 1 ? h("span", {}, sub("x", tokenName(payload, query))) : "X",
       rows: outRows,
       cols: range(c.d_model),
       value: (r, k) => t.x.at(outRows[r], k),
@@ -803,7 +803,7 @@ function projections(view, query, head) {
         // every product when they are few; of hundreds (a real model's d_model), the largest five
         const terms = c.d_model <= 16 ? range(c.d_model) : range(c.d_model).sort((a, b) => Math.abs(x[b] * wc[b]) - Math.abs(x[a] * wc[a])).slice(0, 5);
         calc.replaceChildren(
-          `${name}[${payload.tokens[outRows[r]]}][${j}] = `,
+          `${name}[${tokenName(payload, outRows[r])}][${j}] = `,
           ...terms.flatMap((k, i) => [i ? " + " : "", fmt(x[k]), "×", fmt(wc[k])]),
           c.d_model > 16 ? ` + … (the 5 largest of ${c.d_model} products x[m]×W[m][${j}])` : "",
           bias ? ` + ${fmt(bias.at(own, j))} (bias)` : "",
@@ -856,7 +856,7 @@ function keyStrip(view, query, head, name, caption, kind) {
   const n = payload.tokens.length;
   // the weights of keys the mask hid are grey and struck through, not a white zero like a weak key's
   const masked = kind === "weights" && t.mask ? (_, j) => !(t.mask.at(head, query, j) > -Infinity) : undefined;
-  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => payload.tokens[query], colLabel: (j) => `key ${j} “${payload.tokens[j]}”`, kind, masked });
+  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${payload.tokens[j]}”`, kind, masked });
 }
 
 function scores(view, query, head) {
@@ -886,7 +886,7 @@ function scores(view, query, head) {
     return fmt(dot) !== fmt(t.scores.at(head, query, j)) || fmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
   });
   return [
-    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, payload.tokens[query], `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
+    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, tokenName(payload, query), `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
     h(
       "table",
       { class: "calc-table" },
@@ -894,7 +894,7 @@ function scores(view, query, head) {
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, `${QK_LABEL[qName]} as a sum of products`), h("th", { scope: "col" }, QK_LABEL[qName]), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
       h("tbody", {}, rows),
     ),
-    roundingHint(off.map((j) => `the row of “${payload.tokens[j]}”`)),
+    roundingHint(off.map((j) => `the row of “${tokenName(payload, j)}”`)),
   ];
 }
 
@@ -909,14 +909,14 @@ function mask(view, query, head) {
   const rule = payload.config.sliding_window ? `keys after it, and keys ${payload.config.sliding_window} or more positions before it,` : "keys after it";
   if (n > MANY_TOKENS)
     return [
-      h("p", { class: "lead" }, `Query “`, payload.tokens[query], `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey).`),
-      heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => payload.tokens[query], colLabel: (j) => `key ${j} “${payload.tokens[j]}”` }),
+      h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey).`),
+      heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${payload.tokens[j]}”` }),
     ];
   const rows = range(n).map((j) =>
     h(
       "tr",
       { class: hidden(j) ? "masked" : null },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j])),
+      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
       h("td", {}, String(j)),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
       h("td", {}, hidden(j) ? (j > query ? "masked: after the query" : "masked: outside the window") : "visible"),
@@ -926,7 +926,7 @@ function mask(view, query, head) {
   return h(
     "table",
     { class: "calc-table" },
-    h("caption", {}, `Query “`, payload.tokens[query], `” is at position ${query}: ${rule} are set to −∞`),
+    h("caption", {}, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞`),
     h("thead", {}, h("tr", {}, ["key", "position", "scaled", "", "after the mask"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
@@ -966,7 +966,7 @@ function scoresMany(view, query, head) {
     : top.length === visible.length ? `${keys(top.length)} the query may see`
     : `${keys(top.length)} the query may see with the highest scores`;
   return [
-    h("p", { class: "lead" }, `The query “`, payload.tokens[query], `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${which}${few ? "" : ", highest first"}.`, few && masked ? " Those marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞." : "", hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
+    h("p", { class: "lead" }, `The query “`, tokenName(payload, query), `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${which}${few ? "" : ", highest first"}.`, few && masked ? " Those marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞." : "", hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
     keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
     h(
       "table",
@@ -999,7 +999,7 @@ function weights(view, query, head) {
   const stack = h("div", { class: "stack", "aria-hidden": "true" });
   a.forEach((x, j) => {
     if (x <= 0) return;
-    const seg = h("span", { class: `seg shade-${j % 4}` }, x > 0.12 ? payload.tokens[j] : "");
+    const seg = h("span", { class: `seg shade-${j % 4}` }, x > 0.12 ? tokenName(payload, j) : "");
     seg.style.width = `${(100 * x).toFixed(2)}%`;
     stack.append(seg);
   });
@@ -1123,7 +1123,7 @@ function mixingMany(view, query, head) {
   const few = payload.tokens.length <= MANY_TOKENS; // every row fits: all of them, in order
   const top = few ? visible : topKeys(view, query, head);
   return [
-    h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of K/V head ${g} that “`, payload.tokens[query], `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
+    h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of K/V head ${g} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
     heatmap({
       caption: few ? "Value rows (rows), each to be scaled by its weight" : "Value rows of the top keys (rows), each to be scaled by its weight",
       rows: top.length,
@@ -1147,13 +1147,13 @@ function normed(view, query, head) {
   const q = range(d).map((e) => t.q.at(head, query, e));
   const rms = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / d + eps);
   return [
-    h("p", { class: "lead" }, `Below: q of “`, payload.tokens[query], `” before and after the norm, then every key of K/V head ${g}, before and after. The same learned vector multiplies every head's q (and another every k).`),
+    h("p", { class: "lead" }, `Below: q of “`, tokenName(payload, query), `” before and after the norm, then every key of K/V head ${g}, before and after. The same learned vector multiplies every head's q (and another every k).`),
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
     h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
-    heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
-    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
   ];
 }
 
@@ -1165,12 +1165,12 @@ function rope(view, query, head) {
   const qIn = t.q_normed ? "q_normed" : "q";
   const kIn = t.k_normed ? "k_normed" : "k";
   return [
-    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, payload.tokens[query], `” is at position ${query}.`),
+    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.`),
     vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
     vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
     turnedPairs(view, query, head, qIn),
-    heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
-    heatmap({ caption: `K after the rotation`, rows: n, cols: d, value: (r, e) => t.k_rotated.at(g, r, e), rowLabel: (r) => payload.tokens[r], colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K after the rotation`, rows: n, cols: d, value: (r, e) => t.k_rotated.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
   ];
 }
 
@@ -1779,7 +1779,7 @@ function allQueries(view, query, head, stage) {
   const c = payload.config;
   const n = payload.tokens.length;
   const g = payload.kv_group[head];
-  const tok = (r) => payload.tokens[r];
+  const tok = (r) => tokenName(payload, r);
   const later = t.mask ? (r, j) => !(t.mask.at(head, r, j) > -Infinity) : null; // a key the mask hid (after the query, or outside the window)
   // a map of few numbers (the teaching example's) is a table of them, each checkable by hand;
   // a bigger one is a heatmap
@@ -1963,12 +1963,12 @@ function packed(view, query) {
     colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
   });
   const x = grid({
-    caption: h("span", {}, sub("x", payload.tokens[query])),
+    caption: h("span", {}, sub("x", tokenName(payload, query))),
     rows: [query],
     cols: range(c.d_model),
     value: (_, m) => t.x.at(query, m),
     src: (_, m) => `x:${query},${m}`,
-    rowLabel: (r) => h("span", { class: "tok" }, payload.tokens[r]),
+    rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)),
   });
   const b = c.bias
     ? grid({
@@ -1987,7 +1987,7 @@ function packed(view, query) {
     cols: range(width),
     value: (_, col) => t.q.at(headOf(col), query, col % c.d_head),
     src: (_, col) => `q:${headOf(col)},${query},${col % c.d_head}`,
-    rowLabel: (r) => h("span", { class: "tok" }, payload.tokens[r]),
+    rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)),
     colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
   });
   return h(
@@ -2083,7 +2083,7 @@ function modelOverview(payload, pick) {
 function matricesView(view) {
   const { payload, t, w } = view;
   const c = payload.config;
-  const tok = (r) => h("span", { class: "tok" }, payload.tokens[r]);
+  const tok = (r) => h("span", { class: "tok" }, tokenName(payload, r));
   const perHead = (name, i, width) =>
     grid({
       caption: h("span", {}, sup(sub("W", i), name.slice(2))),
