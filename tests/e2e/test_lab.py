@@ -102,6 +102,10 @@ def test_a_token_that_occurs_twice_is_told_apart_by_its_position(page, server_ur
 def test_causal_mask_stage_shows_masked_cells_with_zero_weight(page, server_url, artifacts):
     open_lab(page, server_url)
     page.get_by_label("Query token").select_option(index=1)
+    # the scores say which keys the mask hides next
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    marked = page.locator(".stage table.calc-table tbody tr").evaluate_all("(rows) => rows.map((r) => r.classList.contains('masked') && r.textContent.includes('masked next'))")
+    assert marked == [False, False, True, True, True, True]
     page.get_by_label("Calculation stage").select_option(label="Mask")
     rows = page.locator(".stage tbody tr")
     assert rows.count() == 6

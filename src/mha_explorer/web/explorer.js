@@ -868,11 +868,12 @@ function scores(view, query, head) {
   const divisor = 1 / (payload.config.scale ?? 1 / root); // √d_head unless the layer sets its own scale
   const [qName, kName] = comparedQK(t);
   const q = t[qName].row(head, query);
+  const seen = new Set(visibleKeys(view, query, head)); // a causal or windowed layer hides the others next
   const rows = range(n).map((j) =>
     h(
       "tr",
-      {},
-      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
+      { class: seen.has(j) ? null : "masked" },
+      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j)), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", { class: "terms" }, products(q, t[kName].row(g, j), (e) => `${qName}:${head},${query},${e}`, (e) => `${kName}:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(divisor)}`),
@@ -894,6 +895,7 @@ function scores(view, query, head) {
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, `${QK_LABEL[qName]} as a sum of products`), h("th", { scope: "col" }, QK_LABEL[qName]), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
       h("tbody", {}, rows),
     ),
+    seen.size < n ? h("p", { class: "hint" }, "Keys marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞, so their weights are 0.") : null,
     roundingHint(off.map((j) => `the row of “${tokenName(payload, j)}”`)),
   ];
 }
