@@ -9,6 +9,7 @@ import httpx
 import numpy as np
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import expect
 
 from mha_explorer.schema import TracePayload, payload_arrays
 from mha_explorer.walkthrough import fmt
@@ -509,3 +510,13 @@ def test_the_stages_are_one_tab_stop_and_the_arrow_keys_move_along_them(page, se
     assert page.evaluate(focused) == ids[-1]
     page.keyboard.press("Home")
     assert page.evaluate(focused) == ids[0]
+
+
+def test_the_last_stage_says_where_to_go_from_there(page, server_url):
+    open_page(page, server_url)
+    assert page.locator(".stage .next-steps").count() == 0
+    select(page, "Calculation stage", "Output projection")
+    expect(page.locator(".stage .next-steps")).to_have_text(
+        "That is the whole path of one query through the layer. From here: follow another head or query token, "
+        "press All queries to see every query at once, or try another configuration (heads, widths, a causal mask)."
+    )

@@ -545,6 +545,8 @@ function render({ model, el }) {
         stage === "output" && v.payload.model?.output_note ? h("p", { class: "explain where-from" }, v.payload.model.output_note) : null,
         stage === "qk_norm" && v.payload.model?.norm_note ? h("p", { class: "explain where-from" }, v.payload.model.norm_note) : null,
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
+        // the last stage: where to go from here (Next is at its end)
+        i === v.stageIds.length - 1 ? h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", v.payload.model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).") : null,
       ].filter(Boolean)));
     }
     return v.panels.get(key);
@@ -928,7 +930,7 @@ function mask(view, query, head) {
   return h(
     "table",
     { class: "calc-table" },
-    h("caption", {}, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞`),
+    h("caption", {}, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞`, count ? "" : " (here there are none: nothing is masked)"),
     h("thead", {}, h("tr", {}, ["key", "position", "scaled", "", "after the mask"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
