@@ -319,6 +319,19 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     preset.select_option("mha")
     settle(page)
     assert preset.input_value() == "gqa" and cell.input_value() == "9"
+    # from the keyboard, the arrow keys move through the presets and ask nothing; Enter asks once
+    asked.clear()
+    decline = lambda d: (asked.append(d.message), d.dismiss())  # noqa: E731
+    page.on("dialog", decline)
+    preset.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    assert asked == [] and cell.input_value() == "9"
+    page.keyboard.press("Enter")
+    settle(page)
+    assert len(asked) == 1 and preset.input_value() == "gqa" and cell.input_value() == "9"  # declined: nothing changed
+    page.remove_listener("dialog", decline)
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Draw new values").click()
     settle(page)

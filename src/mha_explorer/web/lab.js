@@ -483,7 +483,26 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     seedInput.value = String(((Number(seedInput.value) || 0) + 1) % 2 ** 32); // the largest seed is 2^32 - 1: then 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
+  // With edits to lose, the arrow keys on the closed menu only move through the presets: the one
+  // reached is applied on Enter or when the focus leaves, so that the question comes once
+  let arrowed = false; // the change comes from an arrow key
+  let waiting = false; // a preset reached by the arrow keys, not applied yet
+  presetSelect.addEventListener("keydown", (event) => {
+    if (["ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(event.key)) arrowed = true;
+    else if (event.key === "Enter" && waiting) applyPreset();
+  });
+  presetSelect.addEventListener("blur", () => waiting && applyPreset());
   presetSelect.addEventListener("change", () => {
+    if (arrowed && lab.edits.size) {
+      arrowed = false;
+      waiting = true;
+      return;
+    }
+    arrowed = false;
+    applyPreset();
+  });
+  function applyPreset() {
+    waiting = false;
     const preset = PRESETS[presetSelect.value];
     if (!preset) return;
     if (!dropEdits("A preset")) {
@@ -497,7 +516,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     tokensInput.value = PRESET_TOKENS.join(" ");
     seedInput.value = "0";
     run({ config: { ...preset.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() }, { redraw: true });
-  });
+  }
   matrixSelect.addEventListener("change", () => {
     current = matrixSelect.value;
     drawGrid();
