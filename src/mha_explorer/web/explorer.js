@@ -2078,7 +2078,7 @@ function modelOverview(payload, pick) {
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
-    h("p", { class: "token-strip", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${payload.tokens.length} tokens${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}: `), tokens),
+    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${payload.tokens.length} tokens${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}: `), tokens),
   ];
 }
 
