@@ -167,6 +167,9 @@ def test_a_local_checkpoint_given_to_the_server_is_offered_loaded_and_traced_by_
     shutil.copytree(load_model("minilm").source, folder)
     local = local_models([str(folder)])
     assert local == {"my-bert-v2": folder.resolve()}
+    gguf = tmp_path / "Tiny.Q8_0.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert list(local_models([str(gguf)])) == ["tiny-q8_0"]  # a file's .gguf ending is no part of its name
     client = TestClient(create_app(models=ModelService(local=local)))
     listed = client.get("/api/models").json()
     assert [m["name"] for m in listed] == ["minilm", "smollm2", "gemma3", "my-bert-v2"]

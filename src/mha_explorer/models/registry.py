@@ -123,9 +123,10 @@ def available_models() -> list[ModelInfo]:
 
 
 def short_name(path: str | os.PathLike) -> str:
-    """What the page and its links call a local checkpoint: its file or directory name, lower
-    case, with anything but letters, digits, - and _ made a -."""
-    return re.sub(r"[^a-z0-9_-]+", "-", Path(path).name.lower()).strip("-")[:64] or "model"
+    """What the page and its links call a local checkpoint: its file or directory name without a
+    .gguf ending, lower case, with anything but letters, digits, - and _ made a -."""
+    name = Path(path).name.lower().removesuffix(".gguf")
+    return re.sub(r"[^a-z0-9_-]+", "-", name).strip("-")[:64] or "model"
 
 
 def local_models(paths: list[str]) -> dict[str, Path]:
