@@ -171,3 +171,27 @@ def test_a_checkpoint_that_would_trace_wrong_numbers_is_refused_saying_why(tmp_p
         save(LlamaForCausalLM(LlamaConfig(**small, vocab_size=1000, num_key_value_heads=2)), tmp_path)
     with pytest.raises(CheckpointError, match=REFUSED[kind]):
         load_model(tmp_path)
+
+
+def test_a_sharded_save_loads_and_a_missing_or_doubled_shard_is_said(tmp_path):
+    """save_pretrained with a small max_shard_size writes shards and model.safetensors.index.json."""
+    from mha_explorer.models import CheckpointError, load_model
+
+    model = build("llama", tmp_path / "one")
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, safe_serialization=True, max_shard_size="2MB")
+    shutil.copy(tokenizer_json(), sharded / "tokenizer.json")
+    shards = sorted(sharded.glob("model-*.safetensors"))
+    assert len(shards) > 1 and (sharded / "model.safetensors.index.json").is_file()
+    np.testing.assert_array_equal(load_model(sharded).run(TEXT, 2).trace["output"], load_model(tmp_path / "one").run(TEXT, 2).trace["output"])
+
+    stale = tmp_path / "stale"
+    shutil.copytree(sharded, stale)
+    shutil.copy(tmp_path / "one" / "model.safetensors", stale / "model.safetensors")
+    with pytest.raises(CheckpointError, match="holds model.safetensors and the shards model.safetensors.index.json lists: keep one"):
+        load_model(stale)
+    missing = tmp_path / "missing"  # a fresh path: a loaded model is kept by its path
+    shutil.copytree(sharded, missing)
+    (missing / shards[-1].name).unlink()
+    with pytest.raises(CheckpointError, match=f"lacks {shards[-1].name}, which model.safetensors.index.json lists"):
+        load_model(missing)

@@ -236,6 +236,7 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
         raise CheckpointError(f"{path} holds no .safetensors file; the explorer reads {SUPPORTED}")
     if cfg is None:
         raise CheckpointError(f"{path} has no config.json; a Hugging Face checkpoint directory needs one")
+    shards = _indexed_shards(path, shards)
     if not (path / "tokenizer.json").is_file():
         raise CheckpointError(
             f"{path} has no tokenizer.json; the explorer builds its tokenizer from that file "
@@ -248,6 +249,29 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
     progress(0.92, "building the tokenizer")
     tokenizer = tokenize.from_tokenizer_json(path / "tokenizer.json")
     return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, tensors.storage())
+
+
+def _indexed_shards(path: Path, shards: list[Path]) -> list[Path]:
+    """The shards model.safetensors.index.json lists, when there is one: each must be there. A single
+    model.safetensors beside them is refused: which one is the model? (transformers would read it)."""
+    index = path / "model.safetensors.index.json"
+    if not index.is_file():
+        return shards
+    try:
+        listed = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise CheckpointError(f"{index} is not a safetensors index (a JSON object with a weight_map)") from None
+    if any(Path(name).name != name or not name.endswith(".safetensors") for name in listed):
+        raise CheckpointError(f"{index} lists files that are not .safetensors files beside it; the explorer reads only those")
+    missing = [name for name in listed if not (path / name).is_file()]
+    if missing:
+        raise CheckpointError(f"{path} lacks {', '.join(missing)}, which {index.name} lists: copy the whole checkpoint")
+    if (path / "model.safetensors").is_file() and "model.safetensors" not in listed:
+        raise CheckpointError(
+            f"{path} holds model.safetensors and the shards {index.name} lists: keep one of the two "
+            "(transformers would read model.safetensors; remove it, or the shards and the index)"
+        )
+    return [path / name for name in listed]
 
 
 def _hf_config(path: Path) -> dict | None:
