@@ -173,7 +173,7 @@ def expect_view(view, stage: str, head: int, query: int, title: str | None = Non
     expect(view.get_by_label("Calculation stage")).to_have_value(stage, timeout=STEP)
     expect(view.get_by_label("Inspect head")).to_have_value(str(head), timeout=STEP)
     expect(view.get_by_label("Query token")).to_have_value(str(query), timeout=STEP)
-    expect(view.locator(".steps li[aria-current='step']")).to_have_attribute("data-stage", stage, timeout=STEP)
+    expect(view.locator(".steps button[aria-current='step']")).to_have_attribute("data-go-stage", stage, timeout=STEP)
     if title is not None:
         expect(view.locator(".stage h2")).to_have_text(title, timeout=STEP)
 
