@@ -1681,10 +1681,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     entry.base = cells;
   }
 
-  function show(r, c) {
+  // spoken: from the keyboard; silent: from the pointer (each cell it crosses would be read out)
+  function show(r, c, spoken = true) {
     cursor = [r, c];
     const v = value(r, c);
     const note = masked && masked(r, c) ? " (masked)" : "";
+    readout.setAttribute("aria-live", spoken ? "polite" : "off");
     readout.textContent = `${rowLabel(r)} · ${colLabel(c)}: ${fmt(v)} (${full(v === -Infinity ? null : v)})${note}`;
     draw();
   }
@@ -1694,7 +1696,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       const box = entry.canvas.getBoundingClientRect();
       const c = Math.floor((event.clientX - box.left - left) / cw);
       const r = Math.floor((event.clientY - box.top) / ch);
-      if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c);
+      if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c, false);
     },
     keydown: (event) => {
       const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
