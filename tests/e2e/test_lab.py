@@ -703,3 +703,14 @@ def check_weight_colours(page, weights):
     query = int(re.search(r"query=(\d+)", link(page)).group(1))
     top, height = shot["mark"]
     assert top == pytest.approx(query * ch / shot["ratio"]) and height == pytest.approx(ch / shot["ratio"])
+
+
+def test_a_half_worked_out_by_hand_is_rounded_as_a_person_rounds_it(page, server_url):
+    """d_head = 4 divides by 2: "sat" scores 0.61, and 0.61 ÷ 2 = 0.305 is 0.31 by hand, while the
+    layer's own scaled score (0.6099… ÷ 2) is 0.30. The double 0.305 reads 0.30499…, which hid it."""
+    link = "#mode=lab&d_model=8&n_heads=1&n_kv_heads=1&d_head=4&d_v=4&causal=0&bias=0&tokens=the+cat+sat&seed=3&stage=scores&query=0"
+    page.goto(server_url + link)
+    row = page.locator(".stage table.calc-table tbody tr", has_text="sat")
+    expect(row.locator("td").nth(1)).to_have_text("0.61")
+    assert row.locator("td").nth(3).inner_text() == "0.30"
+    expect(page.locator(".stage p", has_text="working from the rounded numbers")).to_contain_text("the row of “sat”")

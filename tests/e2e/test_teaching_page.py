@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from decimal import ROUND_HALF_UP, Decimal
 
 import httpx
 import numpy as np
@@ -456,6 +457,10 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
     explained = []
     note = page.locator(".stage p", has_text="working from the rounded numbers")
 
+    def by_hand(value) -> str:
+        """As a person rounds a result of decimal arithmetic: a half away from zero, on the decimal value."""
+        return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)).replace("-0.00", "0.00")
+
     def named(where: list[str], rounded: str = "Every number here is rounded to two decimals") -> None:
         assert note.count() == bool(where)
         if where:
@@ -470,26 +475,26 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
         for j, row in enumerate(page.locator(".stage table.calc-table tbody tr").all_inner_texts()):
             _, products, score, divisor, scaled = row.split("\t")
             assert divisor.strip() == "÷ 1.414" and score == fmt(arrays["scores"][head, q, j]) and scaled == fmt(arrays["scaled"][head, q, j])
-            by_hand = sum(float(a) * float(b) for a, b in (p.split("×") for p in products.split(" + ")))
-            if fmt(by_hand) != score or fmt(float(score) / 1.414) != scaled:
+            dot = sum(Decimal(a) * Decimal(b) for a, b in (p.split("×") for p in products.split(" + ")))
+            if by_hand(dot) != score or by_hand(Decimal(score) / Decimal("1.414")) != scaled:
                 off.append(f"the row of “{payload.tokens[j]}”")
         named(off)
         select(page, "Calculation stage", "Weights")
         s = arrays["scaled"][head, q]
         e = np.exp([float(fmt(x)) for x in s])  # of each s as shown, so that a learner can redo every step
         total = sum(float(f"{x:.3f}") for x in e)  # as the e^s shown add up
-        off = [] if fmt(sum(float(fmt(a)) for a in arrays["weights"][head, q])) == "1.00" else ["the sum of the weights (Σ)"]
+        off = [] if by_hand(sum(Decimal(fmt(a)) for a in arrays["weights"][head, q])) == "1.00" else ["the sum of the weights (Σ)"]
         rows = [r.split("\t") for r in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
         assert len(rows) == n
         for j, (_, shown_s, shown_e, over, weight) in enumerate(rows):
             assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(arrays["weights"][head, q, j]))
-            if fmt(float(shown_e) / float(over.strip("÷ "))) != weight:
+            if by_hand(Decimal(shown_e) / Decimal(over.strip("÷ "))) != weight:
                 off.append(f"the weight of “{payload.tokens[j]}”")
         named(off, "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three")
         select(page, "Calculation stage", "Value mixing")
         g = payload.kv_group[head]
         weighted = arrays["weights"][head, q][:, None] * arrays["v"][g]  # (n, d_v)
-        named([f"z[{c}]" for c in range(payload.config.d_v) if fmt(sum(float(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
+        named([f"z[{c}]" for c in range(payload.config.d_v) if by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
     assert explained  # the example has some (head 0: Σ and z[0])
 
 

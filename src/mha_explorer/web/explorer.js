@@ -79,6 +79,14 @@ function fmt(value) {
 // A number as the page shows it (two decimals), for a hand check made from what is shown.
 const rounded = (x) => Number(fmt(x));
 
+// A result worked out by hand from the numbers shown, rounded to two decimals as a person rounds
+// it: the binary noise of the sum dropped, then a half rounded away from zero (0.47 ÷ 2 = 0.235 is
+// 0.24, where the double 0.23499999… would give 0.23).
+function byHandFmt(x) {
+  const exact = Number(x.toFixed(9));
+  return fmt(Math.sign(exact) * (Math.round(Math.abs(exact) * 100 + 1e-6) / 100));
+}
+
 // A constant a learner divides by (√d_head): three decimals, trailing zeros dropped (1.414, 8), so
 // that a rounded score divided by it lands on the rounded result.
 function fmtConstant(value) {
@@ -886,7 +894,7 @@ function scores(view, query, head) {
   const off = range(n).filter((j) => {
     const k = t[kName].row(g, j);
     const dot = q.reduce((sum, x, e) => sum + rounded(x) * rounded(k[e]), 0);
-    return fmt(dot) !== fmt(t.scores.at(head, query, j)) || fmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
+    return byHandFmt(dot) !== fmt(t.scores.at(head, query, j)) || byHandFmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
   });
   return [
     h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, tokenName(payload, query), `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
@@ -1015,7 +1023,7 @@ function weights(view, query, head) {
     h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
     stack,
     e.table,
-    roundingHint([...(fmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)], "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three"),
+    roundingHint([...(byHandFmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)], "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three"),
   ];
 }
 
@@ -1036,7 +1044,7 @@ function softmaxTable(view, query, head) {
   const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x))));
   const sum = e.reduce((total, x) => total + Number(text(x)), 0);
   const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
-  const off = range(n).filter((j) => e[j] > 0 && fmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j)));
+  const off = range(n).filter((j) => e[j] > 0 && byHandFmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j)));
   const rows = range(n).map((j) =>
     h(
       "tr",
@@ -1115,7 +1123,7 @@ function mixing(view, query, head) {
       h("thead", {}, h("tr", {}, ["key", "weight", "", "value row", "", "weighted"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows, z),
     ),
-    roundingHint(range(dv).filter((e) => fmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `z[${e}]`)),
+    roundingHint(range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `z[${e}]`)),
   ];
 }
 
@@ -1309,7 +1317,7 @@ function output(view, query, head) {
       : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), payload.config.bias ? rounded(w.b_O.at(m)) : 0);
-  const off = wide ? [] : range(d_model).filter((m) => fmt(byHand(m)) !== fmt(y[m]));
+  const off = wide ? [] : range(d_model).filter((m) => byHandFmt(byHand(m)) !== fmt(y[m]));
   const rounding = roundingHint(off.map((m) => `y[${m}]`));
   return [
     equation(concat, ["×", wo]),
