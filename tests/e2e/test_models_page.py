@@ -572,7 +572,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     # the Output stage shows the bias the output adds
     page.get_by_label("Calculation stage").select_option(label="Output projection")
     labels = [c.get_attribute("aria-label") for c in page.locator(".stage canvas.heatmap").all()]
-    assert any(label.startswith("The bias bO, added once: 1 × 384 heatmap") for label in labels), labels
+    assert any(label.startswith("The bias b O, added once: 1 × 384 heatmap") for label in labels), labels
     # a q of 384 products: pointing at it gives the largest five, not a 5,000-character line
     page.get_by_label("Calculation stage").select_option(label="Projections")
     page.locator(".stage .num[data-src^='q:']").first.hover()

@@ -336,7 +336,9 @@ function matrix({ caption, rows, cols, value, src, rowLabel, colLabel, rowClass,
       ),
     ),
   );
-  const table = h("table", { class: "matrix" }, h("caption", {}, caption), h("thead", {}, head), h("tbody", {}, body));
+  const captionNode = h("caption", {}, caption);
+  const table = h("table", { class: "matrix" }, captionNode, h("thead", {}, head), h("tbody", {}, body));
+  if (captionNode.querySelector("sub, sup")) table.setAttribute("aria-label", spokenText(captionNode).trim()); // W 0 Q, not W0Q
   if (onCell) {
     const hover = (event) => {
       const cell = event.target.closest("td[data-col]");
@@ -1416,6 +1418,14 @@ function textOf(x) {
   return x instanceof Node ? x.textContent : Array.isArray(x) ? x.map(textOf).join("") : String(x);
 }
 
+// The text a screen reader is given: a sub- or superscript set apart ("W 0 Q", not "W0Q").
+function spokenText(x) {
+  if (x instanceof Element && (x.tagName === "SUB" || x.tagName === "SUP")) return ` ${x.textContent}`;
+  if (x instanceof Element) return [...x.childNodes].map(spokenText).join("");
+  if (x instanceof Node) return x.textContent;
+  return Array.isArray(x) ? x.map(spokenText).join("") : String(x);
+}
+
 // Cell colours: white to blue for weights, blue (negative) or orange (positive) for signed
 // values, grey for a masked cell. Each colour comes in 256 shades from white, as RGBA words, so
 // that painting a cell (every cell of a 512 x 512 map) is a table lookup and one store.
@@ -1733,7 +1743,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       canvas.style.height = `${height}px`;
       entry.base = null;
     }
-    canvas.setAttribute("aria-label", `${textOf(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
+    canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
     if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
     draw();
     drawnBy.set(canvas, handlers);
