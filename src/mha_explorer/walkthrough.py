@@ -238,13 +238,13 @@ def _scores(t, tokens, i, heads):
     q_final, k_final = final_qk(t)
     c = t.config
     scaling = f"÷√{c.d_head}" if c.scale is None else f"× {c.scale:.6g}"
+    hidden = hidden_keys(len(tokens), c)[i]  # (n,): keys the mask hides next
     out = []
     for h in heads:
         g = t.config.kv_group[h]
         table = Table(title=f"head {h}: q·k_j, then {scaling}")
         for col in ("key", "q·k_j as a sum of products", "score", "scaled"):
             table.add_column(col)
-        hidden = hidden_keys(len(tokens), c)[i]  # (n,): keys the mask hides next
         for j in range(len(tokens)):
             terms = dot_terms(q_final[h, i], k_final[g, j])
             scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
@@ -312,7 +312,7 @@ def _weights_table(t, tokens, i, heads):
     for h in heads:
         table.add_column(f"head {h}")
         table.add_column("")
-    hidden = hidden_keys(len(tokens), t.config)[i] if t.config.masked else np.zeros(len(tokens), bool)  # (n,)
+    hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
     for j, tok in enumerate(tokens):
         cells = []
         for h in heads:
@@ -324,6 +324,7 @@ def _weights_table(t, tokens, i, heads):
 
 
 def _mixing(t, tokens, i, heads):
+    visible = int((~hidden_keys(len(tokens), t.config)[i]).sum())  # keys the query sees
     out = []
     for h in heads:
         g = t.config.kv_group[h]
@@ -334,7 +335,6 @@ def _mixing(t, tokens, i, heads):
         name = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: str(named(tokens, j)))
         terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j])}" for j in keys)
         if len(tokens) > MAX_SHOWN:
-            visible = int((~hidden_keys(len(tokens), t.config)[i]).sum())
             seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible keys of {len(tokens)}"
             terms += f" + … ({seen}; the {len(keys)} largest weights shown)"
         out.append(Text(f"head {h}: z_{h} = {terms}\n        = {vec(t['z'][h, i])}"))

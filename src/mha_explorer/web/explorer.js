@@ -127,6 +127,14 @@ export function unpack(buffer) {
   return attach(head, buffer, 8 + size);
 }
 
+// A link's head or query that a payload lacks, as the page's notice says it (the first view's is shown).
+export function outOfRange(field, asked, payload) {
+  const n = field === "head" ? payload.config.n_heads : payload.tokens.length;
+  return field === "head"
+    ? `head ${asked} is out of range: there ${n === 1 ? "is 1 head" : `are ${n} heads`}, so head 0 is shown`
+    : `query ${asked} is out of range: there are ${n} tokens, so query “${payload.tokens[payload.query]}” is shown`;
+}
+
 // A widget's real-model payload or head arrays: the JSON with `buffer`, every array's bytes (a
 // binary part of the widget's message, a DataView). Read as unpack() reads a binary answer, once
 // per object; the widget's own state is left as it came.

@@ -5,7 +5,7 @@
 // "layer 2" or "layers 0, 2"
 const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
-import { h, unpack, withHead } from "./explorer.js";
+import { h, outOfRange, unpack, withHead } from "./explorer.js";
 
 
 const wait = (ms) => new Promise((done) => setTimeout(done, ms));
@@ -338,14 +338,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         else return false;
         dropped.push(field);
       }
-      // said as the teaching example's and the lab's links say it (page.js)
+      // said as the teaching example's and the lab's links say it
       const payload = byHead.get(current.head);
-      const heads = payload.config.n_heads;
-      const why = {
-        head: `head ${initial.head} is out of range: there ${heads === 1 ? "is 1 head" : `are ${heads} heads`}, so head 0 is shown`,
-        query: `query ${initial.query} is out of range: there are ${payload.tokens.length} tokens, so query “${payload.tokens[payload.query]}” is shown`,
-      };
-      linkProblems = [...layerProblems, ...dropped.map((field) => why[field])];
+      linkProblems = [...layerProblems, ...dropped.map((field) => outOfRange(field, initial[field], payload))];
       return true;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given

@@ -1,6 +1,6 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
-import explorer, { unpack } from "./explorer.js";
+import explorer, { outOfRange, unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels, staticServer } from "./models.js";
 
@@ -161,11 +161,11 @@ function fitView(payload, view) {
     stage = null;
   }
   if (head >= payload.config.n_heads) {
-    problems.push(`head ${head} is out of range: there ${payload.config.n_heads === 1 ? "is 1 head" : `are ${payload.config.n_heads} heads`}, so head 0 is shown`);
+    problems.push(outOfRange("head", head, payload));
     head = 0;
   }
   if (query !== null && query >= payload.tokens.length) {
-    problems.push(`query ${query} is out of range: there are ${payload.tokens.length} tokens, so query “${payload.tokens[payload.query]}” is shown`);
+    problems.push(outOfRange("query", query, payload));
     query = null;
   }
   return { view: { stage: stage ?? ids[0], head, query: query ?? payload.query, all_queries: view.all }, problems };
