@@ -144,6 +144,8 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
     assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "multiplies (one per score)"]
     assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
+    # the total adds operations of different kinds: it says so
+    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "operations of the kinds above, one each"]
     assert "masked ones too" in page.locator(".costs .hint").inner_text()
 
 

@@ -1937,7 +1937,8 @@ function costPanel(payload) {
         "tbody",
         {},
         stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, COUNTED[name] ?? "multiply-adds"))),
-        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", {})),
+        // the rows count different operations: the sum says so
+        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "operations of the kinds above, one each")),
       ),
     ),
     // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
