@@ -520,7 +520,7 @@ def test_64_tokens_and_width_64_stay_usable(page, server_url, artifacts):
 def test_leaving_the_lab_and_coming_back_keeps_one_canvas_per_map(page, server_url):
     page.goto(server_url + "#mode=lab&d_model=32&n_heads=4&n_kv_heads=4&d_head=8&d_v=8&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h&seed=0")
     page.wait_for_function("() => document.querySelectorAll('.stage canvas.heatmap').length > 0")
-    canvases = "() => [...document.querySelectorAll('.stage figure.heatmap-figure')].map((f) => f.querySelectorAll('canvas').length)"
+    canvases = "() => [...document.querySelectorAll('.stage figure.heatmap-figure')].map((f) => f.querySelectorAll('canvas.heatmap').length)"
     first = page.evaluate(canvases)
     assert first and set(first) == {1}
     for _ in range(3):

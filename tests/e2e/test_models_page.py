@@ -57,6 +57,14 @@ def trace_model(page, server_url, name, text, layer):
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
 
 
+# the lens over a map (its device pixels), and the size of one of its cells in them
+LENS_PIXELS = """() => {
+  const lens = document.querySelector(".stage canvas.heatmap-lens");
+  const { data } = lens.getContext("2d").getImageData(0, 0, lens.width, lens.height);
+  return { width: lens.width, height: lens.height, cell: lens.width / 15, data: Array.from(data) };
+}"""
+
+
 def api_trace(server_url, **request) -> TracePayload:
     return TracePayload.model_validate(httpx.post(server_url + "api/model-trace", json=request, timeout=120).json())
 
@@ -345,6 +353,37 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     under = page.locator(".stage .heatmap-axis").bounding_box()
     assert abs(under["x"] + under["width"] - (box["x"] + box["width"])) < 1.5 and under["x"] > box["x"]
     page.screenshot(path=str(artifacts / "model-512-tokens.png"), full_page=False)
+    # a pixel per cell: pointing at the map shows the cells around the pointer enlarged, their colours
+    # the weights' own (square-root scale); leaving the map hides the lens
+    payload = api_trace(server_url, model="minilm", text=text, layer=2, head=0)
+    weights = to_numpy(payload.stages["weights"])[0]  # (n, n)
+    canvas = page.locator(".stage canvas.heatmap")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    lens = page.locator(".stage canvas.heatmap-lens")
+    expect(lens).to_be_hidden()
+    page.mouse.move(box["x"] + box["width"] - 200.5, box["y"] + 300.5)
+    expect(lens).to_be_visible()
+    readout = page.locator(".stage .readout").inner_text()
+    row, col = (int(x) for x in re.match(r".*@(\d+) · key (\d+) ", readout).groups())
+    assert readout.split(": ")[1].startswith(page_text(weights[row, col])), readout
+    shot = page.evaluate(LENS_PIXELS)
+    zoom = shot["cell"]
+    top, first = min(row - 7, 512 - 15), min(col - 7, 512 - 15)  # 15 x 15 cells, the pointer's in the middle
+    pixels = np.array(shot["data"]).reshape(shot["height"], shot["width"], 4)
+    for r, c in ((row, col), (row - 5, col + 3), (row + 6, col - 6)):
+        got = pixels[int((r - top + 0.5) * zoom), int((c - first + 0.5) * zoom)][:3]
+        shade = round(255 * np.sqrt(weights[r, c]))
+        expected = [round(255 + (blue - 255) * shade / 255) for blue in (29, 78, 160)]
+        assert np.abs(got - expected).max() <= 1, (r, c, got, expected)
+    page.mouse.move(box["x"] - 200, box["y"] - 40)
+    expect(lens).to_be_hidden()
+    # from the keyboard too, until the focus leaves the map
+    canvas.focus()
+    page.keyboard.press("ArrowDown")
+    expect(lens).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(lens).to_be_hidden()
 
 
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):

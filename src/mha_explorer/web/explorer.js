@@ -1539,8 +1539,9 @@ function heatmapCanvas(place, handlers, cells, ahead) {
   if (!entry && pool.length < CANVASES_PER_PLACE) {
     const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img" });
     const [mark, markLabel, cursor] = ["heatmap-mark", "heatmap-mark-label", "heatmap-cursor"].map((name) => h("div", { class: name, hidden: true, "aria-hidden": "true" }));
-    const made = { canvas, mark, markLabel, cursor, box: h("div", { class: "heatmap-box" }, canvas, mark, markLabel, cursor), active: handlers, base: null };
-    for (const type of ["mousemove", "keydown", "focus"]) canvas.addEventListener(type, (event) => made.active[type](event));
+    const lens = h("canvas", { class: "heatmap-lens", hidden: true, "aria-hidden": "true" });
+    const made = { canvas, mark, markLabel, cursor, lens, box: h("div", { class: "heatmap-box" }, canvas, mark, markLabel, cursor, lens), active: handlers, base: null };
+    for (const type of ["mousemove", "keydown", "focus", "mouseleave", "blur"]) canvas.addEventListener(type, (event) => made.active[type](event));
     if (place) canvasPlaces.set(place, [...pool, made]);
     entry = made;
   }
@@ -1559,6 +1560,12 @@ function outline(element, box) {
 
 // Row labels drawn on canvas take --muted of explorer.css by hand: a canvas drawn before it is in the
 // page has no computed style. A dark notebook theme marks the body as the stylesheet's dark block reads it.
+// the lens over a map of small cells: cells below LENS_MIN px get it; it shows LENS_CELLS of them
+// each way, LENS_ZOOM px each
+const LENS_MIN = 6;
+const LENS_CELLS = 15;
+const LENS_ZOOM = 10;
+
 const LIGHT_LABELS = "#5b6475";
 const DARK_LABELS = "#a4adbc";
 const darkHost = () => document.body.dataset.jpThemeLight === "false" || document.body.classList.contains("vscode-dark");
@@ -1681,6 +1688,54 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       Object.assign(entry.markLabel.style, { fontSize: `${fontSize}px`, lineHeight: `${fontSize + 4}px` });
     }
     outline(entry.cursor, cursor && [left + cursor[1] * cw, cursor[0] * ch, cw, ch]);
+    drawLens();
+  }
+
+  // Cells a few pixels wide (a long text's map, a pixel per cell) are shown enlarged around the
+  // cursor while it is on the map: LENS_CELLS × LENS_CELLS of them, the cursor's outlined, and the
+  // query's row framed when it is among them.
+  const small = cw < LENS_MIN || ch < LENS_MIN;
+  let lensOn = false;
+  function drawLens() {
+    const lens = entry.lens;
+    lens.hidden = !(small && lensOn && cursor);
+    if (lens.hidden) return;
+    const [down, across] = [Math.min(LENS_CELLS, rows), Math.min(LENS_CELLS, cols)];
+    const top = Math.min(rows - down, Math.max(0, cursor[0] - (down >> 1))); // the window stays on the map
+    const first = Math.min(cols - across, Math.max(0, cursor[1] - (across >> 1)));
+    // each way, cells already big enough keep their size: a strip's (one query's row) stay its height
+    const [zx, zy] = [cw < LENS_MIN ? LENS_ZOOM : cw, ch < LENS_MIN ? LENS_ZOOM : ch];
+    const [w, ht] = [across * zx, down * zy];
+    if (lens.width !== w * ratio || lens.height !== ht * ratio) {
+      lens.width = w * ratio;
+      lens.height = ht * ratio;
+      Object.assign(lens.style, { width: `${w}px`, height: `${ht}px` });
+    }
+    const ctx = lens.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    const words = new Uint32Array(cells.buffer);
+    const colour = new Uint8ClampedArray(4);
+    const word = new Uint32Array(colour.buffer);
+    for (let r = 0; r < down; r++)
+      for (let c = 0; c < across; c++) {
+        word[0] = words[(top + r) * cols + first + c];
+        ctx.fillStyle = `rgb(${colour[0]},${colour[1]},${colour[2]})`;
+        ctx.fillRect(c * zx, r * zy, zx, zy);
+      }
+    ctx.lineWidth = 2;
+    if (rows > 1 && mark !== undefined && mark !== null && mark >= top && mark < top + down) {
+      ctx.strokeStyle = "#1d2330"; // --ink: the query's row, as the mark over the map
+      ctx.strokeRect(1, (mark - top) * zy + 1, w - 2, zy - 2);
+    }
+    ctx.strokeStyle = "#c2410c"; // the cursor's colour on the map
+    ctx.strokeRect((cursor[1] - first) * zx + 1, (cursor[0] - top) * zy + 1, zx - 2, zy - 2);
+    // beside the cursor, right of it and below, on the map; on the other side where the map ends
+    // first. A map of a few rows (a strip) has no room: the lens hangs just below it.
+    const x = left + cursor[1] * cw;
+    const gap = 14;
+    const lx = x + gap + w <= width ? x + gap : Math.max(0, x - gap - w);
+    const ly = rows < LENS_CELLS ? height + 2 : Math.min(height - ht, cursor[0] * ch + gap);
+    Object.assign(lens.style, { left: `${lx}px`, top: `${ly}px` });
   }
 
   function drawBase() {
@@ -1722,17 +1777,32 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       const box = entry.canvas.getBoundingClientRect();
       const c = Math.floor((event.clientX - box.left - left) / cw);
       const r = Math.floor((event.clientY - box.top) / ch);
+      lensOn = true;
       if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c, false);
+      else if (entry.lens.hidden) drawLens();
+    },
+    mouseleave: () => {
+      lensOn = entry.canvas.matches(":focus-visible"); // kept for the keys, not after a click
+      drawLens();
+    },
+    blur: () => {
+      lensOn = false;
+      drawLens();
     },
     keydown: (event) => {
       const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
       if (!moves[event.key]) return;
       event.preventDefault();
+      lensOn = true;
       const [r, c] = cursor || [0, 0];
       const [dr, dc] = cursor ? moves[event.key] : [0, 0];
       show(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));
     },
-    focus: () => cursor || show(mark ?? 0, 0),
+    focus: () => {
+      lensOn ||= entry.canvas.matches(":focus-visible"); // reached by Tab
+      if (cursor) drawLens();
+      else show(mark ?? 0, 0);
+    },
   };
   // what the columns are: the first and the last, under the map's left and right edges
   const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
