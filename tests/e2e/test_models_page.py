@@ -384,6 +384,16 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     expect(lens).to_be_visible()
     page.keyboard.press("Tab")
     expect(lens).to_be_hidden()
+    # another query changes the head outputs in place: the list of heads stays, and the inspected
+    # head's z is the new query's
+    page.evaluate("() => { document.querySelector('.outputs .head-list').dataset.kept = 'yes'; }")
+    menu = page.get_by_label("Query token")
+    query = int(menu.input_value()) + 1
+    menu.select_option(str(query))
+    expect(page.locator(".outputs h2")).to_have_text(f"Head outputs for “{payload.tokens[query]} @{query}”")
+    assert page.locator(".outputs .head-list").get_attribute("data-kept") == "yes"
+    shown = check_numbers(page, ".outputs", full_arrays(payload))
+    assert shown == {f"concat:{query},{e}" for e in range(32)}, sorted(shown)[:3]
 
 
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):

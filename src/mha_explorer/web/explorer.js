@@ -511,7 +511,7 @@ function render({ model, el }) {
       stageIds: payload.page_stages.map((s) => s.id),
       formulas: layer || sameFrame(payload, view) ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
       panels: new Map(), // "stage|head|query|all" -> the stage panel's nodes
-      outputs: new Map(), // "head|query" -> the head outputs panel's nodes
+      outputs: new Map(), // "head|query" (or, with many heads, "head") -> the head outputs panel's nodes
     };
     views.set(source, made);
     return made;
@@ -570,10 +570,16 @@ function render({ model, el }) {
     return v.panels.get(key);
   }
 
-  function outputsOf(v, { head, query }) {
-    const key = `${head}|${query}`;
+  // A real model's head outputs show only the inspected head's numbers: one panel per head, whose
+  // query is set in place (another query changes a title and one z, not the list of every head).
+  // Built ahead (ahead), the panel on screen is left as it is: only that query's z is made.
+  function outputsOf(v, { head, query }, ahead = false) {
+    const key = v.payload.model && manyHeads(v.payload.config) ? String(head) : `${head}|${query}`;
     if (!v.outputs.has(key)) v.outputs.set(key, roving(slotsFor(`${ids.stage}|outputs`, () => headOutputs(v, query, head))));
-    return v.outputs.get(key).filter(Boolean);
+    const nodes = v.outputs.get(key);
+    if (nodes.showQuery && ahead && nodes[0].isConnected) nodes.prepare(query);
+    else nodes.showQuery?.(query);
+    return nodes;
   }
 
   // A payload the page may show next: a real model's head, fetched while the pointer rests on its
@@ -599,7 +605,7 @@ function render({ model, el }) {
   }
   // the panels of v at place, built now; with draw, their maps drawn too (on canvases out of the page)
   function buildFor(v, place, draw) {
-    const nodes = [...panelOf(v, place), ...outputsOf(v, place)];
+    const nodes = [...panelOf(v, place), ...outputsOf(v, place, true)];
     if (draw) for (const node of nodes) drawAhead(node);
   }
   function buildAhead() {
@@ -667,8 +673,10 @@ function render({ model, el }) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
     } else stagePanel.replaceChildren(...panel);
-    outputs.replaceChildren(...outputNodes);
-    showInspected();
+    if (outputs.firstChild !== outputNodes[0]) {
+      outputs.replaceChildren(...outputNodes);
+      showInspected();
+    }
     if (focusHead !== null) {
       const entry = outputs.querySelector(`.head-output[data-head="${focusHead}"]`);
       focusHead = null;
@@ -1239,7 +1247,7 @@ function sharedKV(payload, head) {
 }
 
 function concat(view, query, head) {
-  if (view.payload.config.n_heads * view.payload.config.d_v > 64) return concatMany(view, query, head);
+  if (manyHeads(view.payload.config)) return concatMany(view, query, head);
   const { payload, t } = view;
   const { n_heads, d_v } = payload.config;
   const blocks = range(n_heads).map((i) =>
@@ -1321,10 +1329,9 @@ function output(view, query, head) {
       mark: shown.indexOf(head),
     });
   // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage
-  const concat =
-    n_heads * d_v > 64
-      ? concatMap(view, query, head)
-      : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
+  const concat = manyHeads(payload.config)
+    ? concatMap(view, query, head)
+    : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), payload.config.bias ? rounded(w.b_O.at(m)) : 0);
   const off = wide ? [] : range(d_model).filter((m) => byHandFmt(byHand(m)) !== fmt(y[m]));
@@ -2106,13 +2113,18 @@ const STAGE_VIEWS = { projections, qk_norm: normed, rope, scores, mask, weights,
 
 // ---- always visible: every head's output for the current query ----------------------------
 
+const manyHeads = (c) => c.n_heads * c.d_v > 64; // too many numbers to show every head's z
+
 function headOutputs(view, query, head) {
   const { payload, t } = view;
   const { n_heads, d_v, d_model } = payload.config;
   const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
-  const many = n_heads * d_v > 64; // a real model: say which head, show its z on inspection only
-  return [
-    h("h2", {}, "Head outputs for “", tokenName(payload, query), "”"),
+  const many = manyHeads(payload.config); // a real model: say which head, show its z on inspection only
+  const zOf = (i, q) => h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(q, i * d_v + e), `concat:${q},${i * d_v + e}`))), "");
+  const title = h("h2", {}, "Head outputs for “", tokenName(payload, query), "”");
+  let shown = null; // with many heads, the inspected head's z: set again for another query
+  const nodes = [
+    title,
     h(
       "ul",
       { class: "head-list" + (many ? " compact" : "") },
@@ -2123,16 +2135,29 @@ function headOutputs(view, query, head) {
           i === head
             ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
             : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
-          many && i !== head
-            ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`)
-            : h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))), ""),
+          many && i !== head ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`) : i === head && many ? (shown = zOf(i, query)) : zOf(i, query),
         ),
       ),
     ),
     many ? h("p", { class: "hint list-note" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
     h("p", { class: "hint" }, configLine(payload.config)),
-  ];
+  ].filter(Boolean);
+  if (many && payload.model) {
+    let at = query;
+    const ready = new Map(); // query -> its z, built ahead (the queries next to the one shown)
+    nodes.prepare = (q) => q === at || ready.has(q) || ready.set(q, roving([zOf(head, q)])[0]);
+    nodes.showQuery = (q) => {
+      if (q === at) return;
+      at = q;
+      title.replaceChildren("Head outputs for “", tokenName(payload, q), "”");
+      const z = ready.get(q) ?? roving([zOf(head, q)])[0];
+      ready.clear();
+      shown.replaceWith(z);
+      shown = z;
+    };
+  }
+  return nodes;
 }
 
 // "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6": what tells the configurations apart
