@@ -36,7 +36,8 @@ def bundle() -> str:
         if re.search(r"^\s*(import|export)\b", source, flags=re.M):
             raise RuntimeError(f"{name} has an import or export the static bundle cannot rewrite")
         parts.append(f"// ---- {name} ----\n{source}")
-    return '"use strict";\n(() => {\n' + "\n".join(parts) + "\n})();\n"
+    # MHA_COPY: the page is a copy, with no server behind it, even when its data did not load
+    return '"use strict";\nglobalThis.MHA_COPY = true;\n(() => {\n' + "\n".join(parts) + "\n})();\n"
 
 
 @dataclass(frozen=True)

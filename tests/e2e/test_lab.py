@@ -675,6 +675,20 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     context.close()
 
 
+def test_a_copy_without_its_data_file_says_what_to_upload(browser, tmp_path):
+    """A copy whose static/data.js was left behind says so, and asks no server for anything."""
+    export_site(tmp_path / "site")
+    (tmp_path / "site" / "static" / "data.js").unlink()
+    context, page, requests, errors = file_page(browser)
+    page.goto((tmp_path / "site" / "index.html").as_uri())
+    expect(page.locator("#app .error")).to_have_text(
+        "This copy of the explorer could not read its data, static/data.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+    )
+    assert not any("api/" in u for u in requests), requests
+    assert [e for e in errors if "data.js" not in e and "ERR_FILE_NOT_FOUND" not in e] == [], errors
+    context.close()
+
+
 PIXELS = """() => {
   const canvas = document.querySelector(".stage canvas.heatmap");
   const ratio = canvas.width / parseFloat(canvas.style.width);

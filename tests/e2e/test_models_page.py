@@ -516,6 +516,10 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false")
     assert page.locator(".model-status").inner_text() == "all-MiniLM-L6-v2, layer 2: 13 tokens."
+    # the text box, read-only, says why under it, the trace on screen or not
+    note = page.locator("#" + page.get_by_label("Text", exact=True).get_attribute("aria-describedby"))
+    assert note.inner_text() == "This copy holds this text only; mha-explorer serve traces any text."
+    page.locator("#models").screenshot(path=str(artifacts / "static-copy-model-panel.png"))
     # every head is in the page: the numbers of any head are those the server sends, with nothing
     # fetched; the pointer resting on a thumbnail has that head's view drawn before the click
     for head in (0, 7):

@@ -66,7 +66,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       { class: "lab-row" },
       h("div", { class: "field" }, h("label", { for: "model-name" }, "Model"), picker),
       h("div", { class: "field" }, h("label", { for: "model-layer" }, "Layer (from 0)"), layer),
-      h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), text),
+      h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), text, fixed ? h("span", { class: "field-note", id: "model-text-note" }, "This copy holds this text only; mha-explorer serve traces any text.") : null),
       h("div", { class: "field" }, h("span", { class: "spacer" }, " "), go),
     ),
     h("div", { class: "model-load" }, bar, status),
@@ -89,7 +89,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   }
   if (fixed) {
     text.value = fixed.text;
-    text.readOnly = true; // a static copy holds this text only
+    text.readOnly = true; // a static copy holds this text only, and says so under it
+    text.setAttribute("aria-describedby", "model-text-note");
   }
 
   async function refresh() {

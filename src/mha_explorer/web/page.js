@@ -29,6 +29,7 @@ class PageModel {
 }
 
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
+const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
 let currentMode = () => "teaching";
 const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
 
@@ -114,6 +115,7 @@ function writeLinkNow(model, mode, lab) {
 
 async function teachingPayload() {
   if (STATIC) return STATIC.teaching;
+  if (COPY) throw new Error("static/data.js did not load"); // a copy has no server to ask
   const response = await fetch("api/example?encoding=base64");
   if (!response.ok) throw new Error(`the server answered ${response.status}`);
   return response.json();
@@ -192,7 +194,9 @@ async function main() {
   } catch (error) {
     const message = document.createElement("p");
     message.className = "error";
-    message.textContent = `The teaching example could not be loaded (${error.message}). Is mha-explorer serve still running?`;
+    message.textContent = COPY
+      ? "This copy of the explorer could not read its data, static/data.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+      : `The teaching example could not be loaded (${error.message}). Is mha-explorer serve still running?`;
     app.replaceChildren(message);
     return;
   }
