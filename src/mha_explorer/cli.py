@@ -400,7 +400,7 @@ def check_port(host: str, port: int) -> None:
 
 
 @main.command("export-site")
-@click.argument("directory", type=click.Path(file_okay=False, writable=True))
+@click.argument("directory")
 @click.option(
     "--model",
     "model_name",
@@ -424,6 +424,8 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
 
     if not directory.strip():
         fail("DIRECTORY is empty: name the directory to write the copy into, such as site")
+    if Path(directory).exists() and not Path(directory).is_dir():
+        fail(f"{directory} is a file: name a directory to write the copy into (a new one is made)")
     model_layers = None
     if model_name is None:
         if text is not None or layers:
@@ -448,12 +450,32 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
         )
     except OSError as e:
         full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-        advice = "free some space, or choose another directory" if full else "choose a writable directory"
-        fail(f"cannot write to {directory}: {e.strerror or e}; {advice} (no file of the copy was written)")
+        advice = (
+            "free some space, or choose another directory"
+            if full
+            else "a file of that name is in the way of a folder: move it, or choose another directory"
+            if e.errno == errno.EEXIST
+            else "choose a writable directory"
+        )
+        where = e.filename or directory  # the path that failed: static/ may be a file
+        fail(f"cannot write to {where}: {e.strerror or e}; {advice} (no file of the copy was written)")
     except ModelError as e:
         fail(str(e))
-    total = sum(p.stat().st_size for p in written)
-    click.echo(f"wrote {len(written)} files ({total / 1024:.0f} KiB) to {directory}; open {Path(directory) / 'index.html'}")
+    sizes = {p.relative_to(directory).as_posix(): p.stat().st_size for p in written}
+    click.echo(f"wrote a copy of the explorer to {directory}, {_size(sum(sizes.values()))} in all:")
+    for name, size in sizes.items():
+        click.echo(f"  {name:<20} {_size(size):>9}")
+    click.echo(
+        f"open {Path(directory) / 'index.html'} in a browser, or put index.html and the static folder, "
+        "side by side, on any static host (the page needs both)"
+    )
+
+
+def _size(n: int) -> str:
+    """Bytes as a person reads them: 870 B, 322 KB, 66.0 MB."""
+    if n < 1000:
+        return f"{n} B"
+    return f"{n / 1000:.0f} KB" if n < 1_000_000 else f"{n / 1e6:.1f} MB"
 
 
 if __name__ == "__main__":

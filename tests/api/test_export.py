@@ -47,6 +47,32 @@ def test_export_site_to_an_unwritable_place_says_so(tmp_path):
     assert "Traceback" not in result.output
 
 
+def test_export_site_names_what_is_in_the_way(tmp_path):
+    """DIRECTORY a file, or a file where static/ goes: the message says which, and what to change."""
+    (tmp_path / "afile").write_text("")
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "afile")])
+    assert result.exit_code == 2 and "Usage:" not in result.output
+    assert result.output.strip() == f"error: {tmp_path / 'afile'} is a file: name a directory to write the copy into (a new one is made)"
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "static").write_text("")
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site")])
+    assert result.exit_code == 2
+    assert f"cannot write to {tmp_path / 'site' / 'static'}: File exists; a file of that name is in the way of a folder" in result.output
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == ["static"]  # nothing written
+
+
+def test_export_site_lists_what_it_wrote_and_what_to_upload(tmp_path):
+    site = tmp_path / "site"
+    result = CliRunner().invoke(main, ["export-site", str(site)])
+    lines = result.output.splitlines()
+    total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    assert lines[0] == f"wrote a copy of the explorer to {site}, {total / 1000:.0f} KB in all:"
+    listed = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
+    assert set(listed) == {"index.html", "static/page.css", "static/explorer.css", "static/app.js", "static/data.js"}
+    assert listed["static/data.js"] == [f"{(site / 'static/data.js').stat().st_size / 1000:.0f}", "KB"]
+    assert lines[-1].endswith("put index.html and the static folder, side by side, on any static host (the page needs both)")
+
+
 def read_data(site):
     return json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
 
