@@ -415,7 +415,7 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
     """Write a static copy of the explorer into DIRECTORY (works from file:// and any static host).
 
     With --model, --text and one or more --layer, the copy also holds those layers of a real model
-    (every head: a MiniLM layer is about 3.5 MB on a sentence, 10 MB at 110 tokens; larger models
+    (every head: a MiniLM layer is about 3.5 MB on a sentence, 9.3 MB at 110 tokens; larger models
     take more), shown in its Real model mode."""
     from pathlib import Path
 

@@ -17,7 +17,7 @@ from .config import PRESETS
 from .lab import lab_payload
 from .models.registry import short_name
 from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
-from .schema import TraceRequest, teaching_payload
+from .schema import DERIVED, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
 MODULES = ("explorer.js", "lab.js", "models.js", "page.js")  # in dependency order
@@ -70,6 +70,10 @@ def model_data(spec: ModelLayers) -> dict:
     for layer in spec.layers:
         payload = json.loads(model_payload(model, spec.text, layer, head=None).model_dump_json())
         payload["model"]["name"] = name
+        # the scaled and masked scores are the scores times the scale: the page makes them again
+        payload["derived"] = [stage for stage in DERIVED if stage in payload["stages"]]
+        for stage in payload["derived"]:
+            del payload["stages"][stage]
         layers[str(layer)] = payload
     paths = ("name", "source", "tokenizer")  # of this machine
     config = {k: v for k, v in model.config_summary().items() if k not in paths} | {"name": name}

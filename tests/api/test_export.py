@@ -91,6 +91,8 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     for name in ("q", "weights", "contributions"):
         assert layer["stages"][name]["heads"] is None and layer["stages"][name]["shape"][0] == 12
     assert layer["weights"]["W_Q"]["heads"] is None and layer["weights"]["W_Q"]["shape"] == [12, 384, 32]
+    # the scaled scores are the scores times the scale: the page makes them (a mask too, where the layer masks)
+    assert layer["derived"] == ["scaled"] and "scaled" not in layer["stages"] and "mask" not in layer["stages"]
     # nothing of the machine that wrote it: no file paths of the model
     written = (tmp_path / "site/static/data.js").read_text()
     assert "site-packages" not in written and "model.safetensors" not in written

@@ -534,7 +534,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
             page.get_by_label("Calculation stage").select_option(label=stage)
             if page.locator(".stage .num").count():
                 checked |= check_numbers(page, ".stage", reference)
-        assert {src.split(":")[0] for src in checked} >= {"q", "scores", "weights"}, {src.split(":")[0] for src in checked}
+        assert {src.split(":")[0] for src in checked} >= {"q", "scores", "scaled", "weights"}, {src.split(":")[0] for src in checked}
     page.screenshot(path=str(artifacts / "static-site-minilm.png"), full_page=True)
     # another layer keeps the head and the query, as with the server
     page.get_by_label("Layer (from 0)").select_option("0")

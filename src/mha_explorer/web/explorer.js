@@ -164,9 +164,15 @@ function attach(head, buffer, start) {
     for (const value of Object.values(node)) visit(value);
   };
   visit(head);
-  const scores = head.stages?.scores;
-  for (const name of head.derived || []) head.stages[name] = { shape: scores.shape, heads: scores.heads, dtype: scores.dtype, derive: () => derive(name, scores, head.config) };
-  return head;
+  return withDerived(head);
+}
+
+// The stages an answer left out (schema.DERIVED: a binary answer, or a static copy's layer) put
+// back, each made from the scores when first read.
+export function withDerived(answer) {
+  const scores = answer.stages?.scores;
+  for (const name of answer.derived || []) answer.stages[name] = { shape: scores.shape, heads: scores.heads, dtype: scores.dtype, derive: () => derive(name, scores, answer.config) };
+  return answer;
 }
 
 // A real model's tokens as the view labels them, as the server worked them out
@@ -188,7 +194,7 @@ export function withHead(payload, arrays) {
 // and storing it in a Float32Array rounds it once, as a float32 multiply does), then -inf where a
 // key is hidden from the query (after it when causal; beyond the sliding window).
 function derive(name, scores, config) {
-  const from = scores.data;
+  const from = scores.data ?? decode(scores.b64, scores.dtype); // binary, or base64 (a static copy)
   const single = from instanceof Float32Array;
   const scale = config.scale ?? 1 / Math.sqrt(config.d_head);
   const factor = single ? Math.fround(scale) : scale;

@@ -5,7 +5,7 @@
 // "layer 2" or "layers 0, 2"
 const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
-import { h, outOfRange, unpack, withHead } from "./explorer.js";
+import { h, outOfRange, unpack, withDerived, withHead } from "./explorer.js";
 
 
 const wait = (ms) => new Promise((done) => setTimeout(done, ms));
@@ -28,7 +28,7 @@ function said({ field, message }) {
 async function answer(response) {
   if (response.ok && response.headers.get("content-type") === BINARY) return unpack(await response.arrayBuffer());
   const body = await response.json().catch(() => ({}));
-  if (response.ok) return body;
+  if (response.ok) return withDerived(body); // a static copy's layer leaves out what the scores give
   const detail = (body.detail || []).map(said).join("; ");
   const failure = new Error(detail || `the server answered ${response.status}`);
   failure.fields = (body.detail || []).map((d) => d.field); // what the request should change
