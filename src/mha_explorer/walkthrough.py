@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 
@@ -295,14 +296,23 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     logits = t["mask"][h, i] if "mask" in t.stages else t["scaled"][h, i]
     # each step from the one before as shown: e^s of s to two decimals, summed as the e^s shown
     e = np.array([math.exp(float(fmt(s))) if np.isfinite(s) else 0.0 for s in logits])  # (n,)
-    total = sum(float(f"{x:.3f}") for x in e)
+    shown = _e_format(float(e.sum()))
+    total = sum(float(shown(x)) for x in e)
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
         table.add_column(col)
     for j, tok in enumerate(tokens):
-        table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(t["weights"][h, i, j]))
+        table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     return table
+
+
+def _e_format(total: float):
+    """How the softmax table writes e^s, as the page does: to three decimals; when their sum is
+    100,000 or more, every one to three significant digits with its exponent (4.44e4, 1.35e-1)."""
+    if total < 1e5:
+        return lambda x: f"{x:.3f}"
+    return lambda x: "0" if x == 0 else re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.2e}")
 
 
 def _weights_table(t, tokens, i, heads):

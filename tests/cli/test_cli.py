@@ -331,3 +331,26 @@ def test_a_long_causal_texts_mixing_counts_the_keys_the_query_sees():
     console = Console(width=200, record=True, highlight=False)
     render(t, [f"w{j}" for j in range(10)], 4, [0], "mixing", console)
     assert "(5 visible keys of 10; the 3 largest weights shown)" in " ".join(console.export_text().split())
+
+
+def test_a_softmax_of_large_scores_writes_every_exponential_one_way():
+    """Scores up to about 12: e^s past 100,000. Every e^s and their sum then has three significant
+    digits and its exponent (as on the page), not some with three decimals and some with e."""
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import fmt, render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=2, n_heads=1, d_head=2)
+    x = np.array([[2.0, 2.0], [1.0, 0.5], [0.0, 0.1]])
+    t = trace(x, AttentionWeights(W_Q=np.eye(2)[None] * 3, W_K=np.eye(2)[None], W_V=np.eye(2)[None], W_O=np.eye(2)), config)
+    console = Console(width=200, record=True, highlight=False)
+    render(t, ["a", "b", "c"], 0, [0], "weights", console)
+    rows = [r for r in cells(console.export_text()) if len(r) == 5 and r[0] in ("a", "b", "c")]
+    e = [math.exp(float(fmt(s))) for s in t["scaled"][0, 0]]
+    assert sum(e) >= 1e5
+    written = lambda v: f"{v:.2e}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")  # 4.44e4, 1.35e-1
+    total = sum(float(written(v)) for v in e)
+    assert [(r[2], r[3]) for r in rows] == [(written(v), f"÷ {written(total)}") for v in e], rows

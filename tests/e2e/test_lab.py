@@ -730,3 +730,22 @@ def test_a_half_worked_out_by_hand_is_rounded_as_a_person_rounds_it(page, server
     expect(row.locator("td").nth(1)).to_have_text("0.61")
     assert row.locator("td").nth(3).inner_text() == "0.30"
     expect(page.locator(".stage p", has_text="working from the rounded numbers")).to_contain_text("the row of “sat”")
+
+
+def test_a_softmax_of_large_scores_writes_every_exponential_one_way(page, server_url):
+    """A query whose e^s add up past 100,000: every e^s and their sum with three significant digits
+    and the exponent (as in the terminal): 2.34e7, 5.78e2, 1.52e0, not 578.186 beside 2.34e7."""
+    edits = {f"x:{r},{c}": v for r, row in enumerate([[2, 2], [1, 0.5], [0, 0.1]]) for c, v in enumerate(row)}
+    edits |= {f"W_{m}:0,{i},{j}": (3 if m == "Q" else 1) * (i == j) for m in "QK" for i in range(2) for j in range(2)}
+    said = ";".join(f"{k}={v}" for k, v in edits.items())
+    page.goto(server_url + f"#mode=lab&d_model=2&n_heads=1&n_kv_heads=1&d_head=2&d_v=2&causal=0&bias=0&tokens=a+b+c&seed=0&stage=weights&query=0&edits={said}")
+    rows = page.locator(".stage table.softmax tbody tr")
+    expect(rows).to_have_count(3)
+    request = lab_state(page) | {"edits": edits}
+    arrays = arrays_of(TracePayload.model_validate(httpx.post(server_url + "api/trace", json=request).json()))
+    e = [float(np.exp(float(fmt(s)))) for s in arrays["scaled"][0, 0]]
+    assert sum(e) >= 1e5
+    written = lambda v: f"{v:.2e}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")  # 4.44e4, 1.35e-1
+    total = sum(float(written(v)) for v in e)
+    shown = [r.split("\t")[2:4] for r in rows.all_inner_texts()]
+    assert shown == [[written(v), f"÷ {written(total)}"] for v in e], shown

@@ -1047,13 +1047,13 @@ function weights(view, query, head) {
     h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
     stack,
     e.table,
-    roundingHint([...(byHandFmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)], "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three"),
+    roundingHint([...(byHandFmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)], `The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to ${e.digits}`),
   ];
 }
 
 // The softmax of one query's scores, step by step: each score s, e^s, their sum, and each e^s
 // divided by it. e^s is worked out here (the trace keeps only the weights), to three decimals so
-// that a division by hand lands on the weight shown; a large one is written with its exponent.
+// that a division by hand lands on the weight shown; past a sum of 1e5, to three significant digits.
 // Returns the table and the keys where that division still misses.
 function softmaxTable(view, query, head) {
   const { payload, t } = view;
@@ -1064,8 +1064,11 @@ function softmaxTable(view, query, head) {
   // each step from the one before as shown, so that a learner can redo it: eˢ of s to two decimals,
   // their sum as the eˢ shown add up; the weight is the layer's, and a note names the rows where
   // the shown steps do not land on it
-  const text = (x) => (x >= 1e5 ? x.toExponential(2).replace("e+", "e") : x.toFixed(3));
   const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x))));
+  // a sum of 100,000 or more: every eˢ, and the sum, to three significant digits with the exponent
+  // (4.44e4, 2.60e5, 1.35e-1), not some written one way and some the other
+  const big = e.reduce((total, x) => total + x, 0) >= 1e5;
+  const text = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2).replace("e+", "e"));
   const sum = e.reduce((total, x) => total + Number(text(x)), 0);
   const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
   const off = range(n).filter((j) => e[j] > 0 && byHandFmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j)));
@@ -1087,7 +1090,7 @@ function softmaxTable(view, query, head) {
     h("thead", {}, h("tr", {}, ["key", "scaled score s", "eˢ", "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
-  return { table, off };
+  return { table, off, digits: big ? "three significant digits" : "three" };
 }
 
 function weightsMany(view, query, head) {
