@@ -81,23 +81,21 @@ LACKS = {  # why a layer may lack one of the optional stages
 
 def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
     """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
-    it ("␣fox") or as the text reads ("fox"); "fox@2" is its second occurrence; a number that is no
-    token is a position ("3", as the page and the widget take one). Otherwise a one-line error and
-    exit 2."""
+    it ("␣fox") or as the text reads ("fox"), its first place; "fox@4" or "fox @4" (the tables'
+    label of a repeated token) is fox at position 4; a number that is no token is a position ("3",
+    as the page and the widget take one). Otherwise a one-line error and exit 2."""
     labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
-    found, occurrence = named_positions(tokens, texts, wanted, labels)
+    found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"[0-9]+", wanted.strip()) and int(wanted) < len(tokens):  # ASCII digits only: int("²") fails
         return int(wanted)
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
-    if not 1 <= occurrence <= len(found):
-        name = wanted.rpartition("@")[0]  # an occurrence was asked for: "fox@3"
-        times = "once" if len(found) == 1 else f"{len(found)} times"
-        fail(
-            f"--query {wanted}: {name!r} occurs {times} (at position{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}); "
-            f"choose an occurrence from 1 to {len(found)}"
-        )
-    return found[occurrence - 1]
+    if position not in found:
+        name = re.sub(r" ?@[0-9]+$", "", wanted)  # a position was asked for: "fox@3"
+        if len(found) == 1:
+            fail(f"--query {wanted}: {name!r} is at position {found[0]} only, not {position}: write {name}, or {name}@{found[0]}")
+        fail(f"--query {wanted}: {name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{found[1]}")
+    return position
 
 
 @click.group()
@@ -115,8 +113,10 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "query_token",
     default=None,
     help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a leading space) "
-    "or as the tokenizer spells it (Ġfox); fox@2 is its second occurrence (fox alone: the first) "
-    "(default: the example's, 'like'; with --model, the middle word of the text)",
+    "or as the tokenizer spells it (Ġfox), its first place; fox@4 is fox at position 4, as the tables "
+    "label a repeated token (fox @4); or a position from 0, where the text has no such number as a token "
+    "(default: the example's, 'like'; with --model, "
+    "the middle word of the text)",
 )
 @click.option("--head", default=None, metavar="N", help="show only this head, numbered from 0 (default: every head)")
 @click.option("--stage", default=None, help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")

@@ -242,14 +242,15 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     return found
 
 
-def named_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> tuple[list[int], int]:
-    """Where the token `wanted` names stands (token_positions), and which of those it asks for,
-    from 1: "fox@2" is the second place of "fox" (a token itself spelled with @ is found first)."""
+def named_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> tuple[list[int], int | None]:
+    """Where the token `wanted` names stands (token_positions), and the position it asks for: "fox
+    @4" (as the page and the terminal label a repeated token) or "fox@4" is fox at position 4; "fox"
+    alone, its first. A token itself spelled with @ is found first. None: no position asked for."""
     found = token_positions(tokens, texts, wanted, labels)
-    numbered = re.fullmatch(r"(.+)@([0-9]+)", wanted)
-    if not found and numbered:
-        return token_positions(tokens, texts, numbered[1], labels), int(numbered[2])
-    return found, 1
+    at = re.fullmatch(r"(.+?) ?@([0-9]+)", wanted)
+    if not found and at:
+        return token_positions(tokens, texts, at[1], labels), int(at[2])
+    return found, found[0] if found else None
 
 
 def kv_cache_all_layers(model, n: int) -> dict[str, int]:

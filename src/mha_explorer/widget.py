@@ -15,7 +15,7 @@ shipped in the package: nothing comes from a CDN. Its synced traits are the page
     all_queries  show every query at once as heatmaps
 
 `query` also accepts a token: `w.query = "like"` stores the index of "like" (of its first
-occurrence, as `mha-explorer trace --query` does; give the index for a later one). A real model's
+occurrence, as `mha-explorer trace --query` does; "like@1", or the index, names a position). A real model's
 token may be given as the text it stands for ("fox" or " fox" for "Ġfox") or as the view labels
 it ("␣fox"). The trait itself always holds an int, the index the front end understands;
 `w.query_token` reads the token.
@@ -270,7 +270,7 @@ class Explorer(anywidget.AnyWidget):
         if isinstance(value, str):
             index = _find_token(self.payload, value)
             if index is None:
-                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, \"the@2\" for its second occurrence, or an index)")
+                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, \"the@4\" for the one at position 4, or an index)")
             return index
         if not _is_index(value):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
@@ -300,12 +300,12 @@ def _is_index(value) -> bool:
 
 def _find_token(payload: Mapping, wanted: str) -> int | None:
     """The token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
-    all find "Ġfox", its first occurrence; "fox@2" its second."""
+    all find "Ġfox", its first occurrence; "fox@4" (or "fox @4", as the view labels it) the fox at position 4."""
     from .modelview import named_positions
 
     model = payload.get("model") or {}
-    found, occurrence = named_positions(payload["tokens"], model.get("readable") or payload["tokens"], wanted, model.get("labels"))
-    return found[occurrence - 1] if 1 <= occurrence <= len(found) else None
+    found, position = named_positions(payload["tokens"], model.get("readable") or payload["tokens"], wanted, model.get("labels"))
+    return position if position in found else None
 
 
 def _model_of(payload: Mapping, known):

@@ -179,7 +179,7 @@ def test_json_says_that_head_and_stage_choose_the_walkthrough():
     assert json.loads(result.stdout)["config"]["n_heads"] == 2
 
 
-# --- 5. the nth occurrence, in the teaching example -------------------------------
+# --- 5. a position, in the teaching example -------------------------------
 
 
 def test_a_number_that_is_no_token_is_a_position():
@@ -188,10 +188,11 @@ def test_a_number_that_is_no_token_is_a_position():
     assert error.endswith("choose one of: cats, like, warm, milk, or a position from 0 to 3")
 
 
-def test_the_first_occurrence_may_be_named_and_a_missing_one_says_how_many():
-    assert "query milk (position 3)" in invoke("trace", "--query", "milk@1", "--stage", "weights").stdout
+def test_a_token_at_a_position_is_named_as_the_tables_label_it_and_a_wrong_one_says_where_it_is():
+    for query in ("milk@3", "milk @3"):  # "milk @3": as a table labels a repeated token
+        assert "query milk (position 3)" in invoke("trace", "--query", query, "--stage", "weights").stdout
     error = one_error(invoke("trace", "--query", "milk@2"))
-    assert "'milk' occurs once (at position 3)" in error and "from 1 to 1" in error
+    assert error == "error: --query milk@2: 'milk' is at position 3 only, not 2: write milk, or milk@3"
 
 
 # --- 8. serve on a port in use ------------------------------------------------------

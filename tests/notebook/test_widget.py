@@ -374,11 +374,13 @@ def test_a_real_models_payload_given_to_another_widget_brings_its_own_run(minilm
     assert a.head_arrays["stages"]["q"]["shape"][1] == len(b.tokens)
 
 
-def test_a_query_names_an_occurrence_or_a_lowercased_token_as_the_terminal_does(minilm):
+def test_a_query_names_a_position_or_a_lowercased_token_as_the_terminal_does(minilm):
     w = Explorer.from_config("gqa", tokens="the cat sat on the mat")
-    w.query = "the@2"
-    assert w.query == 4
-    with pytest.raises(traitlets.TraitError, match='"the@2" for its second occurrence'):
+    for query in ("the@4", "the @4"):  # as the view labels the second "the"
+        w.query = 0
+        w.query = query
+        assert w.query == 4
+    with pytest.raises(traitlets.TraitError, match='"the@4" for the one at position 4'):
         w.query = "the@3"
     m = Explorer.from_model("minilm", text="The Fox ran", layer=0, query="Fox")  # BERT's tokenizer lowercases
     assert m.query_token == "fox"
