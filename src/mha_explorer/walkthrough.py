@@ -103,7 +103,7 @@ def render(
             console.print(Panel(Group(Text(s.explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
     console.print(
         "Numbers show two decimals; every result is worked out from the full numbers, so a sum or product of the"
-        " shown decimals may land 0.01 off the shown result.",
+        " shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
         style="dim",
     )
 
@@ -304,6 +304,16 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
         table.add_column(col)
     for j, tok in enumerate(tokens):
         table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
+    # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
+    by_hand = lambda j: str((Decimal(shown(e[j])) / Decimal(shown(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    off = [named(tokens, j).plain for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])]
+    if off:
+        rows = ", ".join(f"“{name}”" for name in off)
+        table.caption = (
+            f"In the row{'s' if len(off) > 1 else ''} of {rows}, e^s ÷ Σ e^s as shown gives a weight a little off the one shown: "
+            "the weights are worked out from the full numbers."
+        )
+        table.caption_justify = "left"
     return table
 
 
