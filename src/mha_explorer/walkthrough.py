@@ -93,6 +93,7 @@ def render(
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = _STAGE_VIEWS | {
         "projections": partial(_projections, weights=weights),
+        "qk_norm": partial(_qk_norm, weights=weights),
         "output": partial(_output, weights=weights, fits=fits),
         "mask": partial(_mask, fits=fits),
         "weights": partial(_weights, fits=fits),
@@ -170,7 +171,10 @@ def _weights_of(weights: AttentionWeights, h: int, g: int, shared: bool) -> Tabl
     return table
 
 
-def _qk_norm(t, tokens, i, heads):
+def _qk_norm(t, tokens, i, heads, weights: AttentionWeights | None = None):
+    """q and k before and after the norm; for the query, rms(q) (with ε) too, and under the tables
+    the learned multipliers w^q and w^k, so that q normed = q ÷ rms(q) × w^q can be checked."""
+    eps = t.config.qk_norm_eps
     out = []
     first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
     for h in heads:
@@ -179,15 +183,19 @@ def _qk_norm(t, tokens, i, heads):
         first.setdefault(g, h)
         title = f"head {h}: each row ÷ its root mean square, × the learned weights" + (f"; k as head {first[g]}'s above" if shared else "")
         table = Table(title=title, min_width=len(title) + 4)
-        for col in ("token", "q", "q normed") + (() if shared else ("k", "k normed")):
+        for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
             table.add_column(col)
         for j, tok in enumerate(tokens):
             if shared and j != i:
                 continue
-            q, qn = (vec(t["q"][h, j]), vec(t["q_normed"][h, j])) if j == i else ("", "")
+            q = t["q"][h, j]
+            rms = fmt(float(np.sqrt(np.mean(np.square(q, dtype=np.float64)) + eps)), 3)
+            q, rms, qn = (vec(q), rms, vec(t["q_normed"][h, j])) if j == i else ("", "", "")
             k = () if shared else (vec(t["k"][g, j]), vec(t["k_normed"][g, j]))
-            table.add_row(named(tokens, j), q, qn, *k, style="bold" if j == i else None)
+            table.add_row(named(tokens, j), q, rms, qn, *k, style="bold" if j == i else None)
         out.append(table)
+    if weights is not None and weights.q_norm is not None:
+        out.append(Text(f"learned multipliers, shared by every head: w^q = {vec(weights.q_norm)}, w^k = {vec(weights.k_norm)}; ε = {np.format_float_positional(eps)}"))
     return out
 
 

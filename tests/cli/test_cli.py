@@ -295,21 +295,27 @@ def test_query_heads_sharing_a_kv_head_show_its_normed_and_rotated_k_once():
 
     from mha_explorer.config import AttentionConfig
     from mha_explorer.trace import trace
-    from mha_explorer.walkthrough import render
+    from mha_explorer.walkthrough import fmt, render, vec
     from mha_explorer.weights import AttentionWeights
 
     config = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=4, qk_norm=True, rope_theta=10000.0, causal=True)
     x = np.random.default_rng(0).normal(size=(3, 8))
-    t = trace(x, AttentionWeights.random(config, seed=1), config)
+    w = AttentionWeights.random(config, seed=1)
+    t = trace(x, w, config)
     # the rotation turns the normed q and k: its columns say so
-    for stage, columns, k_columns in (("qk_norm", ["q", "q normed"], ["k", "k normed"]), ("rope", ["position", "q normed", "q rotated"], ["k normed", "k rotated"])):
+    for stage, columns, k_columns in (("qk_norm", ["q", "rms(q)", "q normed"], ["k", "k normed"]), ("rope", ["position", "q normed", "q rotated"], ["k normed", "k rotated"])):
         console = Console(width=200, record=True, highlight=False)
-        render(t, ["a", "b", "c"], 2, [0, 1, 2, 3], stage, console)
+        render(t, ["a", "b", "c"], 2, [0, 1, 2, 3], stage, console, w)
         out = console.export_text()
         tables = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
         assert tables.count(["token", *columns, *k_columns]) == 1, tables
         assert tables.count(["token", *columns]) == 3, tables
         assert all(f"head {h}: " in out and "k as head 0's above" in out for h in (1, 2, 3))
+        if stage == "qk_norm":  # q normed = q ÷ rms(q) × w^q, every factor shown
+            q = t["q"][0, 2]
+            rms = re.search(r"│ c +│ \[[^]]*\] +│ (\S+) +│", out)[1]  # head 0's row of the query: q, then rms(q)
+            assert rms == fmt(float(np.sqrt(np.mean(q.astype(float) ** 2) + config.qk_norm_eps)), 3)
+            assert f"w^q = {vec(w.q_norm)}, w^k = {vec(w.k_norm)}; ε = 0.000001" in out
 
 
 def test_a_causal_layers_scores_say_which_keys_the_mask_hides_next():
