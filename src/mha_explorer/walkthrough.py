@@ -26,7 +26,7 @@ PANEL_EDGES = 4  # a stage's panel takes a border and a space on each side
 def fmt(v: float, digits: int = 2) -> str:
     """Round half away from zero on the exact binary value, as JavaScript's toFixed does."""
     if v == -np.inf:
-        return "-inf"
+        return "−∞"  # as the page writes a masked score
     s = str(Decimal(float(v)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
     return s[1:] if s.startswith("-") and not s.strip("-0.") else s
 
@@ -311,7 +311,7 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
         table.add_column(col)
     for j, tok in enumerate(tokens):
-        table.add_row(named(tokens, j), fmt(logits[j]) if np.isfinite(logits[j]) else "−∞", shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
+        table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
     by_hand = lambda j: str((Decimal(shown(e[j])) / Decimal(shown(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
     off = [named(tokens, j).plain for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])]

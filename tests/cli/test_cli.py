@@ -210,9 +210,9 @@ def test_causal_adds_the_mask_stage_and_masks_later_keys():
     assert "causal" in out.splitlines()[0]
     for j, tok in enumerate(["cats", "like", "warm", "milk"]):
         visible = "yes" if j == 0 else "no (masked)"
-        masked = "-inf" if j > 0 else None
+        masked = "−∞" if j > 0 else None
         if masked:
-            assert has_row(out, [tok, str(j), visible, "-inf", "-inf"]), tok
+            assert has_row(out, [tok, str(j), visible, "−∞", "−∞"]), tok
         else:
             assert has_row(out, [tok, str(j), visible]), tok
     # the first token can only attend to itself
