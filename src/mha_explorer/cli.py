@@ -195,8 +195,10 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
         fail(str(e))
     query = middle_word(run, model) if query is None else query
     console = Console(highlight=False)
-    console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} tokens", style="bold")
-    console.print(escape(" ".join(note for note in (model.arch.input_note, model.arch.output_note, model.arch.norm_note) if note)), style="dim")
+    console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} token{'' if len(tokens) == 1 else 's'}", style="bold")
+    # weights not the published float32 ones are said, so that numbers compared with another copy of the model are not taken for wrong ones
+    stored = f"Weights: {model.storage}." if model.storage and not model.storage.endswith("F32") else ""
+    console.print(escape(" ".join(note for note in (model.arch.input_note, model.arch.output_note, model.arch.norm_note, stored) if note)), style="dim")
     render(run.trace, labels, query, heads, stage, console, run.weights)
 
 

@@ -130,7 +130,7 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
             table = Table(title=title, min_width=len(title) + 2)
             table.add_column("token")
             table.add_column(formulas[0])
-            table.add_row(Text(tokens[i]), vec(t["q"][h, i]), style="bold")
+            table.add_row(named(tokens, i), vec(t["q"][h, i]), style="bold")
             if bias is not None:
                 table.add_row("bias", vec(bias.b_Q[h]), style="dim")
             out.append(table)

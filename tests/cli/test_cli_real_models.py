@@ -79,6 +79,16 @@ def test_the_walkthrough_says_where_x_comes_from_and_where_y_goes():
     arch = load_model("minilm").arch
     out = ok("--model", "minilm", "--text", FOX, "--stage", "scores")
     assert f"{arch.input_note} {arch.output_note}" in " ".join(out.split())
+    assert "Weights:" not in out  # the published float32 ones
+
+
+@needs["smollm2"]
+def test_the_walkthrough_says_a_quantized_models_weights_are_dequantized():
+    from mha_explorer.models import load_model
+
+    out = " ".join(ok("--model", "smollm2", "--text", "x", "--stage", "weights").split())
+    assert out.startswith("SmolLM2-135M-Instruct · layer 0 of 0–29 · 1 token ")  # one token, not "1 tokens"
+    assert f"Weights: {load_model('smollm2').storage}." in out and "dequantized to float32" in out
 
 
 @needs["minilm"]
