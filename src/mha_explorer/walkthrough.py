@@ -20,6 +20,10 @@ from .weights import AttentionWeights
 
 # Vectors wider than this (real layers: d_model in the hundreds) show their first three numbers and a count.
 MAX_SHOWN = 8
+# Beyond this many tokens a table of one query's keys lists the keys that matter most (TOP_KEYS of
+# each head) and counts the rest, as the page does: a 512-token text would be thousands of lines.
+MANY_TOKENS = 24
+TOP_KEYS = 8
 PANEL_EDGES = 4  # a stage's panel takes a border and a space on each side
 
 
@@ -48,6 +52,23 @@ def named(tokens: list[str], j: int) -> Text:
     """Token j as the tables name it: with its position when the text has it more than once
     ("the @4"), as the page names it."""
     return Text(tokens[j] if tokens.count(tokens[j]) == 1 else f"{tokens[j]} @{j}")
+
+
+def top_keys(n: int, ranked: list[np.ndarray], top: int = TOP_KEYS, keep: tuple[int, ...] = ()) -> list[int]:
+    """Every key of a short text; of a long one, those among the `top` largest of each array in
+    ranked (a head's row of scores or weights, -inf or 0 where the mask hides a key), and keep."""
+    if n <= MANY_TOKENS:
+        return list(range(n))
+    keys = set(keep)
+    for values in ranked:
+        keys.update(int(j) for j in np.argsort(-values, kind="stable")[:top] if values[j] > -np.inf)
+    return sorted(keys)
+
+
+def left_out(table: Table, n: int, shown: list[int], what: str) -> None:
+    """The last row of a table that lists some keys of a long text: how many it leaves out."""
+    if len(shown) < n:
+        table.add_row(Text(f"… {n - len(shown)} other {what}", style="dim"))
 
 
 def final_qk(t: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -138,13 +159,17 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
                 out.append(_weights_of(weights, h, g, shared=True))
             continue
         first[g] = h
-        table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else ""))
+        n = len(tokens)
+        rows = top_keys(n, [t["weights"][h, i]], keep=(i,))  # a long text: the query and the keys it weighs most
+        table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else "")
+                      + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most"))
         for col in ("token", "x", *formulas):
             table.add_column(col)
-        for j, tok in enumerate(tokens):
+        for j in rows:
             q = vec(t["q"][h, j]) if j == i else ""
             style = "bold" if j == i else None
             table.add_row(named(tokens, j), vec(t["x"][j]), q, vec(t["k"][g, j]), vec(t["v"][g, j]), style=style)
+        left_out(table, n, rows, "tokens")
         if bias is not None:
             table.add_row("bias", "", vec(bias.b_Q[h]), vec(bias.b_K[g]), vec(bias.b_V[g]), style="dim")
         out.append(table)
@@ -251,13 +276,18 @@ def _scores(t, tokens, i, heads):
     out = []
     for h in heads:
         g = t.config.kv_group[h]
-        table = Table(title=f"head {h}: q·k_j, then {scaling}")
+        n = len(tokens)
+        logits = t.stages.get("mask", t["scaled"])[h, i]  # -inf where the mask hides a key
+        keys = top_keys(n, [logits])
+        table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
         for col in ("key", "q·k_j as a sum of products", "score", "scaled"):
             table.add_column(col)
-        for j in range(len(tokens)):
+        for j in keys:
             terms = dot_terms(q_final[h, i], k_final[g, j])
             scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
             table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
+        hidden_left = int(hidden.sum()) - int(hidden[keys].sum())
+        left_out(table, n, keys, "keys" + (f", {hidden_left} of them masked next" if hidden_left else ""))
         out.append(table)
     return out
 
@@ -341,13 +371,17 @@ def _weights_table(t, tokens, i, heads):
         table.add_column(f"head {h}")
         table.add_column("")
     hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
-    for j, tok in enumerate(tokens):
+    keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=3)
+    if len(keys) < len(tokens):
+        table.title = f"{title}: each head's 3 largest weights"
+    for j in keys:
         cells = []
         for h in heads:
             w = t["weights"][h, i, j]
             cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
         table.add_row(named(tokens, j), *cells)
-    table.add_row("sum", *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
+    left_out(table, len(tokens), keys, "keys")
+    table.add_row("sum", *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")  # of every key
     return table
 
 

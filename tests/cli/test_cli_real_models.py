@@ -372,3 +372,34 @@ def test_a_failed_load_on_a_terminal_ends_the_progress_line_first(tmp_path, monk
     with pytest.raises(ModelError):
         cli._load(str(folder))
     assert terminal.getvalue().startswith("\rloading ") and terminal.getvalue().endswith("\n"), repr(terminal.getvalue())
+
+
+@needs["smollm2"]
+def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
+    """Past 24 tokens, as on the page: the scores list each head's 8 highest keys the query sees,
+    and how many keys are left out (and masked); the weights each head's 3 largest; projections the
+    query and the keys it weighs most. A 110-token text is not a thousand lines."""
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
+    p = payload("--model", "smollm2", "--text", text, "--head", "0")
+    n, i = len(p.tokens), p.query
+    scaled = to_numpy(p.stages["mask"])[0, i]  # -inf where masked
+    weights = to_numpy(p.stages["weights"])[0, i]
+    labels = [t.replace("Ġ", "␣") for t in p.tokens]
+    name = lambda j: f"{labels[j]} @{j}" if labels.count(labels[j]) > 1 else labels[j]
+
+    out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "scores")
+    listed = [row[0] for row in cells(out) if len(row) == 4 and NUMBER.fullmatch(row[2])]
+    top = sorted(np.argsort(-scaled, kind="stable")[:8])
+    assert listed == [name(j) for j in top]
+    hidden = int(np.isinf(scaled).sum())
+    assert f"… {n - 8} other keys, {hidden} of them masked next" in " ".join(out.split())
+
+    out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "weights")
+    listed = [row[0] for row in cells(out) if len(row) == 3 and NUMBER.fullmatch(row[1])]
+    assert listed == [name(j) for j in sorted(np.argsort(-weights, kind="stable")[:3])] + ["sum"]
+    assert f"… {n - 3} other keys" in out
+
+    out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "projections")
+    listed = [row[0] for row in cells(out) if len(row) == 5 and row[1].startswith("[")]
+    assert listed == [name(j) for j in sorted({i, *np.argsort(-weights, kind="stable")[:8]})]
+    assert len(ok("--model", "smollm2", "--text", text, "--head", "0").splitlines()) < 400
