@@ -109,8 +109,8 @@ def render(
         f"[bold]Multi-head attention[/] · {c.kind} · d_model={c.d_model}, n_heads={c.n_heads}, "
         f"n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}"
         + _features(c)
-        + f" · query [bold]{escape(tokens[query])}[/] (position {query})"
     )
+    console.print(f"query [bold]{escape(tokens[query])}[/] (position {query})")  # a line of its own: never cut in two
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = _STAGE_VIEWS | {
         "projections": partial(_projections, weights=weights),
