@@ -160,7 +160,8 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
             continue
         first[g] = h
         n = len(tokens)
-        rows = top_keys(n, [t["weights"][h, i]], keep=(i,))  # a long text: the query and the keys it weighs most
+        seen = np.where(hidden_keys(n, t.config)[i], -np.inf, t["weights"][h, i])  # (n,): a masked key is never among the top
+        rows = top_keys(n, [seen], keep=(i,))  # a long text: the query and the keys it weighs most
         table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else "")
                       + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most"))
         for col in ("token", "x", *formulas):
@@ -210,14 +211,18 @@ def _qk_norm(t, tokens, i, heads, weights: AttentionWeights | None = None):
         table = Table(title=title, min_width=len(title) + 4)
         for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
             table.add_column(col)
-        for j, tok in enumerate(tokens):
-            if shared and j != i:
-                continue
+        n = len(tokens)
+        rows = [i] if shared else top_keys(n, [np.where(hidden_keys(n, t.config)[i], -np.inf, t["weights"][h, i])], keep=(i,))
+        if not shared and len(rows) < n:
+            table.title = f"{title}: the query and the {TOP_KEYS} keys it weighs most"
+        for j in rows:
             q = t["q"][h, j]
             rms = fmt(float(np.sqrt(np.mean(np.square(q, dtype=np.float64)) + eps)), 3)
             q, rms, qn = (vec(q), rms, vec(t["q_normed"][h, j])) if j == i else ("", "", "")
             k = () if shared else (vec(t["k"][g, j]), vec(t["k_normed"][g, j]))
             table.add_row(named(tokens, j), q, rms, qn, *k, style="bold" if j == i else None)
+        if not shared:
+            left_out(table, n, rows, "tokens")
         out.append(table)
     if weights is not None and weights.q_norm is not None:
         out.append(Text(f"learned multipliers, shared by every head: w^q = {vec(weights.q_norm)}, w^k = {vec(weights.k_norm)}; ε = {np.format_float_positional(eps)}"))
@@ -315,9 +320,20 @@ def _mask_table(t, tokens, i, heads):
     table = Table(title=title, min_width=len(title) + 4)  # the title on one line
     for col in ("key", "position", "visible", *(f"head {h} masked score" for h in heads)):
         table.add_column(col)
-    for j, tok in enumerate(tokens):
+    n = len(tokens)
+    rows = list(range(n))
+    if n > MANY_TOKENS:  # a long text: the first and last keys, and those where the mask begins or ends
+        edges = [0, 1, i - 2, i - 1, i, i + 1, i + 2, n - 2, n - 1]
+        if c.sliding_window is not None:
+            edges += [i - c.sliding_window, i - c.sliding_window + 1]
+        rows = sorted({j for j in edges if 0 <= j < n})
+    for before, j in zip([-1, *rows], rows):
+        if j > before + 1:
+            table.add_row(Text("…", style="dim"))
         visible = "no (masked)" if hidden[j] else "yes"
-        table.add_row(Text(tok), str(j), visible, *(fmt(t["mask"][h, i, j]) for h in heads))
+        table.add_row(Text(tokens[j]), str(j), visible, *(fmt(t["mask"][h, i, j]) for h in heads))
+    masked_left = int(hidden.sum()) - int(hidden[rows].sum())
+    left_out(table, n, rows, "keys" + (f", {masked_left} of them masked" if masked_left else ""))
     return table
 
 
@@ -334,7 +350,7 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     logits = t["mask"][h, i] if "mask" in t.stages else t["scaled"][h, i]
     # each step from the one before as shown: e^s of s to two decimals, summed as the e^s shown
     e = np.array([math.exp(float(fmt(s))) if np.isfinite(s) else 0.0 for s in logits])  # (n,)
-    shown = _e_format(float(e.sum()))
+    shown = _e_format(e)
     total = sum(float(shown(x)) for x in e)
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
@@ -344,7 +360,9 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
     by_hand = lambda j: str((Decimal(shown(e[j])) / Decimal(shown(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
-    off = [named(tokens, j).plain for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])]
+    # (no check where every e^s is 0 even in full: scores below -745, which the layer's own softmax
+    # takes relative to the largest; only an edited lab layer makes them)
+    off = [named(tokens, j).plain for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])] if total > 0 else []
     if off:
         rows = ", ".join(f"“{name}”" for name in off)
         table.caption = (
@@ -355,10 +373,11 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     return table
 
 
-def _e_format(total: float):
+def _e_format(e: np.ndarray):
     """How the softmax table writes e^s, as the page does: to three decimals; when their sum is
-    100,000 or more, every one to three significant digits with its exponent (4.44e4, 1.35e-1)."""
-    if total < 1e5:
+    100,000 or more, or three decimals would write one of them 0.000 (a score below -7.6), every one
+    to three significant digits with its exponent (4.44e4, 1.35e-1, 2.76e-6)."""
+    if e.sum() < 1e5 and not ((e > 0) & (e < 5e-4)).any():
         return lambda x: f"{x:.3f}"
     return lambda x: "0" if x == 0 else re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.2e}")
 

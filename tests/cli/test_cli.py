@@ -381,3 +381,24 @@ def test_the_softmax_by_hand_names_the_rows_that_do_not_land_on_the_weight(query
         assert (said in table) == bool(off), (h, off)
         if not off:
             assert "as shown gives a weight" not in table
+
+
+def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out():
+    """Query 0 of a causal layer sees key 0 alone, at s = -22.63: e^s is 1.5e-10, which three decimals
+    would write 0.000 (and its sum 0, a division by zero). Every e^s then has its exponent."""
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import fmt, render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=2, n_heads=1, d_head=2, causal=True)
+    x = np.array([[2.0, 2.0], [1.0, 0.5], [0.0, 0.1]])
+    t = trace(x, AttentionWeights(W_Q=np.eye(2)[None] * -4, W_K=np.eye(2)[None], W_V=np.eye(2)[None], W_O=np.eye(2)), config)
+    console = Console(width=200, record=True, highlight=False)
+    render(t, ["a", "b", "c"], 0, [0], "weights", console)
+    rows = [r for r in cells(console.export_text()) if len(r) == 5 and r[0] in ("a", "b", "c")]
+    e = math.exp(float(fmt(t["scaled"][0, 0, 0])))
+    written = f"{e:.2e}"  # 1.46e-10: two exponent digits, none padded
+    assert rows == [["a", fmt(t["scaled"][0, 0, 0]), written, f"÷ {written}", "1.00"], ["b", "−∞", "0", f"÷ {written}", "0.00"], ["c", "−∞", "0", f"÷ {written}", "0.00"]], rows

@@ -403,3 +403,22 @@ def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
     listed = [row[0] for row in cells(out) if len(row) == 5 and row[1].startswith("[")]
     assert listed == [name(j) for j in sorted({i, *np.argsort(-weights, kind="stable")[:8]})]
     assert len(ok("--model", "smollm2", "--text", text, "--head", "0").splitlines()) < 400
+
+
+@needs["smollm2"]
+def test_a_long_texts_early_query_lists_only_keys_it_sees_and_its_mask_table_is_short():
+    """Query 2 of a 110-token causal text sees keys 0 to 2: Projections lists those (no masked key
+    among "the keys it weighs most"), the mask table the first keys, those around the query and the
+    last two, with the rest counted."""
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
+    tokens = payload("--model", "smollm2", "--text", text).tokens
+    n = len(tokens)
+    labels = [t.replace("Ġ", "␣") for t in tokens]
+    out = ok("--model", "smollm2", "--text", text, "--head", "0", "--query", "2", "--stage", "projections")
+    listed = [row[0] for row in cells(out) if len(row) == 5 and row[1].startswith("[")]
+    assert listed == [labels[j] if labels.count(labels[j]) == 1 else f"{labels[j]} @{j}" for j in range(3)], listed
+    assert f"… {n - 3} other tokens" in out
+    out = ok("--model", "smollm2", "--text", text, "--head", "0", "--query", "2", "--stage", "mask")
+    positions = [int(row[1]) for row in cells(out) if len(row) == 4 and row[1].isdigit()]
+    assert positions == [0, 1, 2, 3, 4, n - 2, n - 1]
+    assert f"… {n - 7} other keys, {n - 7} of them masked" in " ".join(out.split())

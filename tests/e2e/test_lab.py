@@ -749,3 +749,23 @@ def test_a_softmax_of_large_scores_writes_every_exponential_one_way(page, server
     total = sum(float(written(v)) for v in e)
     shown = [r.split("\t")[2:4] for r in rows.all_inner_texts()]
     assert shown == [[written(v), f"÷ {written(total)}"] for v in e], shown
+
+
+def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out(page, server_url):
+    """Query 0 of a causal layer sees key 0 alone, at s = -22.63: its e^s (1.5e-10) is written with
+    its exponent, not as 0.000 over a sum of 0.000, and no row is said to miss its weight."""
+    edits = {f"x:{r},{c}": v for r, row in enumerate([[2, 2], [1, 0.5], [0, 0.1]]) for c, v in enumerate(row)}
+    edits |= {f"W_{m}:0,{i},{j}": (-4 if m == "Q" else 1) * (i == j) for m in "QK" for i in range(2) for j in range(2)}
+    said = ";".join(f"{k}={v}" for k, v in edits.items())
+    page.goto(server_url + f"#mode=lab&d_model=2&n_heads=1&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c&seed=0&stage=weights&query=0&edits={said}")
+    rows = page.locator(".stage table.softmax tbody tr")
+    expect(rows).to_have_count(3)
+    arrays = arrays_of(TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page) | {"edits": edits}).json()))
+    e = float(np.exp(float(fmt(arrays["mask"][0, 0, 0]))))
+    written = f"{e:.2e}"  # 1.46e-10
+    assert [r.split("\t")[1:] for r in rows.all_inner_texts()] == [
+        [fmt(arrays["mask"][0, 0, 0]), written, f"÷ {written}", "1.00"],
+        ["−∞", "0", f"÷ {written}", "0.00"],
+        ["−∞", "0", f"÷ {written}", "0.00"],
+    ]
+    assert page.locator(".stage p.hint", has_text="working from the rounded numbers").count() == 0

@@ -838,3 +838,31 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
     assert rows["qk_norm"] == [f"{payload.costs.multiply_adds['qk_norm']:,}", "multiply-adds for the root mean squares (then as many divisions and multiplies by w)"]
     assert rows["rope"] == [f"{payload.costs.multiply_adds['rope']:,}", "components turned (two multiplies and an add each)"]
+
+
+@needs("minilm")
+def test_the_lens_stays_on_a_short_wide_map_and_goes_with_the_pointer(page, server_url):
+    """X of a 40-token text is a map 40 px tall: the lens shows as many rows as fit on it (it would
+    hang over the caption, cut off by the figure). A map shown again after another query's, the
+    pointer gone meanwhile, has no lens left on."""
+    text = "Attention lets every token read from the others, weighted by how well its query matches their keys, in every head at once."
+    trace_model(page, server_url, "minilm", text, 0)
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    x_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption").filter(has_text=re.compile("^X$")))
+    canvas = x_map.locator("canvas.heatmap")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    assert box["height"] < 150  # shorter than a lens of 15 rows of 10 px
+    page.mouse.move(box["x"] + box["width"] - 100, box["y"] + box["height"] / 2)
+    lens = x_map.locator("canvas.heatmap-lens")
+    expect(lens).to_be_visible()
+    shown = lens.bounding_box()
+    assert box["y"] - 0.5 <= shown["y"] and shown["y"] + shown["height"] <= box["y"] + box["height"] + 0.5, (box, shown)
+    # another query's panel, the pointer leaving it, then this query's again: the lens is off
+    menu = page.get_by_label("Query token")
+    query = menu.input_value()
+    menu.select_option(str(int(query) + 1))
+    page.mouse.move(5, 5)
+    menu.select_option(query)
+    expect(page.locator(".stage h2")).to_contain_text(f"query “{page.locator('#' + menu.get_attribute('id') + ' option:checked').inner_text()}”")
+    expect(page.locator(".stage canvas.heatmap-lens:visible")).to_have_count(0)

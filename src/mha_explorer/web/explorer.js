@@ -1053,7 +1053,8 @@ function weights(view, query, head) {
 
 // The softmax of one query's scores, step by step: each score s, e^s, their sum, and each e^s
 // divided by it. e^s is worked out here (the trace keeps only the weights), to three decimals so
-// that a division by hand lands on the weight shown; past a sum of 1e5, to three significant digits.
+// that a division by hand lands on the weight shown; past a sum of 1e5, or below 0.0005, to three
+// significant digits.
 // Returns the table and the keys where that division still misses.
 function softmaxTable(view, query, head) {
   const { payload, t } = view;
@@ -1065,13 +1066,14 @@ function softmaxTable(view, query, head) {
   // their sum as the eˢ shown add up; the weight is the layer's, and a note names the rows where
   // the shown steps do not land on it
   const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x))));
-  // a sum of 100,000 or more: every eˢ, and the sum, to three significant digits with the exponent
-  // (4.44e4, 2.60e5, 1.35e-1), not some written one way and some the other
-  const big = e.reduce((total, x) => total + x, 0) >= 1e5;
+  // a sum of 100,000 or more, or an eˢ three decimals would write 0.000 (a key the query sees, with
+  // a score below -7.6): every eˢ, and the sum, to three significant digits with the exponent
+  // (4.44e4, 2.60e5, 1.35e-1, 2.76e-6), not some written one way and some the other
+  const big = e.reduce((total, x) => total + x, 0) >= 1e5 || e.some((x) => x > 0 && x < 5e-4);
   const text = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2).replace("e+", "e"));
   const sum = e.reduce((total, x) => total + Number(text(x)), 0);
   const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
-  const off = range(n).filter((j) => e[j] > 0 && byHandFmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j)));
+  const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && byHandFmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j))) : [];
   const rows = range(n).map((j) =>
     h(
       "tr",
@@ -1716,15 +1718,19 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     const lens = entry.lens;
     lens.hidden = !(small && lensOn && cursor);
     if (lens.hidden) return;
-    const [down, across] = [Math.min(LENS_CELLS, rows), Math.min(LENS_CELLS, cols)];
-    const top = Math.min(rows - down, Math.max(0, cursor[0] - (down >> 1))); // the window stays on the map
-    const first = Math.min(cols - across, Math.max(0, cursor[1] - (across >> 1)));
     // each way, cells already big enough keep their size: a strip's (one query's row) stay its height
     const [zx, zy] = [cw < LENS_MIN ? LENS_ZOOM : cw, ch < LENS_MIN ? LENS_ZOOM : ch];
+    // as many rows as fit the map's height (a wide map of 1-px rows may be 40 px tall): the lens
+    // stays on the map, whose figure clips what goes past it; a strip's lens hangs below it
+    const down = rows === 1 ? 1 : Math.min(LENS_CELLS, rows, Math.max(1, Math.floor(height / zy)));
+    const across = Math.min(LENS_CELLS, cols);
+    const top = Math.min(rows - down, Math.max(0, cursor[0] - (down >> 1))); // the window stays on the map
+    const first = Math.min(cols - across, Math.max(0, cursor[1] - (across >> 1)));
     const [w, ht] = [across * zx, down * zy];
-    if (lens.width !== w * ratio || lens.height !== ht * ratio) {
-      lens.width = w * ratio;
-      lens.height = ht * ratio;
+    const [pw, ph] = [Math.round(w * ratio), Math.round(ht * ratio)]; // whole device pixels
+    if (lens.width !== pw || lens.height !== ph) {
+      lens.width = pw;
+      lens.height = ph;
       Object.assign(lens.style, { width: `${w}px`, height: `${ht}px` });
     }
     const ctx = lens.getContext("2d");
@@ -1745,12 +1751,11 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     }
     ctx.strokeStyle = "#c2410c"; // the cursor's colour on the map
     ctx.strokeRect((cursor[1] - first) * zx + 1, (cursor[0] - top) * zy + 1, zx - 2, zy - 2);
-    // beside the cursor, right of it and below, on the map; on the other side where the map ends
-    // first. A map of a few rows (a strip) has no room: the lens hangs just below it.
+    // beside the cursor, right of it and below, on the map; on the other side where the map ends first
     const x = left + cursor[1] * cw;
     const gap = 14;
     const lx = x + gap + w <= width ? x + gap : Math.max(0, x - gap - w);
-    const ly = rows < LENS_CELLS ? height + 2 : Math.min(height - ht, cursor[0] * ch + gap);
+    const ly = rows === 1 ? height + 2 : Math.min(height - ht, cursor[0] * ch + gap);
     Object.assign(lens.style, { left: `${lx}px`, top: `${ly}px` });
   }
 
@@ -1793,9 +1798,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       const box = entry.canvas.getBoundingClientRect();
       const c = Math.floor((event.clientX - box.left - left) / cw);
       const r = Math.floor((event.clientY - box.top) / ch);
-      lensOn = true;
-      if (r >= 0 && r < rows && c >= 0 && c < cols && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c, false);
-      else if (entry.lens.hidden) drawLens();
+      const inside = r >= 0 && r < rows && c >= 0 && c < cols; // not over the row labels
+      lensOn = inside;
+      if (inside && (!cursor || cursor[0] !== r || cursor[1] !== c)) show(r, c, false);
+      else drawLens();
     },
     mouseleave: () => {
       lensOn = entry.canvas.matches(":focus-visible"); // kept for the keys, not after a click
@@ -1839,6 +1845,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     }
     canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
     if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
+    // a map showing again (another query's, then this one's) has its lens as the pointer and focus are now
+    lensOn = canvas.matches(":hover") || canvas.matches(":focus-visible");
     draw();
     drawnBy.set(canvas, handlers);
   }
