@@ -1755,7 +1755,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     const x = left + cursor[1] * cw;
     const gap = 14;
     const lx = x + gap + w <= width ? x + gap : Math.max(0, x - gap - w);
-    const ly = rows === 1 ? height + 2 : Math.min(height - ht, cursor[0] * ch + gap);
+    const ly = rows === 1 ? height + 2 : Math.max(0, Math.min(height - ht, cursor[0] * ch + gap));
     Object.assign(lens.style, { left: `${lx}px`, top: `${ly}px` });
   }
 
