@@ -80,18 +80,22 @@ def model_data(spec: ModelLayers) -> dict:
     return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": layers}
 
 
-def site_data(model: ModelLayers | None = None) -> dict:
+def site_data(model: ModelLayers | None = None) -> tuple[dict, list | None]:
+    """The teaching example and the lab's presets; and the layers of a real model, if given, apart:
+    they go into a file of their own, which the page reads after it has shown the teaching example."""
     presets = {}
     for name in LAB_PRESETS:
         request = TraceRequest(config=PRESETS[name].to_dict(), tokens=PRESET_TOKENS, seed=0, encoding="base64")
         presets[name] = json.loads(lab_payload(request).model_dump_json())
     data = {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
-    if model is not None:
-        data["models"] = [model_data(model)]  # a list: the page's model panel lists models
-    return data
+    if model is None:
+        return data, None
+    data["layers"] = True  # on their way, in static/layers.js
+    return data, [model_data(model)]  # a list: the page's model panel lists models
 
 
 DATA_START = "globalThis.MHA_DATA = "  # how static/data.js begins: the mark of a copy written here
+LAYERS_START = "globalThis.MHA_DATA.models = "  # and static/layers.js, when the copy holds layers
 
 
 class WouldReplace(Exception):
@@ -103,9 +107,14 @@ class WouldReplace(Exception):
 
 
 def _earlier_copy(static: Path) -> bool:
+    return _written_here(static / "data.js", DATA_START)
+
+
+def _written_here(path: Path, start: str) -> bool:
+    """Whether path is a file this module wrote (it begins with start)."""
     try:
-        with open(static / "data.js", encoding="utf-8") as f:
-            return f.read(len(DATA_START)) == DATA_START
+        with open(path, encoding="utf-8") as f:
+            return f.read(len(start)) == start
     except (OSError, UnicodeDecodeError):
         return False
 
@@ -115,17 +124,22 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     return the files written. An earlier copy there is replaced; other files of the same names
     only with replace=True (else WouldReplace, and nothing is written)."""
     static = Path(directory) / "static"
-    names = [Path(directory) / "index.html", *(static / name for name in ("page.css", "explorer.css", "app.js", "data.js"))]
+    files = ("page.css", "explorer.css", "app.js", "data.js") + (() if model is None else ("layers.js",))
+    names = [Path(directory) / "index.html", *(static / name for name in files)]
     taken = [path for path in names if path.exists()]
     if taken and not replace and not _earlier_copy(static):
         raise WouldReplace(taken)
-    data = site_data(model)  # before any write: a text too long leaves nothing half written
+    data, layers = site_data(model)  # before any write: a text too long leaves nothing half written
     static.mkdir(parents=True, exist_ok=True)
     page = WEB.joinpath("index.html").read_text(encoding="utf-8")
     module_tag = '<script type="module" src="static/page.js"></script>'
     if module_tag not in page:
         raise RuntimeError("index.html no longer loads static/page.js as expected")
-    page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
+    # the layers (megabytes) load after the page's script, which shows the teaching example meanwhile
+    scripts = '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>'
+    if layers is not None:
+        scripts += '\n<script src="static/layers.js" defer></script>'
+    page = page.replace(module_tag, scripts)
     texts = (
         page,
         WEB.joinpath("page.css").read_text(encoding="utf-8"),
@@ -133,6 +147,8 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
         bundle(),
         DATA_START + json.dumps(data, separators=(",", ":")) + ";\n",
     )
+    if layers is not None:
+        texts += (LAYERS_START + json.dumps(layers, separators=(",", ":")) + ';\ndispatchEvent(new Event("mha-layers"));\n',)
     written = dict(zip(names, texts))
     # each file is written beside its place and moved there once all are written (index.html
     # last): a full disk leaves the directory as it was, not a copy that half works
@@ -145,4 +161,6 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     finally:
         for part in temporary.values():
             part.unlink(missing_ok=True)
+    if layers is None and _written_here(static / "layers.js", LAYERS_START):
+        (static / "layers.js").unlink()  # an earlier copy's layers, which this one does not hold
     return list(written)

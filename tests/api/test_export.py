@@ -74,7 +74,16 @@ def test_export_site_lists_what_it_wrote_and_what_to_upload(tmp_path):
 
 
 def read_data(site):
-    return json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
+    """static/data.js, with the layers of static/layers.js (when the copy holds some) as "models"."""
+    data = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
+    layers = site / "static/layers.js"
+    if data.pop("layers", False):
+        text, event = layers.read_text().removeprefix("globalThis.MHA_DATA.models = ").split(";\n", 1)
+        assert event == 'dispatchEvent(new Event("mha-layers"));\n'  # the page waits for it
+        data["models"] = json.loads(text)
+    else:
+        assert not layers.exists()
+    return data
 
 
 @pytest.mark.skipif("minilm" not in {m.name for m in available_models() if m.installed}, reason="minilm is not installed: run make models")
@@ -94,8 +103,14 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     # the scaled scores are the scores times the scale: the page makes them (a mask too, where the layer masks)
     assert layer["derived"] == ["scaled"] and "scaled" not in layer["stages"] and "mask" not in layer["stages"]
     # nothing of the machine that wrote it: no file paths of the model
-    written = (tmp_path / "site/static/data.js").read_text()
+    written = (tmp_path / "site/static/layers.js").read_text()
     assert "site-packages" not in written and "model.safetensors" not in written
+    # the layers load after the page's script, which shows the teaching example meanwhile
+    html = (tmp_path / "site/index.html").read_text()
+    assert html.index("static/data.js") < html.index("static/app.js") < html.index('<script src="static/layers.js" defer>')
+    # a copy written again without a model drops the earlier copy's layers
+    assert CliRunner().invoke(main, ["export-site", str(tmp_path / "site")]).exit_code == 0
+    assert "models" not in read_data(tmp_path / "site") and "layers.js" not in (tmp_path / "site/index.html").read_text()
 
 
 @pytest.mark.parametrize(
@@ -140,7 +155,7 @@ def test_a_local_checkpoint_is_written_under_a_short_name_not_its_path(tmp_path)
     (held,) = data["models"]
     assert held["name"] == Path(directory).name.lower() == held["config"]["name"] == held["layers"]["1"]["model"]["name"]
     assert re.fullmatch(r"[a-z0-9_-]{1,64}", held["name"])  # one the page's links take
-    assert directory not in (tmp_path / "site/static/data.js").read_text()
+    assert directory not in (tmp_path / "site/static/layers.js").read_text()
 
 
 def test_a_copy_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatch):

@@ -866,3 +866,34 @@ def test_the_lens_stays_on_a_short_wide_map_and_goes_with_the_pointer(page, serv
     menu.select_option(query)
     expect(page.locator(".stage h2")).to_contain_text(f"query “{page.locator('#' + menu.get_attribute('id') + ' option:checked').inner_text()}”")
     expect(page.locator(".stage canvas.heatmap-lens:visible")).to_have_count(0)
+
+
+@needs("minilm")
+def test_a_copy_shows_the_teaching_example_before_its_layers_are_here(browser, tmp_path):
+    """The layers of a copy (megabytes) come in static/layers.js, after the page's script: the
+    teaching example works while they load, the Real model mode waits for them, and says so when
+    they cannot be read."""
+    export_site(tmp_path / "site", ModelLayers(load_model("minilm"), "The cat sat on the mat.", (0,)))
+    context, page, requests, errors = file_page(browser)
+    held = []
+    page.route("**/static/layers.js", lambda route: held.append(route))  # answered below, when the test says
+    page.goto((tmp_path / "site" / "index.html").as_uri(), wait_until="commit")  # DOMContentLoaded waits for layers.js
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Next").click()
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores")
+    page.get_by_role("button", name="Real model").click()
+    expect(page.locator("#models .loading")).to_have_text("Loading the layers this copy holds…")
+    assert len(held) == 1
+    held[0].continue_()
+    expect(page.locator(".model-status")).to_contain_text("This page holds layer 0")
+    assert errors == []
+    # a copy whose layers cannot be read says what to upload
+    other = context.new_page()
+    other.route("**/static/layers.js", lambda route: route.abort())
+    other.goto((tmp_path / "site" / "index.html").as_uri())
+    other.wait_for_selector(".mha-explorer .stage h2")
+    other.get_by_role("button", name="Real model").click()
+    expect(other.locator("#models .lab-error")).to_have_text(
+        "This copy could not read its layers, static/layers.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+    )
+    context.close()
