@@ -374,6 +374,14 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
         if title == "Output projection":  # the chart is drawn for the width it has: its text stays legible
             heights = page.evaluate("() => [...document.querySelectorAll('.stage svg.chart text')].map((t) => t.getBoundingClientRect().height)")
             assert heights and min(heights) >= 10, heights
+            # a head's label is painted over the total's tick of its row, never under it
+            under = page.evaluate("""() => [...document.querySelectorAll('.stage svg.chart .seg-label')].filter((label) => {
+                const box = label.getBBox();
+                return [...document.querySelectorAll('.stage svg.chart .total-tick')].some((tick) => {
+                    const y1 = tick.y1.baseVal.value, y2 = tick.y2.baseVal.value;
+                    return y1 < box.y + box.height && y2 > box.y && label.compareDocumentPosition(tick) & Node.DOCUMENT_POSITION_FOLLOWING; });
+            }).map((label) => label.textContent)""")
+            assert under == [], under
     page.locator("summary", has_text="Cost of this configuration").click()
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390  # the cost tables scroll in their box
     # narrower still (a notebook cell beside a sidebar): the buttons wrap rather than run out of the view

@@ -1394,6 +1394,7 @@ function contributionChart(contrib, y, head) {
     chart.append(svg("text", { x: left - 8, y: top + rowH / 2 + 4, "text-anchor": "end", class: "label" }, `y[${m}]`));
     let pos = zero;
     let neg = zero;
+    const labels = []; // over the total's tick, which may fall inside a labelled segment
     for (let i = 0; i < nHeads; i++) {
       const v = contrib[i][m];
       const wpx = Math.abs(v) * scale;
@@ -1403,10 +1404,10 @@ function contributionChart(contrib, y, head) {
       const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") });
       rect.append(svg("title", {}, `head ${i}: ${fmt(v)}`));
       chart.append(rect);
-      if (wpx > 26) chart.append(svg("text", { x: x + wpx / 2, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
+      if (wpx > 26) labels.push(svg("text", { x: x + wpx / 2, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
     }
     const ty = zero + y[m] * scale;
-    chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }));
+    chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }), ...labels);
   }
   const at = (k) => [left + (k % perLine) * 96, d * rowH + 30 + 18 * Math.floor(k / perLine)]; // legend entry k
   for (let i = 0; i < nHeads; i++) {
