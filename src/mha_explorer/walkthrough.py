@@ -65,6 +65,14 @@ def top_keys(n: int, ranked: list[np.ndarray], top: int = TOP_KEYS, keep: tuple[
     return sorted(keys)
 
 
+def weighed_most(t: Trace, i: int, h: int) -> list[int]:
+    """The rows of a table of query i's tokens under head h: every token of a short text; of a long
+    one, the query and the TOP_KEYS keys it weighs most (a masked key never among them)."""
+    n = t["weights"].shape[-1]
+    seen = np.where(hidden_keys(n, t.config)[i], -np.inf, t["weights"][h, i])  # (n,)
+    return top_keys(n, [seen], keep=(i,))
+
+
 def left_out(table: Table, n: int, shown: list[int], what: str) -> None:
     """The last row of a table that lists some keys of a long text: how many it leaves out."""
     if len(shown) < n:
@@ -160,8 +168,7 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
             continue
         first[g] = h
         n = len(tokens)
-        seen = np.where(hidden_keys(n, t.config)[i], -np.inf, t["weights"][h, i])  # (n,): a masked key is never among the top
-        rows = top_keys(n, [seen], keep=(i,))  # a long text: the query and the keys it weighs most
+        rows = weighed_most(t, i, h)
         table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else "")
                       + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most"))
         for col in ("token", "x", *formulas):
@@ -212,7 +219,7 @@ def _qk_norm(t, tokens, i, heads, weights: AttentionWeights | None = None):
         for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
             table.add_column(col)
         n = len(tokens)
-        rows = [i] if shared else top_keys(n, [np.where(hidden_keys(n, t.config)[i], -np.inf, t["weights"][h, i])], keep=(i,))
+        rows = [i] if shared else weighed_most(t, i, h)
         if not shared and len(rows) < n:
             table.title = f"{title}: the query and the {TOP_KEYS} keys it weighs most"
         for j in rows:

@@ -2153,7 +2153,7 @@ function headOutputs(view, query, head) {
           i === head
             ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
             : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
-          many && i !== head ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`) : i === head && many ? (shown = zOf(i, query)) : zOf(i, query),
+          many && i !== head ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`) : i === head ? (shown = zOf(i, query)) : zOf(i, query),
         ),
       ),
     ),

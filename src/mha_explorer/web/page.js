@@ -1,6 +1,6 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
-import explorer, { outOfRange, unpack } from "./explorer.js";
+import explorer, { h, outOfRange, unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels, staticServer } from "./models.js";
 
@@ -203,12 +203,7 @@ async function main() {
   try {
     teaching = await teachingPayload();
   } catch (error) {
-    const message = document.createElement("p");
-    message.className = "error";
-    message.textContent = COPY
-      ? "This copy of the explorer could not read its data, static/data.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
-      : `The teaching example could not be loaded (${error.message}). Is mha-explorer serve still running?`;
-    app.replaceChildren(message);
+    app.replaceChildren(h("p", { class: "error" }, COPY ? "This copy of the explorer could not read its data, static/data.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it." : `The teaching example could not be loaded (${error.message}). Is mha-explorer serve still running?`));
     return;
   }
 
@@ -319,14 +314,14 @@ async function main() {
       writeLink(model, mode, editor.lab);
       if (!models && HOLDS_LAYERS) {
         // a copy whose layers are still on their way: the mode shows them when they are here
-        modelBox.replaceChildren(Object.assign(document.createElement("p"), { className: "loading", textContent: "Loading the layers this copy holds…" }));
+        modelBox.replaceChildren(h("p", { class: "loading" }, "Loading the layers this copy holds…"));
         layersReady.then(
           () => {
             models ??= makeModels();
             if (mode === "model") setMode("model");
           },
           () => {
-            modelBox.querySelector(".loading")?.replaceWith(Object.assign(document.createElement("p"), { className: "lab-error", textContent: "This copy could not read its layers, static/layers.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it." }));
+            modelBox.querySelector(".loading")?.replaceWith(h("p", { class: "lab-error" }, "This copy could not read its layers, static/layers.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."));
           },
         );
         return;
