@@ -284,7 +284,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     # internet) would block; the schema itself is at /openapi.json
     app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None)
     example = teaching_payload()  # computed once: the example never changes
-    gate = TraceGate(workers, queue)
+    gate = app.state.gate = TraceGate(workers, queue)  # pending: traces running or waiting
     service = models or ModelService()
     app.add_middleware(Guard, max_body=max_body)
 

@@ -21,10 +21,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def server_url():
+    """The server, for this tier alone. It stops once the tier is done and the traces the page
+    asked for ahead (its prefetches) have finished: the tiers after this one share its loaded
+    models and time their own work."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -33,6 +37,9 @@ def server_url():
             raise RuntimeError("the test server did not start")
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 60
+    while app.state.gate.pending and time.monotonic() < deadline:
+        time.sleep(0.05)
     server.should_exit = True
     thread.join(timeout=10)
 

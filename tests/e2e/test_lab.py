@@ -13,7 +13,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from pagecheck import check_numbers, file_page
+from .pagecheck import check_numbers, file_page
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from pagecheck import check_numbers, file_page, page_text
+from .pagecheck import check_numbers, file_page, page_text
 
 pytestmark = pytest.mark.e2e
 

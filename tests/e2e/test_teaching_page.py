@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from mha_explorer.schema import TracePayload, payload_arrays
 from mha_explorer.walkthrough import fmt
 
-from pagecheck import check_numbers
+from .pagecheck import check_numbers
 
 pytestmark = pytest.mark.e2e
 

@@ -58,9 +58,8 @@ def test_tokens_are_the_reference_tokenizers(model, reference, key):
 def test_every_layer_matches_the_reference(model, runs, maxima, key):
     """Weights = output_attentions, output = the output projection (hook), input = hidden state."""
     assert model.n_layers == 6
-    worst = compare(model, SENTENCES[key], runs[key], maxima, TOL)
-    assert worst["residual"] <= TOL  # the residual stream stays small here: absolute throughout
-    assert_within(worst, TOL)
+    worst = compare(model, SENTENCES[key], runs[key], maxima, TOL)  # no residual_rtol: the stream stays small here
+    assert_within(worst, TOL, again=lambda: compare(model, SENTENCES[key], runs[key], maxima, TOL, fresh=True))
     assert max(compare_isolated(model, runs[key], maxima).values()) <= TOL
 
 

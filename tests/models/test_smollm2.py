@@ -57,7 +57,7 @@ def test_every_layer_matches_the_reference(model, runs, maxima, key):
     """All 30 layers: weights = output_attentions, output = o_proj (hook), input = hidden state."""
     assert model.n_layers == 30
     worst = compare(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL)
-    assert_within(worst, TOL)
+    assert_within(worst, TOL, again=lambda: compare(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL, fresh=True))
     assert max(compare_isolated(model, runs[key], maxima).values()) <= TOL
 
 
