@@ -236,6 +236,40 @@ def test_a_head_fetched_while_the_pointer_rests_is_drawn_before_the_click(page, 
     assert "head 9" in page.locator(".stage h2").inner_text() and asked == ["model-head"]
 
 
+# the elements made and the canvas calls of a click on an element (a CSS selector), until the explorer has drawn
+WORK_OF_CLICK = """(selector) => new Promise((done) => {
+    const context = CanvasRenderingContext2D.prototype;
+    const made = [], drawn = [];
+    const originals = ["putImageData", "fillText", "clearRect", "stroke"].map((name) => [context, name, context[name], drawn]);
+    originals.push([Document.prototype, "createElement", Document.prototype.createElement, made]);
+    for (const [owner, name, original, calls] of originals) owner[name] = function (...args) { calls.push(name); return original.apply(this, args); };
+    document.querySelector(selector).click();
+    queueMicrotask(() => queueMicrotask(() => {
+        for (const [owner, name, original] of originals) owner[name] = original;
+        done({ made: made.length, drawn, title: document.querySelector('.stage h2').textContent });
+    }));
+})"""
+
+
+@needs("minilm")
+def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
+    """A long text's first visit to a stage works out its maps' colours and draws them (up to 100 ms
+    at 512 tokens): a view left at rest builds every other stage while the page is idle, so that a
+    jump to any of them only puts it in."""
+    text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3
+    trace_model(page, server_url, "minilm", text, 2)
+    page.wait_for_timeout(400)  # REST: the view rests
+    for _ in range(10):  # one idle moment per panel
+        page.evaluate(IDLE)
+    steps = page.locator("[data-go-stage]").evaluate_all("(buttons) => buttons.map((b) => b.dataset.goStage)")
+    assert len(steps) >= 6
+    for stage in (steps[-1], steps[1]):  # the last stage, then back to the Scores
+        work = page.evaluate(WORK_OF_CLICK, f'[data-go-stage="{stage}"]')
+        assert work["made"] == 0 and work["drawn"] == [], (stage, work)
+        assert work["title"].startswith(f"{steps.index(stage) + 1}. ")
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
+
+
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
     text = "Attention lets every token read from the tokens before it."

@@ -380,6 +380,7 @@ function products(a, b, srcA, srcB) {
   return a.flatMap((x, i) => [i ? " + " : "", num(x, srcA(i)), "×", num(b[i], srcB(i))]);
 }
 
+const KEPT_PANELS = 64; // stage panels kept per payload: every stage of the last eight places
 const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond takes the colour of head i % 16
 
 // ---- the explorer ------------------------------------------------------------------------
@@ -553,10 +554,14 @@ function render({ model, el }) {
     return { stage, head, query, all: state().all };
   }
 
-  // each panel is built once per view and kept: going back to it costs no work
+  // each panel is built once per view and kept, the KEPT_PANELS used last: going back to one costs no work
   function panelOf(v, { stage, head, query, all }) {
     const key = `${stage}|${head}|${query}|${all}`;
-    if (!v.panels.has(key)) {
+    const kept = v.panels.get(key);
+    if (kept) {
+      v.panels.delete(key); // now the last used
+      v.panels.set(key, kept);
+    } else {
       const i = v.stageIds.indexOf(stage);
       const info = v.payload.page_stages[i];
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
@@ -572,6 +577,10 @@ function render({ model, el }) {
         // the last stage: where to go from here (Next is at its end)
         i === v.stageIds.length - 1 ? h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", v.payload.model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).") : null,
       ].filter(Boolean)));
+      for (const old of v.panels.keys()) {
+        if (v.panels.size <= KEPT_PANELS) break;
+        v.panels.delete(old);
+      }
     }
     return v.panels.get(key);
   }
@@ -628,9 +637,10 @@ function render({ model, el }) {
 
   // When the view rests a moment (no change for REST ms), the views one step away are built while
   // the page is idle, one per idle moment: the next stage (for Next), drawn too, and the next and
-  // previous query (the arrow keys on the query menu). Those share this stage's canvases: they are
-  // drawn when shown (most of their maps are the ones on screen, which need no drawing), so that
-  // they never take the one a head fetched ahead was drawn on. Quick changes build nothing ahead.
+  // previous query (the arrow keys on the query menu), then the other stages. The queries share
+  // this stage's canvases: they are drawn when shown (most of their maps are the ones on screen,
+  // which need no drawing), so that they never take the one a head fetched ahead was drawn on.
+  // Quick changes build nothing ahead.
   const REST = 250;
   let resting = null;
   function buildNeighbours() {
@@ -642,8 +652,13 @@ function render({ model, el }) {
       const place = placeOf(view);
       if (!still() || !view.t.q.has(place.head)) return;
       const i = view.stageIds.indexOf(place.stage);
-      const near = i + 1 < view.stageIds.length ? [[{ ...place, stage: view.stageIds[i + 1] }, true]] : [];
+      const stage = (s) => [{ ...place, stage: view.stageIds[s] }, true];
+      const near = i + 1 < view.stageIds.length ? [stage(i + 1)] : [];
       for (const query of [place.query + 1, place.query - 1]) if (query >= 0 && query < view.payload.tokens.length) near.push([{ ...place, query }, false]);
+      // then every other stage, nearest first: a long text's first visit to a stage works out its
+      // maps' colours and draws them, up to 100 ms that a later visit does not repeat
+      const others = view.stageIds.map((_, s) => s).filter((s) => s !== i && s !== i + 1);
+      for (const s of others.sort((a, b) => Math.abs(a - i) - Math.abs(b - i) || b - a)) near.push(stage(s));
       for (const [next, draw] of near) idle(() => still() && buildFor(view, next, draw));
     }, REST);
   }
@@ -671,9 +686,8 @@ function render({ model, el }) {
     next.setAttribute("aria-disabled", String(i >= view.stageIds.length - 1));
     for (const li of steps.children) {
       // on the button, which takes the focus: a screen reader says it is the current step
-      if (li.dataset.stage === stage) li.firstChild.setAttribute("aria-current", "step");
-      else li.firstChild.removeAttribute("aria-current");
-      li.firstChild.tabIndex = li.dataset.stage === stage ? 0 : -1;
+      setAttr(li.firstChild, "aria-current", li.dataset.stage === stage ? "step" : null);
+      setAttr(li.firstChild, "tabindex", li.dataset.stage === stage ? "0" : "-1");
     }
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
@@ -692,8 +706,8 @@ function render({ model, el }) {
       }
     }
     for (const button of overviewBox.querySelectorAll("button[data-head]")) {
-      button.setAttribute("aria-pressed", String(Number(button.dataset.head) === head));
-      button.tabIndex = Number(button.dataset.head) === head ? 0 : -1;
+      setAttr(button, "aria-pressed", String(Number(button.dataset.head) === head));
+      setAttr(button, "tabindex", Number(button.dataset.head) === head ? "0" : "-1");
     }
     if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
@@ -752,6 +766,14 @@ function render({ model, el }) {
     model.off?.("change:query", onState);
     model.off?.("change:payload", onPayload);
   };
+}
+
+// An attribute set (null: removed) only when it changes: a write of the same value still makes
+// the browser restyle and repaint the element, and the page's lasting parts would repaint at every step.
+function setAttr(element, name, value) {
+  if (element.getAttribute(name) === value) return;
+  if (value === null) element.removeAttribute(name);
+  else element.setAttribute(name, value);
 }
 
 function clampState({ head, query }, payload) {
