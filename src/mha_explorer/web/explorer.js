@@ -768,8 +768,8 @@ function render({ model, el }) {
   };
 }
 
-// An attribute set (null: removed) only when it changes: a write of the same value still makes
-// the browser restyle and repaint the element, and the page's lasting parts would repaint at every step.
+// An attribute set (null: removed) only when its value changes, so that a step touches only the
+// buttons whose state it moves.
 function setAttr(element, name, value) {
   if (element.getAttribute(name) === value) return;
   if (value === null) element.removeAttribute(name);
