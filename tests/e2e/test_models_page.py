@@ -170,16 +170,17 @@ MADE_BY_QUERY_STEP = """(step) => new Promise((done) => {
         done({ made, title: document.querySelector(".stage h2").textContent });
     }));
 })"""
-# what a click on an element (a CSS selector) draws on any canvas until the explorer has drawn (two microtasks)
+# what a click on an element (a CSS selector) draws on any canvas, and the elements it makes, until the explorer has drawn (two microtasks)
 DRAWN_BY = """(selector) => new Promise((done) => {
     const context = CanvasRenderingContext2D.prototype;
-    const calls = [];
-    const originals = ["putImageData", "fillText", "clearRect", "stroke"].map((name) => [name, context[name]]);
-    for (const [name, original] of originals) context[name] = function (...args) { calls.push(name); return original.apply(this, args); };
+    const calls = [], made = [];
+    const originals = ["putImageData", "fillText", "clearRect", "stroke"].map((name) => [context, name, context[name], calls]);
+    originals.push([Document.prototype, "createElement", Document.prototype.createElement, made]);
+    for (const [owner, name, original, into] of originals) owner[name] = function (...args) { into.push(name); return original.apply(this, args); };
     document.querySelector(selector).click();
     queueMicrotask(() => queueMicrotask(() => {
-        for (const [name, original] of originals) context[name] = original;
-        done({ calls, title: document.querySelector('.stage h2').textContent });
+        for (const [owner, name, original] of originals) owner[name] = original;
+        done({ calls, made: made.length, title: document.querySelector('.stage h2').textContent });
     }));
 })"""
 
@@ -236,21 +237,6 @@ def test_a_head_fetched_while_the_pointer_rests_is_drawn_before_the_click(page, 
     assert "head 9" in page.locator(".stage h2").inner_text() and asked == ["model-head"]
 
 
-# the elements made and the canvas calls of a click on an element (a CSS selector), until the explorer has drawn
-WORK_OF_CLICK = """(selector) => new Promise((done) => {
-    const context = CanvasRenderingContext2D.prototype;
-    const made = [], drawn = [];
-    const originals = ["putImageData", "fillText", "clearRect", "stroke"].map((name) => [context, name, context[name], drawn]);
-    originals.push([Document.prototype, "createElement", Document.prototype.createElement, made]);
-    for (const [owner, name, original, calls] of originals) owner[name] = function (...args) { calls.push(name); return original.apply(this, args); };
-    document.querySelector(selector).click();
-    queueMicrotask(() => queueMicrotask(() => {
-        for (const [owner, name, original] of originals) owner[name] = original;
-        done({ made: made.length, drawn, title: document.querySelector('.stage h2').textContent });
-    }));
-})"""
-
-
 @needs("minilm")
 def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
     """A long text's first visit to a stage works out its maps' colours and draws them (up to 100 ms
@@ -264,8 +250,8 @@ def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
     steps = page.locator("[data-go-stage]").evaluate_all("(buttons) => buttons.map((b) => b.dataset.goStage)")
     assert len(steps) >= 6
     for stage in (steps[-1], steps[1]):  # the last stage, then back to the Scores
-        work = page.evaluate(WORK_OF_CLICK, f'[data-go-stage="{stage}"]')
-        assert work["made"] == 0 and work["drawn"] == [], (stage, work)
+        work = page.evaluate(DRAWN_BY, f'[data-go-stage="{stage}"]')
+        assert work["made"] == 0 and work["calls"] == [], (stage, work)
         assert work["title"].startswith(f"{steps.index(stage) + 1}. ")
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
 

@@ -7,7 +7,6 @@ residual (a forward hook on the output projection) and the hidden state entering
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,11 +114,8 @@ def residual_excess(ours: np.ndarray, ref: np.ndarray, atol: float, rtol: float)
     return float(np.max(diff - (atol + rtol * row_scale(ref))))
 
 
-def compare(model, text: str, ref: ReferenceRun, maxima, tol: float, residual_rtol: float = 0.0, fresh: bool = False) -> dict[str, float]:
-    """Every layer of our model on text against the reference run; records and returns the maxima.
-    fresh: drop the residual streams the model keeps, and compute them anew."""
-    if fresh:
-        model.forget()
+def compare(model, text: str, ref: ReferenceRun, maxima, tol: float, residual_rtol: float = 0.0) -> dict[str, float]:
+    """Every layer of our model on text against the reference run; records and returns the maxima."""
     worst = {"weights": 0.0, "attention_output": 0.0, "attention_input": 0.0, "residual": 0.0, "residual_excess": -1.0}
     for layer in range(model.n_layers):
         run = model.run(text, layer)
@@ -137,10 +133,11 @@ def compare(model, text: str, ref: ReferenceRun, maxima, tol: float, residual_rt
     return worst
 
 
-def assert_within(worst: dict[str, float], tol: float, again: Callable[[], dict[str, float]] | None = None) -> None:
-    """Every quantity within its tolerance. On a failure, again() (our side run once more from
-    scratch) says whether our numbers or the reference's moved: a failure that comes and goes
-    needs that to be found."""
+def assert_matches(model, text: str, ref: ReferenceRun, maxima, tol: float, residual_rtol: float = 0.0) -> None:
+    """Every layer of our model on text within tolerance of the reference. On a failure, our side is
+    run once more from scratch (its residual streams dropped), and the message says whether our
+    numbers or the reference's moved: a failure that comes and goes needs that to be found."""
+    worst = compare(model, text, ref, maxima, tol, residual_rtol)
     problems = [
         f"{quantity}: max |ours - reference| = {worst[quantity]:.3g} > {tol}"
         for quantity in ("weights", "attention_output", "attention_input")
@@ -148,8 +145,9 @@ def assert_within(worst: dict[str, float], tol: float, again: Callable[[], dict[
     ]
     if worst["residual_excess"] > 0:
         problems.append(f"residual: {worst['residual']:.3g} is past the tolerance")
-    if problems and again is not None:
-        second = again()
+    if problems:
+        model.forget()
+        second = compare(model, text, ref, maxima, tol, residual_rtol)
         if second == worst:
             problems.append("ours, run again from scratch, gives the same numbers")
         else:

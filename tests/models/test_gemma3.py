@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from ._reference import assert_same_tokens, assert_within, compare, compare_isolated, decoder_runs, gguf_reference, max_abs, require
+from ._reference import assert_matches, assert_same_tokens, compare_isolated, decoder_runs, gguf_reference, max_abs, require
 
 pytestmark = pytest.mark.models
 
@@ -78,8 +78,7 @@ def exact_long(model, reference, runs):
 def test_every_layer_matches_the_reference(model, runs, maxima, key):
     """All 18 layers: weights = output_attentions, output = o_proj (hook), input = hidden state."""
     assert model.n_layers == 18
-    worst = compare(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL)
-    assert_within(worst, TOL, again=lambda: compare(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL, fresh=True))
+    assert_matches(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL)
     assert max(compare_isolated(model, runs[key], maxima).values()) <= TOL
 
 
