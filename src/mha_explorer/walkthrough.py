@@ -35,16 +35,35 @@ def fmt(v: float, digits: int = 2) -> str:
     return s[1:] if s.startswith("-") and not s.strip("-0.") else s
 
 
-def vec(a: np.ndarray, digits: int = 2) -> str:
+def vec(a: np.ndarray, digits: int = 2, lead: int = 3, count: bool = True) -> str:
+    """A vector, whole when short; else its first `lead` numbers and, with count, how many it has
+    (a table's header says that once: see counted())."""
     if len(a) > MAX_SHOWN:
-        return "[" + ", ".join(fmt(v, digits) for v in a[:3]) + f", …] ({len(a)} numbers)"
+        return "[" + ", ".join(fmt(v, digits) for v in a[:lead]) + ", …]" + (f" ({len(a)} numbers)" if count else "")
     return "[" + ", ".join(fmt(v, digits) for v in a) + "]"
 
 
-def dot_terms(a: np.ndarray, b: np.ndarray) -> str:
+def counted(header: str, n: int, what: str = "numbers") -> str:
+    """A column's header, with how many numbers its vectors have when they are long: their
+    cells show the first few (vec(count=False)), the header says it once, on a line of its own."""
+    return header if n <= MAX_SHOWN else f"{header}\n({n} {what})"
+
+
+def fitted(build, fits) -> Table:
+    """build(lead), a table whose long vectors show their first `lead` numbers, with the most
+    numbers (3, 2 or 1) that keep it within the terminal, so that no vector breaks across lines."""
+    for lead in (3, 2):
+        table = build(lead)
+        if fits(table):
+            return table
+    return build(1)
+
+
+def dot_terms(a: np.ndarray, b: np.ndarray, lead: int = 3) -> str:
+    """a·b as its products, whole when short; else the first `lead` (the header counts them)."""
     terms = [f"{fmt(x)}×{fmt(y)}" for x, y in zip(a[:MAX_SHOWN], b[:MAX_SHOWN])]
     if len(a) > MAX_SHOWN:
-        return " + ".join(terms[:3]) + f" + … ({len(a)} products)"
+        return " + ".join(terms[:lead]) + " + …"
     return " + ".join(terms)
 
 
@@ -120,17 +139,14 @@ def render(
     )
     console.print(f"query [bold]{escape(tokens[query])}[/] (position {query})")  # a line of its own: never cut in two
     fits = partial(_fits, console, console.width - PANEL_EDGES)
-    views = _STAGE_VIEWS | {
-        "projections": partial(_projections, weights=weights),
-        "qk_norm": partial(_qk_norm, weights=weights),
-        "output": partial(_output, weights=weights, fits=fits),
-        "mask": partial(_mask, fits=fits),
-        "weights": partial(_weights, fits=fits),
-    }
+    views = {name: partial(view, fits=fits) for name, view in _STAGE_VIEWS.items()}
+    for name in ("projections", "qk_norm", "output"):
+        views[name] = partial(views[name], weights=weights)
     for s in page_stages(c):
         if stage is None or stage == s.id:
             body = views[s.id](t, tokens, query, heads)
-            console.print(Panel(Group(Text(s.explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
+            explanation = s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O")  # as the tables write them
+            console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
     console.print(
         "Numbers show two decimals; every result is worked out from the full numbers, so a sum or product of the"
         " shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
@@ -144,17 +160,59 @@ def _fits(console: Console, width: int, table: Table) -> bool:
     return console.measure(table, options=console.options.update_width(width + 1)).maximum <= width
 
 
-def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
+def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
     """weights: the layer's. A small layer's W^Q, W^K and W^V are shown, so that every product can be
-    checked; biases are added to x W and shown in a last row."""
-    small = weights is not None and t.config.d_model <= MAX_SHOWN
-    bias = weights if t.config.bias else None
+    checked; biases are added to x W and shown in a last row. x stands beside each head's q, k and
+    v when that fits the terminal; else once, in a table of its own above the heads' (every head
+    projects the same x)."""
+    c = t.config
+    small = weights is not None and c.d_model <= MAX_SHOWN
+    bias = weights if c.bias else None
     formulas = [f"{n} = x W^{n.upper()}" + (f" + b^{n.upper()}" if bias is not None else "") for n in "qkv"]
-    out = []
     first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k and v
     for h in heads:
-        g = t.config.kv_group[h]
-        if g in first:  # GQA, MQA: another query head of a K/V head shown already: its q alone
+        first.setdefault(c.kv_group[h], h)
+    n = len(tokens)
+    rows = {h: weighed_most(t, i, h) for h in first.values()}  # the tokens each full table lists
+
+    def head_table(h: int, lead: int, with_x: bool) -> Table:
+        g = c.kv_group[h]
+        title = (f"head {h}" + (f" (K/V head {g})" if c.n_kv_heads != c.n_heads else "")
+                 + ("" if len(rows[h]) == n else f": the query and the {TOP_KEYS} keys it weighs most"))
+        table = Table(title=title)
+        table.add_column("token")
+        if with_x:
+            table.add_column(counted("x", c.d_model))
+        for col, n_numbers in zip(formulas, (c.d_head, c.d_head, c.d_v)):
+            table.add_column(counted(col, n_numbers))
+        shown = partial(vec, lead=lead, count=False)
+        for j in rows[h]:
+            cells = [shown(t["x"][j])] if with_x else []
+            cells += [shown(t["q"][h, j]) if j == i else "", shown(t["k"][g, j]), shown(t["v"][g, j])]
+            table.add_row(named(tokens, j), *cells, style="bold" if j == i else None)
+        left_out(table, n, rows[h], "tokens")
+        if bias is not None:
+            table.add_row("bias", *([""] if with_x else []), shown(bias.b_Q[h]), shown(bias.b_K[g]), shown(bias.b_V[g]), style="dim")
+        return table
+
+    def x_table(lead: int) -> Table:
+        listed = sorted(set().union(*rows.values()))
+        title = "x, every head's input" + ("" if len(listed) == n else ": the tokens the tables below list")
+        table = Table(title=title, min_width=len(title) + 4)
+        table.add_column("token")
+        table.add_column(counted("x", c.d_model))
+        for j in listed:
+            table.add_row(named(tokens, j), vec(t["x"][j], lead=lead, count=False), style="bold" if j == i else None)
+        left_out(table, n, listed, "tokens")
+        return table
+
+    with_x = all(fits(head_table(h, 3, True)) for h in rows)
+    out = [] if with_x else [fitted(x_table, fits)]
+    for h in heads:
+        g = c.kv_group[h]
+        if first[g] == h:
+            out.append(head_table(h, 3, True) if with_x else fitted(lambda lead: head_table(h, lead, False), fits))
+        else:  # GQA, MQA: another query head of a K/V head shown already: its q alone
             title = f"head {h} (K/V head {g}): its q; x, k and v are head {first[g]}'s above"
             table = Table(title=title, min_width=len(title) + 2)
             table.add_column("token")
@@ -163,26 +221,8 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None):
             if bias is not None:
                 table.add_row("bias", vec(bias.b_Q[h]), style="dim")
             out.append(table)
-            if small:
-                out.append(_weights_of(weights, h, g, shared=True))
-            continue
-        first[g] = h
-        n = len(tokens)
-        rows = weighed_most(t, i, h)
-        table = Table(title=f"head {h}" + (f" (K/V head {g})" if t.config.n_kv_heads != t.config.n_heads else "")
-                      + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most"))
-        for col in ("token", "x", *formulas):
-            table.add_column(col)
-        for j in rows:
-            q = vec(t["q"][h, j]) if j == i else ""
-            style = "bold" if j == i else None
-            table.add_row(named(tokens, j), vec(t["x"][j]), q, vec(t["k"][g, j]), vec(t["v"][g, j]), style=style)
-        left_out(table, n, rows, "tokens")
-        if bias is not None:
-            table.add_row("bias", "", vec(bias.b_Q[h]), vec(bias.b_K[g]), vec(bias.b_V[g]), style="dim")
-        out.append(table)
         if small:
-            out.append(_weights_of(weights, h, g, shared=False))
+            out.append(_weights_of(weights, h, g, shared=first[g] != h))
     return out
 
 
@@ -204,7 +244,7 @@ def _weights_of(weights: AttentionWeights, h: int, g: int, shared: bool) -> Tabl
     return table
 
 
-def _qk_norm(t, tokens, i, heads, weights: AttentionWeights | None = None):
+def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None):
     """q and k before and after the norm; for the query, rms(q) (with ε) too, and under the tables
     the learned multipliers w^q and w^k, so that q normed = q ÷ rms(q) × w^q can be checked."""
     eps = t.config.qk_norm_eps
@@ -214,49 +254,60 @@ def _qk_norm(t, tokens, i, heads, weights: AttentionWeights | None = None):
         g = t.config.kv_group[h]
         shared = g in first
         first.setdefault(g, h)
-        title = f"head {h}: each row ÷ its root mean square, × the learned weights" + (f"; k as head {first[g]}'s above" if shared else "")
-        table = Table(title=title, min_width=len(title) + 4)
-        for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
-            table.add_column(col)
         n = len(tokens)
         rows = [i] if shared else weighed_most(t, i, h)
-        if not shared and len(rows) < n:
-            table.title = f"{title}: the query and the {TOP_KEYS} keys it weighs most"
-        for j in rows:
-            q = t["q"][h, j]
-            rms = fmt(float(np.sqrt(np.mean(np.square(q, dtype=np.float64)) + eps)), 3)
-            q, rms, qn = (vec(q), rms, vec(t["q_normed"][h, j])) if j == i else ("", "", "")
-            k = () if shared else (vec(t["k"][g, j]), vec(t["k_normed"][g, j]))
-            table.add_row(named(tokens, j), q, rms, qn, *k, style="bold" if j == i else None)
-        if not shared:
-            left_out(table, n, rows, "tokens")
-        out.append(table)
+
+        def table_of(lead: int, h=h, g=g, shared=shared, rows=rows) -> Table:
+            title = f"head {h}: each row ÷ its root mean square, × the learned weights" + (f"; k as head {first[g]}'s above" if shared else "")
+            if not shared and len(rows) < n:
+                title += f": the query and the {TOP_KEYS} keys it weighs most"
+            table = Table(title=title, min_width=len(title) + 4)
+            for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
+                table.add_column(col if col in ("token", "rms(q)") else counted(col, t.config.d_head))
+            shown = partial(vec, lead=lead, count=False)
+            for j in rows:
+                q = t["q"][h, j]
+                rms = fmt(float(np.sqrt(np.mean(np.square(q, dtype=np.float64)) + eps)), 3)
+                q, rms, qn = (shown(q), rms, shown(t["q_normed"][h, j])) if j == i else ("", "", "")
+                k = () if shared else (shown(t["k"][g, j]), shown(t["k_normed"][g, j]))
+                table.add_row(named(tokens, j), q, rms, qn, *k, style="bold" if j == i else None)
+            if not shared:
+                left_out(table, n, rows, "tokens")
+            return table
+
+        out.append(fitted(table_of, fits))
     if weights is not None and weights.q_norm is not None:
-        out.append(Text(f"learned multipliers, shared by every head: w^q = {vec(weights.q_norm)}, w^k = {vec(weights.k_norm)}; ε = {np.format_float_positional(eps)}"))
+        eps_shown = np.format_float_positional(float(f"{eps:.6g}"))  # as the page: 1e-6 read from a float32 file is 9.99999997e-7
+        out.append(Text(f"learned multipliers, shared by every head: w^q = {vec(weights.q_norm)}, w^k = {vec(weights.k_norm)}; ε = {eps_shown}"))
     return out
 
 
-def _rope(t, tokens, i, heads):
+def _rope(t, tokens, i, heads, fits):
     q_before = t.stages.get("q_normed", t["q"])
     k_before = t.stages.get("k_normed", t["k"])
+    before = "normed" if "q_normed" in t.stages else ""  # the rotation turns the q and k of the norm
     out = []
     first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
     for h in heads:
         g = t.config.kv_group[h]
         shared = g in first
         first.setdefault(g, h)
-        title = f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})" + (f"; k as head {first[g]}'s above" if shared else "")
-        table = Table(title=title, min_width=len(title) + 4)
-        before = "normed" if "q_normed" in t.stages else ""  # the rotation turns the q and k of the norm
-        for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
-            table.add_column(col)
-        for j, tok in enumerate(tokens):
-            if shared and j != i:
-                continue
-            q, qr = (vec(q_before[h, j]), vec(t["q_rotated"][h, j])) if j == i else ("", "")
-            k = () if shared else (vec(k_before[g, j]), vec(t["k_rotated"][g, j]))
-            table.add_row(Text(tok), str(j), q, qr, *k, style="bold" if j == i else None)
-        out += [table, _turned_pairs(t, i, h, q_before)]
+
+        def table_of(lead: int, h=h, g=g, shared=shared) -> Table:
+            title = f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})" + (f"; k as head {first[g]}'s above" if shared else "")
+            table = Table(title=title, min_width=len(title) + 4)
+            for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
+                table.add_column(col if col in ("token", "position") else counted(col, t.config.d_head))
+            shown = partial(vec, lead=lead, count=False)
+            for j, tok in enumerate(tokens):
+                if shared and j != i:
+                    continue
+                q, qr = (shown(q_before[h, j]), shown(t["q_rotated"][h, j])) if j == i else ("", "")
+                k = () if shared else (shown(k_before[g, j]), shown(t["k_rotated"][g, j]))
+                table.add_row(Text(tok), str(j), q, qr, *k, style="bold" if j == i else None)
+            return table
+
+        out += [fitted(table_of, fits), _turned_pairs(t, i, h, q_before)]
     return out
 
 
@@ -280,7 +331,7 @@ def _turned_pairs(t, i, h, q_before) -> Table:
     return table
 
 
-def _scores(t, tokens, i, heads):
+def _scores(t, tokens, i, heads, fits):
     q_final, k_final = final_qk(t)
     c = t.config
     scaling = f"÷√{c.d_head}" if c.scale is None else f"× {c.scale:.6g}"
@@ -291,16 +342,20 @@ def _scores(t, tokens, i, heads):
         n = len(tokens)
         logits = t.stages.get("mask", t["scaled"])[h, i]  # -inf where the mask hides a key
         keys = top_keys(n, [logits])
-        table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
-        for col in ("key", "q·k_j as a sum of products", "score", "scaled"):
-            table.add_column(col)
-        for j in keys:
-            terms = dot_terms(q_final[h, i], k_final[g, j])
-            scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
-            table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
-        hidden_left = int(hidden.sum()) - int(hidden[keys].sum())
-        left_out(table, n, keys, "keys" + (f", {hidden_left} of them masked next" if hidden_left else ""))
-        out.append(table)
+
+        def table_of(lead: int, h=h, g=g, keys=keys) -> Table:
+            table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
+            for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products"), "score", "scaled"):
+                table.add_column(col)
+            for j in keys:
+                terms = dot_terms(q_final[h, i], k_final[g, j], lead)
+                scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
+                table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
+            hidden_left = int(hidden.sum()) - int(hidden[keys].sum())
+            left_out(table, n, keys, "keys" + (f", {hidden_left} of them masked next" if hidden_left else ""))
+            return table
+
+        out.append(fitted(table_of, fits))
     return out
 
 
@@ -411,7 +466,8 @@ def _weights_table(t, tokens, i, heads):
     return table
 
 
-def _mixing(t, tokens, i, heads):
+def _mixing(t, tokens, i, heads, fits):
+    """z_h as its sum of weighted value rows: on one line when it fits the terminal, else one term a line."""
     visible = int((~hidden_keys(len(tokens), t.config)[i]).sum())  # keys the query sees
     out = []
     for h in heads:
@@ -421,17 +477,25 @@ def _mixing(t, tokens, i, heads):
             keys = sorted(j for j in np.argsort(-t["weights"][h, i], kind="stable")[:3] if t["weights"][h, i, j] > 0)
         # each value row named by its key: v(cats) = [1.00, 0.00]; a long text's by its position too
         name = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: str(named(tokens, j)))
-        terms = " + ".join(f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j])}" for j in keys)
+        terms = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j])}" for j in keys]
         if len(tokens) > MAX_SHOWN:
             seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible keys of {len(tokens)}"
-            terms += f" + … ({seen}; the {len(keys)} largest weights shown)"
-        out.append(Text(f"head {h}: z_{h} = {terms}\n        = {vec(t['z'][h, i])}"))
+            terms.append(f"… ({seen}; the {len(keys)} largest weights shown)")
+        start = f"head {h}: z_{h} = "
+        line = Text(f"{start}{' + '.join(terms)}\n        = {vec(t['z'][h, i])}")
+        if not fits(line):
+            indent = " " * (len(start) - 2)  # "+" and "=" under the "=" of z_h =
+            line = Text(start + terms[0] + "".join(f"\n{indent}+ {term}" for term in terms[1:]) + f"\n{indent}= {vec(t['z'][h, i])}")
+        out.append(line)
     return out
 
 
-def _concat(t, tokens, i, heads):
-    z = " | ".join(f"z_{h} = {vec(t['z'][h, i])}" for h in range(t.config.n_heads))
-    return [Text(f"{z}\nconcat = {vec(t['concat'][i])}")]
+def _concat(t, tokens, i, heads, fits):
+    z = [f"z_{h} = {vec(t['z'][h, i])}" for h in range(t.config.n_heads)]
+    line = Text(f"{' | '.join(z)}\nconcat = {vec(t['concat'][i])}")
+    if not fits(line):  # one head a line
+        line = Text("\n".join(z) + f"\nconcat = {vec(t['concat'][i])}")
+    return [line]
 
 
 def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):

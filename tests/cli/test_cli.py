@@ -15,6 +15,7 @@ from importlib.resources import files
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rich.cells import cell_len
 
 from mha_explorer.cli import main
 from mha_explorer.schema import TracePayload
@@ -113,6 +114,27 @@ def test_runner_keeps_stderr_apart():
     result = run("--head", "9")
     assert result.stdout == ""
     assert result.stderr.strip() != ""
+
+
+def broken_vectors(out: str) -> list[str]:
+    """The lines where a vector (or a sum of products) is cut across lines: a "[" without its "]"."""
+    return [line for line in out.splitlines() if line.count("[") != line.count("]")]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_at_80_columns_no_vector_is_cut_across_lines(width):
+    """x stands in a table of its own when it does not fit beside q, k and v; a sum that does not
+    fit on a line puts one term a line."""
+    for args in ((), ("--causal",)):
+        out = ok(*args, width=width)
+        assert broken_vectors(out) == []
+        assert max(map(cell_len, out.splitlines())) <= width
+    assert has_row(ok("--stage", "projections", width=80), ["like", "[0.00, 1.00, 0.00, 0.50]"])  # x, in its table
+
+
+def test_the_prose_writes_w_o_as_the_tables_do():
+    out = ok("--stage", "output")
+    assert "The output matrix W^O mixes the heads" in out and "Wᴼ" not in out
 
 
 @pytest.mark.parametrize("width", [80, 200], ids=["80-columns", "200-columns"])

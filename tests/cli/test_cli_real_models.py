@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rich.cells import cell_len
 
 from mha_explorer.cli import main
 from mha_explorer.models import available_models
 from mha_explorer.schema import TracePayload, to_numpy
 
-from .test_cli import cells, two
+from .test_cli import broken_vectors, cells, two
 
 pytestmark = pytest.mark.cli
 INSTALLED = {m.name: m for m in available_models() if m.installed}
@@ -56,8 +57,17 @@ def payload(*args: str) -> TracePayload:
 
 
 def headers(out: str) -> list[list[str]]:
-    """The header cells of every table, with the panel's own borders dropped."""
-    return [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
+    """The header cells of every table, with the panel's own borders dropped; a header on two
+    lines ("q = x W^Q" over "(32 numbers)") is joined into one."""
+    tables, lines = [], out.splitlines()
+    for before, line in zip(["", *lines], lines):
+        if "┃" not in line:
+            continue
+        row = [c.strip() for c in line.split("┃")[1:-1]]
+        if "┃" in before:
+            row = [" ".join(filter(None, pair)) for pair in zip(tables.pop(), row)]
+        tables.append(row)
+    return tables
 
 
 def output_table(out: str) -> dict[str, list[str]]:
@@ -115,7 +125,7 @@ def test_projections_name_the_bias_and_show_it():
     args = ("--model", "minilm", "--text", FOX, "--layer", "3", "--query", "fox", "--head", "5")
     out = ok(*args, "--stage", "projections")
     header = next(row for row in headers(out) if row and row[0] == "token")
-    assert header[2:] == ["q = x W^Q + b^Q", "k = x W^K + b^K", "v = x W^V + b^V"]
+    assert header[2:] == ["q = x W^Q + b^Q (32 numbers)", "k = x W^K + b^K (32 numbers)", "v = x W^V + b^V (32 numbers)"]
     bias_row = next(row for row in cells(out) if row and row[0] == "bias")
     w, head = minilm_tensors(3), slice(5 * 32, 6 * 32)
     for cell, name in zip(bias_row[2:], "qkv"):
@@ -125,6 +135,16 @@ def test_projections_name_the_bias_and_show_it():
     q = x @ w["q.weight"][head].T + w["q.bias"][head]
     fox_row = next(row for row in cells(out) if row and row[0] == "fox")
     np.testing.assert_allclose([float(v) for v in NUMBER.findall(fox_row[2])[:3]], q[:3], atol=0.0051)
+
+
+@pytest.mark.parametrize("name", [pytest.param("minilm", marks=needs["minilm"]), pytest.param("smollm2", marks=needs["smollm2"])])
+def test_a_real_layer_at_80_columns_cuts_no_vector_across_lines(name):
+    """Long vectors show as many first numbers as fit (3, 2 or 1), and their headers say how many
+    they have; sums of products likewise; z_h and the concatenation one line each."""
+    out = ok("--model", name, "--text", FOX, "--layer", "1", "--head", "1", width=80)
+    assert broken_vectors(out) == []
+    assert max(map(cell_len, out.splitlines())) <= 80
+    assert "Concatenation" in out and "\n│ z_1 = [" in out
 
 
 # --- 2. the output table fits the terminal ------------------------------------
@@ -303,15 +323,16 @@ def test_query_heads_sharing_a_kv_head_show_k_and_v_once():
     first query head that reads it); the other query heads show their own q alone."""
     out = ok("--model", "smollm2", "--text", "the cat sat", "--query", "cat", "--stage", "projections", width=120)
     tables = headers(out)
-    assert sum("k = x W^K" in t for t in tables) == 3
+    assert sum(any(cell.startswith("k = x W^K") for cell in t) for t in tables) == 3
     assert sum(t == ["token", "q = x W^Q"] for t in tables) == 6
     assert "head 1 (K/V head 0): its q; x, k and v are head 0's above" in out
     assert "head 4 (K/V head 1): its q; x, k and v are head 3's above" in out
     # the rotary stage the same way: each K/V head's k before and after the rotation once
     out = ok("--model", "smollm2", "--text", "the cat sat", "--query", "cat", "--stage", "rope", width=160)
     tables = headers(out)
-    assert sum(t == ["token", "position", "q", "q rotated", "k", "k rotated"] for t in tables) == 3
-    assert sum(t == ["token", "position", "q", "q rotated"] for t in tables) == 6
+    long = [f"{name} (64 numbers)" for name in ("q", "q rotated", "k", "k rotated")]  # d_head = 64
+    assert sum(t == ["token", "position", *long] for t in tables) == 3
+    assert sum(t == ["token", "position", *long[:2]] for t in tables) == 6
     assert "head 5: q and k turned by their position (θ = 100000); k as head 3's above" in out
 
 
