@@ -533,3 +533,42 @@ def test_the_last_stage_says_where_to_go_from_there(page, server_url):
         "That is the whole path of one query through the layer. From here: follow another head or query token, "
         "press All queries to see every query at once, or try another configuration (heads, widths, a causal mask)."
     )
+
+
+# Visits every place (stage, head, query, all queries or one) in turn without a pause, then goes
+# back to one 30 places before the end and then to the first, counting the elements each return makes.
+VISIT_ALL_THEN_RETURN = """async (stages) => {
+    const model = window.mhaExplorer.model;
+    const drawn = () => new Promise((done) => queueMicrotask(() => queueMicrotask(done)));
+    const places = [];
+    for (const all of [false, true]) for (const stage of stages) for (const head of [0, 1]) for (const query of [0, 1, 2, 3]) places.push({ all, stage, head, query });
+    const go = async ({ all, stage, head, query }) => {
+        model.set("all_queries", all); model.set("stage", stage); model.set("head", head); model.set("query", query);
+        model.save_changes?.();
+        await drawn();
+    };
+    for (const place of places) await go(place);
+    const made = async (place) => {
+        const original = Document.prototype.createElement;
+        let count = 0;
+        Document.prototype.createElement = function (...args) { count += 1; return original.apply(this, args); };
+        try { await go(place); } finally { Document.prototype.createElement = original; }
+        return { count, title: document.querySelector(".stage h2").textContent };
+    };
+    const recent = await made(places[places.length - 30]);
+    const first = await made(places[0]);
+    return { places: places.length, first, recent };
+}"""
+
+
+def test_only_the_stage_panels_used_last_are_kept(page, server_url, api):
+    """The page keeps the 64 stage panels used last: going back to one used 30 places ago makes
+    nothing, and one used before 64 others is built again, the same as it was."""
+    open_page(page, server_url)
+    result = page.evaluate(VISIT_ALL_THEN_RETURN, STAGE_IDS)
+    assert result["places"] == 96  # more than the 64 kept
+    assert result["recent"]["count"] == 0, result
+    assert result["first"]["count"] > 0, result
+    assert result["first"]["title"].startswith("1. Projections") and "head 0" in result["first"]["title"]
+    payload, arrays = api
+    check_numbers(page, ".stage", arrays)
