@@ -1,7 +1,9 @@
 """`export-site`: a static copy of the explorer that works from file:// and on any static host.
 
 Browsers refuse ES modules from file://, so the page's modules are joined into one classic
-script; the traces are precomputed into a data script. Nothing is fetched at run time.
+script; the traces are precomputed into a data script, and each real-model layer into a script
+of its own, which the page adds when the layer is traced. Nothing is fetched: scripts load from
+file:// where fetch is refused.
 """
 
 from __future__ import annotations
@@ -49,9 +51,10 @@ class ModelLayers:
     layers: tuple[int, ...]
 
 
-def model_data(spec: ModelLayers) -> dict:
+def model_data(spec: ModelLayers) -> tuple[dict, dict[int, dict]]:
     """What the static page's real-model panel reads in place of the server: the model, its text
-    and the payload of each layer, every head in float32."""
+    and the layers it holds; and the payload of each layer, every head in float32, to be written
+    into a file of its own (the page reads a layer's file when that layer is traced)."""
     from .models import ModelError
 
     model = spec.model
@@ -67,35 +70,42 @@ def model_data(spec: ModelLayers) -> dict:
     # registry name is its own short name)
     name = short_name(model.name)
     layers = {}
-    for layer in spec.layers:
+    for layer in sorted(set(spec.layers)):
         payload = json.loads(model_payload(model, spec.text, layer, head=None).model_dump_json())
         payload["model"]["name"] = name
         # the scaled and masked scores are the scores times the scale: the page makes them again
         payload["derived"] = [stage for stage in DERIVED if stage in payload["stages"]]
         for stage in payload["derived"]:
             del payload["stages"][stage]
-        layers[str(layer)] = payload
+        layers[layer] = payload
     paths = ("name", "source", "tokenizer")  # of this machine
     config = {k: v for k, v in model.config_summary().items() if k not in paths} | {"name": name}
-    return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": layers}
+    return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": list(layers)}, layers
 
 
-def site_data(model: ModelLayers | None = None) -> tuple[dict, list | None]:
-    """The teaching example and the lab's presets; and the layers of a real model, if given, apart:
-    they go into a file of their own, which the page reads after it has shown the teaching example."""
+def site_data(model: ModelLayers | None = None) -> tuple[dict, dict[str, str]]:
+    """The teaching example, the lab's presets and what a real model's layers are, if given (the
+    page's data script); and the layer files, by name under static/: each layer is read when it
+    is traced, so that a copy of many layers shows its first without waiting for the others."""
     presets = {}
     for name in LAB_PRESETS:
         request = TraceRequest(config=PRESETS[name].to_dict(), tokens=PRESET_TOKENS, seed=0, encoding="base64")
         presets[name] = json.loads(lab_payload(request).model_dump_json())
     data = {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
     if model is None:
-        return data, None
-    data["layers"] = True  # on their way, in static/layers.js
-    return data, [model_data(model)]  # a list: the page's model panel lists models
+        return data, {}
+    held, layers = model_data(model)
+    data["models"] = [held]  # a list: the page's model panel lists models
+    files = {}
+    for layer, payload in layers.items():
+        key = json.dumps(f"{held['name']}/{layer}")
+        files[f"layer-{layer}.js"] = f"{LAYER_START}{key}] = {json.dumps(payload, separators=(',', ':'))};\n"
+    return data, files
 
 
 DATA_START = "globalThis.MHA_DATA = "  # how static/data.js begins: the mark of a copy written here
-LAYERS_START = "globalThis.MHA_DATA.models = "  # and static/layers.js, when the copy holds layers
+LAYER_START = "(globalThis.MHA_LAYERS ||= {})["  # and static/layer-N.js, each layer a copy holds
+OLD_LAYERS_START = "globalThis.MHA_DATA.models = "  # static/layers.js: every layer in one file, as copies were once written
 
 
 class WouldReplace(Exception):
@@ -124,31 +134,26 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     return the files written. An earlier copy there is replaced; other files of the same names
     only with replace=True (else WouldReplace, and nothing is written)."""
     static = Path(directory) / "static"
-    files = ("page.css", "explorer.css", "app.js", "data.js") + (() if model is None else ("layers.js",))
+    data, layers = site_data(model)  # before any write: a text too long leaves nothing half written
+    files = ("page.css", "explorer.css", "app.js", "data.js", *layers)
     names = [Path(directory) / "index.html", *(static / name for name in files)]
     taken = [path for path in names if path.exists()]
     if taken and not replace and not _earlier_copy(static):
         raise WouldReplace(taken)
-    data, layers = site_data(model)  # before any write: a text too long leaves nothing half written
     static.mkdir(parents=True, exist_ok=True)
     page = WEB.joinpath("index.html").read_text(encoding="utf-8")
     module_tag = '<script type="module" src="static/page.js"></script>'
     if module_tag not in page:
         raise RuntimeError("index.html no longer loads static/page.js as expected")
-    # the layers (megabytes) load after the page's script, which shows the teaching example meanwhile
-    scripts = '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>'
-    if layers is not None:
-        scripts += '\n<script src="static/layers.js" defer></script>'
-    page = page.replace(module_tag, scripts)
+    page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
     texts = (
         page,
         WEB.joinpath("page.css").read_text(encoding="utf-8"),
         WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
         bundle(),
         DATA_START + json.dumps(data, separators=(",", ":")) + ";\n",
+        *layers.values(),
     )
-    if layers is not None:
-        texts += (LAYERS_START + json.dumps(layers, separators=(",", ":")) + ';\ndispatchEvent(new Event("mha-layers"));\n',)
     written = dict(zip(names, texts))
     # each file is written beside its place and moved there once all are written (index.html
     # last): a full disk leaves the directory as it was, not a copy that half works
@@ -161,6 +166,8 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     finally:
         for part in temporary.values():
             part.unlink(missing_ok=True)
-    if layers is None and _written_here(static / "layers.js", LAYERS_START):
-        (static / "layers.js").unlink()  # an earlier copy's layers, which this one does not hold
+    # an earlier copy's layers that this one does not hold
+    for path in [*static.glob("layer-*.js"), static / "layers.js"]:
+        if path not in written and (_written_here(path, LAYER_START) or _written_here(path, OLD_LAYERS_START)):
+            path.unlink()
     return list(written)

@@ -74,24 +74,24 @@ def test_export_site_lists_what_it_wrote_and_what_to_upload(tmp_path):
 
 
 def read_data(site):
-    """static/data.js, with the layers of static/layers.js (when the copy holds some) as "models"."""
+    """static/data.js, each layer a copy holds replaced by its file's payload, static/layer-N.js."""
     data = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
-    layers = site / "static/layers.js"
-    if data.pop("layers", False):
-        text, event = layers.read_text().removeprefix("globalThis.MHA_DATA.models = ").split(";\n", 1)
-        assert event == 'dispatchEvent(new Event("mha-layers"));\n'  # the page waits for it
-        data["models"] = json.loads(text)
-    else:
-        assert not layers.exists()
+    for held in data.get("models", []):
+        layers = {}
+        for layer in held["layers"]:
+            start = f'(globalThis.MHA_LAYERS ||= {{}})["{held["name"]}/{layer}"] = '  # the key the page reads
+            layers[str(layer)] = json.loads((site / f"static/layer-{layer}.js").read_text().removeprefix(start).rstrip(";\n"))
+        held["layers"] = layers
     return data
 
 
 @pytest.mark.skipif("minilm" not in {m.name for m in available_models() if m.installed}, reason="minilm is not installed: run make models")
 def test_export_site_with_layers_of_a_real_model(tmp_path):
     text = "The cat sat on the mat because it was warm."
-    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site"), "--model", "minilm", "--text", text, "--layer", "2", "--layer", "0", "--layer", "2"])
+    site = tmp_path / "site"
+    result = CliRunner().invoke(main, ["export-site", str(site), "--model", "minilm", "--text", text, "--layer", "2", "--layer", "0", "--layer", "2"])
     assert result.exit_code == 0, result.output
-    data = read_data(tmp_path / "site")
+    data = read_data(site)
     (held,) = data["models"]
     assert held["name"] == "minilm" and held["text"] == text and list(held["layers"]) == ["0", "2"]
     layer = held["layers"]["2"]
@@ -102,15 +102,23 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     assert layer["weights"]["W_Q"]["heads"] is None and layer["weights"]["W_Q"]["shape"] == [12, 384, 32]
     # the scaled scores are the scores times the scale: the page makes them (a mask too, where the layer masks)
     assert layer["derived"] == ["scaled"] and "scaled" not in layer["stages"] and "mask" not in layer["stages"]
+    # each layer is a file of its own, which the page reads when the layer is traced: data.js,
+    # which the page waits for, holds what the layers are, not their megabytes
+    layer_files = sorted(p.name for p in (site / "static").glob("layer-*.js"))
+    assert layer_files == ["layer-0.js", "layer-2.js"]
+    assert (site / "static/data.js").stat().st_size < min((site / "static" / name).stat().st_size for name in layer_files)
+    assert "layer-" not in (site / "index.html").read_text()
     # nothing of the machine that wrote it: no file paths of the model
-    written = (tmp_path / "site/static/layers.js").read_text()
-    assert "site-packages" not in written and "model.safetensors" not in written
-    # the layers load after the page's script, which shows the teaching example meanwhile
-    html = (tmp_path / "site/index.html").read_text()
-    assert html.index("static/data.js") < html.index("static/app.js") < html.index('<script src="static/layers.js" defer>')
-    # a copy written again without a model drops the earlier copy's layers
-    assert CliRunner().invoke(main, ["export-site", str(tmp_path / "site")]).exit_code == 0
-    assert "models" not in read_data(tmp_path / "site") and "layers.js" not in (tmp_path / "site/index.html").read_text()
+    for name in ("data.js", *layer_files):
+        written = (site / "static" / name).read_text()
+        assert "site-packages" not in written and "model.safetensors" not in written
+    # written again with other layers, the copy drops the layers it no longer holds; without a model, all
+    assert CliRunner().invoke(main, ["export-site", str(site), "--model", "minilm", "--text", text, "--layer", "1"]).exit_code == 0
+    assert sorted(p.name for p in (site / "static").glob("layer-*.js")) == ["layer-1.js"]
+    assert list(read_data(site)["models"][0]["layers"]) == ["1"]
+    (site / "static/layers.js").write_text("globalThis.MHA_DATA.models = [];\n")  # every layer in one file, as copies were once written
+    assert CliRunner().invoke(main, ["export-site", str(site)]).exit_code == 0
+    assert "models" not in read_data(site) and not list((site / "static").glob("layer*.js"))
 
 
 @pytest.mark.parametrize(
@@ -155,7 +163,7 @@ def test_a_local_checkpoint_is_written_under_a_short_name_not_its_path(tmp_path)
     (held,) = data["models"]
     assert held["name"] == Path(directory).name.lower() == held["config"]["name"] == held["layers"]["1"]["model"]["name"]
     assert re.fullmatch(r"[a-z0-9_-]{1,64}", held["name"])  # one the page's links take
-    assert directory not in (tmp_path / "site/static/layers.js").read_text()
+    assert directory not in (tmp_path / "site/static/layer-1.js").read_text() + (tmp_path / "site/static/data.js").read_text()
 
 
 def test_a_copy_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatch):

@@ -888,32 +888,51 @@ def test_the_lens_stays_on_a_short_wide_map_and_goes_with_the_pointer(page, serv
     expect(page.locator(".stage canvas.heatmap-lens:visible")).to_have_count(0)
 
 
+def routed(page, held: list, count: int) -> None:
+    """Wait (5 s at most) until `count` requests have reached the route handler that holds them:
+    they reach it while the page waits."""
+    for _ in range(100):
+        if len(held) >= count:
+            return
+        page.wait_for_timeout(50)
+
+
 @needs("minilm")
-def test_a_copy_shows_the_teaching_example_before_its_layers_are_here(browser, tmp_path):
-    """The layers of a copy (megabytes) come in static/layers.js, after the page's script: the
-    teaching example works while they load, the Real model mode waits for them, and says so when
-    they cannot be read."""
-    export_site(tmp_path / "site", ModelLayers(load_model("minilm"), "The cat sat on the mat.", (0,)))
+def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
+    """Each layer of a copy (megabytes) is a file of its own, static/layer-N.js, read the first time
+    the layer is traced: the page and the Real model panel come up without it, the panel says it
+    is reading it, and says what to upload when it cannot be read."""
+    export_site(tmp_path / "site", ModelLayers(load_model("minilm"), "The cat sat on the mat.", (0, 2)))
     context, page, requests, errors = file_page(browser)
     held = []
-    page.route("**/static/layers.js", lambda route: held.append(route))  # answered below, when the test says
-    page.goto((tmp_path / "site" / "index.html").as_uri(), wait_until="commit")  # DOMContentLoaded waits for layers.js
+    page.route("**/static/layer-*.js", lambda route: held.append(route))  # answered below, when the test says
+    page.goto((tmp_path / "site" / "index.html").as_uri())
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Next").click()
     expect(page.locator(".stage h2")).to_contain_text("2. Scores")
     page.get_by_role("button", name="Real model").click()
-    expect(page.locator("#models .loading")).to_have_text("Loading the layers this copy holds…")
-    assert len(held) == 1
+    expect(page.locator(".model-status")).to_contain_text("This page holds layers 0, 2")
+    assert held == []  # no layer is read before one is traced
+    page.get_by_label("Layer (from 0)").select_option("2")
+    page.get_by_role("button", name="Trace").click()
+    expect(page.locator(".model-status")).to_have_text("Reading layer 2 of this copy…")
+    routed(page, held, 1)
+    assert [route.request.url.rsplit("/", 1)[1] for route in held] == ["layer-2.js"]  # that layer alone
     held[0].continue_()
-    expect(page.locator(".model-status")).to_contain_text("This page holds layer 0")
+    expect(page.locator(".model-status")).to_have_text("all-MiniLM-L6-v2, layer 2: 9 tokens.")
+    assert "layer 2" in page.locator(".overview").inner_text()
     assert errors == []
-    # a copy whose layers cannot be read says what to upload
-    other = context.new_page()
-    other.route("**/static/layers.js", lambda route: route.abort())
-    other.goto((tmp_path / "site" / "index.html").as_uri())
-    other.wait_for_selector(".mha-explorer .stage h2")
-    other.get_by_role("button", name="Real model").click()
-    expect(other.locator("#models .lab-error")).to_have_text(
-        "This copy could not read its layers, static/layers.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+    # a layer that cannot be read says what to upload, and the layer on screen stays; asked again, it is read
+    page.get_by_label("Layer (from 0)").select_option("0")
+    expect(page.locator(".model-status")).to_have_text("Reading layer 0 of this copy…")
+    routed(page, held, 2)
+    held[1].abort()
+    expect(page.locator("#models .lab-error")).to_have_text(
+        "this copy could not read layer 0, static/layer-0.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it. The last good result stays on screen."
     )
+    assert "layer 2" in page.locator(".overview").inner_text()
+    page.unroute("**/static/layer-*.js")
+    page.get_by_role("button", name="Trace").click()
+    expect(page.locator(".model-status")).to_have_text("all-MiniLM-L6-v2, layer 0: 9 tokens.")
+    expect(page.locator("#models .lab-error")).to_have_text("")
     context.close()

@@ -145,7 +145,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       const state = await ensureLoaded(request.model);
       if (stale()) return null;
       if (!fixed) fillLayers(state.config, request.layer); // the menu as the loaded model has it, on the layer traced
-      status.textContent = `Running ${state.title} up to layer ${request.layer}…`;
+      status.textContent = fixed ? `Reading layer ${request.layer} of this copy…` : `Running ${state.title} up to layer ${request.layer}…`;
       const payload = await answer(
         await ask("api/model-trace", asking(request)),
       );
@@ -361,14 +361,35 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 }
 
 // A static copy (export-site --model) answers the panel's questions from the layers written into it:
-// the models, their state (loaded), and the trace of a layer it holds. The panel offers nothing
-// else (its text is read-only, its layers those written, and a link to others is refused before it
-// asks); a head or query out of range is refused in the server's words.
+// the models, their state (loaded), and the trace of a layer it holds, read from that layer's file
+// (static/layer-N.js) the first time it is asked for. The panel offers nothing else (its text is
+// read-only, its layers those written, and a link to others is refused before it asks); a head or
+// query out of range is refused in the server's words.
 export function staticServer(models) {
   const reply = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
   const refuse = (message, field = "body") => reply({ detail: [{ field, message }] }, 422);
   const state = (m) => ({ name: m.name, title: m.title, installed: true, heavy: false, state: "ready", fraction: 1, message: "loaded", config: m.config });
   const serve = "run mha-explorer serve to trace any text and layer";
+  const read = new Map(); // "name/layer" -> the promise of its payload
+  // a script, not fetch: browsers refuse fetch from file://, and a copy is often opened from there
+  const layerOf = (name, layer) => {
+    const key = `${name}/${layer}`;
+    if (!read.has(key)) {
+      const file = `static/layer-${layer}.js`;
+      const script = document.createElement("script");
+      script.src = file;
+      read.set(key, new Promise((done, failed) => {
+        script.onload = () => (globalThis.MHA_LAYERS?.[key] ? done(globalThis.MHA_LAYERS[key]) : failed());
+        script.onerror = failed;
+        document.head.append(script);
+      }).catch(() => {
+        read.delete(key); // asked again, it is read again
+        script.remove();
+        throw new Error(`this copy could not read layer ${layer}, ${file}: put the whole static folder beside index.html, as mha-explorer export-site wrote it`);
+      }));
+    }
+    return read.get(key);
+  };
   return async (url, options = {}) => {
     const path = String(url);
     if (path === "api/models") return reply(models.map(state));
@@ -377,8 +398,14 @@ export function staticServer(models) {
     if (m) return reply(state(m));
     if (path === "api/model-trace") {
       const request = JSON.parse(options.body);
-      const payload = models.find((x) => x.name === request.model && x.text === request.text)?.layers[String(request.layer)];
-      if (!payload) return refuse(`this page does not hold that model, text or layer; ${serve}`);
+      const held = models.find((x) => x.name === request.model && x.text === request.text);
+      if (!held?.layers.includes(request.layer)) return refuse(`this page does not hold that model, text or layer; ${serve}`);
+      let payload;
+      try {
+        payload = await layerOf(held.name, request.layer);
+      } catch (failure) {
+        return refuse(failure.message);
+      }
       const heads = payload.config.n_heads;
       if (!(request.head >= 0 && request.head < heads)) return refuse(`head ${request.head} does not exist: this layer has heads 0 to ${heads - 1}`, "head");
       const n = payload.tokens.length;

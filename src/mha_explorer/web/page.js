@@ -30,17 +30,6 @@ class PageModel {
 
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
-// A copy's real-model layers (megabytes) come in a file of their own, after this script: the
-// teaching example is shown meanwhile, and the Real model mode waits for them.
-const HOLDS_LAYERS = Boolean(STATIC?.models || STATIC?.layers);
-const layersReady =
-  !STATIC?.layers || STATIC.models
-    ? Promise.resolve()
-    : new Promise((done, failed) => {
-        addEventListener("mha-layers", done, { once: true });
-        addEventListener("error", (event) => event.target?.src?.endsWith("static/layers.js") && failed(new Error("static/layers.js did not load")), true);
-      });
-layersReady.catch(() => {}); // said when the Real model mode is opened, not before
 let currentMode = () => "teaching";
 const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
 
@@ -65,7 +54,7 @@ function readLink(hash) {
   if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${mode.slice(0, 20)}” is not teaching, lab or model`);
   const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: whole("query", null), all: flag("all") };
   if (mode === "model") {
-    if (STATIC && !HOLDS_LAYERS) throw new Error("real models need the server (mha-explorer serve)");
+    if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
     const model = params.get("model") || "";
     // no model named: the Real model mode as its button opens it, nothing traced yet
     if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
@@ -193,7 +182,7 @@ async function main() {
   const labButton = document.getElementById("mode-lab");
   const modelButton = document.getElementById("mode-model");
   const modelBox = document.getElementById("models");
-  if (STATIC && !HOLDS_LAYERS) modelButton.hidden = true; // real models need the server, or layers written into the copy
+  if (STATIC && !STATIC.models) modelButton.hidden = true; // real models need the server, or layers written into the copy
   const say = (text) => {
     notice.textContent = text;
     notice.hidden = !text;
@@ -257,32 +246,32 @@ async function main() {
   });
 
   let modelsStarted = false;
-  // a static copy has real models only when layers were written into it (export-site --model), once
-  // they are here
-  const makeModels = (held = STATIC?.models) =>
-    createModels({
-        container: modelBox,
-        initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
-        ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, Object.keys(m.layers).map(Number)])) } }),
-        getView: () => ({ head: model.get("head"), query: model.get("query") }),
-        onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
-        onPayload: (payload, request) => {
-          const ids = payload.page_stages.map((s) => s.id);
-          // a link's stage and "all queries" (its head and query the server checked): a stage
-          // this layer lacks falls back to the first, said with the link's other problems
-          const view = pendingView ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
-          if (view) stageProblems = view.problems;
-          const stage = view ? view.view.stage : model.get("stage");
-          pendingView = null;
-          model.set("payload", payload);
-          model.set("stage", ids.includes(stage) ? stage : ids[0]);
-          model.set("head", request.head);
-          model.set("query", payload.query);
-          if (view) model.set("all_queries", Boolean(view.view.all_queries));
-          writeLink(model, mode, editor.lab);
-        },
-      });
-  if (!STATIC || STATIC.models) models = makeModels();
+  // a static copy has real models only when layers were written into it (export-site --model)
+  const held = STATIC?.models;
+  if (!STATIC || held) {
+    models = createModels({
+      container: modelBox,
+      initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
+      ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, m.layers])) } }),
+      getView: () => ({ head: model.get("head"), query: model.get("query") }),
+      onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
+      onPayload: (payload, request) => {
+        const ids = payload.page_stages.map((s) => s.id);
+        // a link's stage and "all queries" (its head and query the server checked): a stage
+        // this layer lacks falls back to the first, said with the link's other problems
+        const view = pendingView ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
+        if (view) stageProblems = view.problems;
+        const stage = view ? view.view.stage : model.get("stage");
+        pendingView = null;
+        model.set("payload", payload);
+        model.set("stage", ids.includes(stage) ? stage : ids[0]);
+        model.set("head", request.head);
+        model.set("query", payload.query);
+        if (view) model.set("all_queries", Boolean(view.view.all_queries));
+        writeLink(model, mode, editor.lab);
+      },
+    });
+  }
 
   let stageProblems = []; // what a model link's stage could not be, once its layer is traced
 
@@ -312,20 +301,6 @@ async function main() {
       writeLink(model, mode, editor.lab);
     } else if (mode === "model") {
       writeLink(model, mode, editor.lab);
-      if (!models && HOLDS_LAYERS) {
-        // a copy whose layers are still on their way: the mode shows them when they are here
-        modelBox.replaceChildren(h("p", { class: "loading" }, "Loading the layers this copy holds…"));
-        layersReady.then(
-          () => {
-            models ??= makeModels();
-            if (mode === "model") setMode("model");
-          },
-          () => {
-            modelBox.querySelector(".loading")?.replaceWith(h("p", { class: "lab-error" }, "This copy could not read its layers, static/layers.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."));
-          },
-        );
-        return;
-      }
       if (!modelsStarted) {
         modelsStarted = true;
         models.start().then((ok) => {
