@@ -1578,7 +1578,8 @@ function heatmapCanvas(place, handlers, cells, ahead) {
   const free = ahead ? pool.filter((e) => !e.box.isConnected) : pool;
   let entry = free.find((e) => e.active === handlers) ?? free.find((e) => e.base && e.base === cells) ?? free.find((e) => !e.box.isConnected);
   if (!entry && pool.length < CANVASES_PER_PLACE) {
-    const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "img" });
+    // an application, not an image: a screen reader in browse mode would keep the arrow keys that read the map
+    const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "application", "aria-roledescription": "heatmap" });
     const [mark, markLabel, cursor] = ["heatmap-mark", "heatmap-mark-label", "heatmap-cursor"].map((name) => h("div", { class: name, hidden: true, "aria-hidden": "true" }));
     const lens = h("canvas", { class: "heatmap-lens", hidden: true, "aria-hidden": "true" });
     const made = { canvas, mark, markLabel, cursor, lens, box: h("div", { class: "heatmap-box" }, canvas, mark, markLabel, cursor, lens), active: handlers, base: null };
@@ -1866,7 +1867,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       canvas.style.height = `${height}px`;
       entry.base = null;
     }
-    canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols} heatmap; use the arrow keys to read values`);
+    canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols}; use the arrow keys to read values`);
     if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
     // a map showing again (another query's, then this one's) has its lens as the pointer and focus are now
     lensOn = canvas.matches(":hover") || canvas.matches(":focus-visible");
