@@ -645,7 +645,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     # the Output stage shows the bias the output adds
     page.get_by_label("Calculation stage").select_option(label="Output projection")
     labels = [c.get_attribute("aria-label") for c in page.locator(".stage canvas.heatmap").all()]
-    assert any(label.startswith("The bias b O, added once: 1 × 384 heatmap") for label in labels), labels
+    assert any(label.startswith("The bias b O, added once: 1 × 384; use the arrow keys") for label in labels), labels
     # a q of 384 products: pointing at it gives the largest five, not a 5,000-character line
     page.get_by_label("Calculation stage").select_option(label="Projections")
     page.locator(".stage .num[data-src^='q:']").first.hover()
@@ -653,7 +653,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     assert "+ … (the 5 largest of 384 products x[m]×W[m][0])" in calc and len(calc) < 200, calc
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
-    assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows (rows), each to be scaled by its weight: 9 × 32 heatmap")
+    assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows (rows), each to be scaled by its weight: 9 × 32; use the arrow keys")
 
 
 @needs("smollm2")

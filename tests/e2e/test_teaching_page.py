@@ -303,6 +303,8 @@ def test_keyboard_only_walkthrough(page, server_url, artifacts):
     tab_to("Inspect head")
     page.keyboard.press("ArrowDown")
     assert "head 1" in page.locator(".stage h2").inner_text()
+    # the menus say their new values themselves: the page's announcement does not repeat them
+    assert page.locator(".sr-only[aria-live]").inner_text() == ""
     tab_to("Next")
     for title in STAGES[1:]:
         page.keyboard.press("Enter")

@@ -709,7 +709,9 @@ function render({ model, el }) {
       setAttr(button, "aria-pressed", String(Number(button.dataset.head) === head));
       setAttr(button, "tabindex", Number(button.dataset.head) === head ? "0" : "-1");
     }
-    if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
+    // a menu of the explorer's own says its new value as it changes: said here too, it would be heard twice
+    const byMenu = document.activeElement?.tagName === "SELECT" && root.contains(document.activeElement);
+    if (announce && !byMenu) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
   }
 
