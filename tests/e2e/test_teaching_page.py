@@ -256,6 +256,9 @@ def test_formulas_explanations_and_notes(page, server_url):
 def test_matrices_view(page, server_url, api):
     payload, arrays = api
     open_page(page, server_url)
+    # the closed sections are headings a screen reader lists, and their summaries still open them
+    headings = page.locator(".mha-explorer").get_by_role("heading", level=2).all_inner_texts()
+    assert {"Matrices", "Cost of this configuration"} <= set(headings), headings
     page.get_by_text("Matrices", exact=True).click()
     body = page.locator(".matrices-body")
     body.wait_for(state="visible")  # built when the view is first opened

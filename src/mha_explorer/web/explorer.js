@@ -532,7 +532,7 @@ function render({ model, el }) {
     const { payload } = view;
     const kept = sameLayer(payload, before) || sameFrame(payload, before);
     if (!kept) dropPlaces(); // sizes may change
-    matrices.replaceChildren(h("summary", {}, "Matrices"));
+    matrices.replaceChildren(h("summary", {}, h("h2", {}, "Matrices"))); // a heading, so that a screen reader lists the section
     if (matrices.open) matrices.append(...roving([matricesView(view)]));
     if (kept) return;
     querySelect.replaceChildren(...payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
@@ -2069,7 +2069,7 @@ function costPanel(payload) {
   return h(
     "details",
     { class: "costs" },
-    h("summary", {}, "Cost of this configuration"),
+    h("summary", {}, h("h2", {}, "Cost of this configuration")),
     h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", { class: "wide-table" }, cache), wholeModel(payload)), macs),
   );
 }
@@ -2146,7 +2146,7 @@ function packed(view, query) {
   return h(
     "details",
     { class: "packed" },
-    h("summary", {}, "Packed view: all heads in one matrix"),
+    h("summary", {}, h("h3", {}, "Packed view: all heads in one matrix")),
     h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on. The input is never sliced per head: every head reads all of x.`),
     equation(x, ["×", wq], b && ["+", b], ["=", q]),
   );
