@@ -93,9 +93,11 @@ def weighed_most(t: Trace, i: int, h: int) -> list[int]:
 
 
 def left_out(table: Table, n: int, shown: list[int], what: str) -> None:
-    """The last row of a table that lists some keys of a long text: how many it leaves out."""
+    """Under a table that lists some keys of a long text: how many it leaves out (a caption, not a
+    row, so that the sentence does not set the width of the first column)."""
     if len(shown) < n:
-        table.add_row(Text(f"… {n - len(shown)} other {what}", style="dim"))
+        table.caption = Text(f"… {n - len(shown)} other {what}", style="dim")
+        table.caption_justify = "left"
 
 
 def final_qk(t: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -154,10 +156,19 @@ def render(
     )
 
 
-def _fits(console: Console, width: int, table: Table) -> bool:
-    """Whether the table shows in width columns without squeezing a cell: its natural width (which
-    rich clamps to the room it is offered, here one column more) is at most width."""
-    return console.measure(table, options=console.options.update_width(width + 1)).maximum <= width
+def _fits(console: Console, width: int, table) -> bool:
+    """Whether the table (or text) shows in width columns without squeezing a cell: its natural
+    width (which rich clamps to the room it is offered, here one column more) is at most width.
+    A table's min_width, which keeps its title on one line where there is room, is left out: the
+    title wraps where there is not."""
+    keep = getattr(table, "min_width", None)
+    if keep is not None:
+        table.min_width = None
+    try:
+        return console.measure(table, options=console.options.update_width(width + 1)).maximum <= width
+    finally:
+        if keep is not None:
+            table.min_width = keep
 
 
 def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
@@ -213,7 +224,7 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         if first[g] == h:
             out.append(head_table(h, 3, True) if with_x else fitted(lambda lead: head_table(h, lead, False), fits))
         else:  # GQA, MQA: another query head of a K/V head shown already: its q alone
-            title = f"head {h} (K/V head {g}): its q; x, k and v are head {first[g]}'s above"
+            title = f"head {h} (K/V head {g}): its q; " + (f"x, k and v are head {first[g]}'s above" if with_x else f"k and v are head {first[g]}'s above, x in its own table")
             table = Table(title=title, min_width=len(title) + 2)
             table.add_column("token")
             table.add_column(formulas[0])
@@ -293,18 +304,23 @@ def _rope(t, tokens, i, heads, fits):
         shared = g in first
         first.setdefault(g, h)
 
-        def table_of(lead: int, h=h, g=g, shared=shared) -> Table:
+        n = len(tokens)
+        rows = [i] if shared else weighed_most(t, i, h)
+
+        def table_of(lead: int, h=h, g=g, shared=shared, rows=rows) -> Table:
             title = f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})" + (f"; k as head {first[g]}'s above" if shared else "")
+            if not shared and len(rows) < n:
+                title += f": the query and the {TOP_KEYS} keys it weighs most"
             table = Table(title=title, min_width=len(title) + 4)
             for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
                 table.add_column(col if col in ("token", "position") else counted(col, t.config.d_head))
             shown = partial(vec, lead=lead, count=False)
-            for j, tok in enumerate(tokens):
-                if shared and j != i:
-                    continue
+            for j in rows:
                 q, qr = (shown(q_before[h, j]), shown(t["q_rotated"][h, j])) if j == i else ("", "")
                 k = () if shared else (shown(k_before[g, j]), shown(t["k_rotated"][g, j]))
-                table.add_row(Text(tok), str(j), q, qr, *k, style="bold" if j == i else None)
+                table.add_row(Text(tokens[j]), str(j), q, qr, *k, style="bold" if j == i else None)
+            if not shared:
+                left_out(table, n, rows, "tokens")
             return table
 
         out += [fitted(table_of, fits), _turned_pairs(t, i, h, q_before)]
@@ -319,7 +335,7 @@ def _turned_pairs(t, i, h, q_before) -> Table:
     after = t["q_rotated"][h, i]
     table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
     for col in ("pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)  # the headers wrap; a pair of numbers stays whole
     for m in sorted({0, 1, half - 1} & set(range(half))):
         angle = i * t.config.rope_theta ** (-2 * m / d)
         a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
@@ -483,9 +499,13 @@ def _mixing(t, tokens, i, heads, fits):
             terms.append(f"… ({seen}; the {len(keys)} largest weights shown)")
         start = f"head {h}: z_{h} = "
         line = Text(f"{start}{' + '.join(terms)}\n        = {vec(t['z'][h, i])}")
-        if not fits(line):
+        if not fits(line):  # one term a line, the vectors' length said once
             indent = " " * (len(start) - 2)  # "+" and "=" under the "=" of z_h =
-            line = Text(start + terms[0] + "".join(f"\n{indent}+ {term}" for term in terms[1:]) + f"\n{indent}= {vec(t['z'][h, i])}")
+            short = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j], count=False)}" for j in keys] + terms[len(keys):]
+            lines = [start + short[0], *(f"{indent}+ {term}" for term in short[1:]), f"{indent}= {vec(t['z'][h, i], count=False)}"]
+            if t.config.d_v > MAX_SHOWN:
+                lines.append(f"{indent}  (v and z have {t.config.d_v} numbers each)")
+            line = Text("\n".join(lines))
         out.append(line)
     return out
 

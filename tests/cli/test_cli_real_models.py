@@ -145,6 +145,12 @@ def test_a_real_layer_at_80_columns_cuts_no_vector_across_lines(name):
     assert broken_vectors(out) == []
     assert max(map(cell_len, out.splitlines())) <= 80
     assert "Concatenation" in out and "\n│ z_1 = [" in out
+    # a long text (the tables list the keys that matter and count the others), every head
+    # (those sharing a K/V head print their q alone), the rotary stage's pairs turned by hand
+    long = "Attention lets every token read from the others, weighted by how well its query matches their keys, in every head at once and in every layer."
+    out = ok("--model", name, "--text", long, "--layer", "5", width=80)
+    assert broken_vectors(out) == [], broken_vectors(out)
+    assert "other tokens" in out and "other keys" in out
 
 
 # --- 2. the output table fits the terminal ------------------------------------

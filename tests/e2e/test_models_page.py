@@ -895,6 +895,7 @@ def routed(page, held: list, count: int) -> None:
         if len(held) >= count:
             return
         page.wait_for_timeout(50)
+    raise AssertionError(f"{len(held)} requests held, not {count}: {[route.request.url for route in held]}")
 
 
 @needs("minilm")
@@ -935,4 +936,37 @@ def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
     page.get_by_role("button", name="Trace").click()
     expect(page.locator(".model-status")).to_have_text("all-MiniLM-L6-v2, layer 0: 9 tokens.")
     expect(page.locator("#models .lab-error")).to_have_text("")
+    # a layer file of another copy (another text), uploaded or cached beside this copy's data, is refused
+    export_site(tmp_path / "other", ModelLayers(load_model("minilm"), "A dog barked at the moon all night.", (2,)))
+    (tmp_path / "site/static/layer-2.js").write_bytes((tmp_path / "other/static/layer-2.js").read_bytes())
+    mixed = context.new_page()
+    mixed.goto((tmp_path / "site" / "index.html").as_uri())
+    mixed.get_by_role("button", name="Real model").click()
+    mixed.get_by_label("Layer (from 0)").select_option("2")
+    mixed.get_by_role("button", name="Trace").click()
+    expect(mixed.locator("#models .lab-error")).to_have_text(
+        "static/layer-2.js is another copy's layer 2, on another text: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+    )
+    expect(mixed.locator(".overview")).to_be_hidden()
     context.close()
+
+
+@needs("minilm")
+def test_a_head_picked_in_the_menu_is_announced_when_it_comes(page, server_url):
+    """The head menu says the head picked; the view drawn at once (its panel says it is loading) is
+    not announced again. When the head's arrays come, the stage, head and query are."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
+    held = []
+    page.route("**/api/model-head", lambda route: held.append(route))
+    live = page.locator(".mha-explorer .sr-only[aria-live]")
+    before = live.inner_text()
+    menu = page.get_by_label("Inspect head")
+    menu.focus()
+    page.keyboard.press("ArrowDown")  # head 0 -> 1, whose arrays the page asks for
+    expect(page.locator(".stage .loading-head")).to_have_text("Loading head 1…")
+    assert live.inner_text() == before
+    routed(page, held, 1)
+    for route in held:
+        route.continue_()
+    expect(page.locator(".stage h2")).to_contain_text("· head 1 ·")
+    expect(live).to_contain_text("Head 1, query")

@@ -447,9 +447,15 @@ function render({ model, el }) {
     model.save_changes();
   };
 
-  querySelect.addEventListener("change", () => set({ query: Number(querySelect.value) }));
-  headSelect.addEventListener("change", () => set({ head: Number(headSelect.value) }));
-  stageSelect.addEventListener("change", () => set({ stage: stageSelect.value }));
+  // a menu says its new value as it changes: the announcement of the view it draws would say it twice
+  let saidByMenu = false;
+  const byMenu = (changes) => {
+    saidByMenu = true;
+    set(changes);
+  };
+  querySelect.addEventListener("change", () => byMenu({ query: Number(querySelect.value) }));
+  headSelect.addEventListener("change", () => byMenu({ head: Number(headSelect.value) }));
+  stageSelect.addEventListener("change", () => byMenu({ stage: stageSelect.value }));
   allToggle.addEventListener("click", () => set({ all_queries: !model.get("all_queries") }));
   const move = (delta) => {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
@@ -709,9 +715,10 @@ function render({ model, el }) {
       setAttr(button, "aria-pressed", String(Number(button.dataset.head) === head));
       setAttr(button, "tabindex", Number(button.dataset.head) === head ? "0" : "-1");
     }
-    // a menu of the explorer's own says its new value as it changes: said here too, it would be heard twice
-    const byMenu = document.activeElement?.tagName === "SELECT" && root.contains(document.activeElement);
-    if (announce && !byMenu) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
+    // the view a menu asked for is not announced; one that comes later (a head fetched) is
+    const quiet = saidByMenu;
+    saidByMenu = false;
+    if (announce && !quiet) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
   }
 

@@ -372,20 +372,27 @@ export function staticServer(models) {
   const serve = "run mha-explorer serve to trace any text and layer";
   const read = new Map(); // "name/layer" -> the promise of its payload
   // a script, not fetch: browsers refuse fetch from file://, and a copy is often opened from there
-  const layerOf = (name, layer) => {
-    const key = `${name}/${layer}`;
+  const layerOf = (held, layer) => {
+    const key = `${held.name}/${layer}`;
     if (!read.has(key)) {
       const file = `static/layer-${layer}.js`;
+      const upload = "put the whole static folder beside index.html, as mha-explorer export-site wrote it";
       const script = document.createElement("script");
       script.src = file;
       read.set(key, new Promise((done, failed) => {
-        script.onload = () => (globalThis.MHA_LAYERS?.[key] ? done(globalThis.MHA_LAYERS[key]) : failed());
-        script.onerror = failed;
+        script.onload = () => {
+          const payload = globalThis.MHA_LAYERS?.[key];
+          // a file of another copy (another text: an upload, or a cache, that mixed two copies) is not shown as this one's
+          if (payload && (payload.model.text !== held.text || payload.model.layer !== layer)) failed(new Error(`${file} is another copy's layer ${payload.model.layer}, on another text: ${upload}`));
+          else if (payload) done(payload);
+          else failed(new Error(`${file} holds no layer: ${upload}`));
+        };
+        script.onerror = () => failed(new Error(`this copy could not read layer ${layer}, ${file}: ${upload}`));
         document.head.append(script);
-      }).catch(() => {
+      }).catch((failure) => {
         read.delete(key); // asked again, it is read again
         script.remove();
-        throw new Error(`this copy could not read layer ${layer}, ${file}: put the whole static folder beside index.html, as mha-explorer export-site wrote it`);
+        throw failure;
       }));
     }
     return read.get(key);
@@ -402,7 +409,7 @@ export function staticServer(models) {
       if (!held?.layers.includes(request.layer)) return refuse(`this page does not hold that model, text or layer; ${serve}`);
       let payload;
       try {
-        payload = await layerOf(held.name, request.layer);
+        payload = await layerOf(held, request.layer);
       } catch (failure) {
         return refuse(failure.message);
       }
