@@ -8,6 +8,7 @@ file:// where fetch is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -95,11 +96,13 @@ def site_data(model: ModelLayers | None = None) -> tuple[dict, dict[str, str]]:
     if model is None:
         return data, {}
     held, layers = model_data(model)
-    data["models"] = [held]  # a list: the page's model panel lists models
-    files = {}
+    files, versions = {}, {}
     for layer, payload in layers.items():
         key = json.dumps(f"{held['name']}/{layer}")
-        files[f"layer-{layer}.js"] = f"{LAYER_START}{key}] = {json.dumps(payload, separators=(',', ':'))};\n"
+        files[f"layer-{layer}.js"] = text = f"{LAYER_START}{key}] = {json.dumps(payload, separators=(',', ':'))};\n"
+        # asked for as layer-N.js?v=<its digest>: a browser or host that kept an earlier copy's file reads this one
+        versions[str(layer)] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    data["models"] = [held | {"versions": versions}]  # a list: the page's model panel lists models
     return data, files
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -106,6 +107,9 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     # which the page waits for, holds what the layers are, not their megabytes
     layer_files = sorted(p.name for p in (site / "static").glob("layer-*.js"))
     assert layer_files == ["layer-0.js", "layer-2.js"]
+    # the page asks for each by the digest of what was written (layer-2.js?v=…), so that no earlier export's file is read from a cache
+    versions = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))["models"][0]["versions"]
+    assert versions == {layer: hashlib.sha256((site / f"static/layer-{layer}.js").read_bytes()).hexdigest()[:16] for layer in ("0", "2")}
     assert (site / "static/data.js").stat().st_size < min((site / "static" / name).stat().st_size for name in layer_files)
     assert "layer-" not in (site / "index.html").read_text()
     # nothing of the machine that wrote it: no file paths of the model

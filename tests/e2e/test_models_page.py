@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -906,7 +907,7 @@ def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
     export_site(tmp_path / "site", ModelLayers(load_model("minilm"), "The cat sat on the mat.", (0, 2)))
     context, page, requests, errors = file_page(browser)
     held = []
-    page.route("**/static/layer-*.js", lambda route: held.append(route))  # answered below, when the test says
+    page.route("**/static/layer-*.js?v=*", lambda route: held.append(route))  # answered below, when the test says
     page.goto((tmp_path / "site" / "index.html").as_uri())
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Next").click()
@@ -918,7 +919,8 @@ def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
     page.get_by_role("button", name="Trace").click()
     expect(page.locator(".model-status")).to_have_text("Reading layer 2 of this copy…")
     routed(page, held, 1)
-    assert [route.request.url.rsplit("/", 1)[1] for route in held] == ["layer-2.js"]  # that layer alone
+    # that layer alone, asked for by its digest: a browser that kept an earlier export's file reads this one
+    assert [route.request.url.rsplit("/", 1)[1] for route in held] == [f"layer-2.js?v={hashlib.sha256((tmp_path / 'site/static/layer-2.js').read_bytes()).hexdigest()[:16]}"]
     held[0].continue_()
     expect(page.locator(".model-status")).to_have_text("all-MiniLM-L6-v2, layer 2: 9 tokens.")
     assert "layer 2" in page.locator(".overview").inner_text()
@@ -932,7 +934,7 @@ def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
         "this copy could not read layer 0, static/layer-0.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it. The last good result stays on screen."
     )
     assert "layer 2" in page.locator(".overview").inner_text()
-    page.unroute("**/static/layer-*.js")
+    page.unroute("**/static/layer-*.js?v=*")
     page.get_by_role("button", name="Trace").click()
     expect(page.locator(".model-status")).to_have_text("all-MiniLM-L6-v2, layer 0: 9 tokens.")
     expect(page.locator("#models .lab-error")).to_have_text("")
