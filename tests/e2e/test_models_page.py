@@ -654,7 +654,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     assert "+ … (the 5 largest of 384 products x[m]×W[m][0])" in calc and len(calc) < 200, calc
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
-    assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows (rows), each to be scaled by its weight: 9 × 32; use the arrow keys")
+    assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows, one per key, each to be scaled by its weight: 9 × 32; use the arrow keys")
 
 
 @needs("smollm2")

@@ -1197,7 +1197,7 @@ function mixingMany(view, query, head) {
   return [
     h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of K/V head ${g} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
     heatmap({
-      caption: few ? "Value rows (rows), each to be scaled by its weight" : "Value rows of the top keys (rows), each to be scaled by its weight",
+      caption: few ? "Value rows, one per key, each to be scaled by its weight" : "Value rows of the top keys, one per key, each to be scaled by its weight",
       rows: top.length,
       cols: dv,
       value: (r, e) => t.v.at(g, top[r], e),
