@@ -137,8 +137,8 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     return the files written. An earlier copy there is replaced; other files of the same names
     only with replace=True (else WouldReplace, and nothing is written)."""
     static = Path(directory) / "static"
-    data, layers = site_data(model)  # before any write: a text too long leaves nothing half written
-    files = ("page.css", "explorer.css", "app.js", "data.js", *layers)
+    data, layer_files = site_data(model)  # before any write: a text too long leaves nothing half written
+    files = ("page.css", "explorer.css", "app.js", "data.js", *layer_files)
     names = [Path(directory) / "index.html", *(static / name for name in files)]
     taken = [path for path in names if path.exists()]
     if taken and not replace and not _earlier_copy(static):
@@ -155,7 +155,7 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
         WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
         bundle(),
         DATA_START + json.dumps(data, separators=(",", ":")) + ";\n",
-        *layers.values(),
+        *layer_files.values(),
     )
     written = dict(zip(names, texts))
     # each file is written beside its place and moved there once all are written (index.html

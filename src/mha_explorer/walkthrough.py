@@ -255,23 +255,35 @@ def _weights_of(weights: AttentionWeights, h: int, g: int, shared: bool) -> Tabl
     return table
 
 
+def kv_tables(t, i, heads):
+    """Each head of a stage that shows q and k, with its K/V head g, the query head whose table
+    shows g's k (itself, unless one came before), and the tokens its table lists: the query alone
+    when another head shows the k, else the query and the keys it weighs most."""
+    first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
+    for h in heads:
+        g = t.config.kv_group[h]
+        owner = first.setdefault(g, h)
+        yield h, g, owner, [i] if owner != h else weighed_most(t, i, h)
+
+
+def kv_title(title: str, h: int, owner: int, rows: list[int], n: int) -> str:
+    """A kv_tables() table's title: where its k is, or which tokens it lists."""
+    if owner != h:
+        return f"{title}; k as head {owner}'s above"
+    return title + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most")
+
+
 def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None):
     """q and k before and after the norm; for the query, rms(q) (with ε) too, and under the tables
     the learned multipliers w^q and w^k, so that q normed = q ÷ rms(q) × w^q can be checked."""
     eps = t.config.qk_norm_eps
+    n = len(tokens)
     out = []
-    first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
-    for h in heads:
-        g = t.config.kv_group[h]
-        shared = g in first
-        first.setdefault(g, h)
-        n = len(tokens)
-        rows = [i] if shared else weighed_most(t, i, h)
+    for h, g, owner, rows in kv_tables(t, i, heads):
+        shared = owner != h
 
-        def table_of(lead: int, h=h, g=g, shared=shared, rows=rows) -> Table:
-            title = f"head {h}: each row ÷ its root mean square, × the learned weights" + (f"; k as head {first[g]}'s above" if shared else "")
-            if not shared and len(rows) < n:
-                title += f": the query and the {TOP_KEYS} keys it weighs most"
+        def table_of(lead: int, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
+            title = kv_title(f"head {h}: each row ÷ its root mean square, × the learned weights", h, owner, rows, n)
             table = Table(title=title, min_width=len(title) + 4)
             for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
                 table.add_column(col if col in ("token", "rms(q)") else counted(col, t.config.d_head))
@@ -297,20 +309,13 @@ def _rope(t, tokens, i, heads, fits):
     q_before = t.stages.get("q_normed", t["q"])
     k_before = t.stages.get("k_normed", t["k"])
     before = "normed" if "q_normed" in t.stages else ""  # the rotation turns the q and k of the norm
+    n = len(tokens)
     out = []
-    first: dict[int, int] = {}  # K/V head -> the query head whose table shows its k (as _projections)
-    for h in heads:
-        g = t.config.kv_group[h]
-        shared = g in first
-        first.setdefault(g, h)
+    for h, g, owner, rows in kv_tables(t, i, heads):
+        shared = owner != h
 
-        n = len(tokens)
-        rows = [i] if shared else weighed_most(t, i, h)
-
-        def table_of(lead: int, h=h, g=g, shared=shared, rows=rows) -> Table:
-            title = f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})" + (f"; k as head {first[g]}'s above" if shared else "")
-            if not shared and len(rows) < n:
-                title += f": the query and the {TOP_KEYS} keys it weighs most"
+        def table_of(lead: int, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
+            title = kv_title(f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})", h, owner, rows, n)
             table = Table(title=title, min_width=len(title) + 4)
             for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
                 table.add_column(col if col in ("token", "position") else counted(col, t.config.d_head))
@@ -493,15 +498,18 @@ def _mixing(t, tokens, i, heads, fits):
             keys = sorted(j for j in np.argsort(-t["weights"][h, i], kind="stable")[:3] if t["weights"][h, i, j] > 0)
         # each value row named by its key: v(cats) = [1.00, 0.00]; a long text's by its position too
         name = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: str(named(tokens, j)))
-        terms = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j])}" for j in keys]
-        if len(tokens) > MAX_SHOWN:
-            seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible keys of {len(tokens)}"
-            terms.append(f"… ({seen}; the {len(keys)} largest weights shown)")
+        def terms(count: bool, g=g, h=h, keys=keys) -> list[str]:
+            shown = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j], count=count)}" for j in keys]
+            if len(tokens) > MAX_SHOWN:
+                seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible keys of {len(tokens)}"
+                shown.append(f"… ({seen}; the {len(keys)} largest weights shown)")
+            return shown
+
         start = f"head {h}: z_{h} = "
-        line = Text(f"{start}{' + '.join(terms)}\n        = {vec(t['z'][h, i])}")
+        line = Text(f"{start}{' + '.join(terms(True))}\n        = {vec(t['z'][h, i])}")
         if not fits(line):  # one term a line, the vectors' length said once
             indent = " " * (len(start) - 2)  # "+" and "=" under the "=" of z_h =
-            short = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j], count=False)}" for j in keys] + terms[len(keys):]
+            short = terms(False)
             lines = [start + short[0], *(f"{indent}+ {term}" for term in short[1:]), f"{indent}= {vec(t['z'][h, i], count=False)}"]
             if t.config.d_v > MAX_SHOWN:
                 lines.append(f"{indent}  (v and z have {t.config.d_v} numbers each)")

@@ -378,7 +378,7 @@ export function staticServer(models) {
       const file = `static/layer-${layer}.js`;
       const upload = "put the whole static folder beside index.html, as mha-explorer export-site wrote it";
       const script = document.createElement("script");
-      script.src = held.versions?.[layer] ? `${file}?v=${held.versions[layer]}` : file; // a new export's file, not one kept from an earlier
+      script.src = `${file}?v=${held.versions[layer]}`; // this export's file, not one a cache kept from an earlier
       read.set(key, new Promise((done, failed) => {
         script.onload = () => {
           const payload = globalThis.MHA_LAYERS?.[key];
