@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import errno
 import logging
 import os
@@ -19,6 +20,7 @@ from .examples import load_teaching_example
 from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
+from .models.errors import EMPTY_TEXT
 from .modelview import STATIC_MAX_TOKENS, named_positions, token_label, token_labels
 from .walkthrough import render
 
@@ -54,11 +56,13 @@ def chosen_heads(head: str | None, config) -> list[int]:
     return list(range(config.n_heads)) if head is None else [whole_number("--head", head, config.n_heads, "head")]
 
 
-def need_model() -> None:
-    """--text or --layer without --model: a one-line error naming the models, and exit 2."""
+def need_model(text, layer) -> None:
+    """--text or --layer without --model: a one-line error naming what was given and the models,
+    and exit 2."""
     from .models.registry import NAMES
 
-    fail(f"--text and --layer need --model: choose one of {', '.join(NAMES)} or a checkpoint path")
+    given = " and ".join(name for name, value in (("--text", text), ("--layer", layer)) if value)
+    fail(f"{given} need{'' if ' and ' in given else 's'} --model: choose one of {', '.join(NAMES)} or a checkpoint path")
 
 
 def check_stage(stage: str | None, config, layer: str = "this layer") -> None:
@@ -98,10 +102,38 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     return position
 
 
-@click.group()
+# What a terminal that cannot show the walkthrough's signs (a Windows code page, ASCII) shows instead
+ASCII_SIGNS = {
+    "·": ".", "′": "'", "×": "x", "÷": "/", "−": "-", "–": "-", "…": "...", "√": "sqrt", "θ": "theta", "Σ": "sum ",
+    "∞": "inf", "ε": "eps", "␣": "_", "↵": "\\n", "⇥": "\\t", "ᴼ": "^O", "²": "^2", "₀": "_0", "█": "#", "“": '"', "”": '"',
+    "\u0302": "^", "\u0303": "~",  # the marks of q̂ (normed) and q̃ (rotated)
+}
+
+
+def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
+    """An encoding error handler: each sign the stream cannot encode as ASCII_SIGNS spells it, else "?"."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(ASCII_SIGNS.get(c, "?") for c in error.object[error.start : error.end]), error.end
+
+
+codecs.register_error("mha-explorer-ascii", _ascii_signs)
+
+
+@click.group(invoke_without_command=True)
 @click.version_option(package_name="mha-explorer")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Follow one query token through every stage of multi-head attention."""
+    # output redirected under another encoding than UTF-8 (cp1252 on Windows) spells the signs out
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "√·−∞␣".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="mha-explorer-ascii")
+    if ctx.invoked_subcommand is None:  # no command: the help, which is what was asked for
+        click.echo(ctx.get_help())
 
 
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."
@@ -112,6 +144,7 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "--query",
     "query_token",
     default=None,
+    metavar="TOKEN",
     help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a leading space) "
     "or as the tokenizer spells it (Ġfox), its first place; fox@4 is fox at position 4, as the tables "
     "label a repeated token (fox @4); or a position from 0, where the text has no such number as a token "
@@ -119,7 +152,7 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "the middle word of the text)",
 )
 @click.option("--head", default=None, metavar="N", help="show only this head, numbered from 0 (default: every head)")
-@click.option("--stage", default=None, help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
+@click.option("--stage", default=None, metavar="STAGE", help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
 @click.option(
     "--json",
@@ -146,7 +179,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
         _trace_model(model_name, DEFAULT_TEXT if text is None else text, layer, query_token, head, stage, as_json)
         return
     if text is not None or layer is not None:
-        need_model()
+        need_model(text is not None, layer is not None)
     example = load_teaching_example()
     config = replace(example.config, causal=True) if causal else example.config
     tokens = list(example.tokens)
@@ -169,8 +202,15 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     from .models import ModelError
     from .modelview import middle_word, model_payload
 
-    if stage is not None and stage not in PAGE_STAGE_IDS:  # before the model loads (gemma3 takes a while)
+    # what can be refused before the model loads (gemma3 takes a while)
+    if stage is not None and stage not in PAGE_STAGE_IDS:
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
+    if layer is not None:
+        parse_whole("--layer", layer, "choose a layer of the model, numbered from 0")
+    if head is not None:
+        parse_whole("--head", head, "choose a head of the layer, numbered from 0")
+    if not text.strip():
+        fail(EMPTY_TEXT)
     try:
         model = _load(model_name)
         layer = whole_number("--layer", "0" if layer is None else layer, model.n_layers, "layer")
@@ -203,7 +243,10 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
 
 
 def page_url(host: str, port: int) -> str:
-    """The page's address; an IPv6 address is written in brackets (http://[::1]:8000/)."""
+    """The page's address; an IPv6 address is written in brackets (http://[::1]:8000/). A server
+    on every address (0.0.0.0, ::) is opened on this machine at localhost."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "localhost"
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
@@ -431,10 +474,12 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
     model_layers = None
     if model_name is None:
         if text is not None or layers:
-            need_model()
+            need_model(text is not None, bool(layers))
     else:
         if not layers:
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")
+        if text is not None and not text.strip():
+            fail(EMPTY_TEXT)
         for layer in layers:  # before the model loads (gemma3 takes a while)
             parse_whole("--layer", layer, "choose a layer of the model, numbered from 0")
         try:

@@ -56,7 +56,12 @@ def fitted(build, fits) -> Table:
         table = build(lead)
         if fits(table):
             return table
-    return build(1)
+    table = build(1)
+    if not fits(table):  # the headers set the width: "(64 numbers)" becomes "(64)", so as not to be cut
+        for column in table.columns:
+            if isinstance(column.header, str):
+                column.header = re.sub(r"\((\d+) numbers\)$", r"(\1)", column.header)
+    return table
 
 
 def dot_terms(a: np.ndarray, b: np.ndarray, lead: int = 3) -> str:
@@ -139,7 +144,7 @@ def render(
         f"n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}"
         + _features(c)
     )
-    console.print(f"query [bold]{escape(tokens[query])}[/] (position {query})")  # a line of its own: never cut in two
+    console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] (position {query})")  # as the tables name it; a line of its own: never cut in two
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = {name: partial(view, fits=fits) for name, view in _STAGE_VIEWS.items()}
     for name in ("projections", "qk_norm", "output"):
@@ -328,28 +333,40 @@ def _rope(t, tokens, i, heads, fits):
                 left_out(table, n, rows, "tokens")
             return table
 
-        out += [fitted(table_of, fits), _turned_pairs(t, i, h, q_before)]
+        out += [fitted(table_of, fits), _turned_pairs(t, i, h, q_before, fits)]
     return out
 
 
-def _turned_pairs(t, i, h, q_before) -> Table:
+def _turned_pairs(t, i, h, q_before, fits) -> Table:
     """Three pairs (m, m + d_head/2) of the query's q turned by hand, as the page shows them: the
-    angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos are q rotated."""
+    angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos, beside q
+    rotated as the layer computed it when the terminal has room. The formulas are in the caption,
+    so that the headers stay short and no pair of numbers is cut."""
     d = t.config.d_head
     half = d // 2
     after = t["q_rotated"][h, i]
-    table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
-    for col in ("pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"):
-        table.add_column(col, no_wrap=True)  # the headers wrap; a pair of numbers stays whole
-    for m in sorted({0, 1, half - 1} & set(range(half))):
-        angle = i * t.config.rope_theta ** (-2 * m / d)
-        a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
-        cos, sin = math.cos(angle), math.sin(angle)
-        table.add_row(
-            f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}, {fmt(sin)}", f"{fmt(a)}, {fmt(b)}",
-            f"{fmt(a * cos - b * sin)}, {fmt(a * sin + b * cos)}", f"{fmt(after[m])}, {fmt(after[m + half])}",
+    pairs = sorted({0, 1, half - 1} & set(range(half)))
+
+    def table_of(with_layer: bool) -> Table:
+        table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
+        table.caption = Text(
+            f"pair (m, m + {half}) of q's {d} numbers; angle = {i} × θ^(−2m/{d}) radians; "
+            "a′ = a cos − b sin, b′ = a sin + b cos" + ("" if with_layer else " (the same as q rotated above)"),
+            style="dim",
         )
-    return table
+        table.caption_justify = "left"
+        for col in ("pair", "angle", "cos, sin", "a, b", "a′, b′ by hand") + (("a′, b′ in the layer",) if with_layer else ()):
+            table.add_column(col, no_wrap=True)
+        for m in pairs:
+            angle = i * t.config.rope_theta ** (-2 * m / d)
+            a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
+            cos, sin = math.cos(angle), math.sin(angle)
+            layer = (f"{fmt(after[m])}, {fmt(after[m + half])}",) if with_layer else ()
+            table.add_row(f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}, {fmt(sin)}", f"{fmt(a)}, {fmt(b)}", f"{fmt(a * cos - b * sin)}, {fmt(a * sin + b * cos)}", *layer)
+        return table
+
+    table = table_of(True)
+    return table if fits(table) else table_of(False)
 
 
 def _scores(t, tokens, i, heads, fits):
@@ -483,7 +500,8 @@ def _weights_table(t, tokens, i, heads):
             cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
         table.add_row(named(tokens, j), *cells)
     left_out(table, len(tokens), keys, "keys")
-    table.add_row("sum", *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")  # of every key
+    total = "sum" if len(keys) == len(tokens) else f"sum of all {len(tokens)}"  # of every key, not only the rows shown
+    table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     return table
 
 

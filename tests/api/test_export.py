@@ -129,8 +129,9 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     "args, message",
     [
         (["--model", "minilm"], "--model needs at least one --layer"),
-        (["--layer", "1"], "--text and --layer need --model"),
-        (["--text", "hello"], "--text and --layer need --model"),
+        (["--layer", "1"], "--layer needs --model"),
+        (["--text", "hello"], "--text needs --model"),
+        (["--text", "hello", "--layer", "1"], "--text and --layer need --model"),
         (["--model", "nope", "--layer", "0"], "unknown model 'nope': choose one of minilm"),
         (["--model", "minilm", "--layer", "x"], "--layer 'x' is not a whole number"),  # before the model loads
     ],

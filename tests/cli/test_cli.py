@@ -122,7 +122,8 @@ def broken_vectors(out: str) -> list[str]:
     cut = []
     for line in out.splitlines():
         counts = re.findall(r"\((\d+)\s*$|^\W*(numbers|products)\)", line.replace("│", " ").strip())
-        cells = [c.strip() for c in line.split("│")[2:-2]]
+        cells = [c.strip() for c in re.split("[│┃]", line)[2:-2]]  # a header's cells too
+        counts += [c for c in cells if re.fullmatch(r"\(\d+|(numbers|products)\)", c)]
         if line.count("[") != line.count("]") or counts or any(re.search(r"\d,$", c) for c in cells):
             cut.append(line)
     return cut

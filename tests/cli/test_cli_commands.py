@@ -198,7 +198,16 @@ def test_a_token_at_a_position_is_named_as_the_tables_label_it_and_a_wrong_one_s
 # --- 8. serve on a port in use ------------------------------------------------------
 
 
-@pytest.mark.parametrize("host, url", [("127.0.0.1", "http://127.0.0.1:8000/"), ("localhost", "http://localhost:8000/"), ("::1", "http://[::1]:8000/")])
+@pytest.mark.parametrize(
+    "host, url",
+    [
+        ("127.0.0.1", "http://127.0.0.1:8000/"),
+        ("localhost", "http://localhost:8000/"),
+        ("::1", "http://[::1]:8000/"),
+        ("0.0.0.0", "http://localhost:8000/"),  # every address: not one a browser opens
+        ("::", "http://localhost:8000/"),
+    ],
+)
 def test_the_page_address_is_a_valid_url(host, url):
     assert page_url(host, 8000) == url
 
@@ -208,3 +217,23 @@ def test_serve_on_a_port_in_use_says_so_before_anything_else():
         port = taken.getsockname()[1]
         error = one_error(invoke("serve", "--port", str(port)))
     assert f"port {port}" in error and "already in use" in error and "--port" in error
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
+def test_output_under_another_encoding_spells_out_the_signs_it_cannot_write(encoding):
+    """Output redirected under a code page (Windows) or ASCII: the walkthrough's signs (√, −∞, ·)
+    are spelled out, not a UnicodeEncodeError."""
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"PYTHONIOENCODING": encoding, "COLUMNS": "100"}
+    done = subprocess.run([sys.executable, "-m", "mha_explorer.cli", "trace", "--causal"], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    out = done.stdout.decode(encoding)
+    assert "sqrt2" in out and "-inf" in out and "Scores" in out  # cp1252 has ÷ and ·, not √, − or ∞
+
+
+def test_no_command_prints_the_help_and_succeeds():
+    result = invoke()
+    assert result.exit_code == 0 and "Commands:" in result.stdout and "trace" in result.stdout

@@ -225,7 +225,7 @@ CATS = "The cat sat on the mat. The cat purred."
 def test_a_query_may_be_written_as_text_as_the_page_labels_it_or_as_the_token(query):
     tokens = payload("--model", "smollm2", "--text", CATS).tokens
     out = ok("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "weights", "--head", "0")
-    assert f"query ␣cat (position {tokens.index('Ġcat')})" in out
+    assert f"query ␣cat @{tokens.index('Ġcat')} (position {tokens.index('Ġcat')})" in out  # twice in the text: named as the tables name it
 
 
 @needs["smollm2"]
@@ -234,7 +234,7 @@ def test_a_position_and_labels_as_on_the_page():
     second = [j for j, t in enumerate(tokens) if t == "Ġcat"][1]
     for query in (f"cat@{second}", f"␣cat@{second}", f"Ġcat@{second}", f"␣cat @{second}"):  # the last as the tables label it
         out = ok("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "scores", "--head", "0")
-        assert f"query ␣cat (position {second})" in out
+        assert f"query ␣cat @{second} (position {second})" in out
     assert "Ġ" not in out
     keys = [row[0] for row in cells(out) if len(row) == 4 and NUMBER.fullmatch(row[2])]
     labels = [t.replace("Ġ", "␣") for t in tokens]
@@ -256,12 +256,19 @@ def test_an_unknown_query_lists_the_tokens_as_the_page_labels_them():
 
 
 @needs["minilm"]
-@pytest.mark.parametrize(("layer", "said"), [("abc", "not a whole number"), ("1.0", "not a whole number"), ("6", "out of range")])
+@pytest.mark.parametrize(
+    ("layer", "said"),
+    [
+        ("abc", "not a whole number; choose a layer of the model, numbered from 0"),  # said before the model loads
+        ("1.0", "not a whole number; choose a layer of the model, numbered from 0"),
+        ("6", "out of range; choose a layer from 0 to 5"),
+    ],
+)
 def test_a_layer_that_is_not_a_whole_number_says_so(layer, said):
     result = trace("--model", "minilm", "--layer", layer)
     assert result.exit_code == 2 and result.stdout == ""
     error = result.stderr.splitlines()[-1]
-    assert error.startswith("error: --layer") and said in error and "0 to 5" in error
+    assert error.startswith("error: --layer") and said in error
 
 
 @needs["minilm"]
@@ -423,8 +430,9 @@ def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
 
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "weights")
     listed = [row[0] for row in cells(out) if len(row) == 3 and NUMBER.fullmatch(row[1])]
-    assert listed == [name(j) for j in sorted(np.argsort(-weights, kind="stable")[:3])] + ["sum"]
+    assert listed == [name(j) for j in sorted(np.argsort(-weights, kind="stable")[:3])] + [f"sum of all {n}"]  # not of the rows above
     assert f"… {n - 3} other keys" in out
+    assert f"query {name(i)} (position {i})" in out  # named as the tables name it
 
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "projections")
     listed = [row[0] for row in cells(out) if len(row) == 5 and row[1].startswith("[")]
@@ -449,3 +457,33 @@ def test_a_long_texts_early_query_lists_only_keys_it_sees_and_its_mask_table_is_
     positions = [int(row[1]) for row in cells(out) if len(row) == 4 and row[1].isdigit()]
     assert positions == [0, 1, 2, 3, 4, n - 2, n - 1]
     assert f"… {n - 7} other keys, {n - 7} of them masked" in " ".join(out.split())
+
+
+@needs["smollm2"]
+@pytest.mark.parametrize("width", [80, 100, 110, 160])
+def test_the_rotary_pairs_and_headers_are_whole_at_every_width(width):
+    """The pairs turned by hand keep every number whole: where the layer's own column does not
+    fit beside the one worked by hand, it is left out and the caption says they are the same."""
+    out = ok("--model", "smollm2", "--text", FOX, "--layer", "3", "--head", "2", "--stage", "rope", width=width)
+    assert broken_vectors(out) == [] and max(map(cell_len, out.splitlines())) <= width
+    rows = [row for row in cells(out) if row and re.fullmatch(r"\(\d+, \d+\)", row[0])]
+    assert [row[0] for row in rows] == ["(0, 32)", "(1, 33)", "(31, 63)"]
+    for row in rows:
+        assert re.fullmatch(r"-?\d+\.\d\d", row[1]), row
+        assert all(re.fullmatch(r"-?\d+\.\d\d, -?\d+\.\d\d", cell) for cell in row[2:]), row
+    with_layer = len(rows[0]) == 6
+    assert with_layer == (width >= 100)
+    assert ("the same as q rotated above" in " ".join(out.replace("│", " ").split())) != with_layer
+
+
+def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch):
+    import mha_explorer.models as models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    for args, said in (
+        (("--layer", "abc"), "--layer 'abc' is not a whole number"),
+        (("--head", "x"), "--head 'x' is not a whole number"),
+        (("--text", " "), "the text is empty: give a sentence to run through the model"),
+    ):
+        result = trace("--model", "gemma3", *args)
+        assert result.exit_code == 2 and said in result.stderr, result.stderr

@@ -249,9 +249,9 @@ def test_gguf_files_that_are_not_gguf_or_are_cut_short_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="version 7"):
         GGUFFile(write(tmp_path / "v.gguf", b"GGUF" + struct.pack("<I", 7) + bytes(40)))
     good = write_gguf(tmp_path / "m.gguf", tensors={"t": np.ones((64, 64), np.float32)}).read_bytes()
-    with pytest.raises(CheckpointError, match="truncated"):
+    with pytest.raises(CheckpointError, match="damaged or cut short"):
         GGUFFile(write(tmp_path / "cut.gguf", good[: len(good) - 1000]))
-    with pytest.raises(CheckpointError, match="truncated|damaged"):
+    with pytest.raises(CheckpointError, match="damaged or cut short"):
         GGUFFile(write(tmp_path / "stub.gguf", good[:60]))
 
 
@@ -376,3 +376,19 @@ def test_the_models_package_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"imported: {done.stdout.strip()}"
+
+
+def test_a_gguf_without_an_architecture_says_so(tmp_path):
+    path = tmp_path / "bare.gguf"
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") * 2)  # no tensors, no metadata
+    with pytest.raises(CheckpointError, match="bare.gguf has no general.architecture: it does not say which model it holds; supported: "):
+        load_model(path)
+
+
+def test_a_gguf_with_a_damaged_body_says_what_to_do_not_the_readers_words(tmp_path):
+    path = tmp_path / "noise.gguf"
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + np.random.default_rng(0).bytes(4096))
+    with pytest.raises(CheckpointError) as caught:
+        load_model(path)
+    assert "noise.gguf is not a readable GGUF file: its metadata or tensor table is damaged or cut short" in str(caught.value)
+    assert "index" not in str(caught.value) and "axis" not in str(caught.value)

@@ -9,3 +9,6 @@ class ModelError(ValueError):
 
 class CheckpointError(ModelError):
     """A weight file that is refused or cannot be read safely: the message names the file and the reason."""
+
+
+EMPTY_TEXT = "the text is empty: give a sentence to run through the model"

@@ -22,7 +22,7 @@ from ..config import AttentionConfig
 from .. import parallel
 from ..trace import Trace, attention, trace
 from ..weights import AttentionWeights
-from .errors import CheckpointError, ModelError
+from .errors import EMPTY_TEXT, CheckpointError, ModelError
 from .tokenize import TextTokenizer
 
 MAX_TOKENS = 1024  # a trace keeps several (n_heads, n, n) arrays; beyond this they get large
@@ -182,7 +182,7 @@ class LoadedModel:
     def encode(self, text: str):
         """The text's ids, tokens and special marks, once it is checked: not empty, not too long."""
         if not isinstance(text, str) or not text.strip():
-            raise ModelError("the text is empty: give a sentence to run through the model")
+            raise ModelError(EMPTY_TEXT)
         encoded = self.tokenizer.encode(text)
         if len(encoded.ids) > self.max_tokens:
             raise ModelError(

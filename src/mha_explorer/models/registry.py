@@ -321,6 +321,8 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
     with _ticking(progress, 0.02, f"reading the GGUF metadata of {path.name}"):  # Gemma's: half a minute
         gguf = GGUFFile(path)
     arch_name = gguf.value("general.architecture", None)
+    if arch_name is None:
+        raise CheckpointError(f"{path.name} has no general.architecture: it does not say which model it holds; supported: {SUPPORTED}")
     if arch_name not in GGUF_FAMILIES:
         raise CheckpointError(f"{path.name}: general.architecture {arch_name!r} is not supported; supported: {SUPPORTED}")
     step = _scaled(progress, 0.2, 0.85)
