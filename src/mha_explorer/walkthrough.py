@@ -27,10 +27,21 @@ TOP_KEYS = 8
 PANEL_EDGES = 4  # a stage's panel takes a border and a space on each side
 
 
+HUGE = 1e6  # from here on a number shows its power of ten
+
+
 def fmt(v: float, digits: int = 2) -> str:
-    """Round half away from zero on the exact binary value, as JavaScript's toFixed does."""
+    """Round half away from zero on the exact binary value, as JavaScript's toFixed does. From a
+    million on, as the page does: three significant digits and the power of ten (3.00e98)."""
     if v == -np.inf:
         return "−∞"  # as the page writes a masked score
+    if abs(v) >= HUGE:
+        exact = Decimal(float(v))
+        power = exact.adjusted()
+        digits_ = exact.scaleb(-power).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        if abs(digits_) >= 10:  # 9.995e6 rounds up to 10.00e6
+            digits_, power = (digits_ / 10).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP), power + 1
+        return f"{digits_}e{power}"
     s = str(Decimal(float(v)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
     return s[1:] if s.startswith("-") and not s.strip("-0.") else s
 

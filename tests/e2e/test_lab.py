@@ -145,7 +145,7 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "multiplies (one per score)"]
     assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
     # the total adds operations of different kinds: it says so
-    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "operations of the kinds above, one each"]
+    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "the counts above added, each as its row counts it: a softmax entry (its exponential and division) is one"]
     assert "masked ones too" in page.locator(".costs .hint").inner_text()
 
 
@@ -771,3 +771,50 @@ def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out(pa
         ["−∞", "0", f"÷ {written}", "0.00"],
     ]
     assert page.locator(".stage p.hint", has_text="working from the rounded numbers").count() == 0
+
+
+SMALL_LAB = "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal={causal}&bias=0&tokens={tokens}&seed=0"
+
+
+def test_a_one_token_text_names_k_and_v_as_such(page, server_url):
+    """With one token, K and V have one row, as q has: their products are still called K and V."""
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="solo") + "&stage=projections")
+    expect(page.locator(".stage h2")).to_contain_text("query “solo”")
+    captions = page.locator(".stage table > caption").all_inner_texts()
+    assert captions[:9] == ["xsolo", "W0Q", "q", "X", "W0K", "K", "X", "W0V", "V"], captions
+    # a query past the one token is said with the right number
+    page.goto("about:blank")
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="solo") + "&query=5")
+    expect(page.locator("#notice")).to_have_text("This link could not be used in full: query 5 is out of range: there is 1 token, so query “solo” is shown.")
+
+
+def test_huge_values_show_their_power_of_ten_at_every_stage(page, server_url):
+    """A value of 1e99 (the lab takes values under 1e100): every number derived from it shows three
+    significant digits and its power of ten, as the terminal does, never seventeen digits."""
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1e99")
+    expect(page.locator(".stage h2")).to_contain_text("query “a”")
+    stage = page.get_by_label("Calculation stage")
+    for name in ("projections", "scores", "weights", "mixing", "concat", "output"):
+        stage.select_option(name)
+        expect(page.locator(".stage .figure")).to_have_attribute("data-stage", name)
+        shown = page.locator(".layout").inner_text()
+        assert not re.search(r"\d{8}|e\+", shown), (name, re.findall(r"\S*(?:\d{8}|e\+)\S*", shown)[:5])
+        assert re.search(r"-?\d\.\d\de9\d", shown), name
+    assert fmt(1e99) == "1.00e99" and fmt(-2.9999999999999995e98) == "-3.00e98" and fmt(9995000.0) == "1.00e7"
+    out = page.locator(".stage")  # the contributions table stays inside its card
+    assert page.evaluate("(el) => el.scrollWidth <= el.clientWidth + 1", out.element_handle())
+
+
+def test_a_lab_link_without_a_configuration_opens_the_lab(page, server_url):
+    page.goto(server_url + "#mode=lab")
+    expect(page.get_by_role("button", name="Attention lab")).to_have_attribute("aria-pressed", "true")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    assert page.locator("#notice").is_hidden()
+
+
+def test_an_early_causal_query_of_a_long_text_sees_only_the_keys_listed(page, server_url):
+    """Query 1 of 30 causal tokens sees two keys, both among the largest listed: no "other 0 keys"."""
+    tokens = "+".join(f"w{i}" for i in range(30))
+    page.goto(server_url + SMALL_LAB.format(causal=1, tokens=tokens) + "&stage=weights&query=1")
+    expect(page.locator(".stage h2")).to_contain_text("query “w1”")
+    assert page.locator(".stage p.lead").last.inner_text() == "These are all the keys it sees. The 28 masked keys get exactly 0."

@@ -450,7 +450,12 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     page.get_by_label("Text", exact=True).fill("")
     go.click()
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('empty')")
-    assert page.locator("#models .lab-error").inner_text().startswith("the text is empty")
+    empty = "the text is empty: give a sentence to run through the model. The last good result stays on screen."
+    assert page.locator("#models .lab-error").inner_text() == empty
+    page.get_by_label("Text", exact=True).fill(" \n ")  # only spaces: the same words
+    page.evaluate("() => { document.querySelector('#models .lab-error').textContent = ''; }")
+    go.click()
+    expect(page.locator("#models .lab-error")).to_have_text(empty)
     # an edited text is said to be new until traced; Ctrl+Enter in the box traces it, and a layer
     # change traces the text in the box, not the one traced before
     box = page.get_by_label("Text", exact=True)
@@ -804,7 +809,7 @@ def test_a_link_to_a_model_that_is_not_here_says_so_and_traces_nothing(page, ser
     # as a link to a layer that does not exist: a notice says why, over the teaching example
     page.wait_for_function("() => document.querySelector('#notice')?.textContent.includes('gpt5')", timeout=60_000)
     said = page.locator("#notice").inner_text()
-    assert said.startswith("This link could not be used. This server has no model “gpt5”: it has all-MiniLM-L6-v2, ") and said.endswith(". Showing the teaching example instead."), said
+    assert said.startswith("This link could not be used. This server has no model “gpt5”: a link names one of minilm (all-MiniLM-L6-v2), ") and said.endswith(". Showing the teaching example instead."), said
     assert page.locator(".overview").is_hidden() and "model=minilm" not in page.url
     # a link to the mode with no model opens it as its button does
     page.goto(server_url + "#mode=model")
@@ -823,9 +828,14 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     page.get_by_role("button", name="Real model").click()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
     page.get_by_label("Model", exact=True).select_option("gemma3")
+    # not loaded yet: its layers are not known, and MiniLM's are not listed under its name
+    layers = page.get_by_label("Layer (from 0)")
+    expect(layers).to_be_disabled()
+    assert layers.locator("option").all_inner_texts() == ["Layer 0"]
     page.get_by_label("Text", exact=True).fill(text)
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 0')", timeout=300_000)
+    expect(layers).to_be_enabled()
     options = page.get_by_label("Layer (from 0)").locator("option").all_inner_texts()
     assert len(options) == 18 and options[0] == "Layer 0 · local (window 512)" and options[5] == "Layer 5 · global"
     assert "GGUF Q4_K_M (matrices in" in page.locator(".model-status").inner_text()

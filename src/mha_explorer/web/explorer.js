@@ -69,9 +69,15 @@ function tokenName(payload, i) {
 
 // ---- numbers -------------------------------------------------------------------------
 
-// Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00.
+// "1 key", "3 keys"
+export const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
+
+// Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00. From a million
+// on (a lab's edited values), three significant digits and the power of ten: 3.00e98, not 99 digits.
+const HUGE = 1e6;
 function fmt(value) {
   if (value === null || value === -Infinity) return "−∞";
+  if (Math.abs(value) >= HUGE) return value.toExponential(2).replace("e+", "e");
   const s = value.toFixed(2);
   return s === "-0.00" ? "0.00" : s;
 }
@@ -132,7 +138,7 @@ export function outOfRange(field, asked, payload) {
   const n = field === "head" ? payload.config.n_heads : payload.tokens.length;
   return field === "head"
     ? `head ${asked} is out of range: there ${n === 1 ? "is 1 head" : `are ${n} heads`}, so head 0 is shown`
-    : `query ${asked} is out of range: there are ${n} tokens, so query “${payload.tokens[payload.query]}” is shown`;
+    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${payload.tokens[payload.query]}” is shown`;
 }
 
 // A widget's real-model payload or head arrays: the JSON with `buffer`, every array's bytes (a
@@ -813,11 +819,12 @@ function projections(view, query, head) {
 
   // X as a heatmap (more than TABLE_LIMIT numbers) is drawn once, for K: V's product refers to it
   const bigX = n * c.d_model > TABLE_LIMIT;
-  function linked(name, weight, out, outRows, dOut) {
-    // out[r, c] = X[outRows[r]] · W[:, c]
+  function linked(name, weight, outRows, dOut) {
+    // name[r, c] = X[outRows[r]] · W[:, c]; q is the query's row alone (K and V of a one-token text are one row too)
+    const one = name === "q";
     const xTable = name === "v" && bigX ? h("p", { class: "same-x" }, "X, as above") : grid({
-      source: [t.x, outRows.length === 1 ? `row ${outRows[0]}` : "all"],
-      caption: outRows.length === 1 ? h("span", {}, sub("x", tokenName(payload, query))) : "X",
+      source: [t.x, one ? `row ${outRows[0]}` : "all"],
+      caption: one ? h("span", {}, sub("x", tokenName(payload, query))) : "X",
       rows: outRows,
       cols: range(c.d_model),
       value: (r, k) => t.x.at(outRows[r], k),
@@ -846,8 +853,8 @@ function projections(view, query, head) {
       limit: 16, // a longer bias is a strip: it would widen the equation more than the product does
     });
     const outTable = grid({
-      source: [t[name], `${own} ${outRows.length === 1 ? outRows[0] : "all"}`],
-      caption: outRows.length === 1 ? h("span", {}, "q") : name.toUpperCase(),
+      source: [t[name], `${own} ${one ? outRows[0] : "all"}`],
+      caption: one ? h("span", {}, "q") : name.toUpperCase(),
       rows: outRows,
       cols: range(dOut),
       value: (r, j) => t[name].at(own, outRows[r], j),
@@ -883,9 +890,9 @@ function projections(view, query, head) {
   const all = range(n);
   return [
     h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, sharedKV(payload, head)),
-    linked("q", "W_Q", "q", [query], c.d_head),
-    linked("k", "W_K", "k", all, c.d_head),
-    linked("v", "W_V", "v", all, c.d_v),
+    linked("q", "W_Q", [query], c.d_head),
+    linked("k", "W_K", all, c.d_head),
+    linked("v", "W_V", all, c.d_v),
     calc,
     w.W_Q.slices ? null : packed(view, query), // a real model's payload holds one head's W^Q
   ];
@@ -1142,7 +1149,13 @@ function weightsMany(view, query, head) {
   return [
     keyStrip(view, query, head, "weights", `Weights of head ${head} over all ${payload.tokens.length} keys (darker = more)`, "weights"),
     h("div", { class: "bars", role: "group", "aria-label": `The ${top.length} largest weights of head ${head}` }, bars),
-    h("p", { class: "lead" }, `The other ${shown.length - top.length} keys it sees share ${fmt(rest)} of the weight.`, hidden ? ` The ${hidden} masked keys get exactly 0.` : ""),
+    h(
+      "p",
+      { class: "lead" },
+      // an early query of a causal text may see no key beyond those listed
+      shown.length > top.length ? `The other ${plural(shown.length - top.length, "key")} it sees share ${fmt(rest)} of the weight.` : `These are all the keys it sees.`,
+      hidden ? ` The ${plural(hidden, "masked key")} ${hidden === 1 ? "gets" : "get"} exactly 0.` : "",
+    ),
   ];
 }
 
@@ -2065,7 +2078,7 @@ function costPanel(payload) {
         {},
         stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, COUNTED[name] ?? "multiply-adds"))),
         // the rows count different operations: the sum says so
-        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "operations of the kinds above, one each")),
+        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "the counts above added, each as its row counts it: a softmax entry (its exponential and division) is one")),
       ),
     ),
     // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
@@ -2252,7 +2265,7 @@ function modelOverview(payload, pick) {
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
-    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${payload.tokens.length} tokens${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}: `), tokens),
+    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}: `), tokens),
   ];
 }
 

@@ -5,7 +5,7 @@
 // "layer 2" or "layers 0, 2"
 const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
-import { h, outOfRange, unpack, withDerived, withHead } from "./explorer.js";
+import { h, outOfRange, plural, unpack, withDerived, withHead } from "./explorer.js";
 
 
 const wait = (ms) => new Promise((done) => setTimeout(done, ms));
@@ -81,8 +81,10 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const mixed = layers.some((l) => l.sliding_window) && layers.some((l) => !l.sliding_window);
     return (i) => (!mixed ? `Layer ${i}` : layers[i].sliding_window ? `Layer ${i} · local (window ${layers[i].sliding_window})` : `Layer ${i} · global`);
   }
+  // Before a model is loaded its layers are not known: the menu waits, disabled, on "Layer 0".
   function fillLayers(config, keep) {
     const numbers = fixed?.layers[picker.value] ?? Array.from({ length: config?.n_layers || 1 }, (_, i) => i);
+    layer.disabled = !config && !fixed?.layers[picker.value];
     const label = layerLabels(config);
     if (numbers.map(label).join("\n") !== [...layer.options].map((o) => o.text).join("\n")) layer.replaceChildren(...numbers.map((i) => h("option", { value: i }, label(i))));
     layer.value = String(numbers.includes(keep) ? keep : numbers.find((i) => i >= (keep ?? 0)) ?? numbers[numbers.length - 1]);
@@ -116,7 +118,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     bar.hidden = false;
     while (state.state === "loading") {
       bar.value = state.fraction;
-      status.textContent = `Loading ${state.title}: ${state.message} (${Math.round(100 * state.fraction)}%)`;
+      status.textContent = `Loading ${state.title} (${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
       await wait(250);
       state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     }
@@ -142,6 +144,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     failed = null;
     go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
     try {
+      // said at once, in the server's words: an empty text need not wait for a large model to load
+      if (!request.text.trim()) throw new Error("the text is empty: give a sentence to run through the model");
       const state = await ensureLoaded(request.model);
       if (stale()) return null;
       if (!fixed) fillLayers(state.config, request.layer); // the menu as the loaded model has it, on the layer traced
@@ -153,7 +157,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
-      status.textContent = `${state.title}, layer ${payload.model.layer}: ${payload.tokens.length} tokens.${stored(state)}`;
+      status.textContent = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
       const picked = pickedDuring;
       tracing = false;
@@ -176,9 +180,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   go.addEventListener("click", () => {
     if (go.getAttribute("aria-disabled") === "true") return; // a trace is under way
-    const { head, query } = getView();
+    const { head } = getView();
     trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: current && current.model === picker.value ? head : 0, query: null });
-    void query;
   });
   // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
   // true when ready, false when it failed, null when another model was picked meanwhile (its
@@ -263,6 +266,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
       error.textContent = "";
       status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
+      fillLayers(null, 0); // not the layers of the model picked before
       return;
     }
     prepare(name, Number(layer.value) || 0).then((ok) => {
@@ -300,7 +304,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (!fixed && initial.model && !named?.installed) {
         error.textContent = named
           ? `${named.title} is not installed here: run make models.`
-          : `This server has no model “${initial.model}”: it has ${models.filter((m) => m.installed).map((m) => m.title).join(", ")}.`;
+          : `This server has no model “${initial.model}”: a link names one of ${models.filter((m) => m.installed).map((m) => `${m.name} (${m.title})`).join(", ")}.`;
         return false;
       }
       // a static copy holds one text and some models: a link to another is refused, not changed
