@@ -160,7 +160,9 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     is_flag=True,
     help="print the trace as JSON, in the server's schema, instead of the walkthrough: the teaching example "
     "whole (every head and stage); with --model, what the server's /api/model-trace sends: every stage of "
-    "one head, --head (default 0), and the model, layer, text and readable tokens",
+    "one head, --head (default 0), and the model, layer, text and readable tokens; its arrays are base64 "
+    "float32 (mha_explorer.schema.to_numpy reads them); a per-head array holds the slices its `heads` names, and its "
+    "`shape` is the whole layer's",
 )
 @click.option(
     "--model",

@@ -465,7 +465,7 @@ def test_bad_config_fields_get_inline_messages(page, server_url):
     set_field(page, "n_heads", 3)
     assert page.locator("#lab-error-n_heads").inner_text() == (
         "n_heads=3 is not a multiple of n_kv_heads=2: each K/V head serves as many query heads as the others."
-        " Choose n_kv_heads from 1, 3, or n_heads a multiple of 2."
+        " Choose n_kv_heads from 1, 3; or make n_heads a multiple of 2."
     )
     assert page.locator("#lab-error-n_kv_heads").inner_text() == ""
     assert all(page.get_by_label(name, exact=True).get_attribute("aria-invalid") == "true" for name in ("n_heads", "n_kv_heads"))
@@ -818,3 +818,10 @@ def test_an_early_causal_query_of_a_long_text_sees_only_the_keys_listed(page, se
     page.goto(server_url + SMALL_LAB.format(causal=1, tokens=tokens) + "&stage=weights&query=1")
     expect(page.locator(".stage h2")).to_contain_text("query “w1”")
     assert page.locator(".stage p.lead").last.inner_text() == "These are all the keys it sees. The 28 masked keys get exactly 0."
+
+
+def test_a_token_of_invisible_characters_is_named_by_its_code_points(page, server_url):
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+%E2%80%8B+b") + "&query=1")
+    expect(page.locator(".stage h2")).to_contain_text("query “U+200B”")
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["a", "U+200B", "b"]
+    assert page.locator(".edit-grid .row-head").all_inner_texts()[1:] == ["a", "U+200B", "b"]  # after the corner

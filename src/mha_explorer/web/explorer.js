@@ -63,8 +63,14 @@ function tokenName(payload, i) {
     for (const tok of payload.tokens) (seen.has(tok) ? twice : seen).add(tok);
     repeated.set(payload, twice);
   }
-  const tok = payload.tokens[i];
-  return repeated.get(payload).has(tok) ? `${tok} @${i}` : tok;
+  const tok = seen(payload.tokens[i]);
+  return repeated.get(payload).has(payload.tokens[i]) ? `${tok} @${i}` : tok;
+}
+
+// A token of invisible characters only (a zero-width space typed in the lab) by its code points,
+// "U+200B", so that its menu entry and labels are not blank.
+export function seen(tok) {
+  return /^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(tok) ? [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ") : tok;
 }
 
 // ---- numbers -------------------------------------------------------------------------
@@ -1073,7 +1079,8 @@ function weights(view, query, head) {
   const stack = h("div", { class: "stack", "aria-hidden": "true" });
   a.forEach((x, j) => {
     if (x <= 0) return;
-    const seg = h("span", { class: `seg shade-${j % 4}` }, x > 0.12 ? tokenName(payload, j) : "");
+    // a name too long for its segment (a phone's narrow bar) ends in an ellipsis, not cut mid-letter
+    const seg = h("span", { class: `seg shade-${j % 4}` }, x > 0.12 ? h("span", { class: "seg-name" }, tokenName(payload, j)) : "");
     seg.style.width = `${(100 * x).toFixed(2)}%`;
     stack.append(seg);
   });
