@@ -368,6 +368,8 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
         wide = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .figure, .mha-explorer .stage, .mha-explorer .outputs')]
             .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => [e.className, e.scrollWidth, e.clientWidth])""")
         assert wide == [], f"{title}: {wide}"
+        # the teaching example's formulas fit a phone whole (a real layer's longer ones scroll)
+        assert page.evaluate("() => { const f = document.querySelector('.stage .formula'); return f.scrollWidth <= f.clientWidth + 1; }"), title
         if title == "Value mixing":
             page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
         # an equation too wide for a line breaks before an operator, never after one: each × or =
