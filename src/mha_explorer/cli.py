@@ -104,17 +104,35 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
 
 # What a terminal that cannot show the walkthrough's signs (a Windows code page, ASCII) shows instead
 ASCII_SIGNS = {
-    "·": ".", "′": "'", "×": "x", "÷": "/", "−": "-", "–": "-", "…": "...", "√": "sqrt", "θ": "theta", "Σ": "sum ",
+    "·": ".", "′": "'", "×": "x", "÷": "/", "−": "-", "–": "-", "…": "...", "√": "sqrt", "θ": "theta", "Σ": "sum",
     "∞": "inf", "ε": "eps", "␣": "_", "↵": "\\n", "⇥": "\\t", "ᴼ": "^O", "²": "^2", "₀": "_0", "█": "#", "“": '"', "”": '"',
-    "\u0302": "^", "\u0303": "~",  # the marks of q̂ (normed) and q̃ (rotated)
+    "\u0302": "^", "\u0303": "~", "Ġ": "G",  # the marks of q̂ (normed) and q̃ (rotated); a GPT-2 space mark
 }
 
 
 def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
-    """An encoding error handler: each sign the stream cannot encode as ASCII_SIGNS spells it, else "?"."""
+    """An encoding error handler: each sign the stream cannot encode as ASCII_SIGNS spells it, else
+    "?". A spelling longer than its sign (√ as sqrt) takes its room from the first padding (two
+    spaces or more) after it on the line, a table cell's or a panel's, so that the borders after it
+    stay where they were drawn."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
-    return "".join(ASCII_SIGNS.get(c, "?") for c in error.object[error.start : error.end]), error.end
+    text = error.object
+    spelled = "".join(ASCII_SIGNS.get(c, "?") for c in text[error.start : error.end])
+    longer = len(spelled) - (error.end - error.start)
+    line_end = text.find("\n", error.end) % (len(text) + 1)  # the end of the text when no line break follows
+    padding = _PADDING.search(text, error.end, line_end) if longer > 0 else None
+    if padding is None:
+        return spelled, error.end
+    between = text[error.end : padding.start()]
+    try:
+        between.encode(error.encoding)
+    except UnicodeEncodeError:  # another sign comes first: it is spelled on its own
+        return spelled, error.end
+    return spelled + between + " " * max(1, len(padding.group()) - longer), padding.end()
+
+
+_PADDING = re.compile(r"  +")
 
 
 codecs.register_error("mha-explorer-ascii", _ascii_signs)
@@ -207,10 +225,10 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     # what can be refused before the model loads (gemma3 takes a while)
     if stage is not None and stage not in PAGE_STAGE_IDS:
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
-    if layer is not None:
-        parse_whole("--layer", layer, "choose a layer of the model, numbered from 0")
-    if head is not None:
-        parse_whole("--head", head, "choose a head of the layer, numbered from 0")
+    for option, value, what in (("--layer", layer, "layer of the model"), ("--head", head, "head of the layer")):
+        choose = f"choose a {what}, numbered from 0"
+        if value is not None and parse_whole(option, value, choose) < 0:
+            fail(f"{option} {value.strip()} is out of range; {choose}")
     if not text.strip():
         fail(EMPTY_TEXT)
     try:

@@ -227,11 +227,21 @@ def test_output_under_another_encoding_spells_out_the_signs_it_cannot_write(enco
     import subprocess
     import sys
 
-    env = os.environ | {"PYTHONIOENCODING": encoding, "COLUMNS": "100"}
+    env = os.environ | {"PYTHONIOENCODING": encoding, "COLUMNS": "80"}
     done = subprocess.run([sys.executable, "-m", "mha_explorer.cli", "trace", "--causal"], env=env, capture_output=True, timeout=120)
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     out = done.stdout.decode(encoding)
     assert "sqrt2" in out and "-inf" in out and "Scores" in out  # cp1252 has ÷ and ·, not √, − or ∞
+    # a longer spelling takes its room from the padding after it: the panels keep their width
+    assert max(len(line) for line in out.splitlines()) == 80
+    masked = [line for line in out.splitlines() if "-inf" in line and line.startswith("| |")]
+    assert masked and {len(line) for line in masked} == {80}
+
+
+def test_a_longer_spelling_takes_its_room_from_the_padding_after_it():
+    assert "a √2   |".encode("ascii", "mha-explorer-ascii") == b"a sqrt2 |"
+    assert "| −∞    |".encode("ascii", "mha-explorer-ascii") == b"| -inf  |"
+    assert "√x|".encode("ascii", "mha-explorer-ascii") == b"sqrtx|"  # no padding: the line grows
 
 
 def test_no_command_prints_the_help_and_succeeds():

@@ -483,6 +483,8 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
     for args, said in (
         (("--layer", "abc"), "--layer 'abc' is not a whole number"),
         (("--head", "x"), "--head 'x' is not a whole number"),
+        (("--layer", "-1"), "--layer -1 is out of range; choose a layer of the model, numbered from 0"),
+        (("--head", "-2"), "--head -2 is out of range; choose a head of the layer, numbered from 0"),
         (("--text", " "), "the text is empty: give a sentence to run through the model"),
     ):
         result = trace("--model", "gemma3", *args)

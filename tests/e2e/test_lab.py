@@ -251,8 +251,9 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
         ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&tokens=a+b&seed=0", "rejected (n_heads"),  # the lab's own message
         ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
         ("#what=1", "unknown part"),
+        ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "a lab link needs d_model, n_heads"),  # not the default lab, silently
     ],
-    ids=["not a number", "bad config", "bad edits", "unknown key"],
+    ids=["not a number", "bad config", "bad edits", "unknown key", "lab without its configuration"],
 )
 def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, words):
     page.goto(server_url + fragment)
@@ -801,6 +802,11 @@ def test_huge_values_show_their_power_of_ten_at_every_stage(page, server_url):
         assert not re.search(r"\d{8}|e\+", shown), (name, re.findall(r"\S*(?:\d{8}|e\+)\S*", shown)[:5])
         assert re.search(r"-?\d\.\d\de9\d", shown), name
     assert fmt(1e99) == "1.00e99" and fmt(-2.9999999999999995e98) == "-3.00e98" and fmt(9995000.0) == "1.00e7"
+    # a note on rounding says how such numbers are rounded
+    page.goto("about:blank")
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1234567.891&stage=scores")  # q and k past a million
+    note = page.locator(".stage p.hint", has_text="working from the rounded numbers")
+    expect(note).to_contain_text("Every number here is rounded: to two decimals, from a million on to three significant digits, and each result")
     out = page.locator(".stage")  # the contributions table stays inside its card
     assert page.evaluate("(el) => el.scrollWidth <= el.clientWidth + 1", out.element_handle())
 
@@ -825,3 +831,8 @@ def test_a_token_of_invisible_characters_is_named_by_its_code_points(page, serve
     expect(page.locator(".stage h2")).to_contain_text("query “U+200B”")
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["a", "U+200B", "b"]
     assert page.locator(".edit-grid .row-head").all_inner_texts()[1:] == ["a", "U+200B", "b"]  # after the corner
+    # heads wider than 8: the scores and mixing tables name each key with its position
+    page.goto("about:blank")
+    page.goto(server_url + "#mode=lab&d_model=16&n_heads=1&n_kv_heads=1&d_head=16&d_v=16&causal=0&bias=0&tokens=a+%E2%80%8B+b&seed=0&stage=scores")
+    expect(page.locator(".stage h2")).to_contain_text("Scores")
+    assert page.locator(".stage table.calc-table tbody th").all_inner_texts() == ["a @0", "U+200B @1", "b @2"]

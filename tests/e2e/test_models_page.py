@@ -827,11 +827,18 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Real model").click()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    layers = page.get_by_label("Layer (from 0)")
+    layers.select_option("3")
     page.get_by_label("Model", exact=True).select_option("gemma3")
     # not loaded yet: its layers are not known, and MiniLM's are not listed under its name
-    layers = page.get_by_label("Layer (from 0)")
     expect(layers).to_be_disabled()
     assert layers.locator("option").all_inner_texts() == ["Layer 0"]
+    # MiniLM picked again finds its layer where it was
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    expect(layers).to_be_enabled()
+    expect(layers).to_have_value("3")
+    page.get_by_label("Model", exact=True).select_option("gemma3")
+    expect(layers).to_be_disabled()
     page.get_by_label("Text", exact=True).fill(text)
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 0')", timeout=300_000)

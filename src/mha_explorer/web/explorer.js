@@ -63,13 +63,13 @@ function tokenName(payload, i) {
     for (const tok of payload.tokens) (seen.has(tok) ? twice : seen).add(tok);
     repeated.set(payload, twice);
   }
-  const tok = seen(payload.tokens[i]);
+  const tok = visibleToken(payload.tokens[i]);
   return repeated.get(payload).has(payload.tokens[i]) ? `${tok} @${i}` : tok;
 }
 
 // A token of invisible characters only (a zero-width space typed in the lab) by its code points,
 // "U+200B", so that its menu entry and labels are not blank.
-export function seen(tok) {
+export function visibleToken(tok) {
   return /^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(tok) ? [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ") : tok;
 }
 
@@ -81,14 +81,18 @@ export const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"
 // Two decimals, rounded on the exact binary value (toFixed); -0.00 shows as 0.00. From a million
 // on (a lab's edited values), three significant digits and the power of ten: 3.00e98, not 99 digits.
 const HUGE = 1e6;
+let hugeShown = false; // since the panel being built began (see roundingHint)
 function fmt(value) {
   if (value === null || value === -Infinity) return "−∞";
-  if (Math.abs(value) >= HUGE) return value.toExponential(2).replace("e+", "e");
+  if (Math.abs(value) >= HUGE) {
+    hugeShown = true;
+    return value.toExponential(2).replace("e+", "e");
+  }
   const s = value.toFixed(2);
   return s === "-0.00" ? "0.00" : s;
 }
 
-// A number as the page shows it (two decimals), for a hand check made from what is shown.
+// A number as the page shows it (see fmt), for a hand check made from what is shown.
 const rounded = (x) => Number(fmt(x));
 
 // A result worked out by hand from the numbers shown, rounded to two decimals as a person rounds
@@ -107,7 +111,7 @@ function fmtConstant(value) {
 
 // Where a hand check from the rounded numbers misses the rounded result: a hint saying why, or null.
 // `shown` says how the numbers are rounded (the softmax table gives eˢ to three decimals).
-function roundingHint(where, shown = "Every number here is rounded to two decimals") {
+function roundingHint(where, shown = hugeShown ? "Every number here is rounded: to two decimals, from a million on to three significant digits" : "Every number here is rounded to two decimals") {
   if (!where.length) return null;
   return h("p", { class: "hint" }, `${shown}, and each result is worked out from the full numbers: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
 }
@@ -144,7 +148,7 @@ export function outOfRange(field, asked, payload) {
   const n = field === "head" ? payload.config.n_heads : payload.tokens.length;
   return field === "head"
     ? `head ${asked} is out of range: there ${n === 1 ? "is 1 head" : `are ${n} heads`}, so head 0 is shown`
-    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${payload.tokens[payload.query]}” is shown`;
+    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${visibleToken(payload.tokens[payload.query])}” is shown`;
 }
 
 // A widget's real-model payload or head arrays: the JSON with `buffer`, every array's bytes (a
@@ -582,6 +586,7 @@ function render({ model, el }) {
     } else {
       const i = v.stageIds.indexOf(stage);
       const info = v.payload.page_stages[i];
+      hugeShown = false; // a rounding hint says how this panel's numbers are rounded
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
       v.panels.set(key, roving([
         h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, tokenName(v.payload, query), "”")),
@@ -934,7 +939,7 @@ function keyStrip(view, query, head, name, caption, kind) {
   const n = payload.tokens.length;
   // the weights of keys the mask hid are grey and struck through, not a white zero like a weak key's
   const masked = kind === "weights" && t.mask ? (_, j) => !(t.mask.at(head, query, j) > -Infinity) : undefined;
-  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${payload.tokens[j]}”`, kind, masked });
+  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”`, kind, masked });
 }
 
 function scores(view, query, head) {
@@ -990,7 +995,7 @@ function mask(view, query, head) {
   if (n > MANY_TOKENS)
     return [
       h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey).`),
-      heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${payload.tokens[j]}”` }),
+      heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”` }),
     ];
   const rows = range(n).map((j) =>
     h(
@@ -1033,7 +1038,7 @@ function scoresMany(view, query, head) {
     h(
       "tr",
       { class: seen.has(j) ? null : "masked" },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
+      h("th", { scope: "row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${c.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(1 / scale)}`),
@@ -1147,7 +1152,7 @@ function weightsMany(view, query, head) {
     const a = t.weights.at(head, query, j);
     const bar = h("span", { class: `bar head-${head % HEAD_COLOURS}` });
     bar.style.width = `${(100 * a).toFixed(2)}%`;
-    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, payload.tokens[j], h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(a, `weights:${head},${query},${j}`));
+    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(a, `weights:${head},${query},${j}`));
   });
   const shown = visibleKeys(view, query, head);
   let rest = 0;
@@ -1221,7 +1226,7 @@ function mixingMany(view, query, head) {
       rows: top.length,
       cols: dv,
       value: (r, e) => t.v.at(g, top[r], e),
-      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${payload.tokens[top[r]]} @${top[r]}`,
+      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${visibleToken(payload.tokens[top[r]])} @${top[r]}`,
       colLabel: (e) => `v[${e}]`,
     }),
     vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`),

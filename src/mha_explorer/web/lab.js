@@ -2,7 +2,7 @@
 // It never computes attention: it asks the server for a trace (POST api/trace) and hands the
 // payload to the explorer. A bad value is reported at its field; the last good trace stays.
 
-import { h, seen } from "./explorer.js";
+import { h, visibleToken } from "./explorer.js";
 
 const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
 
@@ -305,7 +305,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     let matrix = headText === undefined ? values : values[Number(headText)];
     if (!Array.isArray(matrix[0])) matrix = [matrix];
     const twice = (r) => lab.tokens.indexOf(lab.tokens[r]) !== lab.tokens.lastIndexOf(lab.tokens[r]); // named with its position, as the figures name it
-    const rowName = (r) => (name === "x" ? (twice(r) ? `${seen(lab.tokens[r])} @${r}` : seen(lab.tokens[r])) : name === "W_O" ? `head ${Math.floor(r / lab.config.d_v)} · ${r % lab.config.d_v}` : matrix.length === 1 ? "" : `row ${r}`);
+    const rowName = (r) => (name === "x" ? (twice(r) ? `${visibleToken(lab.tokens[r])} @${r}` : visibleToken(lab.tokens[r])) : name === "W_O" ? `head ${Math.floor(r / lab.config.d_v)} · ${r % lab.config.d_v}` : matrix.length === 1 ? "" : `row ${r}`);
     const indexOf = (r, c) => (headText === undefined ? (name === "b_O" ? [c] : [r, c]) : name.startsWith("b_") ? [Number(headText), c] : [Number(headText), r, c]);
     const key = JSON.stringify([current, matrix.length, matrix[0].length, matrix.map((_, r) => rowName(r))]);
     if (key === gridKey) {

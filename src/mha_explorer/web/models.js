@@ -253,6 +253,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   }
 
   let chosen = null;
+  let layerBeforeWait = null; // the layer picked before a large model's menu waited for it to load
   picker.addEventListener("change", () => {
     if (picker.value === chosen) return; // the same model again: its layers, and the layer picked, stay
     chosen = picker.value;
@@ -266,10 +267,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
       error.textContent = "";
       status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
+      if (!layer.disabled) layerBeforeWait = Number(layer.value); // picking the model before again finds it
       fillLayers(null, 0); // not the layers of the model picked before
       return;
     }
-    prepare(name, Number(layer.value) || 0).then((ok) => {
+    prepare(name, layer.disabled && layerBeforeWait !== null ? layerBeforeWait : Number(layer.value) || 0).then((ok) => {
       if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });
   });

@@ -60,8 +60,9 @@ function readLink(hash) {
     if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
     if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text") }; // null when the link has none
   }
-  // a lab link without a configuration (#mode=lab) opens the lab as its button does
-  if (mode === "lab" && CONFIG_KEYS.some((k) => params.has(k))) {
+  // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
+  // of a lab needs its whole configuration
+  if (mode === "lab" && [...CONFIG_KEYS, "tokens", "seed", "edits", "causal", "bias"].some((k) => params.has(k))) {
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
     if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
     config.causal = flag("causal");
