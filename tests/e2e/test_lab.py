@@ -836,3 +836,29 @@ def test_a_token_of_invisible_characters_is_named_by_its_code_points(page, serve
     page.goto(server_url + "#mode=lab&d_model=16&n_heads=1&n_kv_heads=1&d_head=16&d_v=16&causal=0&bias=0&tokens=a+%E2%80%8B+b&seed=0&stage=scores")
     expect(page.locator(".stage h2")).to_contain_text("Scores")
     assert page.locator(".stage table.calc-table tbody th").all_inner_texts() == ["a @0", "U+200B @1", "b @2"]
+
+
+def test_left_and_right_move_between_cells_from_a_values_edge(page, server_url):
+    """← and → move the caret inside a value, as in any text box, and to the next cell only from
+    its end (→) or start (←); the caret then waits at the edge it would leave by."""
+    open_lab(page, server_url)
+    page.locator('.edit-grid input[data-key="x:0,0"]').focus()
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowRight")
+    assert active_key(page) == "x:0,0"  # inside the value: the caret moved
+    page.keyboard.press("End")
+    page.keyboard.press("ArrowRight")
+    assert active_key(page) == "x:0,1"
+    page.keyboard.press("ArrowRight")
+    assert active_key(page) == "x:0,2"  # one press a cell going on
+    page.keyboard.press("ArrowLeft")
+    assert active_key(page) == "x:0,2"  # the caret was at the end: it moves inside first
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowLeft")
+    assert active_key(page) == "x:0,1"
+    page.keyboard.press("ArrowLeft")
+    assert active_key(page) == "x:0,0"
+    page.keyboard.press("Shift+End")
+    page.keyboard.press("ArrowRight")  # with text selected, → only collapses the selection
+    assert active_key(page) == "x:0,0"
+    assert "arrow keys move between cells" in page.locator(".grid-caption").inner_text()

@@ -322,7 +322,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     gridKey = key;
     const cols = (gridCols = matrix[0].length);
     const names = matrix.map((_, r) => rowName(r));
-    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, ...(editable ? [h("span", { class: "grid-keys" }, " · Tab, ↑ and ↓ move between cells")] : []));
+    gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, ...(editable ? [h("span", { class: "grid-keys" }, " · Tab and the arrow keys move between cells")] : []));
     const cell = (r, c, v) => {
       const key = `${name}:${indexOf(r, c).join(",")}`;
       // autocomplete off: else the browser copies every cell's state into the history entry on
@@ -404,13 +404,18 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   gridBox.addEventListener("focusout", () => {
     focused = null;
   });
-  // Tab and Shift+Tab go cell by cell in reading order, ↑ and ↓ to the row above or below; a far
-  // cell cannot take the focus, so it is drawn first. Tab past the last cell leaves the grid.
+  // Tab and Shift+Tab go cell by cell in reading order, ↑ and ↓ to the row above or below, ← and →
+  // to the cell before or after once the caret is at the value's start or end (else they move the
+  // caret, as in any text box); a far cell cannot take the focus, so it is drawn first. Tab past
+  // the last cell leaves the grid.
   gridBox.addEventListener("keydown", (event) => {
-    const cellText = event.target.dataset?.cell;
+    const input = event.target;
+    const cellText = input.dataset?.cell;
     if (!cellText || event.altKey || event.ctrlKey || event.metaKey) return;
     const cols = gridCols;
-    const step = event.key === "Tab" ? (event.shiftKey ? -1 : 1) : event.shiftKey ? 0 : { ArrowDown: cols, ArrowUp: -cols }[event.key];
+    const caret = input.selectionStart === input.selectionEnd ? input.selectionStart : null; // null: some text is selected
+    const edge = { ArrowLeft: caret === 0 ? -1 : 0, ArrowRight: caret === input.value.length ? 1 : 0 };
+    const step = event.key === "Tab" ? (event.shiftKey ? -1 : 1) : event.shiftKey ? 0 : { ArrowDown: cols, ArrowUp: -cols, ...edge }[event.key];
     if (!step) return;
     const [r, c] = cellText.split(",").map(Number);
     const next = r * cols + c + step;
@@ -418,7 +423,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     event.preventDefault();
     focused = [Math.floor(next / cols), next % cols];
     drawWindow();
-    gridRows[focused[0]].children[1 + Math.floor(focused[1] / BLOCK)].children[focused[1] % BLOCK].firstChild.focus();
+    const to = gridRows[focused[0]].children[1 + Math.floor(focused[1] / BLOCK)].children[focused[1] % BLOCK].firstChild;
+    to.focus();
+    // going on the same way takes one more press: the caret waits at the edge it will leave by
+    if (event.key === "ArrowRight") to.setSelectionRange(to.value.length, to.value.length);
+    if (event.key === "ArrowLeft") to.setSelectionRange(0, 0);
   });
 
   // One bad cell's message shows at a time (the one edited or focused last): side by side, the
