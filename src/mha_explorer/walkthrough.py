@@ -38,10 +38,10 @@ def fmt(v: float, digits: int = 2) -> str:
     if abs(v) >= HUGE:
         exact = Decimal(float(v))
         power = exact.adjusted()
-        digits_ = exact.scaleb(-power).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-        if abs(digits_) >= 10:  # 9.995e6 rounds up to 10.00e6
-            digits_, power = (digits_ / 10).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP), power + 1
-        return f"{digits_}e{power}"
+        mantissa = exact.scaleb(-power).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        if abs(mantissa) >= 10:  # 9.995e6 rounds up to 10.00e6
+            mantissa, power = (mantissa / 10).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP), power + 1
+        return f"{mantissa}e{power}"
     s = str(Decimal(float(v)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
     return s[1:] if s.startswith("-") and not s.strip("-0.") else s
 

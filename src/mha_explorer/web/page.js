@@ -32,12 +32,13 @@ const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
 let currentMode = () => "teaching";
 const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
+const LAB_KEYS = [...CONFIG_KEYS, "tokens", "seed", "edits", "causal", "bias"]; // what a lab link may set
 
 // ---- the link: the whole view in the URL's fragment ----------------------------------------
 
 function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
-  const known = new Set(["mode", "stage", "head", "query", "all", "tokens", "seed", "edits", "causal", "bias", "model", "layer", "text", ...CONFIG_KEYS]);
+  const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
   for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${key.slice(0, 20)}”`);
   const whole = (name, fallback) => {
     if (!params.has(name)) return fallback;
@@ -62,7 +63,7 @@ function readLink(hash) {
   }
   // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
   // of a lab needs its whole configuration
-  if (mode === "lab" && [...CONFIG_KEYS, "tokens", "seed", "edits", "causal", "bias"].some((k) => params.has(k))) {
+  if (mode === "lab" && LAB_KEYS.some((k) => params.has(k))) {
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
     if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
     config.causal = flag("causal");
