@@ -257,6 +257,65 @@ def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
 
 
+# marks the stage's formula and its K and V equations (Projections), as JavaScript properties
+MARK_KEPT = """() => {
+  const stage = document.querySelector(".stage");
+  const [q, k, v] = stage.querySelectorAll(".equation");
+  stage.querySelector(".formula").kept = "formula";
+  k.kept = "K";
+  v.kept = "V";
+  q.kept = "q";
+}"""
+# the marked nodes still in the stage panel
+STILL_THERE = "() => [...document.querySelectorAll('.stage .formula, .stage .equation')].map((e) => e.kept ?? null)"
+
+
+@needs("minilm")
+def test_a_step_keeps_in_the_page_what_it_does_not_change(page, server_url):
+    """Another query at the same stage keeps the formula, and at Projections the keys' and values'
+    equations (the same for every query), as the very nodes in the page: only what changes is put
+    in, so the browser lays out and paints less. Panels built ahead for the next query must not
+    take them out of the page."""
+    text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3  # maps, not tables
+    trace_model(page, server_url, "minilm", text, 1)
+    page.evaluate(MARK_KEPT)
+    query = page.get_by_label("Query token")
+    tokens = query.locator("option").all_inner_texts()
+    query.select_option(index=3)
+    expect(page.locator(".stage h2")).to_contain_text(f"query “{tokens[3]}”")
+    assert page.evaluate(STILL_THERE) == ["formula", None, "K", "V"]
+    # at rest, the neighbouring queries' panels are built (sharing K and V): the page keeps its own
+    page.wait_for_timeout(400)
+    for _ in range(4):
+        page.evaluate(IDLE)
+    assert page.evaluate(STILL_THERE) == ["formula", None, "K", "V"]
+    query.select_option(index=4)
+    expect(page.locator(".stage h2")).to_contain_text(f"query “{tokens[4]}”")
+    assert page.evaluate(STILL_THERE) == ["formula", None, "K", "V"]
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=1, head=0)))
+    # another head has other K and V; the formula stays
+    page.locator('.thumb-button[data-head="3"]').click()
+    expect(page.locator(".stage h2")).to_contain_text("head 3")
+    assert page.evaluate(STILL_THERE) == ["formula", None, None, None]
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=1, head=3)))
+    # another stage and back: the stage's own formula again, and the first query's q
+    page.get_by_role("button", name="Next").click()
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores")
+    assert page.evaluate(STILL_THERE)[0] is None
+    page.get_by_role("button", name="Previous").click()
+    expect(page.locator(".stage h2")).to_contain_text("1. Projections")
+    assert page.evaluate(STILL_THERE)[0] == "formula"
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=1, head=3)))
+    # the maps are those of a page that opens on this head, query and stage
+    shown = page.evaluate(CANVASES)
+    page.wait_for_function("() => !window.mhaExplorer.linkPending")
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.wait_for_function("() => document.querySelector('.overview')?.hidden === false && document.querySelector('.stage h2')?.textContent.includes('head 3')", timeout=60_000)
+    assert other.locator(".stage h2").inner_text() == page.locator(".stage h2").inner_text()
+    assert other.evaluate(CANVASES) == shown
+
+
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
     text = "Attention lets every token read from the tokens before it."

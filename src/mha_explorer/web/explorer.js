@@ -25,11 +25,18 @@ export function h(tag, attrs, ...children) {
 }
 
 function append(node, children) {
+  node.append(...nodesOf(children));
+  return node;
+}
+
+// children as h() takes them (nested arrays, text, null for none) -> a flat list of nodes
+function nodesOf(children) {
+  const nodes = [];
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    nodes.push(child instanceof Node ? child : document.createTextNode(String(child)));
   }
-  return node;
+  return nodes;
 }
 
 function svg(tag, attrs, ...children) {
@@ -539,7 +546,9 @@ function render({ model, el }) {
       w: tensors(payload.weights, layer ? view.w : null),
       stageIds: payload.page_stages.map((s) => s.id),
       formulas: layer || sameFrame(payload, view) ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
+      fixed: layer || sameFrame(payload, view) ? view.fixed : new Map(), // stage -> the parts of its panel no head or query changes
       panels: new Map(), // "stage|head|query|all" -> the stage panel's nodes
+      sharedEquations: new Map(), // "k|head", "v|head" -> a projection every query's panel shows
       outputs: new Map(), // "head|query" (or, with many heads, "head") -> the head outputs panel's nodes
     };
     views.set(source, made);
@@ -588,24 +597,44 @@ function render({ model, el }) {
       const info = v.payload.page_stages[i];
       hugeShown = false; // a rounding hint says how this panel's numbers are rounded
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
-      v.panels.set(key, roving([
-        h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, tokenName(v.payload, query), "”")),
-        h("div", { class: "formula" }, v.formulas[stage].cloneNode(true)),
-        h("p", { class: "explain" }, info.explanation),
-        // a real model's layer: where X comes from, and where y goes
-        stage === "projections" && v.payload.model?.input_note ? h("p", { class: "explain where-from" }, v.payload.model.input_note) : null,
-        stage === "output" && v.payload.model?.output_note ? h("p", { class: "explain where-from" }, v.payload.model.output_note) : null,
-        stage === "qk_norm" && v.payload.model?.norm_note ? h("p", { class: "explain where-from" }, v.payload.model.norm_note) : null,
-        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }, figure),
-        // the last stage: where to go from here (Next is at its end)
-        i === v.stageIds.length - 1 ? h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", v.payload.model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).") : null,
-      ].filter(Boolean)));
+      // the figure's own nodes, put in the stage's figure box when the panel is shown (update)
+      const content = roving(nodesOf([figure]));
+      const [above, box, below] = fixedParts(v, stage, all);
+      const title = h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, tokenName(v.payload, query), "”"));
+      v.panels.set(key, Object.assign([title, ...above, box, ...below], { box, content }));
       for (const old of v.panels.keys()) {
         if (v.panels.size <= KEPT_PANELS) break;
         v.panels.delete(old);
       }
     }
     return v.panels.get(key);
+  }
+
+  // The formula, the explanations and the figure's box of a stage, the same for every head and
+  // query: one set of nodes shared by the stage's panels, which stays in the page from one step to
+  // the next (put in again, a formula alone took two milliseconds of the browser's style and
+  // layout). Only the title and the figure's content change.
+  function fixedParts(v, stage, all) {
+    const key = `${stage}|${all}`;
+    if (!v.fixed.has(key)) {
+      const i = v.stageIds.indexOf(stage);
+      const model = v.payload.model;
+      v.fixed.set(key, [
+        [
+          h("div", { class: "formula" }, v.formulas[stage].cloneNode(true)),
+          h("p", { class: "explain" }, v.payload.page_stages[i].explanation),
+          // a real model's layer: where X comes from, and where y goes
+          stage === "projections" && model?.input_note ? h("p", { class: "explain where-from" }, model.input_note) : null,
+          stage === "output" && model?.output_note ? h("p", { class: "explain where-from" }, model.output_note) : null,
+          stage === "qk_norm" && model?.norm_note ? h("p", { class: "explain where-from" }, model.norm_note) : null,
+        ].filter(Boolean),
+        // the box of the panels' figures
+        h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }),
+        // the last stage: where to go from here (Next is at its end)
+        i === v.stageIds.length - 1 ? [h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).")] : [],
+      ]);
+    }
+    return v.fixed.get(key);
   }
 
   // A real model's head outputs show only the inspected head's numbers: one panel per head, whose
@@ -643,7 +672,8 @@ function render({ model, el }) {
   }
   // the panels of v at place, built now; with draw, their maps drawn too (on canvases out of the page)
   function buildFor(v, place, draw) {
-    const nodes = [...panelOf(v, place), ...outputsOf(v, place, true)];
+    const panel = panelOf(v, place);
+    const nodes = [...panel.content, ...outputsOf(v, place, true)];
     if (draw) for (const node of nodes) drawAhead(node);
   }
   function buildAhead() {
@@ -693,11 +723,11 @@ function render({ model, el }) {
     const i = view.stageIds.indexOf(stage);
     const info = payload.page_stages[i];
     const loading = !view.t.q.has(head);
-    const panel = loading ? [] : panelOf(view, place);
+    const panel = loading ? Object.assign([], { content: [] }) : panelOf(view, place);
     const outputNodes = outputsOf(view, place);
     // Draw the heatmaps while their figures are still out of the page and the page is unchanged:
     // text drawn on a canvas in the page first brings the page's styles up to date.
-    for (const node of [...panel, ...outputNodes]) claimCanvases(node);
+    for (const node of [...panel.content, ...outputNodes]) claimCanvases(node);
 
     allToggle.setAttribute("aria-pressed", String(all));
     querySelect.value = String(query);
@@ -715,7 +745,10 @@ function render({ model, el }) {
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
-    } else stagePanel.replaceChildren(...panel);
+    } else {
+      placeChildren(panel.box, panel.content);
+      placeChildren(stagePanel, panel);
+    }
     if (outputs.firstChild !== outputNodes[0]) {
       outputs.replaceChildren(...outputNodes);
       showInspected();
@@ -792,6 +825,27 @@ function render({ model, el }) {
     model.off?.("change:query", onState);
     model.off?.("change:payload", onPayload);
   };
+}
+
+// container's children made nodes, in order, leaving in place those already there: a node taken
+// out and put back is styled and laid out anew.
+function placeChildren(container, nodes) {
+  const kept = new Set(nodes);
+  let at = container.firstChild;
+  const drop = () => {
+    while (at && !kept.has(at)) {
+      const next = at.nextSibling;
+      at.remove();
+      at = next;
+    }
+  };
+  for (const node of nodes) {
+    drop();
+    if (node === at) at = at.nextSibling;
+    else container.insertBefore(node, at);
+  }
+  kept.clear();
+  drop();
 }
 
 // An attribute set (null: removed) only when its value changes, so that a step touches only the
@@ -898,12 +952,21 @@ function projections(view, query, head) {
     return equation(xTable, ["×", wTable], bTable && ["+", bTable], ["=", outTable]);
   }
 
+  // K and V are the same for every query. As maps (no numbers linked to this panel's calculation),
+  // each head's are built once and shared by the panels of its queries: they stay in the page
+  // from one query to the next.
   const all = range(n);
+  const keysOrValues = (name, weight, dOut) => {
+    if (n * dOut <= TABLE_LIMIT) return linked(name, weight, all, dOut);
+    const key = `${name}|${head}`;
+    if (!view.sharedEquations.has(key)) view.sharedEquations.set(key, linked(name, weight, all, dOut));
+    return view.sharedEquations.get(key);
+  };
   return [
     h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, sharedKV(payload, head)),
     linked("q", "W_Q", [query], c.d_head),
-    linked("k", "W_K", all, c.d_head),
-    linked("v", "W_V", all, c.d_v),
+    keysOrValues("k", "W_K", c.d_head),
+    keysOrValues("v", "W_V", c.d_v),
     calc,
     w.W_Q.slices ? null : packed(view, query), // a real model's payload holds one head's W^Q
   ];
