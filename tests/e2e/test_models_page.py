@@ -705,7 +705,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     assert keys[1] == "the @1" and keys[5] == "the @5", keys
     # an encoder keeps no KV cache: the cost panel says its numbers are a decoder's
     page.locator("summary", has_text="Cost of this configuration").click()
-    assert "(what a decoder would keep; this encoder keeps none)" in page.locator("table.cost caption").first.inner_text()
+    assert "(what a decoder would keep; this encoder keeps none)" in page.locator(".costs .table-title").first.inner_text()
     assert page.locator(".whole-model").inner_text().endswith("keeps no cache: this is what a decoder of these sizes would keep.")
     # the Output stage shows the bias the output adds
     page.get_by_label("Calculation stage").select_option(label="Output projection")

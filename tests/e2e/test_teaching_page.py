@@ -450,43 +450,55 @@ def test_page_is_served_with_a_strict_content_security_policy(server_url):
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
+def by_hand(value) -> str:
+    """As a person rounds a result of decimal arithmetic: a half away from zero, on the decimal value."""
+    return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)).replace("-0.00", "0.00")
+
+
+FULL_NUMBERS = "Every number here is rounded to two decimals, and each result is worked out from the full numbers"
+
+
 def test_where_rounded_contributions_do_not_add_up_the_page_says_so(page, server_url, api):
-    """A learner adds the two rounded contributions by hand: where that misses the rounded total by
-    0.01, the table's note names the component."""
+    """A learner works out each head's part of each output component from the z and Wᴼ shown, and
+    adds the two rounded parts: where either misses the rounded number shown by 0.01, the table's
+    note names the cell or the component."""
     payload, arrays = api
     open_page(page, server_url)
     select(page, "Calculation stage", "Output projection")
-    q = payload.query
-    by_hand = lambda m: sum(float(fmt(arrays["contributions"][i, q, m])) for i in range(2))
-    off = [m for m in range(4) if fmt(by_hand(m)) != fmt(arrays["output"][q, m])]
+    q, d_v = payload.query, payload.config.d_v
+    part = lambda i, m: by_hand(sum(Decimal(fmt(arrays["concat"][q, i * d_v + e])) * Decimal(fmt(arrays["W_O"][i * d_v + e, m])) for e in range(d_v)))
+    parts = [f"head {i}'s part of y[{m}]" for i in range(2) for m in range(4) if part(i, m) != fmt(arrays["contributions"][i, q, m])]
+    total = lambda m: sum(Decimal(fmt(arrays["contributions"][i, q, m])) for i in range(2))
+    off = [f"y[{m}]" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])]
     assert off  # the example has some (query "like": y[1], y[2], y[3])
     note = page.locator(".stage p", has_text="working from the rounded numbers").inner_text()
-    assert f"so in {', '.join(f'y[{m}]' for m in off)}, working from the rounded numbers" in note
+    assert note.startswith(f"{FULL_NUMBERS}: so in {', '.join(parts + off)}, working from the rounded numbers"), note
 
 
 def test_every_hand_check_lands_or_is_explained(page, server_url, api):
-    """A learner checks each stage by hand from the numbers shown: a score as the sum of the
-    products shown, divided by √d_head given to three decimals; each weight as e^s (worked out to
-    three decimals) over their sum; z as the sum of the weighted rows. Where two-decimal numbers
-    cannot land on the rounded result, a note under the figure names the row or component."""
+    """A learner checks each stage by hand from the numbers shown, for every query and head: a score
+    as the sum of the products shown, divided by √d_head given to three decimals; each weight as e^s
+    (worked out to three decimals) over their sum; each weighted value row as the weight times the
+    row, and z as their sum; each head's part of y as its z times its rows of Wᴼ. Where two-decimal
+    numbers cannot land on the rounded result, a note under the figure names the row, cell or
+    component."""
     payload, arrays = api
     open_page(page, server_url)
-    q, n = payload.query, len(payload.tokens)
+    n, d_v = len(payload.tokens), payload.config.d_v
     explained = []
     note = page.locator(".stage p", has_text="working from the rounded numbers")
 
-    def by_hand(value) -> str:
-        """As a person rounds a result of decimal arithmetic: a half away from zero, on the decimal value."""
-        return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)).replace("-0.00", "0.00")
-
-    def named(where: list[str], rounded: str = "Every number here is rounded to two decimals") -> None:
-        assert note.count() == bool(where)
+    def named(where: list[str], why: str = FULL_NUMBERS) -> None:
+        assert note.count() == bool(where), where
         if where:
-            assert note.inner_text().startswith(f"{rounded}, and each result")  # true to the digits shown
-            assert f"so in {', '.join(where)}, working from the rounded numbers" in note.inner_text()
+            assert note.inner_text().startswith(f"{why}: so in {', '.join(where)}, working from the rounded numbers"), (note.inner_text(), where)
             explained.extend(where)
 
-    for head in (0, 1):
+    def numbers(text: str) -> list[str]:
+        return text.strip().strip("[]").split(", ")
+
+    for q, head in itertools.product(range(n), (0, 1)):
+        select(page, "Query token", payload.tokens[q])
         select(page, "Inspect head", f"Head {head}")
         select(page, "Calculation stage", "Scores")
         off = []
@@ -508,12 +520,29 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
             assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(arrays["weights"][head, q, j]))
             if by_hand(Decimal(shown_e) / Decimal(over.strip("÷ "))) != weight:
                 off.append(f"the weight of “{payload.tokens[j]}”")
-        named(off, "The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to three")
+        named(off, "The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to three; each weight, and their sum, from the full numbers")
         select(page, "Calculation stage", "Value mixing")
         g = payload.kv_group[head]
+        rows = [r.split("\t") for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()][:n]
+        off = []
+        for j, (_, weight, _, value, _, weighted) in enumerate(rows):
+            assert weight == fmt(arrays["weights"][head, q, j]) and numbers(value) == [fmt(x) for x in arrays["v"][g, j]]
+            assert numbers(weighted) == [fmt(arrays["weights"][head, q, j] * x) for x in arrays["v"][g, j]]
+            if [by_hand(Decimal(weight) * Decimal(x)) for x in numbers(value)] != numbers(weighted):
+                off.append(f"the weighted row of “{payload.tokens[j]}”")
         weighted = arrays["weights"][head, q][:, None] * arrays["v"][g]  # (n, d_v)
-        named([f"z[{c}]" for c in range(payload.config.d_v) if by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
-    assert explained  # the example has some (head 0: Σ and z[0])
+        named(off + [f"z[{c}]" for c in range(d_v) if by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
+    assert any(w.startswith("the weighted row") for w in explained)  # the example has some (milk, head 0: like and warm)
+    assert any(w.startswith("the weight of") for w in explained) and any(w.startswith("the row of") for w in explained)
+
+    for q in range(n):  # the output: every head's part of each component, then their sum
+        select(page, "Query token", payload.tokens[q])
+        select(page, "Calculation stage", "Output projection")
+        part = lambda i, m: by_hand(sum(Decimal(fmt(arrays["concat"][q, i * d_v + e])) * Decimal(fmt(arrays["W_O"][i * d_v + e, m])) for e in range(d_v)))
+        parts = [f"head {i}'s part of y[{m}]" for i in range(2) for m in range(4) if part(i, m) != fmt(arrays["contributions"][i, q, m])]
+        total = lambda m: sum(Decimal(fmt(arrays["contributions"][i, q, m])) for i in range(2))
+        named(parts + [f"y[{m}]" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])])
+    assert any("'s part of" in w for w in explained)  # the example has some (cats: head 0's part of y[2])
 
 
 def test_the_stages_are_one_tab_stop_and_the_arrow_keys_move_along_them(page, server_url, api):

@@ -117,10 +117,11 @@ function fmtConstant(value) {
 }
 
 // Where a hand check from the rounded numbers misses the rounded result: a hint saying why, or null.
-// `shown` says how the numbers are rounded (the softmax table gives eˢ to three decimals).
-function roundingHint(where, shown = hugeShown ? "Every number here is rounded: to two decimals, from a million on to three significant digits" : "Every number here is rounded to two decimals") {
+// `why` says how the numbers are rounded and worked out (the softmax table works eˢ out from the
+// scores as shown).
+function roundingHint(where, why = `${hugeShown ? "Every number here is rounded: to two decimals, from a million on to three significant digits" : "Every number here is rounded to two decimals"}, and each result is worked out from the full numbers`) {
   if (!where.length) return null;
-  return h("p", { class: "hint" }, `${shown}, and each result is worked out from the full numbers: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
+  return h("p", { class: "hint" }, `${why}: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
 }
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
@@ -506,7 +507,13 @@ function render({ model, el }) {
   reset.addEventListener("click", () => {
     if (model.get("payload") !== original) model.set("payload", original);
     set({ stage: original.page_stages[0].id, head: 0, query: original.query, all_queries: false });
-    for (const open of el.querySelectorAll("details[open]")) open.open = false; // Matrices, costs, packed view: the first view has them closed
+    // Matrices, costs, packed view: the first view has them closed (once drawn: a panel kept from
+    // before, now shown again, may have its packed view open)
+    const closeAll = () => {
+      for (const open of el.querySelectorAll("details[open]")) open.open = false;
+    };
+    closeAll();
+    queueMicrotask(closeAll);
   });
 
   // In a notebook, a real model's payload holds one head and Python sends the head on view, when
@@ -1160,7 +1167,10 @@ function weights(view, query, head) {
     h("p", { class: "lead" }, "Together they fill one whole: ", h("span", { class: "sum" }, "Σ = ", fmt(total))),
     stack,
     e.table,
-    roundingHint([...(byHandFmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)], `The scores and weights here are rounded to two decimals, eˢ and Σ eˢ to ${e.digits}`),
+    roundingHint(
+      [...(byHandFmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)],
+      `The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to ${e.digits}; each weight, and their sum, from the full numbers`,
+    ),
   ];
 }
 
@@ -1263,6 +1273,11 @@ function mixing(view, query, head) {
     h("td", {}, vec(range(dv).map((e) => num(t.z.at(head, query, e), `z:${head},${query},${e}`)))),
   );
   const byHand = (e) => range(n).reduce((sum, j) => sum + rounded(t.weights.at(head, query, j) * t.v.at(g, j, e)), 0);
+  // a row whose weight times its value row, as shown, misses the weighted row shown
+  const rowsOff = range(n).filter((j) => {
+    const aj = t.weights.at(head, query, j);
+    return range(dv).some((e) => byHandFmt(rounded(aj) * rounded(t.v.at(g, j, e))) !== fmt(aj * t.v.at(g, j, e)));
+  });
   return [
     h(
       "table",
@@ -1271,7 +1286,10 @@ function mixing(view, query, head) {
       h("thead", {}, h("tr", {}, ["key", "weight", "", "value row", "", "weighted"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows, z),
     ),
-    roundingHint(range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `z[${e}]`)),
+    roundingHint([
+      ...rowsOff.map((j) => `the weighted row of “${tokenName(payload, j)}”`),
+      ...range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `z[${e}]`),
+    ]),
   ];
 }
 
@@ -1465,7 +1483,11 @@ function output(view, query, head) {
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), payload.config.bias ? rounded(w.b_O.at(m)) : 0);
   const off = wide ? [] : range(d_model).filter((m) => byHandFmt(byHand(m)) !== fmt(y[m]));
-  const rounding = roundingHint(off.map((m) => `y[${m}]`));
+  // a head's part of y[m]: its z, as concat shows it, times its rows of W^O's column m, as shown
+  const part = (i, m) => range(d_v).reduce((sum, e) => sum + rounded(t.concat.at(query, i * d_v + e)) * rounded(w.W_O.at(i * d_v + e, m)), 0);
+  const checkable = !wide && !manyHeads(payload.config) && n_heads * d_v * d_model <= TABLE_LIMIT; // concat and W^O shown as numbers
+  const partsOff = !checkable ? [] : shown.flatMap((i, r) => range(d_model).filter((m) => byHandFmt(part(i, m)) !== fmt(contrib[r][m])).map((m) => `head ${i}'s part of y[${m}]`));
+  const rounding = roundingHint([...partsOff, ...off.map((m) => `y[${m}]`)]);
   return [
     equation(concat, ["×", wo]),
     wide ? contribMap() : table(),
@@ -1513,7 +1535,7 @@ function contributionChart(contrib, y, head) {
     chart.append(svg("text", { x: left - 8, y: top + rowH / 2 + 4, "text-anchor": "end", class: "label" }, `y[${m}]`));
     let pos = zero;
     let neg = zero;
-    const labels = []; // over the total's tick, which may fall inside a labelled segment
+    const labels = []; // [x, width, head] of the segments wide enough for a label
     for (let i = 0; i < nHeads; i++) {
       const v = contrib[i][m];
       const wpx = Math.abs(v) * scale;
@@ -1523,10 +1545,21 @@ function contributionChart(contrib, y, head) {
       const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") });
       rect.append(svg("title", {}, `head ${i}: ${fmt(v)}`));
       chart.append(rect);
-      if (wpx > 26) labels.push(svg("text", { x: x + wpx / 2, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
+      if (wpx > 26) labels.push([x, wpx, i]);
     }
     const ty = zero + y[m] * scale;
-    chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }), ...labels);
+    chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }));
+    // a segment's label at its middle; where the total's tick falls there, in the wider part beside
+    // the tick, or left out when neither part has room (the pattern still names the head)
+    for (const [x, wpx, i] of labels) {
+      let at = x + wpx / 2;
+      if (Math.abs(at - ty) < 12) {
+        const [before, after] = [ty - x, x + wpx - ty];
+        if (Math.max(before, after) < 30) continue;
+        at = before > after ? x + before / 2 - 2 : ty + after / 2 + 2;
+      }
+      chart.append(svg("text", { x: at, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
+    }
   }
   const at = (k) => [left + (k % perLine) * 96, d * rowH + 30 + 18 * Math.floor(k / perLine)]; // legend entry k
   for (let i = 0; i < nHeads; i++) {
@@ -2125,10 +2158,12 @@ function costPanel(payload) {
     ["MHA", k.kv_cache_mha],
     ["MQA", k.kv_cache_mqa],
   ].filter(([label], i) => i === 0 || label !== c.kind); // "MHA (this)" needs no second MHA row
+  // the table's title above its scroller, not a caption: a caption is as wide as the table, and on
+  // a phone its end would be scrolled out of sight
+  const cacheTitle = h("p", { class: "table-title", id: uid("kv-cache") }, `KV cache per layer: one key and one value per K/V head per token`, payload.model && !c.causal ? " (what a decoder would keep; this encoder keeps none)" : "", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "");
   const cache = h(
     "table",
-    { class: "calc-table cost" },
-    h("caption", {}, `KV cache per layer: one key and one value per K/V head per token`, payload.model && !c.causal ? " (what a decoder would keep; this encoder keeps none)" : "", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : ""),
+    { class: "calc-table cost", "aria-labelledby": cacheTitle.id },
     h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${k.kv_cache.tokens} tokens`, `float32, ${k.kv_cache.tokens} tokens`].map((x) => h("th", { scope: "col" }, x)))),
     h(
       "tbody",
@@ -2165,7 +2200,7 @@ function costPanel(payload) {
     "details",
     { class: "costs" },
     h("summary", {}, h("h2", {}, "Cost of this configuration")),
-    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", { class: "wide-table" }, cache), wholeModel(payload)), macs),
+    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", {}, cacheTitle, h("div", { class: "wide-table" }, cache)), wholeModel(payload)), macs),
   );
 }
 
