@@ -208,6 +208,46 @@ def test_reset_restores_the_example(page, server_url):
         assert page.get_by_label("Calculation stage").evaluate("e => e.selectedOptions[0].text") == "Projections"
 
 
+def test_reset_closes_a_packed_view_left_open_on_the_first_view(page, server_url):
+    """A learner opens the packed view on the first view, moves on, then resets: the first view
+    comes back as it first was, its packed view closed."""
+    open_page(page, server_url)
+    page.get_by_text("Packed view: all heads in one matrix").click()
+    assert page.locator(".stage details[open]").count() == 1
+    select(page, "Query token", "milk")
+    assert page.locator(".stage details[open]").count() == 0
+    page.get_by_role("button", name="Reset example").click()
+    expect(page.locator(".stage h2")).to_contain_text("query “like”")
+    assert page.locator(".mha-explorer details").count() >= 3 and page.locator(".mha-explorer details[open]").count() == 0
+
+
+# for each row of the contributions chart: the total's tick and the x of each head's label in it
+CHART_ROWS = """() => {
+  const chart = document.querySelector(".stage svg.chart");
+  const ticks = [...chart.querySelectorAll("line.total-tick")].slice(0, -1);  // the last is the legend's
+  const labels = [...chart.querySelectorAll("text.seg-label")];
+  return ticks.map((tick) => {
+    const [top, bottom] = [Number(tick.getAttribute("y1")), Number(tick.getAttribute("y2"))];
+    const mine = labels.filter((l) => Number(l.getAttribute("y")) > top && Number(l.getAttribute("y")) < bottom);
+    return { tick: Number(tick.getAttribute("x1")), labels: mine.map((l) => [l.textContent, l.getBBox().x, l.getBBox().width]) };
+  });
+}"""
+
+
+def test_the_total_tick_never_crosses_a_head_label(page, server_url, api):
+    payload, _ = api
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Output projection")
+    seen = 0
+    for token in payload.tokens:
+        select(page, "Query token", token)
+        for row in page.evaluate(CHART_ROWS):
+            for name, x, width in row["labels"]:
+                seen += 1
+                assert not x - 1 <= row["tick"] <= x + width + 1, (token, row)
+    assert seen >= 8  # most rows label their segments (milk's y[1] beside its tick)
+
+
 def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
     payload, arrays = api
     open_page(page, server_url)
