@@ -862,3 +862,94 @@ def test_left_and_right_move_between_cells_from_a_values_edge(page, server_url):
     page.keyboard.press("ArrowRight")  # with text selected, → only collapses the selection
     assert active_key(page) == "x:0,0"
     assert "arrow keys move between cells" in page.locator(".grid-caption").inner_text()
+
+
+def test_an_empty_seed_is_refused_not_taken_as_zero(page, server_url):
+    open_lab(page, server_url)
+    set_field(page, "Seed", 5)
+    before = page.locator(".layout").inner_text()
+    assert "seed=5" in link(page)
+    set_field(page, "Seed", "")
+    assert page.locator("#lab-error-seed").inner_text() == "The seed must be a whole number from 0 to 4294967295."
+    assert page.get_by_label("Seed", exact=True).get_attribute("aria-invalid") == "true"
+    assert page.locator(".layout").inner_text() == before and "seed=5" in link(page)
+
+
+def test_a_value_typed_while_the_settings_have_an_error_waits_for_them(page, server_url):
+    """A cell edited while a field above is wrong is not lost: the cell says it waits, and the value
+    is used as soon as the settings work again."""
+    open_lab(page, server_url)
+    set_field(page, "d_model", "")
+    assert page.locator("#lab-error-d_model").inner_text() != ""
+    cell = page.locator('.edit-grid input[data-key="x:0,1"]')
+    cell.fill("5")
+    cell.blur()
+    settle(page)
+    note = cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
+    assert note.inner_text() == "Not used yet: the settings above have an error. This value is used once they are fixed."
+    assert "x:0,1" not in link(page)
+    set_field(page, "d_model", 8)
+    assert cell.input_value() == "5" and "edited" in cell.get_attribute("class") and note.inner_text() == ""
+    assert "edits=x%3A0%2C1%3D5" in link(page) or "edits=x:0,1=5" in link(page)
+    state = lab_state(page)
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=state | {"edits": {"x:0,1": 5}}, timeout=30).json())
+    check_numbers(page, ".stage", arrays_of(payload))
+
+
+def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, server_url):
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    page.get_by_role("button", name="Attention lab").click()
+    assert page.get_by_label("n_kv_heads", exact=True).input_value() == "3"
+    assert page.locator("#lab-error-n_kv_heads").inner_text() != ""
+    assert page.locator("#app").is_hidden() and page.locator(".lab-values").is_hidden()
+    set_field(page, "n_kv_heads", 2)
+    wait_kind(page, "GQA")
+    assert page.locator("#app").is_visible() and page.locator(".lab-values").is_visible()
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the", "cat", "sat"]
+
+
+@pytest.mark.parametrize("part, field, said", [("d_model=-8", "d_model", "d_model must be between 1 and 64."), ("seed=-1", "Seed", "The seed must be a whole number from 0 to 4294967295.")])
+def test_a_negative_lab_setting_in_a_link_is_said_as_out_of_range_and_the_rest_kept(page, server_url, part, field, said):
+    settings = dict(p.split("=") for p in "d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b+c&seed=3".split("&"))
+    key, value = part.split("=")
+    settings[key] = value
+    page.goto(server_url + "#mode=lab&" + "&".join(f"{k}={v}" for k, v in settings.items()))
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert "lab settings were rejected" in page.locator("#notice").inner_text()
+    page.get_by_role("button", name="Attention lab").click()
+    assert page.get_by_label(field, exact=True).input_value() == value
+    assert page.get_by_label("n_heads", exact=True).input_value() == "4"  # the link's, not a preset's
+    assert page.locator(f"#lab-error-{key}").inner_text() == said
+
+
+def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
+    page.goto(server_url + "#head=-1")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert page.locator("#notice").inner_text() == "This link could not be used: head=“-1” is negative: it must be 0 or more. Showing the teaching example instead."
+
+
+def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):
+    page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:9,0=1;x:1,2=0.5"))
+    wait_kind(page, "GQA")
+    settle(page)
+    assert page.locator(".lab-status").inner_text() == "An edited value does not fit this configuration and was dropped: x[9,0] (x is 3 × 8)."
+    assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
+
+
+def test_a_links_bad_cell_is_said_with_one_full_stop(page, server_url):
+    page.goto(server_url + LAB_LINK.replace("0.5", "abc"))
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    notice = page.locator("#notice").inner_text()
+    assert "“abc” is not a number" in notice and ".." not in notice
+
+
+def test_one_token_is_counted_as_one_and_an_encoders_cache_is_said_to_be_a_decoders(page, server_url):
+    open_lab(page, server_url)
+    page.get_by_label("Causal mask").uncheck()
+    settle(page)
+    set_field(page, "Tokens (separated by spaces)", "only")
+    page.get_by_text("Cost of this configuration", exact=True).click()
+    costs = page.locator(".costs").inner_text()
+    assert "1 tokens" not in costs and "float16, 1 token" in costs and "Arithmetic for n = 1 token" in costs
+    assert "a layer without the causal mask, as here, sees every token at once and keeps none" in page.locator(".costs .table-title").inner_text()

@@ -2160,11 +2160,11 @@ function costPanel(payload) {
   ].filter(([label], i) => i === 0 || label !== c.kind); // "MHA (this)" needs no second MHA row
   // the table's title above its scroller, not a caption: a caption is as wide as the table, and on
   // a phone its end would be scrolled out of sight
-  const cacheTitle = h("p", { class: "table-title", id: uid("kv-cache") }, `KV cache per layer: one key and one value per K/V head per token`, payload.model && !c.causal ? " (what a decoder would keep; this encoder keeps none)" : "", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "");
+  const cacheTitle = h("p", { class: "table-title", id: uid("kv-cache") }, `KV cache per layer: one key and one value per K/V head per token`, !c.causal ? (payload.model ? " (what a decoder would keep; this encoder keeps none)" : " (what a causal decoder would keep as it generates; a layer without the causal mask, as here, sees every token at once and keeps none)") : "", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "");
   const cache = h(
     "table",
     { class: "calc-table cost", "aria-labelledby": cacheTitle.id },
-    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${k.kv_cache.tokens} tokens`, `float32, ${k.kv_cache.tokens} tokens`].map((x) => h("th", { scope: "col" }, x)))),
+    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${plural(k.kv_cache.tokens, "token")}`, `float32, ${plural(k.kv_cache.tokens, "token")}`].map((x) => h("th", { scope: "col" }, x)))),
     h(
       "tbody",
       {},
@@ -2181,7 +2181,7 @@ function costPanel(payload) {
     h(
       "table",
       { class: "calc-table cost" },
-      h("caption", {}, `Arithmetic for n = ${k.n} tokens`),
+      h("caption", {}, `Arithmetic for n = ${plural(k.n, "token")}`),
       h("thead", {}, h("tr", {}, ["stage", "count", "of"].map((x) => h("th", { scope: "col" }, x)))),
       h(
         "tbody",

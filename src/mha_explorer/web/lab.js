@@ -131,6 +131,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   const general = h("p", { class: "lab-error", role: "alert" });
 
   const field = (id, label, input) => h("div", { class: "field" }, h("label", { for: id }, label), input);
+  // the values to edit: hidden until the lab has a result (a link refused has none to edit)
+  const valuesPart = h("div", { class: "lab-values", hidden: true }, h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)), gridCaption, skipGrid, gridBox);
   container.replaceChildren(
     ...[
     h("h2", {}, "Attention lab"),
@@ -152,10 +154,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     ),
     h("div", { class: "row-errors" }, [...CONFIG_FIELDS.map(([name]) => name), "seed"].map(fieldError)),
     general,
-    h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)),
-    gridCaption,
-    skipGrid,
-    gridBox,
+    valuesPart,
     status,
     ].filter(Boolean),
   );
@@ -190,7 +189,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     config.causal = causal.checked;
     config.bias = bias.checked;
     const tokens = tokensInput.value.split(/\s+/).filter(Boolean);
-    const seed = Number(seedInput.value);
+    const seed = seedInput.value === "" ? NaN : Number(seedInput.value); // empty (or not a number: the field is then empty) is not 0
     return { config, tokens, seed };
   }
 
@@ -219,7 +218,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   async function runOnce(next, { redraw, fromCell, changed } = {}, isLatest) {
     clearErrors();
     rejected = null;
-    const errors = checkConfig(next.config, next.tokens);
+    const errors = formErrors(next);
     // n_heads and n_kv_heads must fit together: the message goes under the one just changed,
     // and both are marked
     if (errors.pair) {
@@ -227,7 +226,6 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       delete errors.pair;
       for (const name of ["n_heads", "n_kv_heads"]) configInputs[name].setAttribute("aria-invalid", "true");
     }
-    if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed >= 2 ** 32) errors.seed = `The seed must be a whole number from 0 to ${2 ** 32 - 1}.`;
     if (Object.keys(errors).length) {
       showErrors(errors);
       if (shown) status.textContent = "These settings were not used: the figure still shows the last good result.";
@@ -249,7 +247,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       const [name, index] = key.split(":");
       return shapes[name] && inRange(index.split(",").map(Number), shapes[name]);
     }));
-    const dropped = next.edits.size - kept.size;
+    // the edits dropped, each with the shape it missed: "x[9,0] (x is 3 × 8)"
+    const dropped = [...next.edits.keys()].filter((key) => !kept.has(key)).map((key) => {
+      const [name, index] = key.split(":");
+      return `${name}[${index}] (${shapes[name] ? `${name} is ${shapes[name].join(" × ")}` : `there is no ${name} here`})`;
+    });
     let payload = base.payload;
     if (kept.size) {
       const result = await compute({ ...next, edits: kept });
@@ -263,13 +265,22 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       payload = result.payload;
     }
     Object.assign(lab, next, { edits: kept });
+    forgetWaiting();
+    valuesPart.hidden = false;
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
-    status.textContent = dropped ? `${dropped} edited value(s) no longer fit the new shapes and were dropped.` : "";
+    status.textContent = dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${dropped.join("; ")}.` : "";
     onPayload(payload, lab);
     shown = true;
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
-    if (!fromCell || dropped) fillMatrixSelect();
+    if (!fromCell || dropped.length) fillMatrixSelect();
     return true;
+  }
+
+  // what is wrong with the configuration, tokens and seed: { field: message }, empty when nothing
+  function formErrors(next) {
+    const errors = checkConfig(next.config, next.tokens);
+    if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed >= 2 ** 32) errors.seed = `The seed must be a whole number from 0 to ${2 ** 32 - 1}.`;
+    return errors;
   }
 
   function baseKey(s) {
@@ -299,6 +310,17 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   let drawn = new Set(); // the rows drawn now (see drawWindow)
   let focused = null; // [row, column] of the cell with the focus
   const drafts = new Map(); // key -> the text of a bad cell, kept until it is corrected
+  // key -> a good value typed while the settings above had an error: used with the next settings
+  // that work (as an edit), said at its cell until then
+  const waitingValues = new Map();
+  const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
+  function forgetWaiting() {
+    for (const key of waitingValues.keys()) {
+      const message = gridBox.querySelector(`input[data-key="${key}"]`)?.nextSibling;
+      if (message?.textContent === WAITING) message.textContent = "";
+    }
+    waitingValues.clear();
+  }
   function drawGrid() {
     const [name, headText] = current.split(":");
     const values = applyEdits(base.arrays, lab.edits)[name];
@@ -315,7 +337,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
         if (input.classList.contains("edited") !== edited) input.classList.toggle("edited", edited);
         const text = String(matrix[r][c]);
         // touch only what changed: a redraw of thousands of inputs would cost a frame or more
-        if (input.value !== text && input !== document.activeElement && !input.hasAttribute("aria-invalid")) input.value = text;
+        if (input.value !== text && input !== document.activeElement && !input.hasAttribute("aria-invalid") && !waitingValues.has(input.dataset.key)) input.value = text;
       }
       return;
     }
@@ -329,8 +351,9 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       // each history.replaceState (the link), 17 ms for 64 × 64 cells
       const draft = drafts.get(key);
       const said = `lab-cell-${r}-${c}`; // the cell's message, read with the cell
-      const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value: draft ?? String(v), "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
-      const message = h("span", { class: "cell-error", role: "alert", id: said }, draft === undefined ? null : parseCell(draft).error);
+      const value = draft ?? (waitingValues.has(key) ? String(waitingValues.get(key)) : String(v));
+      const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const message = h("span", { class: "cell-error", role: "alert", id: said }, draft !== undefined ? parseCell(draft).error : waitingValues.has(key) ? WAITING : null);
       input.addEventListener("change", () => editCell(input, message, key));
       // near the right end a message opens leftwards, if there is room for it
       return h("span", { class: c >= cols - 3 && c >= 3 ? "cell end" : "cell", role: "cell" }, input, message);
@@ -459,6 +482,16 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     drafts.delete(key);
     message.textContent = "";
     input.removeAttribute("aria-invalid");
+    const form = readForm();
+    if (Object.keys(formErrors(form)).length) {
+      // nothing can be computed with these settings: the value waits for settings that work
+      waitingValues.set(key, parsed.value);
+      input.classList.add("edited");
+      message.textContent = WAITING;
+      showMessage(message);
+      return;
+    }
+    waitingValues.delete(key);
     // the value drawn from the seed again: no longer an edit
     const [name, index] = key.split(":");
     const drawn = index.split(",").reduce((a, i) => a?.[Number(i)], base?.arrays[name]);
@@ -466,7 +499,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     if (parsed.value === drawn) edits.delete(key);
     else edits.set(key, parsed.value);
     input.classList.toggle("edited", edits.has(key));
-    const used = await run({ ...readForm(), edits }, { fromCell: true });
+    const used = await run({ ...form, edits }, { fromCell: true });
     if (!used && rejected && document.contains(input)) {
       // the server could not compute with it (too large): the cell says so and keeps its text, as
       // for a value that is not a number; the figure and the link keep the last good values
@@ -480,15 +513,19 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
 
   const onForm = (event) => {
     const form = readForm();
-    run({ ...form, edits: lab.edits }, { changed: event.target.id.replace(/^lab-/, "") });
+    run({ ...form, edits: new Map([...lab.edits, ...waitingValues]) }, { changed: event.target.id.replace(/^lab-/, "") });
   };
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
   // new values replace the cells the user edited: only when they say so
-  const dropEdits = (what) => !lab.edits.size || window.confirm(`${what} replaces the ${lab.edits.size} value${lab.edits.size === 1 ? "" : "s"} you edited. Go on?`);
+  const dropEdits = (what) => {
+    const edited = new Set([...lab.edits.keys(), ...waitingValues.keys()]).size;
+    return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited. Go on?`);
+  };
   draw.addEventListener("click", () => {
     if (!dropEdits("Drawing new values")) return;
     drafts.clear();
+    forgetWaiting();
     seedInput.value = String(((Number(seedInput.value) || 0) + 1) % 2 ** 32); // the largest seed is 2^32 - 1: then 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
@@ -519,6 +556,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       return;
     }
     drafts.clear();
+    forgetWaiting();
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;
     bias.checked = preset.config.bias;

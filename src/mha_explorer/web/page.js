@@ -40,10 +40,13 @@ function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
   for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${key.slice(0, 20)}”`);
-  const whole = (name, fallback) => {
+  // a negative lab setting is left to the lab, which says what range it takes and keeps the link's
+  // other settings in its form to be fixed; elsewhere it makes the link unusable
+  const whole = (name, fallback, negative = false) => {
     if (!params.has(name)) return fallback;
     const text = params.get(name);
-    if (!/^\d+$/.test(text)) throw new Error(`${name}=“${text.slice(0, 20)}” is not a whole number`);
+    if (/^-\d+$/.test(text) && !negative) throw new Error(`${name}=“${text.slice(0, 20)}” is negative: it must be 0 or more`);
+    if (!/^-?\d+$/.test(text)) throw new Error(`${name}=“${text.slice(0, 20)}” is not a whole number`);
     return Number(text);
   };
   const flag = (name) => {
@@ -64,12 +67,12 @@ function readLink(hash) {
   // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
   // of a lab needs its whole configuration
   if (mode === "lab" && LAB_KEYS.some((k) => params.has(k))) {
-    const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null)]));
+    const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null, true)]));
     if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
     config.causal = flag("causal");
     config.bias = flag("bias");
     const tokens = (params.get("tokens") || "").split(" ").filter(Boolean);
-    view.lab = { config, tokens, seed: whole("seed", 0), edits: decodeEdits(params.get("edits")) };
+    view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")) };
   }
   return view;
 }
@@ -203,7 +206,7 @@ async function main() {
   try {
     link = readLink(location.hash);
   } catch (error) {
-    say(`This link could not be used: ${error.message}. Showing the teaching example instead.`);
+    say(`This link could not be used: ${error.message.replace(/\.+$/, "")}. Showing the teaching example instead.`); // a cell's message ends in its own full stop
     link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
   }
 
@@ -334,8 +337,10 @@ async function main() {
 
   // Real model mode shows a model's layer only: until the first trace, the explorer waits hidden
   // (the model panel says to press Trace) rather than showing the teaching example under it
+  // The lab shows its own results only: until it has one (a link's settings refused), the explorer
+  // waits hidden, as the lab's messages say what to fix, rather than showing the teaching example.
   function showExplorer() {
-    app.hidden = mode === "model" && !model.get("payload").model;
+    app.hidden = (mode === "model" && !model.get("payload").model) || (mode === "lab" && model.get("payload") === teaching);
   }
   model.on("change:payload", showExplorer);
 
