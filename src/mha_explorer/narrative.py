@@ -54,7 +54,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "scores",
         "Scores",
         ("scores", "scaled"),
-        r"s_{j} = \frac{q \cdot k_j}{\sqrt{d_{\text{head}}}}",
+        r"s_{i,j} = \frac{q_i \cdot k_{i,j}}{\sqrt{d_{\text{head}}}}",
         "The query is compared with every key by a dot product: multiply matching components and add. "
         "Dividing by the square root of the key width keeps the scores from growing with the width, "
         "so the softmax that follows does not saturate.",
@@ -63,7 +63,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "mask",
         "Mask",
         ("mask",),
-        r"s_{j} \leftarrow -\infty \ \text{ for } j > t",
+        r"s_{i,j} \leftarrow -\infty \ \text{ for } j > t",
         "A causal decoder may not look ahead: every key j after the query's position t gets minus infinity, "
         "so its weight after the softmax is exactly zero.",
     ),
@@ -71,7 +71,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "weights",
         "Weights",
         ("weights",),
-        r"a_{j} = \frac{e^{s_j}}{\sum_{m} e^{s_m}}",
+        r"a_{i,j} = \frac{e^{s_{i,j}}}{\sum_{m} e^{s_{i,m}}}",
         "The softmax turns the scores into positive weights that sum to 1. "
         "A higher score gives a larger share, but every visible key keeps some weight.",
     ),
@@ -79,7 +79,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "mixing",
         "Value mixing",
         ("z",),
-        r"z_i = \sum_{j} a_{j}\, v_{i,j}",
+        r"z_i = \sum_{j} a_{i,j}\, v_{i,j}",
         "The head's output is the weighted sum of the value rows: each value vector is scaled by its weight, "
         "then they are added. This is the new vector the head offers for the query token.",
     ),
@@ -263,27 +263,28 @@ def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:
     own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
     if config.scale is not None and not own:  # set by the config (Gemma's query_pre_attn_scalar), equal to the usual one
         text += f" This layer's config sets the scale itself, {config.scale:g}, which here equals 1/√d_head."
-    if q == "q" and not own:
-        return replace(stage, explanation=text)
+    # head i's query against the keys of its K/V head: its own (i), or one it shares (g)
+    kv = "g" if config.n_kv_heads < config.n_heads else "i"
+    product = rf"{q}_i \cdot {k}_{{{kv},j}}"
     if own:
-        latex = rf"s_{{j}} = {q} \cdot {k}_j \times {config.scale:g}"
+        latex = rf"s_{{i,j}} = {product} \times {config.scale:g}"
         text += f" This layer multiplies by {config.scale:g}, a scale its config sets, instead of dividing by √d_head."
     else:
-        latex = rf"s_{{j}} = \frac{{{q} \cdot {k}_j}}{{\sqrt{{d_{{\text{{head}}}}}}}}"
+        latex = rf"s_{{i,j}} = \frac{{{product}}}{{\sqrt{{d_{{\text{{head}}}}}}}}"
     return replace(stage, latex=latex, explanation=text)
 
 
 def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:
     w = config.sliding_window
     if config.causal:
-        latex = r"s_{j} \leftarrow -\infty \ \text{ for } j > t \text{ or } j \le t - " + str(w)
+        latex = r"s_{i,j} \leftarrow -\infty \ \text{ for } j > t \text{ or } j \le t - " + str(w)
         text = (
             f"This layer looks back through a sliding window: a query at position t sees itself and at most the {w - 1} "
             "tokens before it. Later keys, and keys further back than the window, get minus infinity, "
             "so their weights after the softmax are exactly zero."
         )
     else:
-        latex = r"s_{j} \leftarrow -\infty \ \text{ for } j \le t - " + str(w)
+        latex = r"s_{i,j} \leftarrow -\infty \ \text{ for } j \le t - " + str(w)
         text = (
             f"This layer uses a sliding window: keys j more than {w - 1} positions before the query's position t get "
             "minus infinity, so their weights after the softmax are exactly zero."

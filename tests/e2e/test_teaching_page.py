@@ -548,7 +548,7 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
             dot = sum(Decimal(a) * Decimal(b) for a, b in (p.split("×") for p in products.split(" + ")))
             if by_hand(dot) != score or by_hand(Decimal(score) / Decimal("1.414")) != scaled:
                 off.append(f"the row of “{payload.tokens[j]}”")
-        named(off)
+        named(off, "Every number here is rounded to two decimals, the divisor 1.414 to three, and each result is worked out from the full numbers")
         select(page, "Calculation stage", "Weights")
         s = arrays["scaled"][head, q]
         e = np.exp([float(fmt(x)) for x in s])  # of each s as shown, so that a learner can redo every step

@@ -1049,7 +1049,11 @@ function scores(view, query, head) {
       h("tbody", {}, rows),
     ),
     seen.size < n ? h("p", { class: "hint" }, "Keys marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞, so their weights are 0.") : null,
-    roundingHint(off.map((j) => `the row of “${tokenName(payload, j)}”`)),
+    // √2 is shown as 1.414: the note says so where the divisor has decimals
+    roundingHint(
+      off.map((j) => `the row of “${tokenName(payload, j)}”`),
+      !hugeShown && fmtConstant(divisor).includes(".") ? `Every number here is rounded to two decimals, the divisor ${fmtConstant(divisor)} to three, and each result is worked out from the full numbers` : undefined,
+    ),
   ];
 }
 
@@ -1408,7 +1412,7 @@ function concat(view, query, head) {
     ),
   );
   return [
-    h("p", { class: "lead" }, `concat has ${n_heads} × ${d_v} = ${n_heads * d_v} numbers: the head outputs in head order.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order.`),
     h("div", { class: "concat" }, blocks),
   ];
 }
@@ -1417,7 +1421,7 @@ function concatMany(view, query, head) {
   const { payload } = view;
   const { n_heads, d_v } = payload.config;
   return [
-    h("p", { class: "lead" }, `concat has ${n_heads} × ${d_v} = ${n_heads * d_v} numbers: the head outputs in head order. Each row below is one head's z; read them left to right, top to bottom.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Each row below is one head's z; read them left to right, top to bottom.`),
     concatMap(view, query, head),
   ];
 }
@@ -2420,7 +2424,7 @@ function matricesView(view) {
   return h(
     "div",
     { class: "matrices-body" },
-    h("p", {}, "The numbers this view computes with. Every head reads all of X; each output column of ", sup("W", "O"), ` takes rows from every head, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, range(c.n_heads).some((i) => !w.W_Q.has(i)) ? ` Below are the projections of the inspected head only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.` : ""),
+    h("p", {}, "The numbers this view computes with. Every head reads all of X. ", sup("W", "O"), ` has a block of rows for each head, and each of its columns (one output component) runs through every block, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, range(c.n_heads).some((i) => !w.W_Q.has(i)) ? ` Below are the projections of the inspected head only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.` : ""),
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,
