@@ -953,3 +953,66 @@ def test_one_token_is_counted_as_one_and_an_encoders_cache_is_said_to_be_a_decod
     costs = page.locator(".costs").inner_text()
     assert "1 tokens" not in costs and "float16, 1 token" in costs and "Arithmetic for n = 1 token" in costs
     assert "a layer without the causal mask, as here, sees every token at once and keeps none" in page.locator(".costs .table-title").inner_text()
+
+
+def test_a_lab_value_float32_could_hold_is_given_in_full_as_it_is(page, server_url):
+    """The lab computes in float64: a value that float32 happens to hold exactly keeps its own
+    digits in full, not float32's shortest spelling of it."""
+    page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:0,1=0.10000000149011612"))
+    wait_kind(page, "GQA")
+    settle(page)
+    assert page.locator('.stage [data-src="x:0,1"]').first.get_attribute("data-full") == "0.10000000149011612"
+
+
+# every map of the stage has its canvas; the maps whose readout says how to read a map
+MAPS = """() => {
+  const figures = [...document.querySelectorAll('.stage figure.heatmap-figure')];
+  return {
+    maps: figures.length,
+    drawn: figures.filter((f) => f.querySelector('.heatmap-box canvas.heatmap')).length,
+    hinted: figures.filter((f) => f.querySelector('.readout').textContent.startsWith('Point at a cell')).length,
+  };
+}"""
+
+
+def test_every_query_at_projections_draws_every_map_and_says_once_how_to_read_them(page, server_url):
+    """A head's K and V maps are shared by its queries' panels: the maps after them (the packed
+    view's) keep their own canvases, and only the first map of a panel says how to read a map."""
+    tokens = "+".join(f"t{i}" for i in range(32))
+    page.goto(server_url + f"#mode=lab&d_model=32&n_heads=4&n_kv_heads=4&d_head=8&d_v=8&causal=0&bias=0&tokens={tokens}&seed=0&stage=projections&head=0&query=0")
+    wait_kind(page, "MHA")
+    settle(page)
+    page.get_by_text("Packed view: all heads in one matrix").click()
+    for query in ("t1", "t2", "t3", "t0"):
+        page.get_by_label("Query token").select_option(label=query)
+        expect(page.locator(".stage h2")).to_contain_text(f"query “{query}”")
+        maps = page.evaluate(MAPS)
+        assert maps["maps"] >= 6 and maps["drawn"] == maps["maps"] and maps["hinted"] == 1, (query, maps)
+
+
+def test_a_value_waiting_for_the_settings_outlives_a_visit_to_another_mode(page, server_url):
+    open_lab(page, server_url)
+    set_field(page, "d_model", "")
+    cell = page.locator('.edit-grid input[data-key="x:0,1"]')
+    cell.fill("5")
+    cell.blur()
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator(".stage h2")).to_contain_text("“like”")
+    page.get_by_role("button", name="Attention lab").click()
+    wait_kind(page, "GQA")  # the last good result
+    settle(page)
+    assert page.locator("#lab-error-d_model").inner_text() != ""  # the form still says what is wrong
+    assert cell.input_value() == "5"
+    assert cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]").inner_text().startswith("Not used yet")
+    # the preset menu's arrow keys move through the presets without asking, as with any edit
+    asked = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.get_by_label("Preset").focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert asked == []
+    page.get_by_label("Preset").evaluate("(s) => s.blur()")  # applies the preset reached: it asks once
+    assert len(asked) == 1
+    set_field(page, "d_model", 8)
+    assert cell.input_value() == "5" and "edited" in cell.get_attribute("class")
+    assert "x%3A0%2C1%3D5" in link(page) or "x:0,1=5" in link(page)

@@ -316,6 +316,23 @@ def test_a_step_keeps_in_the_page_what_it_does_not_change(page, server_url):
     assert other.evaluate(CANVASES) == shown
 
 
+@needs("minilm")
+def test_the_lab_never_shows_a_real_models_layer_as_its_own(page, server_url):
+    """A lab link refused, then a real model traced: back in the lab, which has no result yet, the
+    explorer waits hidden under the lab's message rather than showing the model's layer."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    page.get_by_role("button", name="Attention lab").click()
+    assert page.locator("#lab-error-n_kv_heads").inner_text() != ""
+    assert page.locator("#app").is_hidden()
+    page.get_by_role("button", name="Real model").click()
+    assert page.locator("#app").is_visible() and page.locator(".overview").is_visible()
+
+
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
     text = "Attention lets every token read from the tokens before it."

@@ -125,10 +125,15 @@ function roundingHint(where, why = `${hugeShown ? "Every number here is rounded:
 }
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
-// it back in float32 (at most 9), not the 17 of the double it is read into.
-function full(value) {
+// it back in float32 (at most 9), not the 17 of the double it is read into. A float64 value (the
+// lab's) keeps its own shortest form, even where float32 could hold it (0.10000000149011612).
+let singlePrecision = false; // the numbers being built are float32: set with each view's build (precisionOf)
+const precisionOf = (v) => {
+  singlePrecision = v.t.x?.dtype === "float32";
+};
+function full(value, single = singlePrecision) {
   if (value === null) return "-Infinity";
-  if (Math.fround(value) !== value || !Number.isFinite(value)) return String(value);
+  if (!single || Math.fround(value) !== value || !Number.isFinite(value)) return String(value);
   for (let digits = 1; digits < 9; digits++) {
     const shorter = Number(value.toPrecision(digits));
     if (Math.fround(shorter) === value) return String(shorter);
@@ -462,7 +467,10 @@ function render({ model, el }) {
   root.addEventListener("focusin", placeTip);
   // the Matrices view is built when first opened, once per payload
   matrices.addEventListener("toggle", () => {
-    if (matrices.open && matrices.children.length === 1) matrices.append(...roving([matricesView(view)]));
+    if (matrices.open && matrices.children.length === 1) {
+      precisionOf(view);
+      matrices.append(...roving([matricesView(view)]));
+    }
   });
 
   const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
@@ -555,7 +563,7 @@ function render({ model, el }) {
       formulas: layer || sameFrame(payload, view) ? view.formulas : Object.fromEntries(payload.page_stages.map((s) => [s.id, mathml(s.mathml)])),
       fixed: layer || sameFrame(payload, view) ? view.fixed : new Map(), // stage -> the parts of its panel no head or query changes
       panels: new Map(), // "stage|head|query|all" -> the stage panel's nodes
-      sharedEquations: new Map(), // "k|head", "v|head" -> a projection every query's panel shows
+      sharedEquations: new Map(), // "k|head", "v|head" -> [a projection every query's panel shows, the maps in it]
       outputs: new Map(), // "head|query" (or, with many heads, "head") -> the head outputs panel's nodes
     };
     views.set(source, made);
@@ -567,11 +575,15 @@ function render({ model, el }) {
     if (view && source === view.source) return; // what was built for it stays
     const before = view;
     view = viewOf(source);
+    precisionOf(view); // for the overview's maps
     const { payload } = view;
     const kept = sameLayer(payload, before) || sameFrame(payload, before);
     if (!kept) dropPlaces(); // sizes may change
     matrices.replaceChildren(h("summary", {}, h("h2", {}, "Matrices"))); // a heading, so that a screen reader lists the section
-    if (matrices.open) matrices.append(...roving([matricesView(view)]));
+    if (matrices.open) {
+      precisionOf(view);
+      matrices.append(...roving([matricesView(view)]));
+    }
     if (kept) return;
     querySelect.replaceChildren(...payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
@@ -603,6 +615,7 @@ function render({ model, el }) {
       const i = v.stageIds.indexOf(stage);
       const info = v.payload.page_stages[i];
       hugeShown = false; // a rounding hint says how this panel's numbers are rounded
+      precisionOf(v);
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
       // the figure's own nodes, put in the stage's figure box when the panel is shown (update)
       const content = roving(nodesOf([figure]));
@@ -649,7 +662,10 @@ function render({ model, el }) {
   // Built ahead (ahead), the panel on screen is left as it is: only that query's z is made.
   function outputsOf(v, { head, query }, ahead = false) {
     const key = v.payload.model && manyHeads(v.payload.config) ? String(head) : `${head}|${query}`;
-    if (!v.outputs.has(key)) v.outputs.set(key, roving(slotsFor(`${ids.stage}|outputs`, () => headOutputs(v, query, head))));
+    if (!v.outputs.has(key)) {
+      precisionOf(v);
+      v.outputs.set(key, roving(slotsFor(`${ids.stage}|outputs`, () => headOutputs(v, query, head))));
+    }
     const nodes = v.outputs.get(key);
     if (nodes.showQuery && ahead && nodes[0].isConnected) nodes.prepare(query);
     else nodes.showQuery?.(query);
@@ -966,8 +982,14 @@ function projections(view, query, head) {
   const keysOrValues = (name, weight, dOut) => {
     if (n * dOut <= TABLE_LIMIT) return linked(name, weight, all, dOut);
     const key = `${name}|${head}`;
-    if (!view.sharedEquations.has(key)) view.sharedEquations.set(key, linked(name, weight, all, dOut));
-    return view.sharedEquations.get(key);
+    if (!view.sharedEquations.has(key)) {
+      const first = slots?.next ?? 0;
+      const equation = linked(name, weight, all, dOut);
+      view.sharedEquations.set(key, [equation, (slots?.next ?? 0) - first]);
+    }
+    const [equation, maps] = view.sharedEquations.get(key);
+    if (slots) slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
+    return equation;
   };
   return [
     h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, sharedKV(payload, head)),
@@ -1749,6 +1771,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // blockLabel(r): where rows are too thin for a label each, the label drawn at row r, or null for
 // none (W^O's thousand rows: "head 2" where each head's block starts); the readout still names the row.
 function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source, blockLabel }) {
+  const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
   if (source) {
@@ -1778,6 +1801,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   const left = labelRoom(drawnLabels, fontSize);
   const width = left + cols * cw;
   const height = rows * ch;
+  // a label's middle beside its row, kept whole inside the map's height (the first and last of thin rows)
+  const labelY = (r) => Math.min(height - fontSize / 2 - 1, Math.max(fontSize / 2 + 1, blockLabel && every > 1 ? r * ch + fontSize / 2 : r * ch + ch / 2));
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
   let values = null;
   let scale = 0;
@@ -1858,10 +1883,24 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     const marked = mark !== undefined && mark !== null;
     outline(entry.mark, marked && [left, mark * ch, cols * cw, ch]);
     // the query's label, dark, on the panel's white over the grey labels it may overlap
-    outline(entry.markLabel, marked && [0, mark * ch + ch / 2 - fontSize / 2 - 2, left - 2, fontSize + 4]);
+    // it covers wholly the grey labels it overlaps, never leaving half a neighbour's label
+    const middle = marked ? labelY(mark) : 0;
+    let [top, bottom] = [middle - fontSize / 2 - 2, middle + fontSize / 2 + 2];
+    for (let grown = marked; grown; ) {
+      grown = false;
+      for (const [r] of drawnLabels) {
+        const [from, to] = [labelY(r) - fontSize / 2 - 1, labelY(r) + fontSize / 2 + 1];
+        if (from < bottom && to > top && (from < top || to > bottom)) {
+          [top, bottom, grown] = [Math.min(top, from), Math.max(bottom, to), true];
+        }
+      }
+    }
+    [top, bottom] = [Math.max(0, top), Math.min(height, bottom)];
+    outline(entry.markLabel, marked && [0, top, left - 2, bottom - top]);
     if (marked) {
       entry.markLabel.textContent = rowLabel(mark); // cut by CSS, with an ellipsis, where it is too long
-      Object.assign(entry.markLabel.style, { fontSize: `${fontSize}px`, lineHeight: `${fontSize + 4}px` });
+      const line = fontSize + 4;
+      Object.assign(entry.markLabel.style, { fontSize: `${fontSize}px`, lineHeight: `${line}px`, paddingTop: `${Math.max(0, middle - top - line / 2)}px` });
     }
     outline(entry.cursor, cursor && [left + cursor[1] * cw, cursor[0] * ch, cw, ch]);
     drawLens();
@@ -1926,7 +1965,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
     ctx.fillStyle = darkHost() ? DARK_LABELS : LIGHT_LABELS; // --muted of the two looks (the canvas may be out of the page here)
-    for (const [r, label] of drawnLabels) ctx.fillText(fitText(ctx, String(label), left - 8), left - 6, blockLabel && every > 1 ? r * ch + fontSize / 2 : r * ch + ch / 2);
+    for (const [r, label] of drawnLabels) ctx.fillText(fitText(ctx, String(label), left - 8), left - 6, labelY(r));
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
@@ -1947,7 +1986,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     const v = value(r, c);
     const note = masked && masked(r, c) ? " (masked)" : "";
     readout.setAttribute("aria-live", spoken ? "polite" : "off");
-    readout.textContent = `${rowLabel(r)} · ${colLabel(c)}: ${fmt(v)} (${full(v === -Infinity ? null : v)})${note}`;
+    readout.textContent = `${rowLabel(r)} · ${colLabel(c)}: ${fmt(v)} (${full(v === -Infinity ? null : v, single)})${note}`;
     draw();
   }
 

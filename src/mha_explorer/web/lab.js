@@ -265,10 +265,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       payload = result.payload;
     }
     Object.assign(lab, next, { edits: kept });
-    forgetWaiting();
+    forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
-    status.textContent = dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${dropped.join("; ")}.` : "";
+    const named = dropped.length > 3 ? [...dropped.slice(0, 3), `and ${dropped.length - 3} more`] : dropped;
+    status.textContent = dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${named.join("; ")}.` : "";
     onPayload(payload, lab);
     shown = true;
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
@@ -314,12 +315,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   // that work (as an edit), said at its cell until then
   const waitingValues = new Map();
   const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
-  function forgetWaiting() {
-    for (const key of waitingValues.keys()) {
+  // the waiting values of these keys (every one, by default) no longer wait: used, or replaced
+  function forgetWaiting(keys = [...waitingValues.keys()]) {
+    for (const key of keys) {
+      if (!waitingValues.delete(key)) continue;
       const message = gridBox.querySelector(`input[data-key="${key}"]`)?.nextSibling;
       if (message?.textContent === WAITING) message.textContent = "";
     }
-    waitingValues.clear();
   }
   function drawGrid() {
     const [name, headText] = current.split(":");
@@ -539,7 +541,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   });
   presetSelect.addEventListener("blur", () => waiting && applyPreset());
   presetSelect.addEventListener("change", () => {
-    if (arrowed && lab.edits.size) {
+    if (arrowed && (lab.edits.size || waitingValues.size)) {
       arrowed = false;
       waiting = true;
       return;
@@ -569,7 +571,18 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     drawGrid();
   });
 
-  return { lab, start: () => run({ ...lab }), presetSelect };
+  // The lab shown (again): what its form says, with the values waiting for it. A form in error
+  // (left so before going to another mode) shows the last good result, then says what is wrong.
+  async function start() {
+    const form = readForm();
+    const edits = new Map([...lab.edits, ...waitingValues]);
+    if (!Object.keys(formErrors(form)).length) return run({ ...form, edits });
+    const ok = await run({ ...lab });
+    if (ok) await run({ ...form, edits });
+    return ok;
+  }
+
+  return { lab, start, presetSelect };
 }
 
 // The x and weight arrays of a payload, as nested lists (what the request takes).

@@ -338,9 +338,11 @@ async function main() {
   // Real model mode shows a model's layer only: until the first trace, the explorer waits hidden
   // (the model panel says to press Trace) rather than showing the teaching example under it
   // The lab shows its own results only: until it has one (a link's settings refused), the explorer
-  // waits hidden, as the lab's messages say what to fix, rather than showing the teaching example.
+  // waits hidden, as the lab's messages say what to fix, rather than showing the teaching example
+  // or a real model's layer.
   function showExplorer() {
-    app.hidden = (mode === "model" && !model.get("payload").model) || (mode === "lab" && model.get("payload") === teaching);
+    const payload = model.get("payload");
+    app.hidden = (mode === "model" && !payload.model) || (mode === "lab" && (payload === teaching || Boolean(payload.model)));
   }
   model.on("change:payload", showExplorer);
 
