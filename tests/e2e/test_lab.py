@@ -1016,3 +1016,23 @@ def test_a_value_waiting_for_the_settings_outlives_a_visit_to_another_mode(page,
     set_field(page, "d_model", 8)
     assert cell.input_value() == "5" and "edited" in cell.get_attribute("class")
     assert "x%3A0%2C1%3D5" in link(page) or "x:0,1=5" in link(page)
+
+
+def test_on_a_phone_a_wide_maps_caption_and_readout_stay_in_sight(browser, server_url):
+    """A map wider than a phone scrolls in its box; its caption, legend and readout wrap at the
+    box's width and stay in sight wherever the map is scrolled."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    tokens = "+".join(f"tok{i}" for i in range(12))
+    page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens={tokens}&seed=0&stage=weights&head=3&query=5&all=1")
+    page.wait_for_selector(".stage canvas.heatmap")
+    texts = ".stage .heatmap-figure > figcaption, .stage .heatmap-figure > .heatmap-legend, .stage .heatmap-figure > .readout"
+    inside = """(selector) => {
+      const box = document.querySelector('.stage .figure').getBoundingClientRect();
+      return [...document.querySelectorAll(selector)].map((e) => e.getBoundingClientRect()).every((r) => r.left >= box.left - 1 && r.right <= box.right + 1);
+    }"""
+    assert page.evaluate("() => { const f = document.querySelector('.stage .figure'); return f.scrollWidth > f.clientWidth; }")
+    assert page.evaluate(inside, texts)
+    page.locator(".stage .figure").evaluate("(f) => { f.scrollLeft = f.scrollWidth; }")
+    page.evaluate(NEXT_FRAME)
+    assert page.evaluate(inside, texts)
+    page.close()
