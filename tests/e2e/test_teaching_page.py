@@ -651,3 +651,22 @@ def test_only_the_stage_panels_used_last_are_kept(page, server_url, api):
     assert result["first"]["title"].startswith("1. Projections") and "head 0" in result["first"]["title"]
     payload, arrays = api
     check_numbers(page, ".stage", arrays)
+
+
+def test_on_a_phone_a_numbers_full_value_is_not_cut_at_the_figures_edge(browser, server_url):
+    """The tip with a number's full value is centred over it, unless that would cut it at the side
+    of its figure's box: then it keeps to the number's side towards the middle."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Weights")
+    tip = """(n) => {
+      const s = getComputedStyle(n, '::after');
+      const width = parseFloat(s.width) + parseFloat(s.paddingLeft) + parseFloat(s.paddingRight);
+      const at = n.getBoundingClientRect(), box = n.closest('.figure, .wide-table').getBoundingClientRect();
+      const left = s.transform === 'none' ? (s.right === '0px' ? at.right - width : at.left) : (at.left + at.right) / 2 - width / 2;
+      return [left >= box.left - 1, left + width <= box.right + 1];
+    }"""
+    for number in page.locator('.stage table.softmax [data-src^="weights:"]').all():
+        number.hover()
+        assert page.evaluate(tip, number.element_handle()) == [True, True], number.get_attribute("data-full")
+    page.close()

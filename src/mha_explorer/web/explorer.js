@@ -271,7 +271,15 @@ function roving(nodes) {
 function placeTip(event) {
   const number = event.target.closest?.(".num");
   const box = number?.closest(".figure, .wide-table");
-  if (box) number.classList.toggle("tip-below", number.getBoundingClientRect().top - box.getBoundingClientRect().top < 28);
+  if (!box) return;
+  const [at, edges] = [number.getBoundingClientRect(), box.getBoundingClientRect()];
+  number.classList.toggle("tip-below", at.top - edges.top < 28);
+  // the tip centred over the number, unless that would cut it at the box's side (a phone): then
+  // it keeps to the number's side towards the middle (its width worked out from its characters)
+  const half = ((number.dataset.full || "").length * 8 + 12) / 2;
+  const middle = (at.left + at.right) / 2;
+  number.classList.toggle("tip-end", middle + half > edges.right);
+  number.classList.toggle("tip-start", middle + half <= edges.right && middle - half < edges.left);
 }
 
 const STEPS = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
