@@ -475,11 +475,13 @@ function render({ model, el }) {
   root.addEventListener("focusin", placeTip);
   // the Matrices view is built when first opened, once per payload
   matrices.addEventListener("toggle", () => {
-    if (matrices.open && matrices.children.length === 1) {
-      precisionOf(view);
-      matrices.append(...roving([matricesView(view)]));
-    }
+    if (matrices.open && matrices.children.length === 1) fillMatrices();
   });
+
+  function fillMatrices() {
+    precisionOf(view);
+    matrices.append(...roving([matricesView(view)]));
+  }
 
   const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
   const set = (changes) => {
@@ -588,10 +590,7 @@ function render({ model, el }) {
     const kept = sameLayer(payload, before) || sameFrame(payload, before);
     if (!kept) dropPlaces(); // sizes may change
     matrices.replaceChildren(h("summary", {}, h("h2", {}, "Matrices"))); // a heading, so that a screen reader lists the section
-    if (matrices.open) {
-      precisionOf(view);
-      matrices.append(...roving([matricesView(view)]));
-    }
+    if (matrices.open) fillMatrices();
     if (kept) return;
     querySelect.replaceChildren(...payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
     headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
@@ -862,21 +861,12 @@ function render({ model, el }) {
 // out and put back is styled and laid out anew.
 function placeChildren(container, nodes) {
   const kept = new Set(nodes);
+  for (const child of [...container.childNodes]) if (!kept.has(child)) child.remove();
   let at = container.firstChild;
-  const drop = () => {
-    while (at && !kept.has(at)) {
-      const next = at.nextSibling;
-      at.remove();
-      at = next;
-    }
-  };
   for (const node of nodes) {
-    drop();
     if (node === at) at = at.nextSibling;
     else container.insertBefore(node, at);
   }
-  kept.clear();
-  drop();
 }
 
 // An attribute set (null: removed) only when its value changes, so that a step touches only the
@@ -991,12 +981,12 @@ function projections(view, query, head) {
     if (n * dOut <= TABLE_LIMIT) return linked(name, weight, all, dOut);
     const key = `${name}|${head}`;
     if (!view.sharedEquations.has(key)) {
-      const first = slots?.next ?? 0;
+      const first = slots.next;
       const equation = linked(name, weight, all, dOut);
-      view.sharedEquations.set(key, [equation, (slots?.next ?? 0) - first]);
+      view.sharedEquations.set(key, [equation, slots.next - first]);
     }
     const [equation, maps] = view.sharedEquations.get(key);
-    if (slots) slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
+    slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
     return equation;
   };
   return [

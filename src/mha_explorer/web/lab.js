@@ -316,6 +316,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   const waitingValues = new Map();
   const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
   // the waiting values of these keys (every one, by default) no longer wait: used, or replaced
+  const everyEdit = () => new Map([...lab.edits, ...waitingValues]); // the edits, and the values waiting for settings that work
   function forgetWaiting(keys = [...waitingValues.keys()]) {
     for (const key of keys) {
       if (!waitingValues.delete(key)) continue;
@@ -515,13 +516,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
 
   const onForm = (event) => {
     const form = readForm();
-    run({ ...form, edits: new Map([...lab.edits, ...waitingValues]) }, { changed: event.target.id.replace(/^lab-/, "") });
+    run({ ...form, edits: everyEdit() }, { changed: event.target.id.replace(/^lab-/, "") });
   };
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
   // new values replace the cells the user edited: only when they say so
   const dropEdits = (what) => {
-    const edited = new Set([...lab.edits.keys(), ...waitingValues.keys()]).size;
+    const edited = everyEdit().size;
     return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited. Go on?`);
   };
   draw.addEventListener("click", () => {
@@ -541,7 +542,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   });
   presetSelect.addEventListener("blur", () => waiting && applyPreset());
   presetSelect.addEventListener("change", () => {
-    if (arrowed && (lab.edits.size || waitingValues.size)) {
+    if (arrowed && everyEdit().size) {
       arrowed = false;
       waiting = true;
       return;
@@ -575,7 +576,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   // (left so before going to another mode) shows the last good result, then says what is wrong.
   async function start() {
     const form = readForm();
-    const edits = new Map([...lab.edits, ...waitingValues]);
+    const edits = everyEdit();
     if (!Object.keys(formErrors(form)).length) return run({ ...form, edits });
     const ok = await run({ ...lab });
     if (ok) await run({ ...form, edits });
