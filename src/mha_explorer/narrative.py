@@ -34,8 +34,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "qk_norm",
         "Query/key norm",
         ("q_normed", "k_normed"),
-        r"\hat{q} = \frac{q}{\sqrt{\frac{1}{d_{\text{head}}}\sum_m q_m^2 + \epsilon}} \odot w^q,\quad"
-        r"\hat{k}_j = \frac{k_j}{\sqrt{\frac{1}{d_{\text{head}}}\sum_m k_{j,m}^2 + \epsilon}} \odot w^k",
+        r"\hat{q}_i = \frac{q_i}{\sqrt{\frac{1}{d_{\text{head}}}\sum_m q_{i,m}^2 + \epsilon}} \odot w^q,\quad"
+        r"\hat{k}_{i,j} = \frac{k_{i,j}}{\sqrt{\frac{1}{d_{\text{head}}}\sum_m k_{i,j,m}^2 + \epsilon}} \odot w^k",
         "This layer normalizes every query and key before comparing them: each vector is divided by its "
         "root mean square, then multiplied component by component by a learned vector. "
         "The scores can then no longer grow just because q or k got long.",
@@ -44,8 +44,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "rope",
         "Rotary positions",
         ("q_rotated", "k_rotated"),
-        r"\tilde{q}_t = R_{t}\,q_t,\quad \tilde{k}_j = R_{j}\,k_j,\quad"
-        r"\tilde{q}_t \cdot \tilde{k}_j = q_t^\top R_{j-t}\,k_j",
+        r"\tilde{q}_i = R_{t}\,q_i,\quad \tilde{k}_{i,j} = R_{j}\,k_{i,j},\quad"
+        r"\tilde{q}_i \cdot \tilde{k}_{i,j} = q_i^\top R_{j-t}\,k_{i,j}",
         "The layer has no position vectors added to its input. Instead it turns q and k by angles that grow "
         "with the token's position (t for the query, j for a key): components m and m + d_head/2 form a pair, and each pair turns at its own "
         "speed. A dot product of two turned vectors depends only on how far apart the tokens are.",
@@ -175,10 +175,10 @@ def page_stages(config: AttentionConfig) -> tuple[PageStage, ...]:
     if config.bias:
         stages = tuple(_BIASED.get(s.id, s) for s in stages)
     if config.n_kv_heads < config.n_heads:
-        stages = tuple(_shared_kv(s, config) if s.id in ("projections", "mixing") else s for s in stages)
+        stages = tuple(_shared_kv(s, config) if s.id in ("projections", "qk_norm", "mixing") else s for s in stages)
     if config.n_heads == 1:
         stages = tuple(_ONE_HEAD.get(s.id, lambda s, c: s)(s, config) for s in stages)
-    stages = tuple(_scores(s, config) if s.id == "scores" else s for s in stages)
+    stages = tuple(_rope(s, config) if s.id == "rope" else _scores(s, config) if s.id == "scores" else s for s in stages)
     if config.sliding_window is None:
         return stages
     return tuple(_windowed_mask(s, config) if s.id == "mask" else s for s in stages)
@@ -214,6 +214,8 @@ def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
             latex=stage.latex.replace(r"v_{i,j}", r"v_{g,j}"),
             explanation=f"{stage.explanation} The value rows are those of K/V head g, which head i shares with other query heads.",
         )
+    if stage.id == "qk_norm":  # the keys normed are those of K/V head g
+        return replace(stage, latex=stage.latex.replace("k_{i,j", "k_{g,j").replace("k}_{i,j}", "k}_{g,j}"))
     latex = stage.latex.replace(r"k_{i,j} = x_j\,W_i^K", r"k_{g,j} = x_j\,W_g^K").replace(r"v_{i,j} = x_j\,W_i^V", r"v_{g,j} = x_j\,W_g^V")
     latex = latex.replace("b_i^K", "b_g^K").replace("b_i^V", "b_g^V")
     if config.n_kv_heads == 1:
@@ -248,6 +250,19 @@ _ONE_HEAD = {
         "weighted sum of the numbers of z₀." + (" The bias bᴼ is then added." if c.bias else ""),
     ),
 }
+
+
+def _rope(stage: PageStage, config: AttentionConfig) -> PageStage:
+    """The rotation of head i's query at position t and of the keys it reads (of its K/V head g
+    where heads share them), normed first when the layer has a q/k norm."""
+    q, k = (r"\hat{q}", r"\hat{k}") if config.qk_norm else ("q", "k")
+    kj = "{g,j}" if config.n_kv_heads < config.n_heads else "{i,j}"
+    latex = (
+        rf"\tilde{{q}}_i = R_{{t}}\,{q}_i,\quad \tilde{{k}}_{kj} = R_{{j}}\,{k}_{kj},\quad"
+        rf"\tilde{{q}}_i \cdot \tilde{{k}}_{kj} = {q}_i^\top R_{{j-t}}\,{k}_{kj}"
+    )
+    text = stage.explanation + (" Here it turns the normed q̂ and k̂ of the stage before." if config.qk_norm else "")
+    return replace(stage, latex=latex, explanation=text)
 
 
 def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:

@@ -308,3 +308,29 @@ def test_value_mixing_reads_the_values_of_the_k_v_head_and_one_head_has_nothing_
     assert alone["output"].latex == r"y = z_0\,W^O + b^O" and "mixes the heads" not in alone["output"].explanation
     many = {s.id: s for s in page_stages(AttentionConfig(d_model=8, n_heads=2))}
     assert r"v_{i,j}" in many["mixing"].latex and "z_{h-1}" in many["concat"].latex
+
+
+@pytest.mark.parametrize(
+    "config, kv",
+    [
+        (AttentionConfig(d_model=8, n_heads=2, causal=True, qk_norm=True, rope_theta=1e4), "i"),
+        (AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, causal=True, rope_theta=1e4), "g"),
+        (AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, causal=True, qk_norm=True, rope_theta=1e4), "g"),
+    ],
+    ids=["MHA-norm", "GQA", "MQA-norm"],
+)
+def test_every_formula_names_the_query_head_and_the_keys_it_reads_the_same_way(config, kv):
+    """From the projections to the scores, q is head i's and the keys are k_{i,j}, or k_{g,j} of
+    the K/V head g that head i reads; the rotary stage turns what the stage before gave it."""
+    latex = {s.id: s.latex for s in page_stages(config)}
+    other = "g" if kv == "i" else "i"
+    for stage in ("projections", "qk_norm", "rope", "scores"):
+        if stage not in latex:
+            continue
+        assert f"k_{{{kv},j}}" in latex[stage] or f"k}}_{{{kv},j}}" in latex[stage], stage
+        assert f"k_{{{other},j}}" not in latex[stage] and f"k}}_{{{other},j}}" not in latex[stage], stage
+        assert "q_t" not in latex[stage] and "q}_t" not in latex[stage], stage
+        assert "q_i" in latex[stage] or "q}_i" in latex[stage], stage
+    turned = r"R_{t}\,\hat{q}_i" if config.qk_norm else r"R_{t}\,q_i"
+    assert turned in latex["rope"]
+    assert ("normed q̂ and k̂" in next(s for s in page_stages(config) if s.id == "rope").explanation) == config.qk_norm
