@@ -1036,3 +1036,27 @@ def test_on_a_phone_a_wide_maps_caption_and_readout_stay_in_sight(browser, serve
     page.evaluate(NEXT_FRAME)
     assert page.evaluate(inside, texts)
     page.close()
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_bad_cells_message_is_all_in_sight_wherever_its_cell_is(browser, server_url, width):
+    """A bad cell's message opens under it, as wide as the grid's box shows (narrower than its
+    usual 30em on a phone), moved left where the cell is near the box's right side."""
+    page = browser.new_page(viewport={"width": width, "height": 844})
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c&seed=0")
+    page.wait_for_selector(".edit-grid input")
+    in_sight = """(message) => {
+      const box = message.closest('.grid-box'), b = box.getBoundingClientRect(), r = message.getBoundingClientRect();
+      const names = box.querySelector('.grid-row .row-head').getBoundingClientRect().right;
+      return { inside: r.left >= names - 1 && r.right <= b.left + box.clientLeft + box.clientWidth + 1 && r.width > 100, left: r.left, right: r.right, names, box: [b.left, b.right] };
+    }"""
+    for column in (0, 4, 7):
+        cell = page.locator(f'.edit-grid input[data-key="x:1,{column}"]')
+        cell.scroll_into_view_if_needed()
+        cell.fill("a rather long typo")
+        cell.blur()
+        message = cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
+        expect(message).to_contain_text("is not a number")
+        placed = message.evaluate(in_sight)
+        assert placed["inside"], (column, placed)
+    page.close()

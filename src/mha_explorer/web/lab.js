@@ -358,8 +358,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
       const message = h("span", { class: "cell-error", role: "alert", id: said }, draft !== undefined ? parseCell(draft).error : waitingValues.has(key) ? WAITING : null);
       input.addEventListener("change", () => editCell(input, message, key));
-      // near the right end a message opens leftwards, if there is room for it
-      return h("span", { class: c >= cols - 3 && c >= 3 ? "cell end" : "cell", role: "cell" }, input, message);
+      return h("span", { class: "cell", role: "cell" }, input, message);
     };
     const blocks = (row, r) => Array.from({ length: Math.ceil(cols / BLOCK) }, (_, b) => h("span", { class: "grid-cols far", role: "none" }, row.slice(b * BLOCK, (b + 1) * BLOCK).map((v, i) => cell(r, b * BLOCK + i, v))));
     gridRows = matrix.map((row, r) => h("div", { class: "grid-row far", role: "row", "aria-rowindex": r + 2 }, h("span", { class: "row-head", role: "rowheader", title: names[r] || null }, names[r]), blocks(row, r)));
@@ -463,13 +462,27 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     messageShown?.classList.remove("shown");
     messageShown = message;
     message.classList.add("shown");
+    const box = gridBox.getBoundingClientRect();
+    placeMessage(message, box);
     // the cell and its message in the grid's box (not the page): the cell may have scrolled away
     // since its edit (a value too large only with others is refused after the focus moved on)
-    const box = gridBox.getBoundingClientRect();
     const top = message.parentElement.getBoundingClientRect().top - gridBox.querySelector(".grid-head").offsetHeight;
     const bottom = message.getBoundingClientRect().bottom;
     if (bottom > box.bottom) gridBox.scrollTop += Math.min(bottom - box.bottom + 4, top - box.top);
     else if (top < box.top) gridBox.scrollTop -= box.top - top;
+  }
+
+  // A message is as wide as the box shows beside the row names (at most 30em: narrower on a
+  // phone), and starts under its cell, or as far left of it as keeps it all in sight.
+  function placeMessage(message, box) {
+    message.style.width = message.style.marginLeft = "";
+    const from = box.left + gridBox.clientLeft + gridRows[0].firstChild.offsetWidth + 4; // past the sticky row names
+    const to = box.left + gridBox.clientLeft + gridBox.clientWidth - 4;
+    const width = Math.min(message.offsetWidth, to - from);
+    if (width <= 0) return; // the box is hidden
+    const cell = message.parentElement.getBoundingClientRect().left;
+    message.style.width = `${width}px`;
+    message.style.marginLeft = `${Math.min(Math.max(cell, from), to - width) - cell}px`;
   }
 
   async function editCell(input, message, key) {
