@@ -95,13 +95,18 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
     """The trace the request asks for. With a packer (encoding "binary"), its arrays go to the
     packer and the payload holds their offsets."""
     config, x, weights = lab_inputs(request)
-    with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a message that says what to do
-        t = trace(x, weights, config)
-    too_large = overflow(t)
+    t, too_large = checked_trace(x, weights, config)
     if too_large:
         raise LabError("values", too_large)
     encode = None if packer is None else (lambda name, a: packer.array(a))
     return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))
+
+
+def checked_trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> tuple[Trace, str | None]:
+    """trace(), and what to change if a stage of it passed float64's range (see overflow)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # said by overflow(), with what to do
+        t = trace(x, weights, config)
+    return t, overflow(t)
 
 
 def overflow(t: Trace) -> str | None:

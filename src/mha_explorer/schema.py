@@ -293,13 +293,16 @@ def trace_payload(
 
 
 def payload_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
-    """Back from JSON to NumPy, for tests and the widget's `trace` property."""
+    """Every stage of a payload as NumPy (see to_numpy)."""
     return {name: to_numpy(a) for name, a in payload.stages.items()}
 
 
-def to_numpy(a: Array, arrays: bytes | memoryview | None = None) -> np.ndarray:
+def to_numpy(a: Array | dict, arrays: bytes | memoryview | None = None) -> np.ndarray:
     """The array as NumPy; with `heads`, only the present head slices (in `heads` order). An array
-    with an `offset` reads its bytes from `arrays` (a widget payload's `buffer`, see Packer.arrays)."""
+    with an `offset` reads its bytes from `arrays` (a widget payload's `buffer`, see Packer.arrays).
+    `a` may be the plain dict of parsed JSON (a widget's payload, `trace --json`)."""
+    if isinstance(a, dict):
+        a = Array.model_validate(a)
     shape = list(a.shape) if a.heads is None else [len(a.heads), *a.shape[1:]]
     dtype = "<f4" if a.dtype == "float32" else "<f8"
     if a.offset is not None:

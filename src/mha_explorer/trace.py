@@ -22,8 +22,8 @@ from .weights import AttentionWeights
 @dataclass(frozen=True)
 class Stage:
     name: str
-    shape: str  # in the letters above
-    formula: str  # LaTeX, for the page and the docs
+    shape: str  # in the paper's names: "(n_heads, n, d_head)"
+    formula: str  # LaTeX, for the docs and the payload's stage_table
     meaning: str
 
 
@@ -114,12 +114,10 @@ def trace(
     return Trace(config=config, stages=_run(x, weights, config, positions, record=True))
 
 
-def attention(
-    x: np.ndarray, weights: AttentionWeights, config: AttentionConfig, positions: np.ndarray | None = None
-) -> np.ndarray:
+def attention(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> np.ndarray:
     """The layer's output alone, (n, d_model): what trace() computes, without keeping the stages
-    nobody will look at (the layers a real model runs before the traced one)."""
-    return _run(x, weights, config, positions, record=False)["output"]
+    nobody will look at (the layers a real model runs before the traced one). Positions 0..n-1."""
+    return _run(x, weights, config, None, record=False)["output"]
 
 
 def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, record: bool) -> dict[str, np.ndarray]:

@@ -467,7 +467,7 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
         table.add_column(col)
-    for j, tok in enumerate(tokens):
+    for j in range(len(tokens)):
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
     by_hand = lambda j: str((Decimal(shown(e[j])) / Decimal(shown(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))

@@ -33,9 +33,9 @@ import traitlets
 
 from .config import PRESETS, AttentionConfig, ConfigError
 from .examples import load_teaching_example
-from .lab import overflow, random_weights, random_x
-from .schema import Array, Packer, TracePayload, teaching_payload, to_numpy, trace_payload
-from .trace import Trace, trace
+from .lab import checked_trace, random_weights, random_x
+from .schema import Packer, TracePayload, teaching_payload, to_numpy, trace_payload
+from .trace import Trace
 from .weights import AttentionWeights, check_seed
 
 WEB = pathlib.Path(__file__).parent / "web"
@@ -143,9 +143,7 @@ class Explorer(anywidget.AnyWidget):
             weights = random_weights(config, seed)
         elif not isinstance(weights, AttentionWeights):
             weights = AttentionWeights(**{name: np.asarray(a, dtype=np.float64) for name, a in weights.items()})
-        with np.errstate(over="ignore", invalid="ignore"):  # checked next, with a message that says what to do
-            t = trace(x, weights, config)
-        too_large = overflow(t)
+        t, too_large = checked_trace(x, weights, config)
         if too_large:
             raise ValueError(too_large)
         # the second token is the first query that has more than itself to look at under a causal mask
@@ -203,7 +201,7 @@ class Explorer(anywidget.AnyWidget):
             from .modelview import layer_run  # the layers traced last are kept: a second read is cheap
 
             return {name: a.copy() for name, a in layer_run(model, text, layer).trace.stages.items()}
-        return {name: to_numpy(Array.model_validate(a)) for name, a in self.payload["stages"].items()}
+        return {name: to_numpy(a) for name, a in self.payload["stages"].items()}
 
     # ---- validation: every error says what would be accepted ------------------------------------
 

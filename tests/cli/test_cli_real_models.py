@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from rich.cells import cell_len
 
 from mha_explorer.cli import main
-from mha_explorer.models import available_models
+from mha_explorer.models import available_models, load_model
 from mha_explorer.schema import TracePayload, to_numpy
 
 from .test_cli import broken_vectors, cells, two
@@ -192,6 +192,8 @@ def test_json_names_the_model_and_equals_the_servers_answer():
     theirs = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 2, "head": 7}).json()
     assert ours["model"]["name"] == "minilm" and ours["model"]["layer"] == 2 and ours["model"]["text"] == text
     assert ours == theirs
+    core, _ = load_model("minilm").trace(text, 2)
+    np.testing.assert_array_equal(to_numpy(ours["stages"]["weights"])[0], core["weights"][7])  # the JSON read as it is
 
 
 @needs["minilm"]

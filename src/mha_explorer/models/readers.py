@@ -221,7 +221,7 @@ class GGUFFile:
 
         try:
             self._reader = GGUFReader(self.path)
-        except (ValueError, IndexError, KeyError, OverflowError, TypeError, MemoryError) as e:
+        except (ValueError, IndexError, KeyError, OverflowError, TypeError, MemoryError):
             # the reader's own words (an index out of bounds) would not help: say what to do
             raise CheckpointError(f"{name} is not a readable GGUF file: its metadata or tensor table is damaged or cut short; write or download it again") from None
         self.tensors = {t.name: t for t in self._reader.tensors}

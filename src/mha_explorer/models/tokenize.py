@@ -19,7 +19,7 @@ from .errors import CheckpointError
 from .readers import GGUFFile
 
 # llama.cpp's token types (tokenizer.ggml.token_type)
-NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
 SPACE = "\u2581"  # SentencePiece's visible space, "▁"
 
 # How llama.cpp names the text splitting ("pre-tokenizer") of a byte-level vocabulary, and which

@@ -222,10 +222,13 @@ export function withHead(payload, arrays) {
 // in the scores' own precision (a float32 product of two float32 numbers is exact in a double,
 // and storing it in a Float32Array rounds it once, as a float32 multiply does), then -inf where a
 // key is hidden from the query (after it when causal; beyond the sliding window).
+// The factor of the scores: 1/√d_head, unless the layer's config sets its own.
+const scaleOf = (config) => config.scale ?? 1 / Math.sqrt(config.d_head);
+
 function derive(name, scores, config) {
   const from = scores.data ?? decode(scores.b64, scores.dtype); // binary, or base64 (a static copy)
   const single = from instanceof Float32Array;
-  const scale = config.scale ?? 1 / Math.sqrt(config.d_head);
+  const scale = scaleOf(config);
   const factor = single ? Math.fround(scale) : scale;
   const out = single ? new Float32Array(from.length) : new Float64Array(from.length);
   for (let i = 0; i < from.length; i++) out[i] = from[i] * factor;
@@ -242,9 +245,12 @@ function derive(name, scores, config) {
 // A number the learner can check: two decimals shown, full precision on hover and focus.
 // data-src names the trace array and index it came from, so tests can check it. It takes the
 // focus from its neighbours with the arrow keys (see roving): only a group's first is a Tab stop.
-function num(value, src, extra) {
-  return h("span", { class: "num" + (extra ? " " + extra : ""), tabindex: -1, "data-full": full(value), "data-src": src }, fmt(value));
+function num(value, src) {
+  return h("span", { class: "num", tabindex: -1, "data-full": full(value), "data-src": src }, fmt(value));
 }
+
+// A vector written out: [a, b, c], its entries elements or text.
+const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
 
 // Keyboard: the numbers of one table, vector or list of bars are a single Tab stop, so that Tab
 // goes from figure to figure (a stage holds up to a hundred numbers). Inside, the arrow keys move
@@ -378,7 +384,7 @@ function matrix({ caption, rows, cols, value, src, rowLabel, colLabel, rowClass,
       "tr",
       { class: rowClass ? rowClass(r, ri) : null, "data-row": ri },
       h("th", { scope: "row" }, rowLabel ? rowLabel(r, ri) : String(r)),
-      cols.map((c, ci) =>
+      cols.map((_, ci) =>
         h(
           "td",
           { "data-row": ri, "data-col": ci, class: cellClass ? cellClass(ri, ci) : null },
@@ -417,7 +423,7 @@ function products(a, b, srcA, srcB) {
   return a.flatMap((x, i) => [i ? " + " : "", num(x, srcA(i)), "×", num(b[i], srcB(i))]);
 }
 
-const KEPT_PANELS = 64; // stage panels kept per payload: every stage of the last eight places
+const KEPT_PANELS = 64; // stage panels kept per payload: every stage of the last seven places or so (up to nine stages each)
 const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond takes the colour of head i % 16
 
 // ---- the explorer ------------------------------------------------------------------------
@@ -1020,8 +1026,8 @@ function topKeys(view, query, head) {
 
 // One vector: a row of checkable numbers when short, a heatmap strip when long.
 function vector(caption, length, value, src, label) {
-  if (length <= 16) return h("div", { class: "vector" }, h("span", { class: "vector-caption" }, caption, " = "), h("span", { class: "vec" }, "[", range(length).flatMap((e) => [e ? ", " : "", num(value(e), src(e))]), "]"));
-  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label || "", colLabel: (e) => `[${e}]` });
+  if (length <= 16) return h("div", { class: "vector" }, h("span", { class: "vector-caption" }, caption, " = "), vec(range(length).map((e) => num(value(e), src(e)))));
+  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label, colLabel: (e) => `[${e}]` });
 }
 
 function keyStrip(view, query, head, name, caption, kind) {
@@ -1038,7 +1044,7 @@ function scores(view, query, head) {
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
   const root = Math.sqrt(payload.config.d_head);
-  const divisor = 1 / (payload.config.scale ?? 1 / root); // √d_head unless the layer sets its own scale
+  const divisor = 1 / scaleOf(payload.config); // √d_head unless the layer sets its own scale
   const [qName, kName] = comparedQK(t);
   const q = t[qName].row(head, query);
   const seen = new Set(visibleKeys(view, query, head)); // a causal or windowed layer hides the others next
@@ -1060,7 +1066,7 @@ function scores(view, query, head) {
     return byHandFmt(dot) !== fmt(t.scores.at(head, query, j)) || byHandFmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
   });
   return [
-    h("p", { class: "lead" }, "q = ", h("span", { class: "vec" }, "[", q.flatMap((x, e) => [e ? ", " : "", num(x, `q:${head},${query},${e}`)]), "]"), ` for “`, tokenName(payload, query), `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
+    h("p", { class: "lead" }, "q = ", vec(q.map((x, e) => num(x, `q:${head},${query},${e}`))), ` for “`, tokenName(payload, query), `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
     h(
       "table",
       { class: "calc-table" },
@@ -1126,14 +1132,13 @@ function scoresMany(view, query, head) {
   const lowest = score(top[top.length - 1]);
   const seen = new Set(visible);
   const hiddenAbove = few ? 0 : range(n).filter((j) => !seen.has(j) && score(j) > lowest).length;
-  const c = payload.config;
-  const scale = c.scale ?? 1 / Math.sqrt(c.d_head);
+  const scale = scaleOf(payload.config);
   const rows = top.map((j) =>
     h(
       "tr",
       { class: seen.has(j) ? null : "masked" },
       h("th", { scope: "row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
-      h("td", {}, `Σ of ${c.d_head} products`),
+      h("td", {}, `Σ of ${payload.config.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(1 / scale)}`),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
@@ -1274,7 +1279,6 @@ function mixing(view, query, head) {
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
   const dv = payload.config.d_v;
-  const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
   const rows = range(n).map((j) => {
     const aj = t.weights.at(head, query, j);
     return h(
@@ -1503,7 +1507,7 @@ function output(view, query, head) {
   // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage
   const concat = manyHeads(payload.config)
     ? concatMap(view, query, head)
-    : h("div", { class: "concat-row" }, "concat = ", h("span", { class: "vec" }, "[", range(n_heads * d_v).flatMap((r) => [r ? ", " : "", num(t.concat.at(query, r), `concat:${query},${r}`)]), "]"));
+    : h("div", { class: "concat-row" }, "concat = ", vec(range(n_heads * d_v).map((r) => num(t.concat.at(query, r), `concat:${query},${r}`))));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
   const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), payload.config.bias ? rounded(w.b_O.at(m)) : 0);
   const off = wide ? [] : range(d_model).filter((m) => byHandFmt(byHand(m)) !== fmt(y[m]));
@@ -1644,8 +1648,6 @@ const NEGATIVE_SHADES = shades([47, 111, 208]);
 const POSITIVE_SHADES = shades([208, 102, 31]);
 const MASKED_WORD = rgbaWord([228, 230, 234]);
 
-// A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
-// cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
 // Painted heatmap cells, per array of a payload: views of other queries reuse them.
 const paintedCells = new WeakMap();
 
@@ -1704,12 +1706,11 @@ function labelRoom(labels, fontSize) {
 
 // Left and Right (Up and Down too), Home and End move the focus along a row of buttons.
 function arrowKeys(container, selector) {
-  const steps = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
   container.addEventListener("keydown", (event) => {
-    if (!event.target.matches?.(selector) || !(event.key in steps || event.key === "Home" || event.key === "End")) return;
+    if (!event.target.matches?.(selector) || !(event.key in STEPS || event.key === "Home" || event.key === "End")) return;
     const all = [...container.querySelectorAll(selector)];
     const at = all.indexOf(event.target);
-    const to = event.key === "Home" ? 0 : event.key === "End" ? all.length - 1 : Math.min(all.length - 1, Math.max(0, at + steps[event.key]));
+    const to = event.key === "Home" ? 0 : event.key === "End" ? all.length - 1 : Math.min(all.length - 1, Math.max(0, at + STEPS[event.key]));
     event.preventDefault();
     all[to].focus();
   });
@@ -1754,18 +1755,20 @@ function outline(element, box) {
   Object.assign(element.style, { left: `${left}px`, top: `${top}px`, width: `${width}px`, height: `${height}px` });
 }
 
-// Row labels drawn on canvas take --muted of explorer.css by hand: a canvas drawn before it is in the
-// page has no computed style. A dark notebook theme marks the body as the stylesheet's dark block reads it.
 // the lens over a map of small cells: cells below LENS_MIN px get it; it shows LENS_CELLS of them
 // each way, LENS_ZOOM px each
 const LENS_MIN = 6;
 const LENS_CELLS = 15;
 const LENS_ZOOM = 10;
 
+// Row labels drawn on canvas take --muted of explorer.css by hand: a canvas drawn before it is in the
+// page has no computed style. A dark notebook theme marks the body as the stylesheet's dark block reads it.
 const LIGHT_LABELS = "#5b6475";
 const DARK_LABELS = "#a4adbc";
 const darkHost = () => document.body.dataset.jpThemeLight === "false" || document.body.classList.contains("vscode-dark");
 
+// A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
+// cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
 // blockLabel(r): where rows are too thin for a label each, the label drawn at row r, or null for
 // none (W^O's thousand rows: "head 2" where each head's block starts); the readout still names the row.
 function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source, blockLabel }) {
@@ -2332,7 +2335,6 @@ const manyHeads = (c) => c.n_heads * c.d_v > 64; // too many numbers to show eve
 function headOutputs(view, query, head) {
   const { payload, t } = view;
   const { n_heads, d_v, d_model } = payload.config;
-  const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
   const many = manyHeads(payload.config); // a real model: say which head, show its z on inspection only
   const zOf = (i, q) => h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(q, i * d_v + e), `concat:${q},${i * d_v + e}`))), "");
   const title = h("h2", {}, "Head outputs for “", tokenName(payload, query), "”");
@@ -2393,16 +2395,13 @@ function modelOverview(payload, pick) {
     canvas.style.width = canvas.style.height = `${size}px`;
     const ctx = canvas.getContext("2d");
     const image = ctx.createImageData(cells, cells);
+    const pixels = new Uint32Array(image.data.buffer); // one RGBA word a cell, as the heatmaps paint
     let top = 0;
     for (let r = 0; r < cells; r++) for (let c = 0; c < cells; c++) top = Math.max(top, small.at(i, r, c));
     for (let r = 0; r < cells; r++)
       for (let c = 0; c < cells; c++) {
         const v = Math.sqrt(small.at(i, r, c) / (top || 1)); // square root: faint patterns stay visible
-        const o = 4 * (r * cells + c);
-        image.data[o] = 255 - v * (255 - 29);
-        image.data[o + 1] = 255 - v * (255 - 78);
-        image.data[o + 2] = 255 - v * (255 - 160);
-        image.data[o + 3] = 255;
+        pixels[r * cells + c] = WEIGHT_SHADES[Math.round(v * 255)];
       }
     ctx.putImageData(image, 0, 0);
     return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));

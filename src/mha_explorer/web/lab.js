@@ -270,7 +270,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
     const named = dropped.length > 3 ? [...dropped.slice(0, 3), `and ${dropped.length - 3} more`] : dropped;
     status.textContent = dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${named.join("; ")}.` : "";
-    onPayload(payload, lab);
+    onPayload(payload);
     shown = true;
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
     if (!fromCell || dropped.length) fillMatrixSelect();
@@ -315,8 +315,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   // that work (as an edit), said at its cell until then
   const waitingValues = new Map();
   const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
-  // the waiting values of these keys (every one, by default) no longer wait: used, or replaced
   const everyEdit = () => new Map([...lab.edits, ...waitingValues]); // the edits, and the values waiting for settings that work
+  // the waiting values of these keys (every one, by default) no longer wait: used, or replaced
   function forgetWaiting(keys = [...waitingValues.keys()]) {
     for (const key of keys) {
       if (!waitingValues.delete(key)) continue;
@@ -596,13 +596,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     return ok;
   }
 
-  return { lab, start, presetSelect };
+  return { lab, start };
 }
 
-// The x and weight arrays of a payload, as nested lists (what the request takes).
+// The x and weight arrays of a payload, as nested lists of plain numbers: the value grid's cells,
+// and what the edits are applied to (see applyEdits).
 function arraysOf(payload) {
   const nest = ({ shape, data, b64 }) => {
-    // plain numbers: a typed array's slice would become an object in the request's JSON
     const flat = Array.from(b64 ? new Float64Array(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)).buffer) : data);
     const build = (offset, dims) => {
       if (dims.length === 1) return flat.slice(offset, offset + dims[0]);

@@ -80,7 +80,7 @@ function readLink(hash) {
 // Several traits change together; write the link once, after all of them.
 let linkQueued = false;
 let models = null; // the real-model panel, once the page has one
-function writeLink(model, mode, lab) {
+function writeLink(model, lab) {
   if (linkQueued) return;
   linkQueued = true;
   // once the page is idle: writing the URL makes the browser lay the page out again (8 ms at 512
@@ -247,7 +247,7 @@ async function main() {
       model.set("head", view.head < payload.config.n_heads ? view.head : 0);
       model.set("query", view.query < payload.tokens.length ? view.query : 0);
       model.set("all_queries", Boolean(view.all_queries));
-      writeLink(model, mode, editor.lab);
+      writeLink(model, editor.lab);
     },
   });
 
@@ -274,7 +274,7 @@ async function main() {
         model.set("head", request.head);
         model.set("query", payload.query);
         if (view) model.set("all_queries", Boolean(view.view.all_queries));
-        writeLink(model, mode, editor.lab);
+        writeLink(model, editor.lab);
       },
     });
   }
@@ -304,9 +304,9 @@ async function main() {
         model.set("query", teaching.query);
         model.set("all_queries", false); // the first view, as Reset example gives it
       }
-      writeLink(model, mode, editor.lab);
+      writeLink(model, editor.lab);
     } else if (mode === "model") {
-      writeLink(model, mode, editor.lab);
+      writeLink(model, editor.lab);
       if (!modelsStarted) {
         modelsStarted = true;
         models.start().then((ok) => {
@@ -403,7 +403,7 @@ async function main() {
   model.on("change:head", () => {
     if (mode === "model" && models && onHeadPicker()) neighbours();
   });
-  for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, mode, editor.lab));
+  for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, editor.lab));
   model.on("change:payload", () => {
     // "Reset example" puts the teaching payload back: follow it into teaching mode
     if (model.get("payload") === teaching && mode !== "teaching") setMode("teaching");
