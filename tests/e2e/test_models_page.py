@@ -626,7 +626,8 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     # fetched; the pointer resting on a thumbnail has that head's view drawn before the click
     for head in (0, 7):
         page.locator(".thumb-button", has_text=f"Head {head}").hover()
-        page.wait_for_timeout(150)
+        # the rest announced the head (after 80 ms, later on a busy machine); its view is built at the next idle moment
+        page.wait_for_function(f"() => window.mhaExplorer.model.get('upcoming')?.head === {head}")
         page.evaluate(IDLE)
         clicked = page.evaluate(DRAWN_BY, f'.thumb-button[data-head="{head}"]')
         assert f"head {head}" in clicked["title"] and (head == 0 or clicked["calls"] == []), clicked
