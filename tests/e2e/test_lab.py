@@ -896,6 +896,23 @@ def test_a_value_typed_while_the_settings_have_an_error_waits_for_them(page, ser
     check_numbers(page, ".stage", arrays_of(payload))
 
 
+def test_a_waiting_value_equal_to_the_one_drawn_is_no_edit(page, server_url):
+    """Typed while the settings are wrong, a value that turns out to be the one the fixed settings
+    draw is not kept as an edit, as the same value typed when the settings work is not."""
+    open_lab(page, server_url)
+    cell = page.locator('.edit-grid input[data-key="x:0,1"]')
+    drawn = cell.input_value()
+    set_field(page, "d_model", "")
+    for typed in ("9", drawn):  # another value first, then back: each waits
+        cell.fill(typed)
+        cell.blur()
+    settle(page)
+    assert "edited" in cell.get_attribute("class")  # waiting, as any value typed then
+    set_field(page, "d_model", 8)
+    assert cell.input_value() == drawn and "edited" not in (cell.get_attribute("class") or "")
+    assert "edits=" not in link(page)
+
+
 def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, server_url):
     page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0")
     page.wait_for_function("() => !document.getElementById('notice').hidden")

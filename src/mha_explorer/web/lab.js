@@ -243,12 +243,14 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       base = { key: baseKey(next), arrays: arraysOf(result.payload), payload: result.payload };
     }
     // keep every edit that still fits the new shapes; say how many did not
-    const kept = new Map([...next.edits].filter(([key]) => {
+    const fits = new Map([...next.edits].filter(([key]) => {
       const [name, index] = key.split(":");
       return shapes[name] && inRange(index.split(",").map(Number), shapes[name]);
     }));
+    // a value equal to the one drawn is no edit (a value typed while the settings were wrong may be)
+    const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key)));
     // the edits dropped, each with the shape it missed: "x[9,0] (x is 3 × 8)"
-    const dropped = [...next.edits.keys()].filter((key) => !kept.has(key)).map((key) => {
+    const dropped = [...next.edits.keys()].filter((key) => !fits.has(key)).map((key) => {
       const [name, index] = key.split(":");
       return `${name}[${index}] (${shapes[name] ? `${name} is ${shapes[name].join(" × ")}` : `there is no ${name} here`})`;
     });
@@ -315,6 +317,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   // that work (as an edit), said at its cell until then
   const waitingValues = new Map();
   const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
+  // the value drawn from the seed (no edit) at "name:i,j", for the settings last computed
+  const drawnAt = (key) => {
+    const [name, index] = key.split(":");
+    return index.split(",").reduce((a, i) => a?.[Number(i)], base?.arrays[name]);
+  };
   const everyEdit = () => new Map([...lab.edits, ...waitingValues]); // the edits, and the values waiting for settings that work
   // the waiting values of these keys (every one, by default) no longer wait: used, or replaced
   function forgetWaiting(keys = [...waitingValues.keys()]) {
@@ -509,10 +516,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     }
     waitingValues.delete(key);
     // the value drawn from the seed again: no longer an edit
-    const [name, index] = key.split(":");
-    const drawn = index.split(",").reduce((a, i) => a?.[Number(i)], base?.arrays[name]);
     const edits = new Map(lab.edits);
-    if (parsed.value === drawn) edits.delete(key);
+    if (parsed.value === drawnAt(key)) edits.delete(key);
     else edits.set(key, parsed.value);
     input.classList.toggle("edited", edits.has(key));
     const used = await run({ ...form, edits }, { fromCell: true });
