@@ -501,9 +501,10 @@ def _weights_table(t, tokens, i, heads):
         table.add_column(f"head {h}")
         table.add_column("")
     hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
-    keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=3)
+    top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
+    keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
     if len(keys) < len(tokens):
-        table.title = f"{title}: each head's 3 largest weights"
+        table.title = f"{title}: " + (f"the {top} largest weights" if len(heads) == 1 else f"each head's {top} largest weights")
     for j in keys:
         cells = []
         for h in heads:

@@ -432,3 +432,27 @@ def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out():
     e = math.exp(float(fmt(t["scaled"][0, 0, 0])))
     written = f"{e:.2e}"  # 1.46e-10: two exponent digits, none padded
     assert rows == [["a", fmt(t["scaled"][0, 0, 0]), written, f"÷ {written}", "1.00"], ["b", "−∞", "0", f"÷ {written}", "0.00"], ["c", "−∞", "0", f"÷ {written}", "0.00"]], rows
+
+
+def test_a_long_texts_weights_list_the_top_keys_of_one_head_and_three_of_each_of_many():
+    """One head shown: its 8 largest weights, as its other tables list keys. Several side by side:
+    3 of each, whose rows add up."""
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=8, n_heads=2)
+    n = 40
+    t = trace(np.random.default_rng(5).normal(size=(n, 8)), AttentionWeights.random(config, seed=5), config)
+    tokens = [f"w{j}" for j in range(n)]
+    for heads, title, each in (([1], "the 8 largest weights", 8), ([0, 1], "each head's 3 largest weights", 3)):
+        console = Console(width=200, record=True, highlight=False)
+        render(t, tokens, 7, heads, "weights", console)  # query w7
+        text = console.export_text()
+        assert title in " ".join(text.split())
+        listed = set(re.findall(r"│ (w\d+) +│", text))
+        top = set().union(*({f"w{j}" for j in np.argsort(-t["weights"][h, 7])[:each]} for h in heads))
+        assert listed == top, (listed, top)

@@ -413,7 +413,7 @@ def test_a_failed_load_on_a_terminal_ends_the_progress_line_first(tmp_path, monk
 @needs["smollm2"]
 def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
     """Past 24 tokens, as on the page: the scores list each head's 8 highest keys the query sees,
-    and how many keys are left out (and masked); the weights each head's 3 largest; projections the
+    and how many keys are left out (and masked); the weights one head's 8 largest; projections the
     query and the keys it weighs most. A 110-token text is not a thousand lines."""
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
     p = payload("--model", "smollm2", "--text", text, "--head", "0")
@@ -432,8 +432,8 @@ def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
 
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "weights")
     listed = [row[0] for row in cells(out) if len(row) == 3 and NUMBER.fullmatch(row[1])]
-    assert listed == [name(j) for j in sorted(np.argsort(-weights, kind="stable")[:3])] + [f"sum of all {n}"]  # not of the rows above
-    assert f"… {n - 3} other keys" in out
+    assert listed == [name(j) for j in sorted(np.argsort(-weights, kind="stable")[:8])] + [f"sum of all {n}"]  # not of the rows above
+    assert f"… {n - 8} other keys" in out
     assert f"query {name(i)} (position {i})" in out  # named as the tables name it
 
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "projections")
