@@ -206,8 +206,8 @@ _BIASED = {
 
 
 def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
-    """Projections and value mixing of a layer whose query heads share K/V heads (GQA, MQA): head
-    i's keys and values are those of its K/V head g."""
+    """Projections, the q/k norm and value mixing of a layer whose query heads share K/V heads
+    (GQA, MQA): head i's keys and values are those of its K/V head g."""
     if stage.id == "mixing":
         return replace(
             stage,

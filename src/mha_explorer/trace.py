@@ -22,7 +22,7 @@ from .weights import AttentionWeights
 @dataclass(frozen=True)
 class Stage:
     name: str
-    shape: str  # in the paper's names: "(n_heads, n, d_head)"
+    shape: str  # in the config's names, "(n_heads, n, d_head)" (the code's comments use the letters above)
     formula: str  # LaTeX, for the docs and the payload's stage_table
     meaning: str
 

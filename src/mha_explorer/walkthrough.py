@@ -503,15 +503,16 @@ def _weights_table(t, tokens, i, heads):
     hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
-    if len(keys) < len(tokens):
-        table.title = f"{title}: " + (f"the {top} largest weights" if len(heads) == 1 else f"each head's {top} largest weights")
+    if len(keys) < len(tokens):  # (fewer than top where the mask leaves the query fewer keys)
+        table.title = f"{title}: " + (f"the {len(keys)} largest weights" if len(heads) == 1 else f"each head's {top} largest weights")
     for j in keys:
         cells = []
         for h in heads:
             w = t["weights"][h, i, j]
             cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
         table.add_row(named(tokens, j), *cells)
-    left_out(table, len(tokens), keys, "keys")
+    masked_left = int(hidden.sum()) - int(hidden[keys].sum())
+    left_out(table, len(tokens), keys, "keys" + (f", {masked_left} of them masked" if masked_left else ""))
     total = "sum" if len(keys) == len(tokens) else f"sum of all {len(tokens)}"  # of every key, not only the rows shown
     table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     return table

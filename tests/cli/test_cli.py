@@ -456,3 +456,21 @@ def test_a_long_texts_weights_list_the_top_keys_of_one_head_and_three_of_each_of
         listed = set(re.findall(r"│ (w\d+) +│", text))
         top = set().union(*({f"w{j}" for j in np.argsort(-t["weights"][h, 7])[:each]} for h in heads))
         assert listed == top, (listed, top)
+
+
+def test_an_early_causal_query_lists_the_keys_it_sees_and_says_the_rest_are_masked():
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=8, n_heads=2, causal=True)
+    t = trace(np.random.default_rng(5).normal(size=(40, 8)), AttentionWeights.random(config, seed=5), config)
+    console = Console(width=120, record=True, highlight=False)
+    render(t, [f"w{j}" for j in range(40)], 2, [0], "weights", console)  # query w2 sees w0, w1, w2
+    out = console.export_text()
+    text = " ".join(out.split())
+    assert "the 3 largest weights" in text and "… 37 other keys, 37 of them masked" in text
+    assert set(re.findall(r"│ (w\d+) +│", out)) == {"w0", "w1", "w2"}

@@ -218,13 +218,13 @@ export function withHead(payload, arrays) {
   return { ...payload, stages: { ...payload.stages, ...arrays.stages }, weights: { ...payload.weights, ...arrays.weights } };
 }
 
+// The factor of the scores: 1/√d_head, unless the layer's config sets its own.
+const scaleOf = (config) => config.scale ?? 1 / Math.sqrt(config.d_head);
+
 // scaled or mask from the scores, exactly as the server computes them: each score times the scale
 // in the scores' own precision (a float32 product of two float32 numbers is exact in a double,
 // and storing it in a Float32Array rounds it once, as a float32 multiply does), then -inf where a
 // key is hidden from the query (after it when causal; beyond the sliding window).
-// The factor of the scores: 1/√d_head, unless the layer's config sets its own.
-const scaleOf = (config) => config.scale ?? 1 / Math.sqrt(config.d_head);
-
 function derive(name, scores, config) {
   const from = scores.data ?? decode(scores.b64, scores.dtype); // binary, or base64 (a static copy)
   const single = from instanceof Float32Array;
