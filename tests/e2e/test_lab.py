@@ -1037,12 +1037,13 @@ def test_a_value_waiting_for_the_settings_outlives_a_visit_to_another_mode(page,
 
 def test_on_a_phone_a_wide_maps_caption_and_readout_stay_in_sight(browser, server_url):
     """A map wider than a phone scrolls in its box; its caption, legend and readout wrap at the
-    box's width and stay in sight wherever the map is scrolled."""
+    box's width and stay in sight wherever the map is scrolled, as does the figure's opening line."""
     page = browser.new_page(viewport={"width": 390, "height": 844})
     tokens = "+".join(f"tok{i}" for i in range(12))
     page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens={tokens}&seed=0&stage=weights&head=3&query=5&all=1")
     page.wait_for_selector(".stage canvas.heatmap")
-    texts = ".stage .heatmap-figure > figcaption, .stage .heatmap-figure > .heatmap-legend, .stage .heatmap-figure > .readout"
+    texts = ".stage .heatmap-figure > figcaption, .stage .heatmap-figure > .heatmap-legend, .stage .heatmap-figure > .readout, .stage p.lead"
+    assert page.locator(".stage p.lead").first.inner_text().startswith("Every query at once")
     inside = """(selector) => {
       const box = document.querySelector('.stage .figure').getBoundingClientRect();
       return [...document.querySelectorAll(selector)].map((e) => e.getBoundingClientRect()).every((r) => r.left >= box.left - 1 && r.right <= box.right + 1);

@@ -632,9 +632,13 @@ function render({ model, el }) {
       const figure = slotsFor(`${ids.stage}|${stage}|${all}`, () => (all ? allQueries(v, query, head, stage) : STAGE_VIEWS[stage](v, query, head)));
       // the figure's own nodes, put in the stage's figure box when the panel is shown (update)
       const content = roving(nodesOf([figure]));
+      // the figure's opening lines stay out of its box: a map wider than the box (a phone) scrolls
+      // in it, and they must not scroll away with the map
+      const leads = [];
+      while (content[0] instanceof Element && content[0].matches("p.lead")) leads.push(content.shift());
       const [above, box, below] = fixedParts(v, stage, all);
       const title = h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, tokenName(v.payload, query), "”"));
-      v.panels.set(key, Object.assign([title, ...above, box, ...below], { box, content }));
+      v.panels.set(key, Object.assign([title, ...above, ...leads, box, ...below], { box, content }));
       for (const old of v.panels.keys()) {
         if (v.panels.size <= KEPT_PANELS) break;
         v.panels.delete(old);
