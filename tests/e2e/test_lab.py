@@ -838,6 +838,34 @@ def test_a_token_of_invisible_characters_is_named_by_its_code_points(page, serve
     assert page.locator(".stage table.calc-table tbody th").all_inner_texts() == ["a @0", "U+200B @1", "b @2"]
 
 
+# where, on screen, the "@" of a label lies against its token's first letter (both in one element)
+AT_AFTER_TOKEN = """(label) => {
+  const range = document.createRange();
+  const walk = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+  const rects = {};
+  for (let node; (node = walk.nextNode()); )
+    for (const [name, at] of [["at", node.data.indexOf("@")], ["token", node.data.search(/\\p{L}/u)]])
+      if (at >= 0 && !rects[name]) {
+        range.setStart(node, at);
+        range.setEnd(node, at + 1);
+        rects[name] = range.getBoundingClientRect().left;
+      }
+  return rects.at > rects.token;
+}"""
+
+
+def test_a_right_to_left_tokens_position_is_written_after_it(page, server_url):
+    """A Hebrew or Arabic token is drawn right to left, but its position still follows it:
+    "שלום @1", not "1@ שלום", in the menus, titles, tables and the canvas labels' text."""
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+%D7%A9%D7%9C%D7%95%D7%9D+%D7%A9%D7%9C%D7%95%D7%9D") + "&query=1&stage=weights")
+    expect(page.locator(".stage h2")).to_contain_text("query “")
+    assert [o.replace("\u2068", "").replace("\u2069", "") for o in page.get_by_label("Query token").locator("option").all_inner_texts()] == ["a", "שלום @1", "שלום @2"]
+    rows = page.locator(".stage .bar-row .tok")
+    assert rows.count() == 3
+    assert [rows.nth(j).evaluate(AT_AFTER_TOKEN) for j in (1, 2)] == [True, True]
+    assert page.locator(".stage h2 .where").evaluate(AT_AFTER_TOKEN)
+
+
 def test_left_and_right_move_between_cells_from_a_values_edge(page, server_url):
     """← and → move the caret inside a value, as in any text box, and to the next cell only from
     its end (→) or start (←); the caret then waits at the edge it would leave by."""

@@ -75,9 +75,13 @@ function tokenName(payload, i) {
 }
 
 // A token of invisible characters only (a zero-width space typed in the lab) by its code points,
-// "U+200B", so that its menu entry and labels are not blank.
+// "U+200B", so that its menu entry and labels are not blank. A right-to-left token (Arabic,
+// Hebrew) is isolated (FSI ... PDI): else the position after it, "مرحبا @4", would be drawn
+// before it, "4@ مرحبا", by the browser's bidirectional ordering.
+const RIGHT_TO_LEFT = /[\p{Script=Arabic}\p{Script=Hebrew}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}]/u;
 export function visibleToken(tok) {
-  return /^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(tok) ? [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ") : tok;
+  if (/^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(tok)) return [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ");
+  return RIGHT_TO_LEFT.test(tok) ? `\u2068${tok}\u2069` : tok;
 }
 
 // ---- numbers -------------------------------------------------------------------------
