@@ -99,6 +99,18 @@ def test_a_token_that_occurs_twice_is_told_apart_by_its_position(page, server_ur
     assert page.locator(".outputs h2").first.inner_text() == "Head outputs for “the @4”"
 
 
+def test_new_tokens_of_the_same_count_are_the_ones_named(page, server_url):
+    """Other words, as many as before: the values drawn are the same (they depend on the count),
+    but every menu, title and table names the new words."""
+    open_lab(page, server_url)  # the cat sat on the mat
+    before = page.locator(".layout").inner_text()
+    set_field(page, "Tokens (separated by spaces)", "the dog sat on the rug")
+    expect(page.get_by_label("Query token").locator("option")).to_have_text(["the @0", "dog", "sat", "on", "the @4", "rug"])
+    expect(page.locator(".stage h2")).to_contain_text("query “dog”")
+    words = lambda text: set(re.findall(r"\w+", text))  # noqa: E731
+    assert {"cat", "mat"} <= words(before) and not {"cat", "mat"} & words(page.locator(".layout").inner_text())
+
+
 def test_causal_mask_stage_shows_masked_cells_with_zero_weight(page, server_url, artifacts):
     open_lab(page, server_url)
     page.get_by_label("Query token").select_option(index=1)

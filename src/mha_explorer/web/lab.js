@@ -286,8 +286,9 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     return errors;
   }
 
+  // the values drawn depend on the tokens' count only, but the payload names the tokens
   function baseKey(s) {
-    return JSON.stringify([s.config, s.tokens.length, s.seed]);
+    return JSON.stringify([s.config, s.tokens, s.seed]);
   }
 
   function fillMatrixSelect() {
