@@ -75,13 +75,16 @@ function tokenName(payload, i) {
 }
 
 // A token of invisible characters only (a zero-width space typed in the lab) by its code points,
-// "U+200B", so that its menu entry and labels are not blank. A right-to-left token (Arabic,
-// Hebrew) is isolated (FSI ... PDI): else the position after it, "مرحبا @4", would be drawn
-// before it, "4@ مرحبا", by the browser's bidirectional ordering.
+// "U+200B", so that its menu entry and labels are not blank. The letters of a right-to-left token
+// (Arabic, Hebrew) are isolated (FSI ... PDI): else what the label adds around them, a WordPiece's
+// "##", a byte piece's "1/2", the position "@4", would be drawn on the wrong side of them by the
+// browser's bidirectional ordering ("4@ مرحبا").
 const RIGHT_TO_LEFT = /[\p{Script=Arabic}\p{Script=Hebrew}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}]/u;
 export function visibleToken(tok) {
   if (/^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(tok)) return [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ");
-  return RIGHT_TO_LEFT.test(tok) ? `\u2068${tok}\u2069` : tok;
+  if (!RIGHT_TO_LEFT.test(tok)) return tok;
+  const [, before, letters, piece] = /^(##)?(.*?)( \d+\/\d+)?$/su.exec(tok);
+  return `${before ?? ""}\u2068${letters}\u2069${piece ?? ""}`;
 }
 
 // ---- numbers -------------------------------------------------------------------------
