@@ -239,7 +239,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
         fail(str(e))
     tokens = encoded.tokens
     texts = [model.readable(token) for token in tokens]
-    labels = token_labels(model, tokens, encoded.special)
+    labels = token_labels(model, tokens, encoded.special, text)
     query = None if query_token is None else find_query(tokens, texts, query_token, labels)
     heads = chosen_heads(head, config)
     check_stage(stage, config, f"layer {layer} of {model.title}")

@@ -192,15 +192,18 @@ def token_label(token: str, text: str) -> str:
 BYTES_PER_CHARACTER = 4  # UTF-8: a character is at most 4 bytes, so at most 4 byte pieces
 
 
-def token_labels(model, tokens: list[str], special: list[bool]) -> list[str]:
-    """Every token as the page, the terminal and the widget label it (token_label). A byte-level
-    tokenizer cuts a character it has no token for (an emoji, most CJK) into byte pieces, none of
-    which stands for text alone: each piece is labelled by the character the run makes, and which
-    piece it is: "ĠðŁ", "Ĳ", "±" read "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3"."""
+def token_labels(model, tokens: list[str], special: list[bool], text: str) -> list[str]:
+    """Every token of text as the page, the terminal and the widget label it (token_label). A
+    byte-level tokenizer cuts a character it has no token for (an emoji, most CJK) into byte pieces,
+    none of which stands for text alone: each piece is labelled by the character the run makes, and
+    which piece it is: "ĠðŁ", "Ĳ", "±" read "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3". A WordPiece tokenizer
+    has one unknown token for them instead, labelled with the text it stands for: "[UNK] 爱"."""
     texts = [model.readable(token) for token in tokens]
     labels = [token_label(token, text) for token, text in zip(tokens, texts)]
     if model.tokenizer.style == "wordpiece":  # a piece inside a word keeps its ##: "un", "##bel", "##ie"
         labels = [token if len(token) > 2 and not model.tokenizer.starts_word(token) else label for token, label in zip(tokens, labels)]
+    unknown = model.tokenizer.unknown_texts(text, tokens)
+    labels = [f"{label} {stands}" if stands else label for label, stands in zip(labels, unknown)]
     i = 0
     while i < len(tokens):
         if special[i] or "\ufffd" not in texts[i]:
@@ -233,6 +236,8 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
         if wanted in (token, label):
             return True
         read = label.translate(UNMARK).strip()
+        if label.startswith(f"{token} ") and label[len(token) + 1 :] == unmarked:  # an unknown token by its text: "[UNK] 爱"
+            return True
         # a character cut into byte pieces ("␣🐱 1/3", "␣🐱 2/3", ...) is named by its first piece
         return bool(unmarked) and (unmarked in (text.strip(), read) or re.fullmatch(rf"{re.escape(unmarked)} 1/\d+", read) is not None)
 
@@ -303,7 +308,7 @@ def model_payload(
         text=text,
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],
-        labels=token_labels(model, run.tokens, run.special),
+        labels=token_labels(model, run.tokens, run.special, text),
         kv_cache_all_layers=kv_cache_all_layers(model, n),
         overview=float32(small, packer),
         overview_block=block,

@@ -491,3 +491,16 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
     ):
         result = trace("--model", "gemma3", *args)
         assert result.exit_code == 2 and said in result.stderr, result.stderr
+
+
+@needs["minilm"]
+def test_an_unknown_token_is_labelled_and_named_by_the_text_it_stands_for():
+    """MiniLM's vocabulary lacks most CJK characters and every emoji: each becomes [UNK], which
+    the labels tell apart by the text it stands for, in the terminal and in the server's answer,
+    and which --query finds by that text."""
+    text = "我爱机器学习 🐱🚀"
+    p = payload("--model", "minilm", "--text", text, "--query", "爱")
+    assert p.model.labels == ["[CLS]", "我", "[UNK] 爱", "[UNK] 机", "[UNK] 器", "学", "[UNK] 习", "[UNK] 🐱🚀", "[SEP]"]
+    assert p.query == 2
+    out = ok("--model", "minilm", "--text", text, "--query", "🐱🚀", "--stage", "weights", "--head", "0")
+    assert "query [UNK] 🐱🚀 (position 7)" in out and "[UNK] 机" in out

@@ -54,6 +54,16 @@ class TextTokenizer:
         special = [bool(added) or i in self._special_ids for added, i in zip(enc.special_tokens_mask, enc.ids)]
         return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), special)
 
+    def unknown_texts(self, text: str, tokens: list[str]) -> list[str]:
+        """What each unknown token ([UNK]) among text's tokens stands for in the text ("爱"); "" for
+        every other token."""
+        unknown = getattr(self.backend.model, "unk_token", None)
+        if unknown is None or unknown not in tokens:
+            return [""] * len(tokens)
+        source = " " + text if self.space_prefix else text  # as encode() reads it: the offsets are into this
+        enc = self.backend.encode(source)
+        return [source[a:b].strip() if token == unknown else "" for token, (a, b) in zip(enc.tokens, enc.offsets)]
+
     def starts_word(self, token: str) -> bool:
         """Whether the token begins a word rather than continuing one: "fox" but not "##es" (WordPiece),
         "Ġfox" and "▁fox" but not "es" (byte-level and SentencePiece mark the space before a word)."""
