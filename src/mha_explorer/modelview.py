@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import unicodedata
 import threading
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -244,6 +245,9 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     found = [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
     if not found and wanted != wanted.lower():  # a tokenizer that lowercases (BERT's) has "fox" for "Fox"
         return token_positions(tokens, texts, wanted.lower(), labels)
+    plain = "".join(c for c in unicodedata.normalize("NFD", wanted) if unicodedata.category(c) != "Mn")
+    if not found and plain != wanted:  # one that strips accents (BERT's) has "cafe" for "café"
+        return token_positions(tokens, texts, plain, labels)
     return found
 
 

@@ -504,3 +504,12 @@ def test_an_unknown_token_is_labelled_and_named_by_the_text_it_stands_for():
     assert p.query == 2
     out = ok("--model", "minilm", "--text", text, "--query", "🐱🚀", "--stage", "weights", "--head", "0")
     assert "query [UNK] 🐱🚀 (position 7)" in out and "[UNK] 机" in out
+
+
+@needs["minilm"]
+def test_a_query_with_accents_finds_the_token_an_accent_stripping_tokenizer_made():
+    """MiniLM lowercases and strips accents: "Zürich" is the token "zurich", and --query Zürich
+    (or café, for "cafe") finds it as the text reads."""
+    text = "Le café à Zürich"
+    assert payload("--model", "minilm", "--text", text, "--query", "Zürich").query == 4
+    assert payload("--model", "minilm", "--text", text, "--query", "café").query == 2
