@@ -358,12 +358,13 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     gridCaption.replaceChildren(`${name}${headText === undefined ? "" : " " + headText}: ${matrix.length} × ${cols}`, ...(editable ? [h("span", { class: "grid-keys" }, " · Tab and the arrow keys move between cells")] : []));
     const cell = (r, c, v) => {
       const key = `${name}:${indexOf(r, c).join(",")}`;
-      // autocomplete off: else the browser copies every cell's state into the history entry on
-      // each history.replaceState (the link), 17 ms for 64 × 64 cells
       const draft = drafts.get(key);
       const said = `lab-cell-${r}-${c}`; // the cell's message, read with the cell
       const value = draft ?? (waitingValues.has(key) ? String(waitingValues.get(key)) : String(v));
-      const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      // autocomplete off: else the browser copies every cell's state into the history entry on
+      // each history.replaceState (the link), 17 ms for 64 × 64 cells. The full keyboard (no
+      // inputmode="decimal"): an iPhone's decimal pad has no minus sign.
+      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
       const message = h("span", { class: "cell-error", role: "alert", id: said }, draft !== undefined ? parseCell(draft).error : waitingValues.has(key) ? WAITING : null);
       input.addEventListener("change", () => editCell(input, message, key));
       return h("span", { class: "cell", role: "cell" }, input, message);
