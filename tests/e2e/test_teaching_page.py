@@ -359,6 +359,27 @@ def test_keyboard_only_walkthrough(page, server_url, artifacts):
     assert "Projections" in page.locator(".stage h2").inner_text() and "like" in page.locator(".stage h2").inner_text()
 
 
+def test_each_stage_ends_with_a_way_on_that_opens_the_next_at_its_top(page, server_url):
+    """On a phone, Next is a screen or more above a stage's end: a button there goes on to the next
+    stage, shown from its title (scrolled to when it is out of sight), which takes the focus (the
+    button leaves with its stage)."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, server_url)
+    for i, title in enumerate(STAGES[1:], start=2):
+        button = page.locator(".stage .go-on button")
+        expect(button).to_have_text(f"Go on to {i}. {title} →")
+        button.scroll_into_view_if_needed()
+        if i % 2:
+            button.focus()
+            page.keyboard.press("Enter")
+        else:
+            button.click()
+        expect(page.locator(".stage h2")).to_contain_text(f"{i}. {title}")
+        seen = page.locator(".stage h2").evaluate("(h) => { const r = h.getBoundingClientRect(); return [r.top >= 0 && r.bottom <= innerHeight, document.activeElement === h]; }")
+        assert seen == [True, True], (title, seen)
+    assert page.locator(".stage .go-on").count() == 0 and page.locator(".stage .next-steps").count() == 1  # the last stage says where to go from there
+
+
 def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, api):
     payload, arrays = api
     open_page(page, server_url)
@@ -378,7 +399,7 @@ def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, a
         path.append(page.evaluate(focused))
         if path[-1].startswith("Cost of this configuration"):
             break
-    buttons = page.locator(".steps button, .outputs button, .stage summary").count()
+    buttons = page.locator(".steps button, .outputs button, .stage summary, .stage .go-on button").count()
     assert path[-1].startswith("Cost of this configuration") and len(path) <= stops + buttons + 1, path  # was one Tab per number
     # the first stop of the stage is x's row; then W^Q, then q: move inside q and K with the arrows
     q_stop = next(src for src in path if src.startswith("q:"))

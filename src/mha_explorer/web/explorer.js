@@ -533,6 +533,15 @@ function render({ model, el }) {
     const button = event.target.closest?.("button[data-go-stage]");
     if (button) set({ stage: button.dataset.goStage });
   });
+  // the button at a stage's end: the next stage is read from its top, where the focus goes too
+  // (the button pressed leaves the page with its stage)
+  let wentOn = false;
+  stagePanel.addEventListener("click", (event) => {
+    const button = event.target.closest?.("button[data-go-on]");
+    if (!button) return;
+    wentOn = true;
+    set({ stage: button.dataset.goOn });
+  });
   previous.addEventListener("click", () => move(-1));
   next.addEventListener("click", () => move(1));
   reset.addEventListener("click", () => {
@@ -674,8 +683,11 @@ function render({ model, el }) {
         ].filter(Boolean),
         // the box of the panels' figures
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }),
-        // the last stage: where to go from here (Next is at its end)
-        i === v.stageIds.length - 1 ? [h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).")] : [],
+        // the last stage: where to go from here (Next is at its end); the others: a way on from
+        // where the reading ends (on a phone, Next is a long way up)
+        i === v.stageIds.length - 1
+          ? [h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).")]
+          : [h("p", { class: "go-on" }, h("button", { type: "button", "data-go-on": v.stageIds[i + 1] }, `Go on to ${i + 2}. ${v.payload.page_stages[i + 1].title} →`))],
       ]);
     }
     return v.fixed.get(key);
@@ -795,7 +807,15 @@ function render({ model, el }) {
     } else {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
+      if (wentOn) {
+        const title = panel[0];
+        title.tabIndex = -1; // focusable by script only
+        title.focus({ preventScroll: true });
+        const { top, bottom } = title.getBoundingClientRect();
+        if (top < 0 || bottom > window.innerHeight) title.scrollIntoView({ block: "start" }); // (a phone's: it lies far above)
+      }
     }
+    wentOn = false;
     if (outputs.firstChild !== outputNodes[0]) {
       outputs.replaceChildren(...outputNodes);
       showInspected();
