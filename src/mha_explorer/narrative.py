@@ -252,11 +252,16 @@ _ONE_HEAD = {
 }
 
 
+def _kv(config: AttentionConfig) -> str:
+    """Whose keys head i reads in the formulas: its own (i), or those of the K/V head it shares (g)."""
+    return "g" if config.n_kv_heads < config.n_heads else "i"
+
+
 def _rope(stage: PageStage, config: AttentionConfig) -> PageStage:
     """The rotation of head i's query at position t and of the keys it reads (of its K/V head g
     where heads share them), normed first when the layer has a q/k norm."""
     q, k = (r"\hat{q}", r"\hat{k}") if config.qk_norm else ("q", "k")
-    kj = "{g,j}" if config.n_kv_heads < config.n_heads else "{i,j}"
+    kj = f"{{{_kv(config)},j}}"
     latex = (
         rf"\tilde{{q}}_i = R_{{t}}\,{q}_i,\quad \tilde{{k}}_{kj} = R_{{j}}\,{k}_{kj},\quad"
         rf"\tilde{{q}}_i \cdot \tilde{{k}}_{kj} = {q}_i^\top R_{{j-t}}\,{k}_{kj}"
@@ -278,9 +283,7 @@ def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:
     own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
     if config.scale is not None and not own:  # set by the config (Gemma's query_pre_attn_scalar), equal to the usual one
         text += f" This layer's config sets the scale itself, {config.scale:g}, which here equals 1/√d_head."
-    # head i's query against the keys of its K/V head: its own (i), or one it shares (g)
-    kv = "g" if config.n_kv_heads < config.n_heads else "i"
-    product = rf"{q}_i \cdot {k}_{{{kv},j}}"
+    product = rf"{q}_i \cdot {k}_{{{_kv(config)},j}}"  # head i's query against the keys it reads
     if own:
         latex = rf"s_{{i,j}} = {product} \times {config.scale:g}"
         text += f" This layer multiplies by {config.scale:g}, a scale its config sets, instead of dividing by √d_head."

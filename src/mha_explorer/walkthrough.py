@@ -108,11 +108,13 @@ def weighed_most(t: Trace, i: int, h: int) -> list[int]:
     return top_keys(n, [seen], keep=(i,))
 
 
-def left_out(table: Table, n: int, shown: list[int], what: str) -> None:
+def left_out(table: Table, n: int, shown: list[int], what: str, hidden: np.ndarray | None = None, masked: str = "masked") -> None:
     """Under a table that lists some keys of a long text: how many it leaves out (a caption, not a
-    row, so that the sentence does not set the width of the first column)."""
+    row, so that the sentence does not set the width of the first column), and with hidden (n,)
+    the query's hidden keys, how many of those are `masked`."""
     if len(shown) < n:
-        table.caption = Text(f"… {n - len(shown)} other {what}", style="dim")
+        hidden_left = 0 if hidden is None else int(hidden.sum()) - int(hidden[shown].sum())
+        table.caption = Text(f"… {n - len(shown)} other {what}" + (f", {hidden_left} of them {masked}" if hidden_left else ""), style="dim")
         table.caption_justify = "left"
 
 
@@ -400,8 +402,7 @@ def _scores(t, tokens, i, heads, fits):
                 terms = dot_terms(q_final[h, i], k_final[g, j], lead)
                 scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
                 table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
-            hidden_left = int(hidden.sum()) - int(hidden[keys].sum())
-            left_out(table, n, keys, "keys" + (f", {hidden_left} of them masked next" if hidden_left else ""))
+            left_out(table, n, keys, "keys", hidden, "masked next")
             return table
 
         out.append(fitted(table_of, fits))
@@ -443,8 +444,7 @@ def _mask_table(t, tokens, i, heads):
             table.add_row(Text("…", style="dim"))
         visible = "no (masked)" if hidden[j] else "yes"
         table.add_row(Text(tokens[j]), str(j), visible, *(fmt(t["mask"][h, i, j]) for h in heads))
-    masked_left = int(hidden.sum()) - int(hidden[rows].sum())
-    left_out(table, n, rows, "keys" + (f", {masked_left} of them masked" if masked_left else ""))
+    left_out(table, n, rows, "keys", hidden)
     return table
 
 
@@ -511,8 +511,7 @@ def _weights_table(t, tokens, i, heads):
             w = t["weights"][h, i, j]
             cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
         table.add_row(named(tokens, j), *cells)
-    masked_left = int(hidden.sum()) - int(hidden[keys].sum())
-    left_out(table, len(tokens), keys, "keys" + (f", {masked_left} of them masked" if masked_left else ""))
+    left_out(table, len(tokens), keys, "keys", hidden)
     total = "sum" if len(keys) == len(tokens) else f"sum of all {len(tokens)}"  # of every key, not only the rows shown
     table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     return table

@@ -123,10 +123,15 @@ function fmtConstant(value) {
   return String(Number(value.toFixed(3)));
 }
 
+// How a panel's numbers are rounded and worked out; `also`, what else is rounded (", the divisor
+// 1.414 to three"), said unless numbers of a million or more are rounded otherwise.
+const roundedAs = (also = "") =>
+  `${hugeShown ? "Every number here is rounded: to two decimals, from a million on to three significant digits" : `Every number here is rounded to two decimals${also}`}, and each result is worked out from the full numbers`;
+
 // Where a hand check from the rounded numbers misses the rounded result: a hint saying why, or null.
 // `why` says how the numbers are rounded and worked out (the softmax table works eˢ out from the
 // scores as shown).
-function roundingHint(where, why = `${hugeShown ? "Every number here is rounded: to two decimals, from a million on to three significant digits" : "Every number here is rounded to two decimals"}, and each result is worked out from the full numbers`) {
+function roundingHint(where, why = roundedAs()) {
   if (!where.length) return null;
   return h("p", { class: "hint" }, `${why}: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
 }
@@ -1109,7 +1114,7 @@ function scores(view, query, head) {
     // √2 is shown as 1.414: the note says so where the divisor has decimals
     roundingHint(
       off.map((j) => `the row of “${tokenName(payload, j)}”`),
-      !hugeShown && fmtConstant(divisor).includes(".") ? `Every number here is rounded to two decimals, the divisor ${fmtConstant(divisor)} to three, and each result is worked out from the full numbers` : undefined,
+      fmtConstant(divisor).includes(".") ? roundedAs(`, the divisor ${fmtConstant(divisor)} to three`) : undefined,
     ),
   ];
 }
@@ -1310,6 +1315,7 @@ function mixing(view, query, head) {
   const g = payload.kv_group[head];
   const n = payload.tokens.length;
   const dv = payload.config.d_v;
+  const weighted = range(n).map((j) => range(dv).map((e) => t.weights.at(head, query, j) * t.v.at(g, j, e))); // (n, d_v)
   const rows = range(n).map((j) => {
     const aj = t.weights.at(head, query, j);
     return h(
@@ -1320,7 +1326,7 @@ function mixing(view, query, head) {
       h("td", { class: "op" }, "×"),
       h("td", {}, vec(range(dv).map((e) => num(t.v.at(g, j, e), `v:${g},${j},${e}`)))),
       h("td", { class: "op" }, "="),
-      h("td", {}, vec(range(dv).map((e) => fmt(aj * t.v.at(g, j, e))))),
+      h("td", {}, vec(weighted[j].map(fmt))),
     );
   });
   const z = h(
@@ -1331,12 +1337,9 @@ function mixing(view, query, head) {
     h("td", { class: "op" }, "="),
     h("td", {}, vec(range(dv).map((e) => num(t.z.at(head, query, e), `z:${head},${query},${e}`)))),
   );
-  const byHand = (e) => range(n).reduce((sum, j) => sum + rounded(t.weights.at(head, query, j) * t.v.at(g, j, e)), 0);
+  const byHand = (e) => range(n).reduce((sum, j) => sum + rounded(weighted[j][e]), 0);
   // a row whose weight times its value row, as shown, misses the weighted row shown
-  const rowsOff = range(n).filter((j) => {
-    const aj = t.weights.at(head, query, j);
-    return range(dv).some((e) => byHandFmt(rounded(aj) * rounded(t.v.at(g, j, e))) !== fmt(aj * t.v.at(g, j, e)));
-  });
+  const rowsOff = range(n).filter((j) => range(dv).some((e) => byHandFmt(rounded(t.weights.at(head, query, j)) * rounded(t.v.at(g, j, e))) !== fmt(weighted[j][e])));
   return [
     h(
       "table",
