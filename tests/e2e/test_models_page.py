@@ -689,6 +689,11 @@ def test_the_inspected_head_is_in_sight_and_the_thumbnails_keep_their_places(pag
         return [list.scrollHeight > list.clientHeight, b.top >= a.top - 1 && b.bottom <= a.bottom + 1]; }"""
     )
     assert inside == [True, True]  # the list scrolls, and head 10's z is in its box
+    # and fades at the edge with more beyond it (a phone shows no scrollbar until touched)
+    fade = "(e) => { const s = getComputedStyle(e); return [e.scrollTop > 0, e.scrollTop + e.clientHeight < e.scrollHeight - 1, s.maskImage !== 'none', s.maskSize, s.maskPosition]; }"
+    above, below, masked, size, position = page.locator(".head-list.compact").evaluate(fade)
+    assert masked and above and not below, (above, below)  # head 10 is near the list's end
+    assert (size, position) == ("100% calc(100% + 24px)", "0px 0px")  # the top edge fades, the bottom does not
     # an inspected entry taller than the box (Gemma's z has 256 numbers) shows its head, not its middle
     page.set_viewport_size({"width": 390, "height": 240})  # the box is 60% of the window's height
     page.locator(".thumb-button", has_text="Head 0").click()
