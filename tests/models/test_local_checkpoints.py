@@ -6,6 +6,7 @@ and the "1 + w" of its norms matter."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -195,3 +196,81 @@ def test_a_sharded_save_loads_and_a_missing_or_doubled_shard_is_said(tmp_path):
     (missing / shards[-1].name).unlink()
     with pytest.raises(CheckpointError, match=f"lacks {shards[-1].name}, which model.safetensors.index.json lists"):
         load_model(missing)
+
+
+def test_a_gemma3_config_without_its_scale_or_rope_bases_is_read_with_transformers_defaults(tmp_path):
+    """A hand-written config.json may leave out query_pre_attn_scalar and the RoPE bases:
+    transformers then takes Gemma 3's own (256; 1e6 and 1e4), not 1/sqrt(d_head) and Llama's 1e4."""
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
+
+    from mha_explorer.models import load_model
+
+    torch.manual_seed(1)
+    config = Gemma3TextConfig(vocab_size=30522, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=16, num_hidden_layers=6, sliding_window=4, max_position_embeddings=256)
+    save(Gemma3ForCausalLM(config), tmp_path)
+    file = tmp_path / "config.json"
+    cfg = json.loads(file.read_text())
+    for key in ("query_pre_attn_scalar", "rope_parameters", "rope_theta", "rope_local_base_freq"):
+        cfg.pop(key, None)
+    file.write_text(json.dumps(cfg))
+    reference = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").float().eval()
+    assert reference.config.query_pre_attn_scalar == 256  # what transformers read the trimmed config as
+    ours = load_model(tmp_path)
+    assert ours.layer_config(0).scale == 256**-0.5 and ours.layer_config(5).rope_theta == 1e6 and ours.layer_config(0).rope_theta == 1e4
+    ids = ours.tokenizer.encode(TEXT).ids
+    layers = reference.model.layers
+    ref = run_reference(reference, ids, [l.self_attn for l in layers], [l.self_attn.o_proj for l in layers])
+    for layer in (0, 5):  # a sliding layer and the full one
+        run = ours.run(TEXT, layer)
+        assert max_abs(run.trace["weights"], ref.attentions[layer]) <= TOL, layer
+        assert max_abs(run.residual, ref.hidden[layer]) <= TOL, layer
+
+
+DAMAGED_CONFIGS = {
+    "num_hidden_layers is null": ({"num_hidden_layers": None}, "config.json: num_hidden_layers is null; give a whole number"),
+    "a word for a size": ({"hidden_size": "sixty-four"}, "config.json: hidden_size is 'sixty-four'; give a whole number, 1 or more"),
+    "no layers": ({"num_hidden_layers": 0}, "config.json: num_hidden_layers is 0; give a whole number, 1 or more"),
+    "a negative epsilon": ({"rms_norm_eps": -1e-5}, "config.json: rms_norm_eps is -1e-05; give a number above 0"),
+    "heads that do not share": ({"num_key_value_heads": 3}, "config.json gives an attention layer that cannot be built: n_heads=4 is not a multiple of n_kv_heads=3"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_CONFIGS)
+def test_a_config_with_a_number_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, damage):
+    import json
+
+    from mha_explorer.models import CheckpointError, load_model
+
+    build("llama", tmp_path)
+    changes, message = DAMAGED_CONFIGS[damage]
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps({**json.loads(file.read_text()), **changes}))
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        load_model(tmp_path)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_a_weight_that_is_not_a_finite_number_is_refused_at_load_naming_the_tensor(tmp_path, value):
+    from safetensors.numpy import load_file, save_file
+
+    from mha_explorer.models import CheckpointError, load_model
+
+    build("llama", tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.1.self_attn.q_proj.weight"][0, 0] = value
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"model\.layers\.1\.self_attn\.q_proj\.weight holds NaN or infinite numbers"):
+        load_model(tmp_path)
+
+
+def test_a_file_inside_a_checkpoint_directory_is_answered_with_the_directory(tmp_path):
+    from mha_explorer.models import CheckpointError, load_model
+
+    build("llama", tmp_path)
+    for name in ("config.json", "tokenizer.json"):
+        with pytest.raises(CheckpointError, match=re.escape(f"{name} is one file of a checkpoint: give its directory, {tmp_path}")):
+            load_model(tmp_path / name)

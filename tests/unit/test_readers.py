@@ -239,6 +239,10 @@ def test_a_gguf_files_storage_names_its_type_and_its_matrices_types(tmp_path):
     assert GGUFFile(mixed).storage() == "GGUF Q4_K_M (matrices in Q8_0, F32), dequantized to float32"
     one = write_gguf(tmp_path / "one.gguf", quantized={"b": b})  # no file type: the matrices' own
     assert GGUFFile(one).storage() == "GGUF Q8_0, dequantized to float32"
+    plain = write_gguf(tmp_path / "plain.gguf", tensors={"a": a, "b": b})  # read as it is: nothing to dequantize
+    assert GGUFFile(plain).storage() == "GGUF F32"
+    half = write_gguf(tmp_path / "half.gguf", tensors={"a": a, "b": b.astype(np.float16)})
+    assert GGUFFile(half).storage() == "GGUF F32 (matrices in F32, F16), widened to float32"
 
 
 def test_gguf_files_that_are_not_gguf_or_are_cut_short_are_refused(tmp_path):

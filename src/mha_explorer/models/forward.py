@@ -157,6 +157,8 @@ class LoadedModel:
         encoded, residual = self._residual(text, layer)
         arch = self.arch
         x = arch.attention_input(residual, layer)
+        if not np.isfinite(np.sum(x, dtype=np.float64)):  # an embedding row, or numbers that outgrew float32
+            raise ModelError(f"the text's numbers are NaN or infinite by layer {layer}'s input: the checkpoint's weights are damaged or too large")
         t = trace(x, arch.attention_weights(layer), arch.attention_config(layer))
         return LayerRun(layer, encoded.tokens, encoded.ids, encoded.special, residual, t, arch.attention_weights(layer))
 
@@ -241,9 +243,13 @@ def per_head(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 
 def check_shape(where: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Converters assert every tensor's shape as they read it."""
+    """Converters check every tensor as they read it: its shape, and that it holds finite floating-point numbers."""
     if a.shape != shape:
         raise CheckpointError(f"{where}: {name} has shape {a.shape}; the config says {shape}")
+    if a.dtype.kind != "f":
+        raise CheckpointError(f"{where}: {name} holds {a.dtype} numbers; a weight is floating point: the checkpoint is damaged")
+    if not np.isfinite(np.sum(a, dtype=np.float64)):  # a NaN or an infinity carries through the sum
+        raise CheckpointError(f"{where}: {name} holds NaN or infinite numbers: the checkpoint is damaged")
     return a
 
 

@@ -53,6 +53,8 @@ GGUF_NAMES = llama.GGUF_NAMES | {
     "post_attn_norm": "blk.{i}.post_attention_norm.weight",
     "post_ffn_norm": "blk.{i}.post_ffw_norm.weight",
 }
+# what transformers' Gemma3TextConfig takes for a key its config.json leaves out
+HF_DEFAULTS = {"head_dim": 256, "num_key_value_heads": 4, "query_pre_attn_scalar": 256, "rope_theta": 1_000_000.0, "sliding_window": 4096}
 GGUF_GLOBAL_EVERY = 6  # llama.cpp: layer i is global when (i + 1) % 6 == 0
 GGUF_LOCAL_ROPE_THETA = 10000.0
 
@@ -165,7 +167,7 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
     act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
     if act != "gelu_pytorch_tanh":
         raise CheckpointError(f"{where}: hidden_activation is {act!r}; the Gemma 3 converter supports gelu_pytorch_tanh")
-    common = llama.hf_sizes(cfg)
+    common = llama.hf_sizes(cfg, HF_DEFAULTS)
     types = cfg.get("layer_types")
     if not types:
         every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or GGUF_GLOBAL_EVERY)
@@ -173,11 +175,11 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
     sizes = Sizes(
         **common,
         rope_theta={
-            "full_attention": llama.hf_rope_theta(cfg, where, "full_attention"),
+            "full_attention": llama.hf_rope_theta(cfg, where, "full_attention", HF_DEFAULTS["rope_theta"]),
             "sliding_attention": _local_theta(cfg, where),
         },
-        scale=float(cfg.get("query_pre_attn_scalar") or common["d_head"]) ** -0.5,
-        sliding_window=int(cfg.get("sliding_window") or 4096),
+        scale=float(cfg.get("query_pre_attn_scalar") or HF_DEFAULTS["query_pre_attn_scalar"]) ** -0.5,
+        sliding_window=int(cfg.get("sliding_window") or HF_DEFAULTS["sliding_window"]),
         layer_types=tuple(types),
     )
     return Gemma3(sizes, tensors, llama.hf_names(tensors, HF_NAMES), norm_offset=1.0, progress=progress)

@@ -72,8 +72,10 @@ class Sizes:
     max_positions: int | None
 
 
-def hf_sizes(cfg: dict) -> dict:
-    """The sizes every decoder family reads alike from a Hugging Face config, as Sizes' keywords."""
+def hf_sizes(cfg: dict, defaults: dict | None = None) -> dict:
+    """The sizes every decoder family reads alike from a Hugging Face config, as Sizes' keywords.
+    defaults: the family's own for keys the config leaves out (transformers uses them too)."""
+    cfg = {**(defaults or {}), **cfg}
     d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     return {
         "d_model": d,
@@ -202,9 +204,10 @@ def from_gguf(gguf: GGUFFile, progress) -> Llama:
     return Llama(sizes, gguf, GGUF_NAMES, gguf=True, progress=progress)
 
 
-def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None) -> float:
+def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None, default: float = 10000.0) -> float:
     """The RoPE base of a Hugging Face config, old style (rope_theta, rope_scaling) or new
-    (rope_parameters, per layer type for models that mix them). Scaled RoPE is refused."""
+    (rope_parameters, per layer type for models that mix them); default where it gives none (the
+    family's, as transformers has it). Scaled RoPE is refused."""
     params = cfg.get("rope_parameters")
     if isinstance(params, dict) and layer_type is not None and layer_type in params:
         params = params[layer_type]
@@ -214,7 +217,7 @@ def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None) -> float
     else:
         scaling = cfg.get("rope_scaling") or {}
         kind = scaling.get("rope_type", scaling.get("type", "default"))
-        theta = cfg.get("rope_theta", 10000.0)
+        theta = cfg.get("rope_theta") or default
     if kind != "default":
         raise CheckpointError(f"{where} uses RoPE scaling {kind!r}; supported: default (none)")
     return float(theta)

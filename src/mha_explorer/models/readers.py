@@ -239,8 +239,8 @@ class GGUFFile:
 
     def storage(self) -> str:
         """How the weights are stored, as the page says it: the file's type (general.file_type, else
-        the type most matrices have), and the matrices' types when they differ: "GGUF Q4_K_M
-        (matrices in Q5_0, Q4_K, Q8_0, Q6_K), dequantized to float32"."""
+        the type most matrices have), the matrices' types when they differ, and what reading them
+        does: "GGUF Q4_K_M (matrices in Q5_0, Q4_K, Q8_0, Q6_K), dequantized to float32"; "GGUF F32"."""
         matrices = Counter(t.tensor_type.name for t in self._reader.tensors if len(t.shape) == 2)
         if not matrices:
             return "GGUF"
@@ -250,7 +250,8 @@ class GGUFFile:
         known = isinstance(kind, int) and kind in LlamaFileType._value2member_map_
         named = LlamaFileType(kind).name.removeprefix("MOSTLY_") if known else matrices.most_common(1)[0][0]
         mixed = f" (matrices in {', '.join(name for name, _ in matrices.most_common())})" if len(matrices) > 1 else ""
-        return f"GGUF {named}{mixed}, dequantized to float32"
+        kept = "" if set(matrices) == {"F32"} else ", widened to float32" if set(matrices) <= {"F32", "F16", "BF16"} else ", dequantized to float32"
+        return f"GGUF {named}{mixed}{kept}"
 
     def has(self, name: str) -> bool:
         """Whether the file has a tensor of this name."""

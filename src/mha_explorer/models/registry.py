@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import threading
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import ConfigError
 from .errors import CheckpointError, ModelError
 from .forward import LoadedModel
 from .readers import GGUFFile, SafetensorsCheckpoint, is_pickle, refuse_pickle
@@ -209,6 +211,8 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
         if path.suffix.lower() == ".gguf":
             return _open_gguf(path, progress, name, title, origin)
         if path.suffix.lower() != ".safetensors":
+            if (path.parent / "config.json").is_file() and any(path.parent.glob("*.safetensors")):
+                raise CheckpointError(f"{path.name} is one file of a checkpoint: give its directory, {path.parent}")
             raise CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
         if not (path.parent / "config.json").exists():
             raise CheckpointError(
@@ -298,7 +302,33 @@ def _looks_like_a_path(name: str) -> bool:
     return os.sep in name or "/" in name or name.startswith(("~", ".")) or name.lower().endswith((".gguf", ".safetensors", ".json"))
 
 
+# config.json's numbers that a converter reads, and what each must be where it is given (null is
+# "not given", where the family has a default)
+WHOLE_NUMBERS = (
+    "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "num_hidden_layers",
+    "max_position_embeddings", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern", "vocab_size",
+)
+POSITIVE_NUMBERS = ("layer_norm_eps", "rms_norm_eps", "rope_theta", "rope_local_base_freq", "query_pre_attn_scalar")
+REQUIRED = ("hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers")
+
+
+def _check_numbers(cfg: dict, file: Path) -> None:
+    """Refuse a config.json number of the wrong kind, naming the key, before a converter reads it."""
+    for key in REQUIRED:
+        if key in cfg and cfg[key] is None:
+            raise CheckpointError(f"{file}: {key} is null; give a whole number")
+    for key in WHOLE_NUMBERS:
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise CheckpointError(f"{file}: {key} is {value!r}; give a whole number, 1 or more")
+    for key in POSITIVE_NUMBERS:
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf):
+            raise CheckpointError(f"{file}: {key} is {value!r}; give a number above 0")
+
+
 def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress: Progress):
+    _check_numbers(cfg, tensors.path / "config.json")
     try:
         if family == "bert":
             from .bert import Bert
@@ -313,6 +343,8 @@ def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress
         return gemma3.from_hf(cfg, tensors, progress)
     except KeyError as e:
         raise CheckpointError(f"{tensors.path}/config.json has no {e.args[0]!r}, which a {family} model needs") from None
+    except ConfigError as e:  # sizes that make no attention layer (8 heads sharing 3 K/V heads)
+        raise CheckpointError(f"{tensors.path}/config.json gives an attention layer that cannot be built: {e}") from None
 
 
 def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
@@ -326,14 +358,17 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
     if arch_name not in GGUF_FAMILIES:
         raise CheckpointError(f"{path.name}: general.architecture {arch_name!r} is not supported; supported: {SUPPORTED}")
     step = _scaled(progress, 0.2, 0.85)
-    if arch_name == "llama":
-        from . import llama
+    try:
+        if arch_name == "llama":
+            from . import llama
 
-        arch = llama.from_gguf(gguf, step)
-    else:
-        from . import gemma3
+            arch = llama.from_gguf(gguf, step)
+        else:
+            from . import gemma3
 
-        arch = gemma3.from_gguf(gguf, step)
+            arch = gemma3.from_gguf(gguf, step)
+    except ConfigError as e:
+        raise CheckpointError(f"{path.name}'s metadata gives an attention layer that cannot be built: {e}") from None
     progress(0.87, "building the tokenizer from the GGUF vocabulary")
     tokenizer = tokenize.from_gguf(gguf)
     return LoadedModel(name or str(path), title or gguf.value("general.name", path.stem), str(path), arch, tokenizer, origin, gguf.storage())
