@@ -199,6 +199,14 @@ def test_a_local_checkpoint_that_cannot_be_served_is_refused_before_the_server_s
     pickled.write_bytes(b"\x80\x04\x95" + b"\0" * 32)
     refused = CliRunner().invoke(main, ["serve", "--model", str(pickled)])
     assert refused.exit_code == 2 and "pickle" in refused.output.lower() and "Traceback" not in refused.output
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not weights")
+    other = CliRunner().invoke(main, ["serve", "--model", str(notes)])
+    assert other.exit_code == 2 and "notes.txt is not a checkpoint the explorer reads" in other.output
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    inside = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / "config.json")])
+    assert inside.exit_code == 2 and f"config.json is one file of a checkpoint: give its directory, {tmp_path}" in inside.output
 
 
 @pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")

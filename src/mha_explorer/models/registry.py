@@ -142,6 +142,8 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise ModelError(f"no such file or directory: {given}; give the path of a local checkpoint ({SUPPORTED})")
         if path.is_file() and is_pickle(path):
             raise refuse_pickle(path)
+        if path.is_file() and path.suffix.lower() not in (".gguf", ".safetensors"):
+            raise not_a_checkpoint(path)
         path = path.resolve()
         if path in out.values():
             continue
@@ -152,6 +154,14 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             name = f"{base[: 64 - len(f'-{k}')]}-{k}"  # a name stays within the 64 characters a request allows
         out[name] = path
     return out
+
+
+def not_a_checkpoint(path: Path) -> CheckpointError:
+    """The refusal of a file that is neither GGUF nor safetensors: with the directory to give, when
+    it lies in a checkpoint's (its config.json, its tokenizer.json)."""
+    if (path.parent / "config.json").is_file() and any(path.parent.glob("*.safetensors")):
+        return CheckpointError(f"{path.name} is one file of a checkpoint: give its directory, {path.parent}")
+    return CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
 
 
 def local_info(name: str, path: Path) -> ModelInfo:
@@ -211,9 +221,7 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
         if path.suffix.lower() == ".gguf":
             return _open_gguf(path, progress, name, title, origin)
         if path.suffix.lower() != ".safetensors":
-            if (path.parent / "config.json").is_file() and any(path.parent.glob("*.safetensors")):
-                raise CheckpointError(f"{path.name} is one file of a checkpoint: give its directory, {path.parent}")
-            raise CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
+            raise not_a_checkpoint(path)
         if not (path.parent / "config.json").exists():
             raise CheckpointError(
                 f"{path.parent} has no config.json beside {path.name}; give a Hugging Face directory that holds"
