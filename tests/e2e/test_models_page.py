@@ -518,6 +518,7 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     page.get_by_label("Text", exact=True).fill("The cat sat.")
     go.click()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.endsWith('tokens.')")  # traced
+    shown = page.locator(".model-status").inner_text()
     page.get_by_label("Text", exact=True).fill("word " * 600)
     go.focus()
     page.keyboard.press("Enter")
@@ -528,6 +529,7 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('empty')")
     empty = "the text is empty: give a sentence to run through the model. The last good result stays on screen."
     assert page.locator("#models .lab-error").inner_text() == empty
+    assert page.locator(".model-status").inner_text() == shown  # it still says what is on screen
     page.get_by_label("Text", exact=True).fill(" \n ")  # only spaces: the same words
     page.evaluate("() => { document.querySelector('#models .lab-error').textContent = ''; }")
     go.click()

@@ -186,7 +186,8 @@ def test_next_and_previous_walk_the_stages(page, server_url):
     assert STAGES[-1] in page.locator(".stage h2").inner_text()
     assert page.evaluate("() => document.activeElement.textContent") == "Next"
     prev.click()
-    assert "Concatenation" in page.locator(".stage h2").inner_text()
+    # the last two stages take both heads' outputs: the title says so, and which head is inspected
+    assert page.locator(".stage h2").inner_text() == "5. Concatenation · all heads (head 0 inspected) · query “like”"
 
 
 def test_reset_restores_the_example(page, server_url):
@@ -353,6 +354,9 @@ def test_keyboard_only_walkthrough(page, server_url, artifacts):
         page.keyboard.press("Enter")
         assert title in page.locator(".stage h2").inner_text()
         assert title in page.locator(".sr-only[aria-live]").inner_text()
+    # a menu's change empties what was said before: the region never holds a view no longer shown
+    page.get_by_label("Query token").select_option(label="milk")
+    assert "milk" in page.locator(".stage h2").inner_text() and page.locator(".sr-only[aria-live]").inner_text() == ""
     page.screenshot(path=str(artifacts / "keyboard-focus.png"))
     tab_to("Reset example")
     page.keyboard.press("Space")

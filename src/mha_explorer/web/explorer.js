@@ -658,7 +658,9 @@ function render({ model, el }) {
       const leads = [];
       while (content[0] instanceof Element && content[0].matches("p.lead")) leads.push(content.shift());
       const [above, box, below] = fixedParts(v, stage, all);
-      const title = h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · head ${head} · query “`, tokenName(v.payload, query), "”"));
+      // the last two stages take every head's output: the inspected one is marked "(inspected)" there
+      const heads = stage === "concat" || stage === "output" ? `all heads (head ${head} inspected)` : `head ${head}`;
+      const title = h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`, h("span", { class: "where" }, ` · ${heads} · query “`, tokenName(v.payload, query), "”"));
       v.panels.set(key, Object.assign([title, ...above, ...leads, box, ...below], { box, content }));
       for (const old of v.panels.keys()) {
         if (v.panels.size <= KEPT_PANELS) break;
@@ -837,10 +839,12 @@ function render({ model, el }) {
       setAttr(button, "aria-pressed", String(Number(button.dataset.head) === head));
       setAttr(button, "tabindex", Number(button.dataset.head) === head ? "0" : "-1");
     }
-    // the view a menu asked for is not announced; one that comes later (a head fetched) is
+    // the view a menu asked for is not announced (the live region is emptied, so that it never
+    // holds a view no longer shown); one that comes later (a head fetched) is
     const quiet = saidByMenu;
     saidByMenu = false;
-    if (announce && !quiet) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
+    if (announce && quiet) live.textContent = "";
+    else if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
   }
 

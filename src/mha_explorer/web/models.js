@@ -135,6 +135,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   let latest = 0;
   let tracing = false; // a trace is on its way
   let pickedDuring = null; // a head picked meanwhile: the new layer shows it
+  let shownStatus = ""; // what the status line says of the trace on screen
   async function trace(request) {
     const ticket = ++latest;
     tracing = true;
@@ -157,7 +158,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
-      status.textContent = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
+      status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
       const picked = pickedDuring;
       tracing = false;
@@ -167,7 +168,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (stale()) return null;
       failed = failure;
       error.textContent = current ? `${failure.message}. The last good result stays on screen.` : `${failure.message}.`;
-      status.textContent = "";
+      status.textContent = current ? shownStatus : ""; // what is on screen is still that
       bar.hidden = true;
       return false;
     } finally {
