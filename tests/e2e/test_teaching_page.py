@@ -489,6 +489,27 @@ def test_on_a_phone_a_box_with_more_to_scroll_fades_at_that_edge(page, server_ur
     assert figure.evaluate("(f) => f.scrollWidth <= f.clientWidth") and figure.evaluate(fade)[0] is False
 
 
+def test_a_printed_page_is_a_handout_with_its_colours_and_every_section_open(page, server_url):
+    """Printed, the view keeps its bars' colours (backgrounds a browser leaves out by default),
+    drops its controls, and opens Matrices and the costs for the print only."""
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Weights")
+    assert page.locator(".matrices .matrices-body").count() == 0  # built when first opened
+    page.emulate_media(media="print")
+    hidden = page.evaluate("""() => ['.mha-explorer > .controls', '.mha-explorer > nav', '.go-on', 'header.site .modes']
+        .map((s) => getComputedStyle(document.querySelector(s)).display)""")
+    assert hidden == ["none"] * 4
+    assert page.locator(".stage .bar").first.evaluate("(b) => getComputedStyle(b).printColorAdjust") == "exact"
+    page.evaluate("""() => { window.seen = null; addEventListener('beforeprint', () => queueMicrotask(() => {
+        window.seen = [...document.querySelectorAll('.mha-explorer details')].map((d) => d.open + ':' + d.className + ':' + d.children.length); }), { once: true }); }""")
+    page.pdf()
+    seen = page.evaluate("window.seen")
+    assert seen and all(s.startswith("true:") for s in seen), seen  # every section open while printing
+    assert any(s.startswith("true:matrices:") and not s.endswith(":1") for s in seen), seen  # and Matrices built for it
+    assert page.evaluate("() => [...document.querySelectorAll('.mha-explorer details')].every((d) => !d.open)")  # closed again after
+    page.emulate_media(media="screen")
+
+
 def test_no_serious_accessibility_violations(page, server_url):
     open_page(page, server_url)
     page.get_by_text("Matrices", exact=True).click()

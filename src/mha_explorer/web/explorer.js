@@ -501,6 +501,22 @@ function render({ model, el }) {
     matrices.append(...roving([matricesView(view)]));
   }
 
+  // Printed, the view is a handout: Matrices, the costs and the packed view are opened for it
+  // (Matrices built at once: the print is laid out before a toggle event would come), and closed
+  // again afterwards.
+  let openedForPrint = [];
+  const beforePrint = () => {
+    openedForPrint = [...root.querySelectorAll("details:not([open])")];
+    for (const details of openedForPrint) details.open = true;
+    if (matrices.open && matrices.children.length === 1) fillMatrices();
+  };
+  const afterPrint = () => {
+    for (const details of openedForPrint) details.open = false;
+    openedForPrint = [];
+  };
+  window.addEventListener("beforeprint", beforePrint);
+  window.addEventListener("afterprint", afterPrint);
+
   const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
   const set = (changes) => {
     for (const [key, value] of Object.entries(changes)) model.set(key, value);
@@ -892,6 +908,8 @@ function render({ model, el }) {
   return () => {
     alive = false;
     clearTimeout(resting);
+    window.removeEventListener("beforeprint", beforePrint);
+    window.removeEventListener("afterprint", afterPrint);
     dropPlaces();
     model.off?.("change:upcoming", buildAhead);
     model.off?.("change:head_arrays", onPayload);
