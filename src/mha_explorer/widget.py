@@ -55,6 +55,7 @@ class Explorer(anywidget.AnyWidget):
     Explorer.from_model("minilm", text="...", layer=3)          one layer of a real model
 
     Each accepts the starting view as keywords: stage=, head=, query= (index or token), all_queries=.
+    A real model's view also takes a new .layer or .text in place.
     """
 
     _esm = WEB / "explorer.js"
@@ -142,6 +143,11 @@ class Explorer(anywidget.AnyWidget):
         if weights is None:
             weights = random_weights(config, seed)
         elif not isinstance(weights, AttentionWeights):
+            names = [f.name for f in dataclasses.fields(AttentionWeights)]
+            unknown, needed = sorted(set(weights) - set(names)), [n for n in ("W_Q", "W_K", "W_V", "W_O") if n not in weights]
+            if unknown or needed:
+                wrong = f"has no {', '.join(map(str, unknown))}" if unknown else f"lacks {', '.join(needed)}"
+                raise ConfigError(f"weights {wrong}: give W_Q, W_K, W_V and W_O (and {', '.join(names[4:])} where the config has them), or leave weights out to draw them from seed")
             weights = AttentionWeights(**{name: np.asarray(a, dtype=np.float64) for name, a in weights.items()})
         t, too_large = checked_trace(x, weights, config)
         if too_large:
@@ -169,10 +175,54 @@ class Explorer(anywidget.AnyWidget):
         head = view.get("head", 0)
         valid = _is_index(head) and 0 <= head < model.layer_config(layer).n_heads
         # a bad head is left to the widget's own check, which says what to give
-        payload = _binary(lambda packer: model_payload(model, text, layer, head=head if valid else 0, packer=packer))
+        payload = _binary(lambda packer: model_payload(model, text, layer, head=int(head) if valid else 0, packer=packer))
         widget = cls(payload, **view)
         widget._model = (model, text, layer)
         return widget
+
+    # ---- a real model's layer and text, which can be changed in place -------------------------
+
+    @property
+    def layer(self) -> int | None:
+        """The real model's layer on view (from 0), None for a configuration. Setting it traces that
+        layer of the same text; the stage, head and query stay where the new trace has them."""
+        return None if self._model is None else self._model[2]
+
+    @layer.setter
+    def layer(self, layer: int) -> None:
+        self._retrace(layer=layer)
+
+    @property
+    def text(self) -> str | None:
+        """The text a real model's view runs through it, None for a configuration. Setting it traces
+        the new text at the same layer (the query goes back to the first view's)."""
+        return None if self._model is None else self._model[1]
+
+    @text.setter
+    def text(self, text: str) -> None:
+        self._retrace(text=text)
+
+    def __setattr__(self, name, value):
+        # a plain attribute of that name would be kept and do nothing: the view would not change
+        if name == "model":
+            raise AttributeError('the model of a view is chosen once: make a new one, Explorer.from_model("smollm2", text="...", layer=0)')
+        super().__setattr__(name, value)
+
+    def _retrace(self, text: str | None = None, layer: int | None = None) -> None:
+        if self._model is None:
+            raise AttributeError('text and layer belong to a real model\'s view: Explorer.from_model("minilm", text="...", layer=3)')
+        from .modelview import model_payload
+
+        model, now_text, now_layer = self._model
+        text = now_text if text is None else text
+        layer = now_layer if layer is None else layer
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
+        if not _is_index(layer):
+            raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
+        layer = int(layer)
+        head = self.head if self.head < model.layer_config(layer).n_heads else 0  # a bad layer is said here
+        self.payload = _binary(lambda packer: model_payload(model, text, layer, head=head, packer=packer))
 
     # ---- reading it back --------------------------------------------------------------------
 

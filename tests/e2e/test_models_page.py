@@ -427,6 +427,12 @@ def test_byte_pieces_of_a_character_are_named_by_it(page, server_url):
 
 
 @needs("minilm")
+def test_an_unknown_token_says_what_it_stands_for_in_the_strip_too(page, server_url):
+    trace_model(page, server_url, "minilm", "a cat 🐱 sat", 0)
+    assert page.locator(".token-strip .token").all_inner_texts() == ["[CLS]", "a", "cat", "[UNK] 🐱", "sat", "[SEP]"]  # as the menus name it
+
+
+@needs("minilm")
 def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens
     trace_model(page, server_url, "minilm", text, 2)

@@ -125,7 +125,7 @@ def test_any_trace_payload_can_be_shown():
         ("mha", {"tokens": []}, r"tokens must be words separated by spaces .* or a list of non-empty strings, not \[\]"),
         ("mha", {"tokens": "  "}, r"tokens must be words separated by spaces .*, not '  '"),
         ("mha", {"tokens": "a b", "x": np.zeros((3, 8))}, r"x has shape \(3, 8\); 2 tokens of width d_model=8 need \(2, 8\)"),
-        ("mha", {"tokens": "a b", "weights": {"W_Q": np.zeros((4, 8, 2))}}, "missing"),
+        ("mha", {"tokens": "a b", "weights": {"W_Q": np.zeros((4, 8, 2))}}, "weights lacks W_K, W_V, W_O"),
         ({"d_model": 4, "n_heads": 2, "kv_group": (0, 1)}, {"tokens": "a b"}, r"a config has no kv_group; its fields are d_model, .*, scale$"),
     ],
     ids=["unknown-preset", "bad-config", "no-tokens", "blank-text", "x-shape", "weights-incomplete", "worked-out-field"],
@@ -185,6 +185,31 @@ def test_from_model_traces_a_real_layer(minilm):
     finally:
         del model.run
     assert runs == []
+
+
+def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minilm):
+    from mha_explorer.models import load_model
+
+    w = Explorer.from_model(minilm, text="cats like warm milk", head=np.int64(4), layer=np.int32(1), query="warm", stage="weights")
+    assert (w.layer, w.text, w.head) == (1, "cats like warm milk", 4)  # NumPy's whole numbers are whole numbers
+    w.layer = 5
+    core, tokens = load_model(minilm).trace("cats like warm milk", 5)
+    assert w.payload["model"]["layer"] == 5 and (w.head, w.query_token, w.stage) == (4, "warm", "weights")  # the view stays
+    assert_same_trace(w.trace, core)
+    w.text = "dogs hate cold tea"
+    core, tokens = load_model(minilm).trace("dogs hate cold tea", 5)
+    assert w.tokens == list(tokens) and w.layer == 5 and w.query == w.payload["query"]  # another text: its own first query
+    assert_same_trace(w.trace, core)
+    with pytest.raises(ValueError, match=r"layer 9 does not exist: all-MiniLM-L6-v2 has layers 0 to 5"):
+        w.layer = 9
+    with pytest.raises(ValueError, match="the text is empty"):
+        w.text = " "
+    assert (w.layer, w.text) == (5, "dogs hate cold tea")  # a refused change leaves the view as it was
+    with pytest.raises(AttributeError, match=r"the model of a view is chosen once: make a new one, Explorer.from_model\("):
+        w.model = "smollm2"
+    with pytest.raises(AttributeError, match=r"text and layer belong to a real model's view"):
+        Explorer().layer = 2
+    assert Explorer().layer is None and Explorer().text is None
 
 
 def test_a_real_models_keywords_given_to_the_teaching_widget_are_refused_with_the_right_call():
@@ -355,8 +380,9 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
         (lambda: Explorer.from_model("minilm", text="hi", layer="3"), r"layer must be a whole number \(layers are numbered from 0\), such as 3, not '3'"),
         (lambda: Explorer.from_model("minilm", text=123), "text must be a str"),
         (lambda: Explorer.from_model("minilm", text="hi", heads=2), r"Explorer.from_model\(\) takes no heads: a model's layer is chosen by name, text= and layer="),
+        (lambda: Explorer.from_config("mha", weights={"Wq": 1}), "weights has no Wq: give W_Q, W_K, W_V and W_O .* or leave weights out to draw them from seed"),
     ],
-    ids=["view-causal", "config-field", "x-teaching-tokens", "payload-str", "payload-empty", "layer-str", "text-int", "model-heads"],
+    ids=["view-causal", "config-field", "x-teaching-tokens", "payload-str", "payload-empty", "layer-str", "text-int", "model-heads", "weights-unknown"],
 )
 def test_a_wrong_argument_says_what_to_give(call, message):
     with pytest.raises((TypeError, ValueError, ConfigError), match=message):

@@ -2462,11 +2462,13 @@ function modelOverview(payload, pick) {
     ctx.putImageData(image, 0, 0);
     return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));
   });
-  // the text as the tokenizer split it; a byte piece, which is no text alone, by its label (␣🐱 1/3)
-  // a WordPiece piece inside a word keeps its ## ("un", "##bel"), as the tokenizer spells it
-  // a blank one (a tab, a line break) by its label's ⇥ or ↵, as elsewhere on the page
-  const shown = (tok, text) => (text && text.trim() && !text.includes("\ufffd") && !tok.startsWith("##") ? text : tok);
-  const tokens = payload.tokens.map((tok, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, shown(tok, m.readable[j])));
+  // the text as the tokenizer split it, where the token's label (payload.tokens) is that text with
+  // its leading spaces marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
+  // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
+  // token with the text it stands for ([UNK] 🐱)
+  const marked = (text) => text.replace(/^ +/, (spaces) => "␣".repeat(spaces.length));
+  const shown = (label, text) => (text && text.trim() && marked(text) === label ? text : label);
+  const tokens = payload.tokens.map((label, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, shown(label, m.readable[j])));
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),
