@@ -10,6 +10,7 @@ import re
 import socket
 import sys
 import textwrap
+import unicodedata
 from dataclasses import replace
 
 import click
@@ -22,7 +23,7 @@ from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
 from .modelview import STATIC_MAX_TOKENS, named_positions, token_label, token_labels
-from .walkthrough import render
+from .walkthrough import ASCII_SIGNS, render
 
 
 def fail(message: str) -> None:
@@ -102,24 +103,18 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     return position
 
 
-# What a terminal that cannot show the walkthrough's signs (a Windows code page, ASCII) shows instead
-ASCII_SIGNS = {
-    "·": ".", "′": "'", "×": "x", "÷": "/", "−": "-", "–": "-", "…": "...", "√": "sqrt", "θ": "theta", "Σ": "sum",
-    "∞": "inf", "ε": "eps", "␣": "_", "↵": "\\n", "⇥": "\\t", "ᴼ": "^O", "²": "^2", "₀": "_0", "█": "#", "“": '"', "”": '"',
-    "\u0302": "^", "\u0303": "~", "Ġ": "G",  # the marks of q̂ (normed) and q̃ (rotated); a GPT-2 space mark
-}
-
-
 def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
     """An encoding error handler: each sign the stream cannot encode as ASCII_SIGNS spells it, else
-    "?". A spelling longer than its sign (√ as sqrt) takes its room from the first padding (two
+    "?" (for a wide character "? "). A spelling longer than its sign (√ as sqrt) takes its room from the first padding (two
     spaces or more) after it on the line, a table cell's or a panel's, so that the borders after it
     stay where they were drawn."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
     text = error.object
-    spelled = "".join(ASCII_SIGNS.get(c, "?") for c in text[error.start : error.end])
-    longer = len(spelled) - (error.end - error.start)
+    signs = text[error.start : error.end]
+    wide = [unicodedata.east_asian_width(c) in "WF" for c in signs]  # two columns on screen (🐱, 爱): "? " keeps them
+    spelled = "".join(ASCII_SIGNS.get(c) or ("? " if w else "?") for c, w in zip(signs, wide))
+    longer = len(spelled) - len(signs) - sum(wide)  # in columns
     line_end = text.find("\n", error.end) % (len(text) + 1)  # the end of the text when no line break follows
     padding = _PADDING.search(text, error.end, line_end) if longer > 0 else None
     if padding is None:

@@ -18,6 +18,22 @@ from .narrative import page_stages
 from .trace import Trace, hidden_keys
 from .weights import AttentionWeights
 
+
+# What a terminal that cannot show the walkthrough's signs (a Windows code page, ASCII) shows instead
+ASCII_SIGNS = {
+    "·": ".", "′": "'", "×": "x", "÷": "/", "−": "-", "–": "-", "…": "...", "√": "sqrt", "θ": "theta", "Σ": "sum",
+    "∞": "inf", "ε": "eps", "␣": "_", "↵": "\\n", "⇥": "\\t", "ᴼ": "^O", "²": "^2", "₀": "_0", "█": "#", "“": '"', "”": '"',
+    "\u0302": "^", "\u0303": "~", "Ġ": "G",  # the marks of q̂ (normed) and q̃ (rotated); a GPT-2 space mark
+}
+
+
+def add_column(table: Table, header: str, **options) -> None:
+    """table.add_column, wide enough for the header as a terminal that cannot show its signs spells
+    it (ASCII_SIGNS: "÷ Σ e^s" as "/ sum e^s"), so that the spelling fits in the column."""
+    spelled = sum(len(ASCII_SIGNS.get(c, c)) for c in header)
+    table.add_column(header, min_width=spelled if spelled > len(header) else None, **options)
+
+
 # Vectors wider than this (real layers: d_model in the hundreds) show their first three numbers and a count.
 MAX_SHOWN = 8
 # Beyond this many tokens a table of one query's keys lists the keys that matter most (TOP_KEYS of
@@ -209,11 +225,11 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         title = (f"head {h}" + (f" (K/V head {g})" if c.n_kv_heads != c.n_heads else "")
                  + ("" if len(rows[h]) == n else f": the query and the {TOP_KEYS} keys it weighs most"))
         table = Table(title=title)
-        table.add_column("token")
+        add_column(table, "token")
         if with_x:
-            table.add_column(counted("x", c.d_model))
+            add_column(table, counted("x", c.d_model))
         for col, n_numbers in zip(formulas, (c.d_head, c.d_head, c.d_v)):
-            table.add_column(counted(col, n_numbers))
+            add_column(table, counted(col, n_numbers))
         shown = partial(vec, lead=lead, count=False)
         for j in rows[h]:
             cells = [shown(t["x"][j])] if with_x else []
@@ -228,8 +244,8 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         listed = sorted(set().union(*rows.values()))
         title = "x, every head's input" + ("" if len(listed) == n else ": the tokens the tables below list")
         table = Table(title=title, min_width=len(title) + 4)
-        table.add_column("token")
-        table.add_column(counted("x", c.d_model))
+        add_column(table, "token")
+        add_column(table, counted("x", c.d_model))
         for j in listed:
             table.add_row(named(tokens, j), vec(t["x"][j], lead=lead, count=False), style="bold" if j == i else None)
         left_out(table, n, listed, "tokens")
@@ -244,8 +260,8 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         else:  # GQA, MQA: another query head of a K/V head shown already: its q alone
             title = f"head {h} (K/V head {g}): its q; " + (f"x, k and v are head {first[g]}'s above" if with_x else f"k and v are head {first[g]}'s above, x in its own table")
             table = Table(title=title, min_width=len(title) + 2)
-            table.add_column("token")
-            table.add_column(formulas[0])
+            add_column(table, "token")
+            add_column(table, formulas[0])
             table.add_row(named(tokens, i), vec(t["q"][h, i]), style="bold")
             if bias is not None:
                 table.add_row("bias", vec(bias.b_Q[h]), style="dim")
@@ -266,7 +282,7 @@ def _weights_of(weights: AttentionWeights, h: int, g: int, shared: bool) -> Tabl
         title = f"head {h}'s W^Q, and W^K, W^V of its K/V head {g}: row m multiplies x[m]"
     table = Table(title=Text(title), min_width=len(title) + 4)
     for col in ("m", *names):
-        table.add_column(col)
+        add_column(table, col)
     for m in range(weights.W_Q.shape[1]):
         rows = (weights.W_Q[h, m], weights.W_K[g, m], weights.W_V[g, m])[: len(names)]
         table.add_row(str(m), *(vec(r) for r in rows))
@@ -304,7 +320,7 @@ def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None)
             title = kv_title(f"head {h}: each row ÷ its root mean square, × the learned weights", h, owner, rows, n)
             table = Table(title=title, min_width=len(title) + 4)
             for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
-                table.add_column(col if col in ("token", "rms(q)") else counted(col, t.config.d_head))
+                add_column(table, col if col in ("token", "rms(q)") else counted(col, t.config.d_head))
             shown = partial(vec, lead=lead, count=False)
             for j in rows:
                 q = t["q"][h, j]
@@ -336,7 +352,7 @@ def _rope(t, tokens, i, heads, fits):
             title = kv_title(f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})", h, owner, rows, n)
             table = Table(title=title, min_width=len(title) + 4)
             for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
-                table.add_column(col if col in ("token", "position") else counted(col, t.config.d_head))
+                add_column(table, col if col in ("token", "position") else counted(col, t.config.d_head))
             shown = partial(vec, lead=lead, count=False)
             for j in rows:
                 q, qr = (shown(q_before[h, j]), shown(t["q_rotated"][h, j])) if j == i else ("", "")
@@ -369,7 +385,7 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
         )
         table.caption_justify = "left"
         for col in ("pair", "angle", "cos, sin", "a, b", "a′, b′ by hand") + (("a′, b′ in the layer",) if with_layer else ()):
-            table.add_column(col, no_wrap=True)
+            add_column(table, col, no_wrap=True)
         for m in pairs:
             angle = i * t.config.rope_theta ** (-2 * m / d)
             a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
@@ -397,7 +413,7 @@ def _scores(t, tokens, i, heads, fits):
         def table_of(lead: int, h=h, g=g, keys=keys) -> Table:
             table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
             for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products"), "score", "scaled"):
-                table.add_column(col)
+                add_column(table, col)
             for j in keys:
                 terms = dot_terms(q_final[h, i], k_final[g, j], lead)
                 scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
@@ -431,7 +447,7 @@ def _mask_table(t, tokens, i, heads):
         title = f"keys after the query, or {c.sliding_window} or more before it, are masked"
     table = Table(title=title, min_width=len(title) + 4)  # the title on one line
     for col in ("key", "position", "visible", *(f"head {h} masked score" for h in heads)):
-        table.add_column(col)
+        add_column(table, col)
     n = len(tokens)
     rows = list(range(n))
     if n > MANY_TOKENS:  # a long text: the first and last keys, and those where the mask begins or ends
@@ -466,7 +482,7 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
-        table.add_column(col)
+        add_column(table, col)
     for j in range(len(tokens)):
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
@@ -496,10 +512,10 @@ def _e_format(e: np.ndarray):
 def _weights_table(t, tokens, i, heads):
     title = "softmax over keys (each head's column sums to 1)"
     table = Table(title=title, min_width=len(title) + 4)
-    table.add_column("key")
+    add_column(table, "key")
     for h in heads:
-        table.add_column(f"head {h}")
-        table.add_column("")
+        add_column(table, f"head {h}")
+        add_column(table, "")
     hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
@@ -572,7 +588,7 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
     title = "W^O: head h's rows multiply its z"
     w_o = Table(title=title, min_width=len(title) + 4)
     for col in ("row", *(f"y[{m}]" for m in range(d))):
-        w_o.add_column(col)
+        add_column(w_o, col)
     for r in range(c.n_heads * c.d_v):
         w_o.add_row(f"head {r // c.d_v} · z[{r % c.d_v}]", *(fmt(v) for v in weights.W_O[r]))
     return [w_o, table]
@@ -584,9 +600,9 @@ def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
     if shown < d:
         title += f": the first {shown} of {d} ({d - shown} left out)"
     table = Table(title=title)
-    table.add_column("", no_wrap=True)
+    add_column(table, "", no_wrap=True)
     for m in range(shown):
-        table.add_column(f"y[{m}]", no_wrap=True)
+        add_column(table, f"y[{m}]", no_wrap=True)
     for h in range(t.config.n_heads):
         table.add_row(f"head {h}", *(fmt(v) for v in t["contributions"][h, i, :shown]))
     if b_O is not None:

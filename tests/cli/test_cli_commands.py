@@ -236,12 +236,19 @@ def test_output_under_another_encoding_spells_out_the_signs_it_cannot_write(enco
     assert max(len(line) for line in out.splitlines()) == 80
     masked = [line for line in out.splitlines() if "-inf" in line and line.startswith("| |")]
     assert masked and {len(line) for line in masked} == {80}
+    if encoding == "ascii":  # a header spelled longer ("÷ Σ e^s" as "/ sum e^s") has its column's room
+        done = subprocess.run([sys.executable, "-m", "mha_explorer.cli", "trace", "--stage", "weights", "--head", "0"], env=env, capture_output=True, timeout=120)
+        lines = done.stdout.decode(encoding).splitlines()
+        header = next(i for i, line in enumerate(lines) if "/ sum e^s" in line)
+        borders = [[i for i, c in enumerate(line) if c == "|"] for line in lines[header : header + 3]]
+        assert borders[0] == borders[2] and len(borders[0]) == 8, lines[header : header + 3]  # the row under it lines up
 
 
 def test_a_longer_spelling_takes_its_room_from_the_padding_after_it():
     assert "a √2   |".encode("ascii", "mha-explorer-ascii") == b"a sqrt2 |"
     assert "| −∞    |".encode("ascii", "mha-explorer-ascii") == b"| -inf  |"
     assert "√x|".encode("ascii", "mha-explorer-ascii") == b"sqrtx|"  # no padding: the line grows
+    assert "| 🐱 1 |  |".encode("ascii", "mha-explorer-ascii") == b"| ?  1 |  |"  # a wide character keeps its two columns
 
 
 def test_no_command_prints_the_help_and_succeeds():
