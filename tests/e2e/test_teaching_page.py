@@ -510,6 +510,43 @@ def test_a_printed_page_is_a_handout_with_its_colours_and_every_section_open(pag
     page.emulate_media(media="screen")
 
 
+def test_a_system_in_dark_mode_gets_a_dark_page_with_no_serious_accessibility_violations(browser, server_url, artifacts):
+    """The page follows the system's colour scheme: dark, its text keeps its contrast (axe's
+    colour-contrast rule among the rest), in the explorer, in the lab with a bad cell, and in a notice."""
+    page = browser.new_page(color_scheme="dark", viewport={"width": 1280, "height": 900})
+    open_page(page, server_url)
+    background = lambda selector: page.locator(selector).first.evaluate("(e) => getComputedStyle(e).backgroundColor")
+    assert background("body") == "rgb(21, 24, 29)" and background(".mha-explorer .stage") == "rgb(30, 34, 41)"
+    axe = Axe()
+    for title in STAGES:
+        select(page, "Calculation stage", title)
+        bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]
+        assert bad == [], f"{title}: {bad}"
+    page.screenshot(path=str(artifacts / "teaching-dark.png"))
+    # printed, it is light: dark paper would take a cartridge of ink
+    page.evaluate("""() => { addEventListener('beforeprint', () => queueMicrotask(() => { window.printedOn = [
+        getComputedStyle(document.querySelector('.mha-explorer .stage')).backgroundColor, document.documentElement.className]; }), { once: true }); }""")
+    page.pdf()
+    assert page.evaluate("window.printedOn") == ["rgb(255, 255, 255)", ""]
+    assert background(".mha-explorer .stage") == "rgb(30, 34, 41)"  # and dark again after
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c&seed=0&stage=weights")
+    page.locator(".edit-grid input").first.fill("abc")
+    page.locator(".edit-grid input").first.press("Tab")
+    expect(page.locator(".cell-error.shown")).to_be_visible()
+    bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]
+    assert bad == [], bad
+    page.screenshot(path=str(artifacts / "lab-dark.png"))
+    page.goto(server_url + "#stage=nowhere")  # a notice says what of the link was not used
+    page.wait_for_selector("#notice:not([hidden])")
+    bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]
+    assert bad == [], bad
+    page.close()
+    light = browser.new_page(color_scheme="light")
+    open_page(light, server_url)
+    assert light.locator("body").evaluate("(e) => getComputedStyle(e).backgroundColor") == "rgb(245, 247, 250)"
+    light.close()
+
+
 def test_no_serious_accessibility_violations(page, server_url):
     open_page(page, server_url)
     page.get_by_text("Matrices", exact=True).click()

@@ -28,6 +28,15 @@ class PageModel {
   }
 }
 
+// a system in dark mode: the explorer takes the dark colours it has for notebooks (page.css
+// darkens the page around it by itself); on paper it stays light
+const darkSystem = matchMedia("(prefers-color-scheme: dark)");
+const followTheme = () => document.documentElement.classList.toggle("mha-dark", darkSystem.matches);
+followTheme();
+darkSystem.addEventListener("change", followTheme);
+addEventListener("beforeprint", () => document.documentElement.classList.remove("mha-dark"));
+addEventListener("afterprint", followTheme);
+
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
 let currentMode = () => "teaching";
