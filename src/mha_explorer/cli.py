@@ -432,7 +432,7 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...]) -> None:
 
     from .memory import settle_server_process
     from .modelview import ModelService
-    from .server import create_app
+    from .server import LOOPBACK_NAMES, create_app
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
     click.echo(f"mha-explorer: open {page_url(host, port)} (Ctrl+C stops)")
@@ -440,7 +440,8 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...]) -> None:
         click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
     for name, path in local.items():
         click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
-    app = create_app(models=ModelService(local=local))
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    app = create_app(models=ModelService(local=local), hosts=LOOPBACK_NAMES if loopback else None)
     settle_server_process()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 

@@ -72,7 +72,7 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
     return config, x, weights
 
 
-EDIT_KEY = re.compile(r"(\w+):(\d+(?:,\d+)*)")
+EDIT_KEY = re.compile(r"(\w+):([0-9]{1,9}(?:,[0-9]{1,9})*)", re.ASCII)  # a longer index is past any array's end
 
 
 def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) -> tuple[np.ndarray, AttentionWeights]:
@@ -81,7 +81,8 @@ def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) ->
     for key, value in edits.items():
         match = EDIT_KEY.fullmatch(key)
         if not match or match[1] not in arrays:
-            raise LabError(f"edits.{key}", f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")
+            field = f"edits.{key}" if len(key) <= 40 else f"edits.{key[:30]}…"  # the page's keys are short; a megabyte is not sent back
+            raise LabError(field, f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")
         a = arrays[match[1]]
         index = tuple(int(i) for i in match[2].split(","))
         if len(index) != a.ndim or any(i >= size for i, size in zip(index, a.shape)):

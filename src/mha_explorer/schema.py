@@ -323,6 +323,7 @@ MAX_TOKEN_CHARS = 64
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Matrix = list[list[Finite]]
+FLOAT64_MAX = int(np.finfo(np.float64).max)
 
 
 def numbers_only(values: list, where: str = "") -> list:
@@ -335,6 +336,9 @@ def numbers_only(values: list, where: str = "") -> list:
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             message = "entry {at} is {given}, not a number; send JSON numbers such as 0.5"
             raise PydanticCustomError("number_type", message, {"at": at, "given": json.dumps(value)})
+        elif isinstance(value, int) and abs(value) > FLOAT64_MAX:  # a whole number past float64: no float, no isfinite
+            message = "entry {at} is a whole number of about {digits} digits, past the largest float64 (about 1.8e308); send a smaller one"
+            raise PydanticCustomError("too_large", message, {"at": at, "digits": int(value.bit_length() * math.log10(2)) + 1})
         elif not math.isfinite(value):
             message = "entry {at} is {given}: every value must be a finite number, no NaN or infinity"
             raise PydanticCustomError("not_finite", message, {"at": at, "given": value})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import zlib
 from importlib.resources import files
@@ -40,6 +41,7 @@ SECURITY_HEADERS = {
 
 MAX_BODY = 1_000_000  # bytes: the page's lab requests send a seed and the edited cells, never whole arrays
 access_log = logging.getLogger("mha_explorer.access")
+error_log = logging.getLogger("mha_explorer.errors")
 
 
 class Problem(BaseModel):
@@ -74,14 +76,33 @@ class BodyTooLarge(Exception):
     pass
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
 class Guard:
     """Pure ASGI middleware around everything: caps request bodies, adds the security headers to
-    every response without buffering it, and writes one JSON log line per request."""
+    every response without buffering it, and writes one JSON log line per request. It refuses a
+    POST sent by another site's page (its Origin is not this host: a form or script there could
+    make the server load and trace), and, given `hosts`, a request for any other host name (a
+    site whose name is made to resolve to 127.0.0.1 would otherwise reach a loopback server)."""
 
-    def __init__(self, app, max_body: int = MAX_BODY):
+    def __init__(self, app, max_body: int = MAX_BODY, hosts: frozenset[str] | None = None):
         self.app = app
         self.max_body = max_body
+        self.hosts = hosts
         self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+    def refusal(self, scope) -> JSONResponse | None:
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        name = re.sub(r":[0-9]+$", "", host).lower()
+        if self.hosts is not None and name not in self.hosts:
+            return problem(403, "host", f"this server answers for {', '.join(sorted(self.hosts))} only, not {host[:80]!r}: open it at one of those names")
+        origin = headers.get(b"origin")
+        forwarded = headers.get(b"x-forwarded-host", b"").decode("latin-1")  # a reverse proxy's, where it rewrites Host
+        if scope["method"] == "POST" and origin is not None and origin.decode("latin-1").split("://", 1)[-1] not in (host, forwarded):
+            return problem(403, "origin", "a request from another site's page is refused: use the explorer's own page, or a client that sends no Origin")
+        return None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -96,6 +117,9 @@ class Guard:
             await send(message)
 
         try:
+            refused = self.refusal(scope)
+            if refused is not None:
+                return await refused(scope, receive, send_with_headers)
             length = dict(scope["headers"]).get(b"content-length", b"0")
             if length.isdigit() and int(length) > self.max_body:
                 raise BodyTooLarge
@@ -126,6 +150,11 @@ class Guard:
                 else:
                     field, message = "body", f"the request body is over the limit of {self.max_body:,} bytes; send less (for the lab: a seed and the edited values, not whole arrays)"
                 await problem(413, field, message)(scope, receive, send_with_headers)
+        except Exception:  # a fault of the server's own: said in the same shape, with the same headers
+            error_log.exception("%s %s failed", scope["method"], scope["path"])
+            if not state["sent"]:
+                message = "the server failed on this request (a fault of its own, logged where it runs); try another request, or report it"
+                await problem(500, "server", message)(scope, receive, send_with_headers)
         finally:
             access_log.info(
                 json.dumps(
@@ -195,6 +224,8 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
         message = "must be a finite number: no NaN or infinity"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
         message = f"{shown} is not a whole number; send {whole_number_wanted(request_model, path)}"
+    elif kind in ("float_type", "float_parsing") and isinstance(given, int) and not isinstance(given, bool):
+        message = "is a whole number past the largest float64 (about 1.8e308); send a smaller one"
     elif kind in ("float_type", "float_parsing"):
         message = f"{shown} is not a number; send a JSON number such as 0.5"
     elif kind in ("bool_type", "bool_parsing"):
@@ -212,12 +243,14 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     return {"field": ".".join(str(p) for p in path) or "body", "message": message, "type": kind}
 
 
-def shown_json(value) -> str:
-    """A value as the client wrote it in JSON: "four", true, 1e+30."""
+def shown_json(value, longest: int = 60) -> str:
+    """A value as the client wrote it in JSON: "four", true, 1e+30; its middle cut out past
+    `longest` characters (a megabyte of text is not sent back)."""
     try:
-        return json.dumps(value)
+        shown = json.dumps(value)
     except (TypeError, ValueError):
-        return repr(value)
+        shown = repr(value)
+    return shown if len(shown) <= longest else f"{shown[: longest - 20]}…{shown[-12:]} ({len(shown):,} characters)"
 
 
 def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> str:
@@ -282,14 +315,16 @@ def gzip_fast(data: bytes) -> bytes:
     return deflate.compress(data) + deflate.flush()
 
 
-def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, models: ModelService | None = None) -> FastAPI:
+def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, models: ModelService | None = None, hosts: frozenset[str] | None = None) -> FastAPI:
+    """The explorer's app. hosts: the host names it answers for (None: any), LOOPBACK_NAMES for a
+    server bound to the loopback address."""
     # no /docs or /redoc: their pages load scripts from a CDN, which the page's own CSP (and no
     # internet) would block; the schema itself is at /openapi.json
     app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None)
     example = teaching_payload()  # computed once: the example never changes
     gate = app.state.gate = TraceGate(workers, queue)  # pending: traces running or waiting
     service = models or ModelService()
-    app.add_middleware(Guard, max_body=max_body)
+    app.add_middleware(Guard, max_body=max_body, hosts=hosts)
 
     def status(info) -> ModelStatus:
         state, loaded = service.snapshot(info.name)

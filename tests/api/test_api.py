@@ -130,6 +130,16 @@ BAD = {
     "edit out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:1,0": 1}}, "edits.x:1,0", "x has shape (1, 2)"),
     "edit with too few indices": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_Q:0,0": 1}}, "edits.W_Q:0,0", "give 3 indices"),
     "edit that is not a number": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:0,0": "1"}}, "edits.x:0,0", "number"),
+    # once answered with a bare 500: Python reads no int of over 4,300 digits, and makes no float of one past float64
+    "edit index of 5,000 digits": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:" + "9" * 5000 + ",0": 1}}, "edits.x:" + "9" * 28 + "…", "keyed name:i,j"),
+    "edit index past the array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:999999999,0": 1}}, "edits.x:999999999,0", "x has shape (1, 2)"),
+    "whole number past float64 in a weight": (
+        {"config": {"d_model": 1, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[[10**309]]], "W_K": [[[1]]], "W_V": [[[1]]], "W_O": [[1]]}},
+        "weights.W_Q",
+        "entry [0][0][0] is a whole number of about 310 digits, past the largest float64",
+    ),
+    "whole number past float64 in x": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[10**309, 1]]}, "x.0.0", "is a whole number past the largest float64"),
+    "long text where a number goes": ({"config": {"d_model": "a" * 100_000, "n_heads": 1}, "tokens": ["a"]}, "config.d_model", "(100,002 characters) is not a whole number"),
 }
 
 
@@ -156,6 +166,21 @@ def test_non_finite_numbers_are_refused(client, raw, field):
     response = client.post("/api/trace", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == 422
     assert response.json()["detail"][0]["field"] == field and "finite" in response.json()["detail"][0]["message"]
+
+
+def test_a_fault_of_the_servers_own_is_a_500_in_the_same_shape_with_the_same_headers(monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from mha_explorer import server
+
+    def broken(request, packer=None):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(server, "lab_payload", broken)
+    response = TestClient(server.create_app(), raise_server_exceptions=False).post("/api/trace", json={"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"]})
+    assert response.status_code == 500 and response.headers["x-content-type-options"] == "nosniff"
+    [problem] = response.json()["detail"]
+    assert problem["field"] == "server" and "a fault of its own" in problem["message"] and "RuntimeError" not in problem["message"]
 
 
 def test_a_body_that_is_not_json_gets_a_422_that_says_where_it_breaks(client):

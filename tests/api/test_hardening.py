@@ -152,3 +152,44 @@ def test_serve_binds_loopback_and_stops_gracefully_on_sigterm():
     assert f"http://127.0.0.1:{port}/" in out
     assert "Traceback" not in err
     assert '"path": "/api/health", "status": 200' in err
+
+
+def test_a_post_from_another_sites_page_is_refused_and_the_pages_own_is_not():
+    client = TestClient(create_app())
+    own = client.post("/api/trace", json=SMALL, headers={"origin": "http://testserver"})
+    assert own.status_code == 200
+    for origin in ("http://evil.example", "null"):  # a form or a script on another site; a sandboxed page
+        refused = client.post("/api/models/gemma3/load", headers={"origin": origin, "content-type": "application/x-www-form-urlencoded"}, content=b"x=1")
+        assert refused.status_code == 403 and refused.json()["detail"][0]["field"] == "origin", origin
+        assert "nosniff" in refused.headers["x-content-type-options"]
+    proxied = client.post("/api/trace", json=SMALL, headers={"origin": "https://explorer.example", "x-forwarded-host": "explorer.example"})
+    assert proxied.status_code == 200  # behind a reverse proxy that says whom it forwards for
+    assert client.get("/api/health", headers={"origin": "http://evil.example"}).status_code == 200  # reading is harmless
+
+
+def test_a_loopback_server_answers_for_loopback_names_only():
+    client = TestClient(create_app(hosts=server.LOOPBACK_NAMES), base_url="http://127.0.0.1:8000")
+    assert client.get("/api/health").status_code == 200
+    assert client.get("/api/health", headers={"host": "localhost:8000"}).status_code == 200
+    assert client.get("/api/health", headers={"host": "[::1]:8000"}).status_code == 200
+    rebound = client.get("/api/health", headers={"host": "evil.example:8000"})
+    assert rebound.status_code == 403 and rebound.json()["detail"][0]["field"] == "host"
+    assert "answers for 127.0.0.1, [::1], localhost only, not 'evil.example:8000'" in rebound.json()["detail"][0]["message"]
+
+
+def test_serve_on_the_loopback_address_refuses_other_host_names():
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "mha_explorer.cli", "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/api/health", headers={"host": "evil.example"}).status_code == 403
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

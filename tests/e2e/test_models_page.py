@@ -650,7 +650,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     # another layer keeps the head and the query, as with the server
     page.get_by_label("Layer (from 0)").select_option("0")
     page.wait_for_function("() => document.querySelector('.model-status').textContent.includes('layer 0')")
-    assert page.locator(".stage h2").inner_text().endswith("· head 7 · query “mat”")
+    assert page.locator(".stage h2").inner_text().endswith("· all heads (head 7 inspected) · query “mat”")
     # a link the copy cannot show says why, and the page shows the teaching example instead
     site = (tmp_path / "site" / "index.html").as_uri()
     said = {}
@@ -1068,12 +1068,11 @@ def test_a_head_picked_in_the_menu_is_announced_when_it_comes(page, server_url):
     held = []
     page.route("**/api/model-head", lambda route: held.append(route))
     live = page.locator(".mha-explorer .sr-only[aria-live]")
-    before = live.inner_text()
     menu = page.get_by_label("Inspect head")
     menu.focus()
     page.keyboard.press("ArrowDown")  # head 0 -> 1, whose arrays the page asks for
     expect(page.locator(".stage .loading-head")).to_have_text("Loading head 1…")
-    assert live.inner_text() == before
+    assert live.inner_text() == ""  # the menu said it: nothing is announced, and nothing stale is left
     routed(page, held, 1)
     for route in held:
         route.continue_()
