@@ -407,6 +407,7 @@ def test_values_too_large_together_are_refused_at_the_cell_that_made_them_so(pag
     expect(message).to_contain_text("too large to compute with together; make the largest of them smaller")
     assert cell.get_attribute("aria-invalid") == "true" and cell.input_value() == "9e99"
     assert page.locator(".lab-error").first.inner_text() == ""  # said at the cell, not again above the form
+    assert page.locator(".lab-status").first.inner_text() == "That value was not used: the figure still shows the last good result."
     assert page.locator(".layout").inner_text() == before and "W_K" not in page.url and "W_Q%3A0%2C2%2C0" in page.url.replace(":", "%3A").replace(",", "%2C")
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the browser logs the answer
 
@@ -495,23 +496,27 @@ def test_bad_config_fields_get_inline_messages(page, server_url):
 def test_all_queries_view_shows_every_query_at_once(page, server_url, artifacts):
     open_lab(page, server_url)
     page.get_by_role("button", name="All queries").click()
+    # up to 64 numbers (8 queries by 8 keys) a map is a table of them: the 6 tokens' 6 x 6 weights too
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    assert page.locator(".stage canvas.heatmap").count() == 0 and page.locator(".stage .maps table.matrix td .num").count() == 6 * 6
+    # beyond, a heatmap: 9 tokens; Z (9 tokens x d_v 2) stays a table of its numbers
+    set_field(page, "Tokens (separated by spaces)", "the cat sat on the mat and it slept")
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
     arrays = arrays_of(payload)
-    # maps of more than 16 numbers are heatmaps; Z (6 tokens x d_v 2) is a table of its numbers
     for title, count in (("Scores", 2), ("Weights", 1), ("Value mixing", 0)):
         page.get_by_label("Calculation stage").select_option(label=title)
         assert page.locator(".stage canvas.heatmap").count() == count
-    assert page.locator(".stage .maps table.matrix td .num").count() == 6 * 2
+    assert page.locator(".stage .maps table.matrix td .num").count() == 9 * 2
     page.get_by_label("Calculation stage").select_option(label="Weights")
     # a screen reader passes the arrow keys to the map: it is an application, not an image
-    canvas = page.get_by_role("application", name=re.compile(r"^Weights A of head 0: .*: 6 × 6; use the arrow keys to read values$"))
+    canvas = page.get_by_role("application", name=re.compile(r"^Weights A of head 0: .*: 9 × 9; use the arrow keys to read values$"))
     assert canvas.get_attribute("aria-roledescription") == "heatmap"
     check_weight_colours(page, arrays["weights"][0])
     canvas.focus()
     for key in ("ArrowDown", "ArrowDown", "ArrowRight"):
         page.keyboard.press(key)
     query = int(re.search(r"query=(\d+)", link(page)).group(1))
-    row = min(query + 2, 5)
+    row = min(query + 2, 8)
     readout = page.locator(".stage .readout").inner_text()
     assert readout.startswith(f"{payload.tokens[row]} · key 1 “{payload.tokens[1]}”: {fmt(arrays['weights'][0, row, 1])}")
     page.screenshot(path=str(artifacts / "lab-all-queries.png"), full_page=True)
@@ -634,6 +639,39 @@ def test_the_keyboard_reaches_every_cell_and_an_edit_keeps_the_focus(page, serve
     row = page.locator('.edit-grid input[data-key="x:20,1"]').evaluate("(i) => i.getBoundingClientRect().top")
     box = page.locator(".grid-box").bounding_box()
     assert box["y"] <= row <= box["y"] + box["height"]
+
+
+def test_a_cell_reached_by_tab_or_up_and_down_has_its_value_selected_so_typing_replaces_it(page, server_url):
+    """(← and → keep the caret at the value's edge instead: test_left_and_right_move_between_cells_from_a_values_edge.)"""
+    open_lab(page, server_url)
+    page.locator('.edit-grid input[data-key="x:0,0"]').focus()
+    for key, to in (("Tab", "x:0,1"), ("ArrowDown", "x:1,1"), ("ArrowUp", "x:0,1")):
+        page.keyboard.press(key)
+        assert active_key(page) == to
+        value = page.evaluate("() => document.activeElement.value")
+        assert page.evaluate("() => [document.activeElement.selectionStart, document.activeElement.selectionEnd]") == [0, len(value)], key
+    page.keyboard.type("9")  # was "90.8" and the like: the 9 went before the value
+    page.keyboard.press("Enter")
+    settle(page)
+    assert page.locator('.edit-grid input[data-key="x:0,1"]').input_value() == "9"
+
+
+def test_an_edit_survives_a_seed_that_draws_its_value(page, server_url):
+    """Another seed may draw the value an edit holds; back on the first seed, the edit is still there."""
+    open_lab(page, server_url)
+    set_field(page, "Seed", 12)
+    drawn = page.locator('.edit-grid input[data-key="x:0,0"]').input_value()  # what seed 12 draws there
+    set_field(page, "Seed", 0)
+    cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+    assert cell.input_value() != drawn
+    cell.fill(drawn)
+    cell.blur()
+    settle(page)
+    for seed in (12, 0):
+        set_field(page, "Seed", seed)
+        cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+        assert cell.input_value() == drawn and "edited" in cell.get_attribute("class"), seed
+    assert re.search(r"edits=x(:|%3A)0(,|%2C)0(=|%3D)", link(page))
 
 
 def test_a_bad_cell_keeps_its_text_through_recomputes_and_a_matrix_switch(page, server_url):
@@ -999,6 +1037,37 @@ def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):
     assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
 
 
+def test_edits_kept_where_their_rows_now_mean_other_tokens_or_components_are_named(page, server_url):
+    """An edit keeps its row and column numbers: a token taken out, or another d_v, moves what
+    they stand for, and the status line says which edits that touched."""
+    page.goto(server_url + LAB_LINK)  # x:1,2 edited: the row of token 1
+    wait_kind(page, "GQA")
+    settle(page)
+    tokens = page.get_by_label("Tokens (separated by spaces)")
+    words = tokens.input_value().split()
+    tokens.fill(" ".join(words[1:] + ["z"]))  # the first token out: row 1 is now another token
+    tokens.blur()
+    settle(page)
+    assert page.locator(".lab-status").inner_text() == "An edited value keeps its row and column numbers, which now stand for other tokens or components: x[1,2]."
+    assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
+    set_field(page, "Seed", 4)  # nothing moves: nothing is said
+    assert page.locator(".lab-status").inner_text() == ""
+
+
+def test_each_stage_that_reads_keys_or_values_says_whose_a_shared_head_reads(page, server_url):
+    base = "#mode=lab&d_model=8&n_heads=4&n_kv_heads={kv}&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c+d&seed=0&head=3&query=2&stage={stage}"
+    said = {2: "Head 3's keys and values come from K/V head 1, shared with head 2.", 1: "Head 3's keys and values come from K/V head 0, shared with heads 0, 1, 2."}
+    for kv, sentence in said.items():
+        for stage, title in (("scores", "Scores"), ("mask", "Mask"), ("weights", "Weights"), ("mixing", "Value mixing")):
+            page.goto(server_url + base.format(kv=kv, stage=stage))
+            page.wait_for_function("(t) => document.querySelector('.stage h2')?.textContent.includes(t)", arg=title)
+            wait_kind(page, "GQA" if kv == 2 else "MQA")
+            assert sentence in page.locator(".stage p.lead").all_inner_texts(), (kv, stage)
+    page.goto(server_url + base.format(kv=4, stage="scores"))  # MHA: every head has its own
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
+    assert "keys and values come from" not in page.locator(".stage").inner_text()
+
+
 def test_a_links_bad_cell_is_said_with_one_full_stop(page, server_url):
     page.goto(server_url + LAB_LINK.replace("0.5", "abc"))
     page.wait_for_function("() => !document.getElementById('notice').hidden")
@@ -1098,6 +1167,20 @@ def test_on_a_phone_a_wide_maps_caption_and_readout_stay_in_sight(browser, serve
     page.locator(".stage .figure").evaluate("(f) => { f.scrollLeft = f.scrollWidth; }")
     page.evaluate(NEXT_FRAME)
     assert page.evaluate(inside, texts)
+    page.close()
+
+
+def test_on_a_phone_a_wide_tables_caption_wraps_short_of_the_fade(browser, server_url):
+    """A table wider than a phone fades at the box's right edge (more to scroll): its caption,
+    read at rest, wraps before that fade."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=0&stage=weights&head=3&query=5&all=1")
+    page.wait_for_selector(".stage table.matrix caption")
+    figure = page.locator(".stage .figure")
+    assert figure.evaluate("(f) => f.scrollWidth > f.clientWidth && getComputedStyle(f).maskImage !== 'none'")
+    right = figure.evaluate("(f) => f.getBoundingClientRect().left + f.clientWidth")
+    caption = page.locator(".stage table.matrix caption").evaluate("(c) => c.getBoundingClientRect().right")
+    assert caption <= right - 24 + 0.5, (caption, right)
     page.close()
 
 

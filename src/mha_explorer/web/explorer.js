@@ -673,6 +673,10 @@ function render({ model, el }) {
       // in it, and they must not scroll away with the map
       const leads = [];
       while (content[0] instanceof Element && content[0].matches("p.lead")) leads.push(content.shift());
+      // a head that shares its keys and values (GQA, MQA) says whose they are, in numbers, at each
+      // stage that reads them (the formulas say it in letters: k_{g,j})
+      const shared = READS_KV.has(stage) ? sharedKV(v.payload, head, `Head ${head}'s`) : "";
+      if (shared) leads.push(h("p", { class: "lead" }, shared.trim()));
       const [above, box, below] = fixedParts(v, stage, all);
       // the last two stages take every head's output: the inspected one is marked "(inspected)" there
       const heads = stage === "concat" || stage === "output" ? `all heads (head ${head} inspected)` : `head ${head}`;
@@ -1468,14 +1472,17 @@ function turnedPairs(view, query, head, qIn) {
   );
 }
 
+// the stages that read a head's keys or values (or what they made)
+const READS_KV = new Set(["scores", "mask", "weights", "mixing"]);
+
 // " Its keys and values come from K/V head g, shared with heads …" when other query heads read
 // the same K/V head (GQA, MQA), else nothing
-function sharedKV(payload, head) {
+function sharedKV(payload, head, whose = "Its") {
   const g = payload.kv_group[head];
   const readers = payload.kv_group.map((x, i) => (x === g ? i : null)).filter((i) => i !== null);
   if (readers.length < 2) return "";
   const others = readers.filter((i) => i !== head);
-  return ` Its keys and values come from K/V head ${g}, shared with head${others.length > 1 ? "s" : ""} ${others.join(", ")}.`;
+  return ` ${whose} keys and values come from K/V head ${g}, shared with head${others.length > 1 ? "s" : ""} ${others.join(", ")}.`;
 }
 
 function concat(view, query, head) {
@@ -1660,7 +1667,7 @@ function contributionChart(contrib, y, head) {
 // ---- big matrices: a canvas heatmap with a readout, instead of thousands of table cells ----
 
 const TABLE_LIMIT = 160; // cells; above this a matrix is drawn on canvas
-const HAND_SIZED = 16; // numbers: every query's map is a table up to this size (the teaching example's)
+const HAND_SIZED = 64; // numbers: every query's map is a table up to this size (8 queries by 8 keys), readable at a glance
 
 function grid(options) {
   const { rows, cols } = options;

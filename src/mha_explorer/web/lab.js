@@ -247,12 +247,20 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       const [name, index] = key.split(":");
       return shapes[name] && inRange(index.split(",").map(Number), shapes[name]);
     }));
-    // a value equal to the one drawn is no edit (a value typed while the settings were wrong may be)
-    const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key)));
+    // a value typed while the settings were wrong is no edit when it is the one drawn; an edit
+    // made before stays one, even where new settings (another seed) happen to draw its value
+    const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key) || (lab.edits.has(key) && !waitingValues.has(key))));
     // the edits dropped, each with the shape it missed: "x[9,0] (x is 3 × 8)"
     const dropped = [...next.edits.keys()].filter((key) => !fits.has(key)).map((key) => {
       const [name, index] = key.split(":");
       return `${name}[${index}] (${shapes[name] ? `${name} is ${shapes[name].join(" × ")}` : `there is no ${name} here`})`;
+    });
+    // the edits kept at the same row and column numbers, which now stand for other tokens or
+    // components: their array changed shape, or (for x) the tokens changed
+    const before = arrayShapes(lab.config, lab.tokens.length);
+    const moved = [...kept.keys()].filter((key) => {
+      const name = key.split(":")[0];
+      return lab.edits.has(key) && (String(before[name]) !== String(shapes[name]) || (name === "x" && lab.tokens.join(" ") !== next.tokens.join(" ")));
     });
     let payload = base.payload;
     if (kept.size) {
@@ -270,8 +278,12 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
-    const named = dropped.length > 3 ? [...dropped.slice(0, 3), `and ${dropped.length - 3} more`] : dropped;
-    status.textContent = dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${named.join("; ")}.` : "";
+    const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
+    const shownKeys = moved.map((key) => key.replace(/^(\w+):(.*)$/, "$1[$2]"));
+    status.textContent = [
+      dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${some(dropped)}.` : "",
+      moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
+    ].filter(Boolean).join(" ");
     onPayload(payload);
     shown = true;
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
@@ -459,9 +471,12 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     drawWindow();
     const to = gridRows[focused[0]].children[1 + Math.floor(focused[1] / BLOCK)].children[focused[1] % BLOCK].firstChild;
     to.focus();
-    // going on the same way takes one more press: the caret waits at the edge it will leave by
+    // going on the same way takes one more press: after ← or →, the caret waits at the edge it
+    // will leave by; after Tab, ↑ or ↓ the value is selected, as a spreadsheet's cell, so that
+    // what is typed replaces it ("9" over "0.8" is 9, not 90.8)
     if (event.key === "ArrowRight") to.setSelectionRange(to.value.length, to.value.length);
-    if (event.key === "ArrowLeft") to.setSelectionRange(0, 0);
+    else if (event.key === "ArrowLeft") to.setSelectionRange(0, 0);
+    else to.select();
   });
 
   // One bad cell's message shows at a time (the one edited or focused last): side by side, the
@@ -531,6 +546,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       showMessage(message);
       input.setAttribute("aria-invalid", "true");
       input.classList.toggle("edited", lab.edits.has(key));
+      status.textContent = "That value was not used: the figure still shows the last good result.";
     }
   }
 
