@@ -432,6 +432,21 @@ def test_an_unknown_token_says_what_it_stands_for_in_the_strip_too(page, server_
     assert page.locator(".token-strip .token").all_inner_texts() == ["[CLS]", "a", "cat", "[UNK] 🐱", "sat", "[SEP]"]  # as the menus name it
 
 
+@needs("smollm2")
+def test_a_thumbnail_paints_masked_cells_grey_as_the_big_maps_do(page, server_url):
+    """A causal layer's thumbnails: the cells above the diagonal are masked, grey as on the big
+    maps, not white (which reads as little attention)."""
+    trace_model(page, server_url, "smollm2", "The cat sat on the mat because it was warm.", 0)
+    assert "; grey is masked." in page.locator(".overview p.hint").inner_text()
+    corners = """() => { const canvas = document.querySelector('.thumb-button[data-head="0"] canvas');
+        const n = canvas.width, data = canvas.getContext('2d').getImageData(0, 0, n, n).data;
+        const at = (r, c) => [...data.slice(4 * (r * n + c), 4 * (r * n + c) + 3)];
+        return [at(0, n - 1), at(n - 1, 0)]; }"""
+    above, below = page.evaluate(corners)
+    assert above == [228, 230, 234]  # the first query, the last key: after it, masked
+    assert below != [228, 230, 234]  # the last query sees the first key
+
+
 @needs("minilm")
 def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens

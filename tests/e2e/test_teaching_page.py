@@ -12,7 +12,9 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
-from mha_explorer.schema import TracePayload, payload_arrays
+from mha_explorer import AttentionConfig, trace
+from mha_explorer.lab import random_weights, random_x
+from mha_explorer.schema import TracePayload, payload_arrays, trace_payload
 from mha_explorer.walkthrough import fmt
 
 from .pagecheck import check_numbers
@@ -545,6 +547,26 @@ def test_a_system_in_dark_mode_gets_a_dark_page_with_no_serious_accessibility_vi
     open_page(light, server_url)
     assert light.locator("body").evaluate("(e) => getComputedStyle(e).backgroundColor") == "rgb(245, 247, 250)"
     light.close()
+
+
+def test_a_windowed_layers_mask_says_how_many_keys_the_window_hid_and_where_to_see_it(page, server_url):
+    """A sliding window of 8 on 30 tokens (a Gemma local layer in small): the mask's count is
+    split into keys after the query and keys outside the window, and a query the window cuts
+    nothing from says where to look."""
+    config = AttentionConfig(d_model=4, n_heads=2, causal=True, sliding_window=8)
+    tokens = [f"t{i}" for i in range(30)]
+    weights = random_weights(config, 0)
+    payload = trace_payload(trace(random_x(30, 4, 0), weights, config), tokens, weights, 20, "json").model_dump(mode="json")
+    open_page(page, server_url)
+    lead = page.evaluate("""async (payload) => { const m = window.mhaExplorer.model;
+        m.set("payload", payload); m.set("query", 20); m.set("stage", "mask"); m.save_changes();
+        await new Promise((done) => requestAnimationFrame(done));
+        return document.querySelector(".stage p.lead").textContent; }""", payload)
+    assert lead.endswith("30 keys are masked (grey): 9 after it, 13 outside the window."), lead  # keys 21-29; 0-12
+    select(page, "Query token", "t5")
+    assert page.locator(".stage p.lead").first.inner_text().endswith(
+        "24 of 30 keys are masked (grey), all after it: no earlier key is outside the window for this query; pick one at position 8 or later to see the window cut."
+    )
 
 
 def test_no_serious_accessibility_violations(page, server_url):

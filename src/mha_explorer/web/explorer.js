@@ -1153,10 +1153,21 @@ function mask(view, query, head) {
   };
   const n = payload.tokens.length;
   const count = range(n).filter(hidden).length;
-  const rule = payload.config.sliding_window ? `keys after it, and keys ${payload.config.sliding_window} or more positions before it,` : "keys after it";
+  const windowSize = payload.config.sliding_window;
+  const rule = windowSize ? `keys after it, and keys ${windowSize} or more positions before it,` : "keys after it";
+  // a windowed layer: how many of the masked keys the window hid, and where to look when none
+  // (the first view's query, the text's middle word, lies inside the window of a long text too)
+  const outside = windowSize ? range(query).filter(hidden).length : 0;
+  const cut = !windowSize
+    ? ""
+    : outside
+      ? `: ${count - outside} after it, ${outside} outside the window`
+      : n > windowSize
+        ? `, all after it: no earlier key is outside the window for this query; pick one at position ${windowSize} or later to see the window cut`
+        : `, all after it: the text is shorter than the window of ${windowSize}, so the window cuts nothing`;
   if (n > MANY_TOKENS)
     return [
-      h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey).`),
+      h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey)${cut}.`),
       heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”` }),
     ];
   const rows = range(n).map((j) =>
@@ -2453,6 +2464,17 @@ function modelOverview(payload, pick) {
   const small = new Tensor(m.overview);
   const [heads, cells] = small.shape;
   const size = Math.max(48, Math.min(96, Math.floor(900 / heads) - 12));
+  // a cell whose every query and key the mask keeps apart is grey, as on the big maps (its
+  // weights are 0, which would read as white: little attention): all its keys after all its
+  // queries (causal), or all of them outside the window of every one
+  const n = payload.tokens.length;
+  const { causal, sliding_window: windowSize } = payload.config;
+  const b = m.overview_block;
+  const masked = (r, c) => {
+    const [firstQuery, lastQuery] = [r * b, Math.min((r + 1) * b, n) - 1];
+    const [firstKey, lastKey] = [c * b, Math.min((c + 1) * b, n) - 1];
+    return (causal && firstKey > lastQuery) || (windowSize != null && lastKey <= firstQuery - windowSize);
+  };
   const buttons = range(heads).map((i) => {
     const canvas = h("canvas", { width: cells, height: cells, class: "thumb", "aria-hidden": "true" });
     canvas.style.width = canvas.style.height = `${size}px`;
@@ -2464,7 +2486,7 @@ function modelOverview(payload, pick) {
     for (let r = 0; r < cells; r++)
       for (let c = 0; c < cells; c++) {
         const v = Math.sqrt(small.at(i, r, c) / (top || 1)); // square root: faint patterns stay visible
-        pixels[r * cells + c] = WEIGHT_SHADES[Math.round(v * 255)];
+        pixels[r * cells + c] = masked(r, c) ? MASKED_WORD : WEIGHT_SHADES[Math.round(v * 255)];
       }
     ctx.putImageData(image, 0, 0);
     return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));
@@ -2478,7 +2500,7 @@ function modelOverview(payload, pick) {
   const tokens = payload.tokens.map((label, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, shown(label, m.readable[j])));
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
-    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}. Pick a head to follow it stage by stage.`),
+    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}: `), tokens),
   ];
