@@ -110,10 +110,17 @@ class Guard:
         started = time.perf_counter()
         state = {"status": 500, "sent": False}
 
+        # HEAD on the API is its GET without the body (the page and / answer HEAD themselves)
+        head = scope["method"] == "HEAD" and scope["path"].startswith("/api/")
+        if head:
+            scope = {**scope, "method": "GET"}
+
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 state["status"], state["sent"] = message["status"], True
                 message["headers"] = [*message.get("headers", []), *self.headers]
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
         try:
@@ -128,6 +135,7 @@ class Guard:
             while more:
                 message = await receive()
                 if message["type"] != "http.request":
+                    state["status"] = 499  # logged as the client closing the request, not as a fault
                     return
                 body += message.get("body", b"")
                 more = message.get("more_body", False)
@@ -429,9 +437,16 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        # the same shape as every other error answer
-        message = "the body could not be read as JSON; send a JSON object" if error.status_code == 400 else str(error.detail)
-        return problem(error.status_code, "body" if error.status_code == 400 else "path", message, getattr(error, "headers", None))
+        # the same shape as every other error answer, saying what to send instead
+        headers = getattr(error, "headers", None)
+        if error.status_code == 400:
+            return problem(400, "body", "the body could not be read as JSON; send a JSON object, in UTF-8", headers)
+        if error.status_code == 405:
+            allowed = next((v for k, v in (headers or {}).items() if k.lower() == "allow"), "")
+            return problem(405, "method", f"{request.method} is not answered at {request.url.path}; use {allowed or 'another method'}", headers)
+        if error.status_code == 404:
+            return problem(404, "path", f"there is nothing at {request.url.path[:80]}; the page is at /, and /openapi.json lists the API's paths", headers)
+        return problem(error.status_code, "path", str(error.detail), headers)
 
     @app.exception_handler(Busy)
     async def busy(request: Request, error: Busy) -> JSONResponse:

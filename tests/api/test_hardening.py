@@ -193,3 +193,15 @@ def test_serve_on_the_loopback_address_refuses_other_host_names():
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_a_wrong_path_or_method_says_what_to_use_and_reads_answer_head():
+    client = TestClient(create_app())
+    wrong = client.get("/api/trace")
+    assert wrong.status_code == 405
+    assert wrong.json()["detail"] == [{"field": "method", "message": "GET is not answered at /api/trace; use POST"}]
+    missing = client.get("/api/nothing-here")
+    assert missing.status_code == 404 and "/openapi.json lists the API's paths" in missing.json()["detail"][0]["message"]
+    for path in ("/api/health", "/api/example", "/api/models"):  # HEAD, as GET without the body
+        head = client.head(path)
+        assert head.status_code == 200 and head.content == b"", path
