@@ -1068,6 +1068,16 @@ def test_each_stage_that_reads_keys_or_values_says_whose_a_shared_head_reads(pag
     assert "keys and values come from" not in page.locator(".stage").inner_text()
 
 
+def test_the_arithmetic_says_it_leaves_the_biases_out(page, server_url):
+    for bias in (1, 0):
+        page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias={bias}&tokens=a+b+c&seed=0")
+        page.wait_for_function("(b) => document.querySelector('#lab-bias')?.checked === Boolean(b)", arg=bias)
+        page.evaluate("() => { document.querySelector('.costs').open = true; }")
+        total = page.locator("table.cost tr.total td.counted").inner_text()
+        assert total.startswith("the counts above added")
+        assert ("the biases' additions, one per number of q, k, v and y, are not counted" in total) == bool(bias), total
+
+
 def test_a_links_bad_cell_is_said_with_one_full_stop(page, server_url):
     page.goto(server_url + LAB_LINK.replace("0.5", "abc"))
     page.wait_for_function("() => !document.getElementById('notice').hidden")
