@@ -228,6 +228,8 @@ def test_packed_view_gives_the_same_q(page, server_url):
     assert {f"q:{h},{query},{e}" for h in range(4) for e in range(2)} <= shown
     assert {f"W_Q:{h},{m},{e}" for h in range(4) for m in range(8) for e in range(2)} <= shown
     assert "never sliced" in page.locator(".packed").inner_text()
+    # K and V are packed too: under GQA into fewer blocks, as the heads share them
+    assert "WK and WV are packed the same way, one block per K/V head: 2 blocks where WQ has 4, as the query heads share them." in page.locator(".packed").inner_text()
 
 
 def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):

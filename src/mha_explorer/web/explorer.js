@@ -2395,7 +2395,7 @@ function packed(view, query) {
     "details",
     { class: "packed" },
     h("summary", {}, h("h3", {}, "Packed view: all heads in one matrix")),
-    h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on. The input is never sliced per head: every head reads all of x.`),
+    h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on${c.d_model * width > TABLE_LIMIT ? " (on the map, point at a column to read its head)" : ""}. The input is never sliced per head: every head reads all of x. `, sup("W", "K"), " and ", sup("W", "V"), ` are packed the same way, one block per ${c.n_kv_heads === c.n_heads ? "head." : `K/V head: ${c.n_kv_heads} block${c.n_kv_heads === 1 ? "" : "s"} where `}`, ...(c.n_kv_heads === c.n_heads ? [] : [sup("W", "Q"), ` has ${c.n_heads}, as the query heads share them.`])),
     equation(x, ["×", wq], b && ["+", b], ["=", q]),
   );
 }
