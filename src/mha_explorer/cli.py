@@ -418,7 +418,14 @@ def _spans(indexes: list[int]) -> str:
     metavar="PATH",
     help="also offer a local checkpoint on the page (a Hugging Face directory or a GGUF file); repeat for more",
 )
-def serve(host: str, port: int, checkpoints: tuple[str, ...]) -> None:
+@click.option(
+    "--allow-host",
+    "allowed",
+    multiple=True,
+    metavar="NAME",
+    help="a host name a loopback server also answers for (a reverse proxy's, passed on in the Host header); repeat for more",
+)
+def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str, ...]) -> None:
     """Start the explorer in the browser."""
     from .models.errors import ModelError
     from .models.registry import local_models
@@ -441,7 +448,8 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...]) -> None:
     for name, path in local.items():
         click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
     loopback = host in ("127.0.0.1", "localhost", "::1")
-    app = create_app(models=ModelService(local=local), hosts=LOOPBACK_NAMES if loopback else None)
+    names = LOOPBACK_NAMES | {name.strip().lower() for name in allowed}
+    app = create_app(models=ModelService(local=local), hosts=names if loopback else None)
     settle_server_process()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 

@@ -72,21 +72,23 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
     return config, x, weights
 
 
-EDIT_KEY = re.compile(r"(\w+):([0-9]{1,9}(?:,[0-9]{1,9})*)", re.ASCII)  # a longer index is past any array's end
+EDIT_KEY = re.compile(r"(\w+):([0-9]+(?:,[0-9]+)*)", re.ASCII)
 
 
 def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) -> tuple[np.ndarray, AttentionWeights]:
     """x and the weights with single values set: edits maps "name:i,j,..." to the new value."""
     arrays = {"x": x.copy()} | {name: a.copy() for name, a in weights.arrays().items()}
     for key, value in edits.items():
+        field = f"edits.{key}" if len(key) <= 40 else f"edits.{key[:30]}…"  # the page's keys are short; a megabyte is not sent back
         match = EDIT_KEY.fullmatch(key)
         if not match or match[1] not in arrays:
-            field = f"edits.{key}" if len(key) <= 40 else f"edits.{key[:30]}…"  # the page's keys are short; a megabyte is not sent back
             raise LabError(field, f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")
         a = arrays[match[1]]
-        index = tuple(int(i) for i in match[2].split(","))
+        digits = match[2].split(",")
+        # an index of 10 digits or more is past any array's end (and Python reads no int of 4,300)
+        index = tuple(int(i) if len(i) < 10 else np.iinfo(np.int64).max for i in digits)
         if len(index) != a.ndim or any(i >= size for i, size in zip(index, a.shape)):
-            raise LabError(f"edits.{key}", f"{match[1]} has shape {a.shape}: give {a.ndim} indices, each below its size")
+            raise LabError(field, f"{match[1]} has shape {a.shape}: give {a.ndim} indices, each below its size")
         a[index] = value
     x = arrays.pop("x")
     return x, AttentionWeights(**arrays)

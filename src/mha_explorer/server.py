@@ -99,8 +99,7 @@ class Guard:
         if self.hosts is not None and name not in self.hosts:
             return problem(403, "host", f"this server answers for {', '.join(sorted(self.hosts))} only, not {host[:80]!r}: open it at one of those names")
         origin = headers.get(b"origin")
-        forwarded = headers.get(b"x-forwarded-host", b"").decode("latin-1")  # a reverse proxy's, where it rewrites Host
-        if scope["method"] == "POST" and origin is not None and origin.decode("latin-1").split("://", 1)[-1] not in (host, forwarded):
+        if scope["method"] == "POST" and origin is not None and origin.decode("latin-1").split("://", 1)[-1].lower() != host.lower():
             return problem(403, "origin", "a request from another site's page is refused: use the explorer's own page, or a client that sends no Origin")
         return None
 
@@ -110,10 +109,12 @@ class Guard:
         started = time.perf_counter()
         state = {"status": 500, "sent": False}
 
-        # HEAD on the API is its GET without the body (the page and / answer HEAD themselves)
-        head = scope["method"] == "HEAD" and scope["path"].startswith("/api/")
+        # HEAD on the API is its GET without the body (the page and / answer HEAD themselves); the
+        # log, and a refusal of the method, name the HEAD asked for
+        method = scope["method"]
+        head = method == "HEAD" and scope["path"].startswith("/api/")
         if head:
-            scope = {**scope, "method": "GET"}
+            scope = {**scope, "method": "GET", "asked_method": "HEAD"}
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -167,7 +168,7 @@ class Guard:
             access_log.info(
                 json.dumps(
                     {
-                        "method": scope["method"],
+                        "method": method,
                         "path": scope["path"],
                         "status": state["status"],
                         "ms": round(1000 * (time.perf_counter() - started), 2),
@@ -324,8 +325,8 @@ def gzip_fast(data: bytes) -> bytes:
 
 
 def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, models: ModelService | None = None, hosts: frozenset[str] | None = None) -> FastAPI:
-    """The explorer's app. hosts: the host names it answers for (None: any), LOOPBACK_NAMES for a
-    server bound to the loopback address."""
+    """The explorer's app. hosts: the host names it answers for (None: any): a server bound to the
+    loopback address answers for LOOPBACK_NAMES, and the names `serve --allow-host` adds."""
     # no /docs or /redoc: their pages load scripts from a CDN, which the page's own CSP (and no
     # internet) would block; the schema itself is at /openapi.json
     app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None)
@@ -443,7 +444,8 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             return problem(400, "body", "the body could not be read as JSON; send a JSON object, in UTF-8", headers)
         if error.status_code == 405:
             allowed = next((v for k, v in (headers or {}).items() if k.lower() == "allow"), "")
-            return problem(405, "method", f"{request.method} is not answered at {request.url.path}; use {allowed or 'another method'}", headers)
+            asked = request.scope.get("asked_method", request.method)
+            return problem(405, "method", f"{asked} is not answered at {request.url.path}; use {allowed or 'another method'}", headers)
         if error.status_code == 404:
             return problem(404, "path", f"there is nothing at {request.url.path[:80]}; the page is at /, and /openapi.json lists the API's paths", headers)
         return problem(error.status_code, "path", str(error.detail), headers)

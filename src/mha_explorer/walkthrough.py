@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -28,10 +30,11 @@ ASCII_SIGNS = {
 
 
 def add_column(table: Table, header: str, **options) -> None:
-    """table.add_column, wide enough for the header as a terminal that cannot show its signs spells
-    it (ASCII_SIGNS: "÷ Σ e^s" as "/ sum e^s"), so that the spelling fits in the column."""
+    """table.add_column; where the output cannot show the header's signs, wide enough for the
+    header as they are spelled there (ASCII_SIGNS: "÷ Σ e^s" as "/ sum e^s")."""
     spelled = sum(len(ASCII_SIGNS.get(c, c)) for c in header)
-    table.add_column(header, min_width=spelled if spelled > len(header) else None, **options)
+    unicode = (sys.stdout.encoding or "").lower().replace("-", "").replace("_", "") in ("utf8", "utf16", "utf32")
+    table.add_column(header, min_width=None if unicode or spelled <= cell_len(header) else spelled, **options)
 
 
 # Vectors wider than this (real layers: d_model in the hundreds) show their first three numbers and a count.

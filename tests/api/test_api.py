@@ -131,8 +131,9 @@ BAD = {
     "edit with too few indices": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_Q:0,0": 1}}, "edits.W_Q:0,0", "give 3 indices"),
     "edit that is not a number": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:0,0": "1"}}, "edits.x:0,0", "number"),
     # once answered with a bare 500: Python reads no int of over 4,300 digits, and makes no float of one past float64
-    "edit index of 5,000 digits": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:" + "9" * 5000 + ",0": 1}}, "edits.x:" + "9" * 28 + "…", "keyed name:i,j"),
-    "edit index past the array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:999999999,0": 1}}, "edits.x:999999999,0", "x has shape (1, 2)"),
+    "edit index of 5,000 digits": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:" + "9" * 5000 + ",0": 1}}, "edits.x:" + "9" * 28 + "…", "x has shape (1, 2)"),
+    "edit index past the array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:1000000000,0": 1}}, "edits.x:1000000000,0", "x has shape (1, 2)"),
+    "edit of a megabyte of indices": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:" + "0," * 50_000 + "0": 1}}, "edits.x:" + "0," * 14 + "…", "give 2 indices"),
     "whole number past float64 in a weight": (
         {"config": {"d_model": 1, "n_heads": 1}, "tokens": ["a"], "weights": {"W_Q": [[[10**309]]], "W_K": [[[1]]], "W_V": [[[1]]], "W_O": [[1]]}},
         "weights.W_Q",

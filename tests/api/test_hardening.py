@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -162,8 +163,10 @@ def test_a_post_from_another_sites_page_is_refused_and_the_pages_own_is_not():
         refused = client.post("/api/models/gemma3/load", headers={"origin": origin, "content-type": "application/x-www-form-urlencoded"}, content=b"x=1")
         assert refused.status_code == 403 and refused.json()["detail"][0]["field"] == "origin", origin
         assert "nosniff" in refused.headers["x-content-type-options"]
-    proxied = client.post("/api/trace", json=SMALL, headers={"origin": "https://explorer.example", "x-forwarded-host": "explorer.example"})
-    assert proxied.status_code == 200  # behind a reverse proxy that says whom it forwards for
+    proxied = client.post("/api/trace", json=SMALL, headers={"origin": "https://Explorer.example", "host": "explorer.example"})
+    assert proxied.status_code == 200  # behind a reverse proxy that passes the browser's Host on (names are not case-sensitive)
+    spoofed = client.post("/api/trace", json=SMALL, headers={"origin": "http://evil.example", "x-forwarded-host": "evil.example"})
+    assert spoofed.status_code == 403  # a forwarding header is no proof of the page's origin
     assert client.get("/api/health", headers={"origin": "http://evil.example"}).status_code == 200  # reading is harmless
 
 
@@ -177,22 +180,34 @@ def test_a_loopback_server_answers_for_loopback_names_only():
     assert "answers for 127.0.0.1, [::1], localhost only, not 'evil.example:8000'" in rebound.json()["detail"][0]["message"]
 
 
-def test_serve_on_the_loopback_address_refuses_other_host_names():
+@contextlib.contextmanager
+def serving(*options: str):
+    """`mha-explorer serve` on a free loopback port, with options; yields its address once it answers."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "mha_explorer.cli", "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-m", "mha_explorer.cli", "serve", "--port", str(port), *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                assert httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200
+                httpx.get(f"http://127.0.0.1:{port}/api/health")
                 break
             except httpx.TransportError:
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
-        assert httpx.get(f"http://127.0.0.1:{port}/api/health", headers={"host": "evil.example"}).status_code == 403
+        yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_serve_on_the_loopback_address_refuses_other_host_names():
+    with serving() as url:
+        assert httpx.get(url + "/api/health").status_code == 200
+        assert httpx.get(url + "/api/health", headers={"host": "evil.example"}).status_code == 403
+    with serving("--allow-host", "Explorer.example") as url:  # a reverse proxy's name is answered too
+        assert httpx.get(url + "/api/health", headers={"host": "explorer.example:443"}).status_code == 200
+        assert httpx.get(url + "/api/health", headers={"host": "evil.example"}).status_code == 403
+
 
 
 def test_a_wrong_path_or_method_says_what_to_use_and_reads_answer_head():
@@ -205,3 +220,5 @@ def test_a_wrong_path_or_method_says_what_to_use_and_reads_answer_head():
     for path in ("/api/health", "/api/example", "/api/models"):  # HEAD, as GET without the body
         head = client.head(path)
         assert head.status_code == 200 and head.content == b"", path
+    refused = client.request("HEAD", "/api/trace")
+    assert refused.status_code == 405 and refused.headers["allow"] == "POST"

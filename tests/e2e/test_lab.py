@@ -1047,6 +1047,10 @@ def test_edits_kept_where_their_rows_now_mean_other_tokens_or_components_are_nam
     settle(page)
     tokens = page.get_by_label("Tokens (separated by spaces)")
     words = tokens.input_value().split()
+    tokens.fill(" ".join(words + ["d"]))  # a token added at the end: row 1 is the same token
+    tokens.blur()
+    settle(page)
+    assert page.locator(".lab-status").inner_text() == ""
     tokens.fill(" ".join(words[1:] + ["z"]))  # the first token out: row 1 is now another token
     tokens.blur()
     settle(page)

@@ -253,6 +253,18 @@ def test_a_config_with_a_number_of_the_wrong_kind_is_refused_naming_the_key(tmp_
         load_model(tmp_path)
 
 
+def test_a_null_where_the_family_has_a_default_takes_the_default(tmp_path):
+    """null reads as "not given", as a key left out: rms_norm_eps then is Llama's 1e-6."""
+    import json
+
+    from mha_explorer.models import load_model
+
+    build("llama", tmp_path)
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps({**json.loads(file.read_text()), "rms_norm_eps": None}))
+    assert load_model(tmp_path).arch.sizes.eps == 1e-6
+
+
 @pytest.mark.parametrize("value", [np.nan, np.inf])
 def test_a_weight_that_is_not_a_finite_number_is_refused_at_load_naming_the_tensor(tmp_path, value):
     from safetensors.numpy import load_file, save_file

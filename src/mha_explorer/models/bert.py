@@ -36,8 +36,10 @@ class Bert(Architecture):
         _require(cfg, "position_embedding_type", "absolute", where)
         _require(cfg, "is_decoder", False, where)  # a BERT decoder masks causally: read here as an encoder, it would be traced without its mask
         d, h = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+        if cfg["max_position_embeddings"] is None:  # BERT's position table has that many rows: no default
+            raise CheckpointError(f"{where}/config.json: max_position_embeddings is null; give the rows of the position table")
         self.n_layers, self.d_model, self.max_positions = int(cfg["num_hidden_layers"]), d, int(cfg["max_position_embeddings"])
-        self.eps = float(cfg.get("layer_norm_eps", 1e-12))
+        self.eps = float(cfg.get("layer_norm_eps") or 1e-12)  # null: not given
         ffn = int(cfg["intermediate_size"])
         if d % h:
             raise CheckpointError(f"{where}: hidden_size {d} is not divisible by num_attention_heads {h}")
@@ -54,7 +56,7 @@ class Bert(Architecture):
             raise CheckpointError(f"{where}: {self._word} has shape {tensors.shape(self._word)}; expected (vocab, {d})")
         self.n_vocab = tensors.shape(self._word)[0]
         self.positions = get("embeddings.position_embeddings.weight", (self.max_positions, d))
-        self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size", 2)), d))[0]
+        self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size") or 2), d))[0]
         self.embed_norm = get("embeddings.LayerNorm.weight", (d,)), get("embeddings.LayerNorm.bias", (d,))
 
         self.layers = []

@@ -217,4 +217,4 @@ def _local_theta(cfg: dict, where: str) -> float:
     params = cfg.get("rope_parameters")
     if isinstance(params, dict) and "sliding_attention" in params:
         return llama.hf_rope_theta(cfg, where, "sliding_attention")
-    return float(cfg.get("rope_local_base_freq", GGUF_LOCAL_ROPE_THETA))
+    return float(cfg.get("rope_local_base_freq") or GGUF_LOCAL_ROPE_THETA)  # null: not given

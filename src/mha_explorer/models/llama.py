@@ -84,7 +84,7 @@ def hf_sizes(cfg: dict, defaults: dict | None = None) -> dict:
         "d_head": int(cfg.get("head_dim") or d // h),
         "d_ffn": int(cfg["intermediate_size"]),
         "n_layers": int(cfg["num_hidden_layers"]),
-        "eps": float(cfg.get("rms_norm_eps", 1e-6)),
+        "eps": float(cfg.get("rms_norm_eps") or 1e-6),  # null: not given
         "max_positions": cfg.get("max_position_embeddings"),
     }
 

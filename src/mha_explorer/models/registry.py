@@ -311,7 +311,7 @@ def _looks_like_a_path(name: str) -> bool:
 
 
 # config.json's numbers that a converter reads, and what each must be where it is given (null is
-# "not given", where the family has a default)
+# "not given": the family's default, where it has one)
 WHOLE_NUMBERS = (
     "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "num_hidden_layers",
     "max_position_embeddings", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern", "vocab_size",

@@ -1158,7 +1158,7 @@ function mask(view, query, head) {
   // a windowed layer: how many of the masked keys the window hid, and where to look when none
   // (the first view's query, the text's middle word, lies inside the window of a long text too)
   const outside = windowSize ? range(query).filter(hidden).length : 0;
-  const cut = !windowSize
+  const cut = !windowSize || !count
     ? ""
     : outside
       ? `: ${count - outside} after it, ${outside} outside the window`

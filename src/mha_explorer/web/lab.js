@@ -255,12 +255,12 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       const [name, index] = key.split(":");
       return `${name}[${index}] (${shapes[name] ? `${name} is ${shapes[name].join(" × ")}` : `there is no ${name} here`})`;
     });
-    // the edits kept at the same row and column numbers, which now stand for other tokens or
-    // components: their array changed shape, or (for x) the tokens changed
-    const before = arrayShapes(lab.config, lab.tokens.length);
+    // the edits kept at the same numbers, which now stand for something else: a row of x whose
+    // token changed, a row of W^O (head i's component e is row i·d_v + e) under another d_v
     const moved = [...kept.keys()].filter((key) => {
-      const name = key.split(":")[0];
-      return lab.edits.has(key) && (String(before[name]) !== String(shapes[name]) || (name === "x" && lab.tokens.join(" ") !== next.tokens.join(" ")));
+      const [name, index] = key.split(":");
+      const row = Number(index.split(",")[0]);
+      return lab.edits.has(key) && ((name === "x" && lab.tokens[row] !== next.tokens[row]) || (name === "W_O" && lab.config.d_v !== next.config.d_v));
     });
     let payload = base.payload;
     if (kept.size) {
