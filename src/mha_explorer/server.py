@@ -116,10 +116,14 @@ class Guard:
         if head:
             scope = {**scope, "method": "GET", "asked_method": "HEAD"}
 
+        # the page's own files are checked again on every load (a 304 when unchanged), so that a
+        # page from before an upgrade never runs against the new server
+        static = scope["path"] == "/" or scope["path"].startswith("/static/")
+
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 state["status"], state["sent"] = message["status"], True
-                message["headers"] = [*message.get("headers", []), *self.headers]
+                message["headers"] = [*message.get("headers", []), *self.headers, *([(b"cache-control", b"no-cache")] if static else [])]
             elif head and message["type"] == "http.response.body":
                 message = {**message, "body": b""}
             await send(message)

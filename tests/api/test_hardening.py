@@ -222,3 +222,15 @@ def test_a_wrong_path_or_method_says_what_to_use_and_reads_answer_head():
         assert head.status_code == 200 and head.content == b"", path
     refused = client.request("HEAD", "/api/trace")
     assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+
+
+def test_the_pages_files_are_checked_again_on_each_load():
+    """After an upgrade the page must not run old scripts against the new server: its files are
+    revalidated (no-cache); the scripts and styles are answered 304 while unchanged."""
+    client = TestClient(create_app())
+    assert client.get("/").headers["cache-control"] == "no-cache"
+    for path in ("/static/explorer.js", "/static/page.css"):
+        first = client.get(path)
+        assert first.status_code == 200 and first.headers["cache-control"] == "no-cache", path
+        assert client.get(path, headers={"if-none-match": first.headers["etag"]}).status_code == 304, path
+    assert "cache-control" not in client.get("/api/health").headers
