@@ -79,8 +79,7 @@ def model_data(spec: ModelLayers) -> tuple[dict, dict[int, dict]]:
         for stage in payload["derived"]:
             del payload["stages"][stage]
         layers[layer] = payload
-    paths = ("name", "source", "tokenizer")  # of this machine
-    config = {k: v for k, v in model.config_summary().items() if k not in paths} | {"name": name}
+    config = model.shared_summary() | {"name": name}  # a checkpoint's name is its path: the copy's own
     return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": list(layers)}, layers
 
 

@@ -344,7 +344,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         return ModelStatus(
             **{k: getattr(info, k) for k in ("name", "title", "family", "package", "installed", "heavy")},
             **state,
-            config=None if loaded is None else loaded.config_summary(),
+            config=None if loaded is None else loaded.shared_summary() | {"name": info.name},  # no path of this machine
         )
 
     def registry_entry(name: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -180,6 +181,8 @@ def test_a_local_checkpoint_given_to_the_server_is_offered_loaded_and_traced_by_
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert state["state"] == "ready" and state["config"]["family"] == "bert", state
+    # the answer names the checkpoint by its short name, and holds no path of the server's machine
+    assert state["config"]["name"] == "my-bert-v2" and str(tmp_path) not in json.dumps(state)
 
     text = "A checkpoint of my own."
     payload = TracePayload.model_validate(client.post("/api/model-trace", json={"model": "my-bert-v2", "text": text, "layer": 2, "head": 4}).json())

@@ -137,6 +137,11 @@ class LoadedModel:
             **self.arch.summary(),
         }
 
+    def shared_summary(self) -> dict:
+        """config_summary() without the paths of the weights' and the tokenizer's files: what the
+        server answers and a static copy holds (each names a checkpoint by its own short name)."""
+        return {k: v for k, v in self.config_summary().items() if k not in ("source", "tokenizer")}
+
     def tokenize(self, text: str) -> list[str]:
         """The token strings of text, as the tokenizer splits them (special tokens included)."""
         return self.encode(text).tokens
