@@ -447,8 +447,13 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str
         click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
     for name, path in local.items():
         click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
+    for name in allowed:  # compared with the Host header's name, its port left out
+        if not re.fullmatch(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]", name):
+            fail(f"--allow-host {name!r} is not a host name; give it as a browser's address bar shows it, without scheme or port (explorer.example, or [fd00::1])")
     loopback = host in ("127.0.0.1", "localhost", "::1")
-    names = LOOPBACK_NAMES | {name.strip().lower() for name in allowed}
+    if allowed and not loopback:
+        note(f"--allow-host is for a server bound to the loopback address; bound to {host}, it answers for any name")
+    names = LOOPBACK_NAMES | {name.lower() for name in allowed}
     app = create_app(models=ModelService(local=local), hosts=names if loopback else None)
     settle_server_process()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)

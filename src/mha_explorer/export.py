@@ -79,7 +79,7 @@ def model_data(spec: ModelLayers) -> tuple[dict, dict[int, dict]]:
         for stage in payload["derived"]:
             del payload["stages"][stage]
         layers[layer] = payload
-    config = model.shared_summary() | {"name": name}  # a checkpoint's name is its path: the copy's own
+    config = model.shared_summary(name)
     return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": list(layers)}, layers
 
 

@@ -164,7 +164,7 @@ class Guard:
                     field, message = "body", f"the request body is over the limit of {self.max_body:,} bytes; send less (for the lab: a seed and the edited values, not whole arrays)"
                 await problem(413, field, message)(scope, receive, send_with_headers)
         except Exception:  # a fault of the server's own: said in the same shape, with the same headers
-            error_log.exception("%s %s failed", scope["method"], scope["path"])
+            error_log.exception("%s %s failed", method, scope["path"])
             if not state["sent"]:
                 message = "the server failed on this request (a fault of its own, logged where it runs); try another request, or report it"
                 await problem(500, "server", message)(scope, receive, send_with_headers)
@@ -344,7 +344,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         return ModelStatus(
             **{k: getattr(info, k) for k in ("name", "title", "family", "package", "installed", "heavy")},
             **state,
-            config=None if loaded is None else loaded.shared_summary() | {"name": info.name},  # no path of this machine
+            config=None if loaded is None else loaded.shared_summary(info.name),
         )
 
     def registry_entry(name: str):

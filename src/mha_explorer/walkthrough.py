@@ -32,9 +32,13 @@ ASCII_SIGNS = {
 def add_column(table: Table, header: str, **options) -> None:
     """table.add_column; where the output cannot show the header's signs, wide enough for the
     header as they are spelled there (ASCII_SIGNS: "÷ Σ e^s" as "/ sum e^s")."""
+    try:
+        header.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+        shown = True
+    except (UnicodeEncodeError, LookupError):
+        shown = False
     spelled = sum(len(ASCII_SIGNS.get(c, c)) for c in header)
-    unicode = (sys.stdout.encoding or "").lower().replace("-", "").replace("_", "") in ("utf8", "utf16", "utf32")
-    table.add_column(header, min_width=None if unicode or spelled <= cell_len(header) else spelled, **options)
+    table.add_column(header, min_width=None if shown or spelled <= cell_len(header) else spelled, **options)
 
 
 # Vectors wider than this (real layers: d_model in the hundreds) show their first three numbers and a count.

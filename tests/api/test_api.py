@@ -90,6 +90,12 @@ def test_edits_set_single_values_of_the_drawn_ones(client):
     np.testing.assert_allclose(arrays["q"], q, rtol=1e-12)
 
 
+def test_an_edit_index_written_with_leading_zeros_is_that_index(client):
+    body = {"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "seed": 0}
+    arrays = everything(TracePayload.model_validate(client.post("/api/trace", json=body | {"edits": {"x:0000000000,1": 0.25}}).json()))
+    assert arrays["x"][0, 1] == 0.25
+
+
 def test_the_largest_lab_configuration_with_an_edit_fits_in_a_request(client):
     """64 heads of width 64 on 64 tokens: over 1 million values, which as JSON would pass the body
     limit; the seed and the edit are a few hundred bytes."""

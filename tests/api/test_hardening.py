@@ -204,10 +204,16 @@ def test_serve_on_the_loopback_address_refuses_other_host_names():
     with serving() as url:
         assert httpx.get(url + "/api/health").status_code == 200
         assert httpx.get(url + "/api/health", headers={"host": "evil.example"}).status_code == 403
+    from click.testing import CliRunner
+
+    from mha_explorer.cli import main
+
+    for wrong in ("https://explorer.example", "explorer.example:443", ""):
+        refused = CliRunner().invoke(main, ["serve", "--allow-host", wrong])
+        assert refused.exit_code == 2 and "is not a host name; give it as a browser's address bar shows it" in refused.output, wrong
     with serving("--allow-host", "Explorer.example") as url:  # a reverse proxy's name is answered too
         assert httpx.get(url + "/api/health", headers={"host": "explorer.example:443"}).status_code == 200
         assert httpx.get(url + "/api/health", headers={"host": "evil.example"}).status_code == 403
-
 
 
 def test_a_wrong_path_or_method_says_what_to_use_and_reads_answer_head():

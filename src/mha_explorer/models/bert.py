@@ -107,6 +107,6 @@ class Bert(Architecture):
 
 
 def _require(cfg: dict, key: str, value: str | bool, where: str) -> None:
-    got = cfg.get(key, value)
-    if got != value:
+    got = cfg.get(key)
+    if got is not None and got != value:  # null: not given, the default
         raise CheckpointError(f"{where}: {key} is {got!r}; the BERT converter supports {value!r} only")

@@ -137,10 +137,10 @@ class LoadedModel:
             **self.arch.summary(),
         }
 
-    def shared_summary(self) -> dict:
-        """config_summary() without the paths of the weights' and the tokenizer's files: what the
-        server answers and a static copy holds (each names a checkpoint by its own short name)."""
-        return {k: v for k, v in self.config_summary().items() if k not in ("source", "tokenizer")}
+    def shared_summary(self, name: str) -> dict:
+        """config_summary() with no path of this machine (the weights' and the tokenizer's files, a
+        checkpoint's path as its name), under `name`: what the server answers and a static copy holds."""
+        return {k: v for k, v in self.config_summary().items() if k not in ("source", "tokenizer")} | {"name": name}
 
     def tokenize(self, text: str) -> list[str]:
         """The token strings of text, as the tokenizer splits them (special tokens included)."""

@@ -174,7 +174,7 @@ class Llama(Architecture):
 def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Llama:
     where = str(tensors.path)
     for key, allowed in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
-        if cfg.get(key, allowed) != allowed:
+        if cfg.get(key) is not None and cfg[key] != allowed:  # null: not given, the default
             raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Llama converter supports {allowed!r} only")
     sizes = Sizes(**hf_sizes(cfg), rope_theta=hf_rope_theta(cfg, where))
     return Llama(sizes, tensors, hf_names(tensors, HF_NAMES), gguf=False, progress=progress)
