@@ -441,18 +441,18 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str
     from .modelview import ModelService
     from .server import LOOPBACK_NAMES, create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
-    click.echo(f"mha-explorer: open {page_url(host, port)} (Ctrl+C stops)")
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
-    for name, path in local.items():
-        click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
     for name in allowed:  # compared with the Host header's name, its port left out
         if not re.fullmatch(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]", name):
             fail(f"--allow-host {name!r} is not a host name; give it as a browser's address bar shows it, without scheme or port (explorer.example, or [fd00::1])")
     loopback = host in ("127.0.0.1", "localhost", "::1")
-    if allowed and not loopback:
-        note(f"--allow-host is for a server bound to the loopback address; bound to {host}, it answers for any name")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
+    click.echo(f"mha-explorer: open {page_url(host, port)} (Ctrl+C stops)")
+    if not loopback:
+        click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
+        if allowed:
+            note(f"--allow-host is for a server bound to the loopback address; bound to {host}, it answers for any name")
+    for name, path in local.items():
+        click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
     names = LOOPBACK_NAMES | {name.lower() for name in allowed}
     app = create_app(models=ModelService(local=local), hosts=names if loopback else None)
     settle_server_process()

@@ -92,8 +92,7 @@ class Guard:
         self.hosts = hosts
         self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
 
-    def refusal(self, scope) -> JSONResponse | None:
-        headers = dict(scope["headers"])
+    def refusal(self, scope, headers: dict[bytes, bytes]) -> JSONResponse | None:
         host = headers.get(b"host", b"").decode("latin-1")
         name = re.sub(r":[0-9]+$", "", host).lower()
         if self.hosts is not None and name not in self.hosts:
@@ -129,10 +128,11 @@ class Guard:
             await send(message)
 
         try:
-            refused = self.refusal(scope)
+            headers = dict(scope["headers"])
+            refused = self.refusal(scope, headers)
             if refused is not None:
                 return await refused(scope, receive, send_with_headers)
-            length = dict(scope["headers"]).get(b"content-length", b"0")
+            length = headers.get(b"content-length", b"0")
             if length.isdigit() and int(length) > self.max_body:
                 raise BodyTooLarge
             # read the whole body first, so a stream without a length is cut at the limit too

@@ -167,10 +167,7 @@ class Explorer(anywidget.AnyWidget):
         from .modelview import model_payload
 
         _check_view("Explorer.from_model()", view, "a model's layer is chosen by name, text= and layer=")
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
-        if not _is_index(layer):
-            raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
+        _check_text_and_layer(text, layer)
         model = load_model(name)
         head = view.get("head", 0)
         valid = _is_index(head) and 0 <= head < model.layer_config(layer).n_heads
@@ -216,10 +213,7 @@ class Explorer(anywidget.AnyWidget):
         model, now_text, now_layer = self._model
         text = now_text if text is None else text
         layer = now_layer if layer is None else layer
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
-        if not _is_index(layer):
-            raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
+        _check_text_and_layer(text, layer)
         layer = int(layer)
         head = self.head if self.head < model.layer_config(layer).n_heads else 0  # a bad layer is said here
         self.payload = _binary(lambda packer: model_payload(model, text, layer, head=head, packer=packer))
@@ -340,6 +334,14 @@ def _binary(build) -> dict:
     record = build(packer).model_dump(mode="json")
     record["buffer"] = memoryview(packer.arrays())
     return record
+
+
+def _check_text_and_layer(text, layer) -> None:
+    """A real model's text and layer, of the kinds they must be (their values are the model's to check)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
+    if not _is_index(layer):
+        raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
 
 
 def _is_index(value) -> bool:

@@ -329,6 +329,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   // key -> a good value typed while the settings above had an error: used with the next settings
   // that work (as an edit), said at its cell until then
   const waitingValues = new Map();
+  const NOT_USED = "That value was not used: the figure still shows the last good result.";
   const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
   // the value drawn from the seed (no edit) at "name:i,j", for the settings last computed
   const drawnAt = (key) => {
@@ -516,7 +517,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       message.textContent = parsed.error;
       showMessage(message);
       input.setAttribute("aria-invalid", "true");
-      status.textContent = "That value was not used: the figure still shows the last good result.";
+      status.textContent = NOT_USED;
       return;
     }
     drafts.delete(key);
@@ -546,7 +547,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       showMessage(message);
       input.setAttribute("aria-invalid", "true");
       input.classList.toggle("edited", lab.edits.has(key));
-      status.textContent = "That value was not used: the figure still shows the last good result.";
+      status.textContent = NOT_USED;
     }
   }
 
