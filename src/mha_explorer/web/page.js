@@ -88,6 +88,7 @@ function readLink(hash) {
 
 // Several traits change together; write the link once, after all of them.
 let linkQueued = false;
+let ownHash = location.hash; // the link this page shows: read at its start, or written since
 let models = null; // the real-model panel, once the page has one
 function writeLink(model, lab) {
   if (linkQueued) return;
@@ -96,7 +97,8 @@ function writeLink(model, lab) {
   // tokens), which must not delay the frame that shows the change
   const write = () => {
     linkQueued = false;
-    writeLinkNow(model, currentMode(), lab);
+    // a link pasted or edited meanwhile is not written over: the page reloads on it (hashchange)
+    if (location.hash === ownHash) writeLinkNow(model, currentMode(), lab);
   };
   if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
   else setTimeout(write, 50);
@@ -124,6 +126,7 @@ function writeLinkNow(model, mode, lab) {
   params.set("query", model.get("query"));
   if (model.get("all_queries")) params.set("all", "1");
   history.replaceState(null, "", `#${params}`);
+  ownHash = location.hash;
 }
 
 // ---- traces: from the API, or from the exported data ------------------------------------------
