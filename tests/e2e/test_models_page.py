@@ -187,6 +187,54 @@ DRAWN_BY = """(selector) => new Promise((done) => {
 
 
 @needs("minilm")
+def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, server_url):
+    """The head menu's list is made of the page's own elements: the pointer resting on an option,
+    or the focus moving to one in the open list, fetches that head, so picking it shows it at once."""
+    text = "The quick brown fox jumps over the lazy dog because it was bored."
+    trace_model(page, server_url, "minilm", text, 0)
+    bodies = []
+    page.on("request", lambda r: bodies.append(r.post_data_json["head"]) if r.url.endswith("api/model-head") else None)
+    menu = page.get_by_label("Inspect head")
+    menu.click()
+    expect(menu.locator("option", has_text="Head 6")).to_be_visible()  # the list is open
+    page.wait_for_timeout(300)  # the focus's neighbours (1 and 11) are fetched meanwhile
+    bodies.clear()
+    menu.locator("option", has_text="Head 6").hover()
+    page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(6)")
+    assert bodies == [6]
+    menu.locator("option", has_text="Head 6").click()
+    expect(page.locator(".stage h2")).to_contain_text("head 6")
+    assert "Loading" not in page.locator(".stage").inner_text()
+    assert bodies.count(6) == 1  # picked, it was not fetched again
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=0, head=6)))
+    # from the keyboard: Alt+ArrowDown opens the list; each option the focus reaches is fetched
+    menu.focus()
+    page.mouse.move(0, 0)  # off the thumbnails, which the closed list left under the pointer
+    page.wait_for_timeout(300)
+    bodies.clear()
+    page.keyboard.press("Alt+ArrowDown")
+    expect(menu.locator("option", has_text="Head 9")).to_be_visible()
+    for _ in range(3):
+        page.keyboard.press("ArrowDown")
+    page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(9)")
+    assert bodies == [8, 9]  # 7, the neighbour of the head shown, was here already
+    page.keyboard.press("Enter")
+    expect(page.locator(".stage h2")).to_contain_text("head 9")
+    assert "Loading" not in page.locator(".stage").inner_text()
+    assert bodies.count(9) == 1
+    # closed again, the menu's arrow keys step to the next head at once, as a system menu's do
+    menu.focus()
+    page.keyboard.press("ArrowDown")
+    expect(page.locator(".stage h2")).to_contain_text("head 10")
+    expect(menu.locator("option", has_text="Head 10")).to_be_hidden()  # the list stayed closed
+    page.keyboard.press("End")
+    expect(page.locator(".stage h2")).to_contain_text("head 11")
+    page.keyboard.press("Home")
+    expect(page.locator(".stage h2")).to_contain_text("head 0")
+    expect(menu.locator("option", has_text="Head 0")).to_be_hidden()
+
+
+@needs("minilm")
 def test_a_head_fetched_while_the_pointer_rests_is_drawn_before_the_click(page, server_url):
     text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3  # maps, not tables
     trace_model(page, server_url, "minilm", text, 1)

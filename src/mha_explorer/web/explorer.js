@@ -325,6 +325,23 @@ function moveFocus(event) {
   to.focus();
 }
 
+// A customizable menu (explorer.css) opens its list on an arrow key, where the system's menu steps
+// to the next option at once: a closed menu keeps stepping, as someone going through the heads or
+// queries one by one expects; Home and End go to the first and the last. Alt with an arrow opens the
+// list, as before.
+const JUMPS = { Home: -Infinity, End: Infinity };
+function stepClosedMenu(event) {
+  const menu = event.target;
+  if (menu.tagName !== "SELECT" || !(event.key in STEPS || event.key in JUMPS) || event.altKey || event.ctrlKey || event.metaKey) return;
+  if (getComputedStyle(menu).appearance !== "base-select" || menu.matches(":open")) return; // :open is known where base-select is
+  event.preventDefault();
+  const index = Math.min(Math.max(menu.selectedIndex + (STEPS[event.key] ?? JUMPS[event.key]), 0), menu.options.length - 1);
+  if (index === menu.selectedIndex) return;
+  menu.selectedIndex = index;
+  menu.dispatchEvent(new Event("input", { bubbles: true }));
+  menu.dispatchEvent(new Event("change", { bubbles: true }));
+}
+
 // A row-major array from the payload: at(i, j, ...) reads one entry.
 class Tensor {
   constructor({ shape, data, b64, dtype, heads, derive }) {
@@ -483,6 +500,7 @@ function render({ model, el }) {
   );
   el.replaceChildren(root);
   root.addEventListener("keydown", moveFocus);
+  root.addEventListener("keydown", stepClosedMenu);
   // The keys that move inside the view stay inside it: a notebook (JupyterLab) would otherwise
   // also take them as its own commands (the next cell). Their own work (a menu's next option) is
   // left to the browser.

@@ -386,9 +386,10 @@ async function main() {
     const n = model.get("payload").config.n_heads;
     for (const step of [1, n - 1]) models.prefetch((model.get("head") + step) % n);
   };
-  const PICKS_HEAD = ".thumb-button, button[data-pick-head]";
+  // (An option of the head menu is one too, where the browser makes its list of page elements.)
+  const PICKS_HEAD = ".thumb-button, button[data-pick-head], select[data-control=head] option";
   const pickerOf = (event) => (mode === "model" && models ? event.target.closest?.(PICKS_HEAD) : null);
-  const headOf = (button) => Number(button.dataset.head ?? button.dataset.pickHead);
+  const headOf = (picker) => Number(picker.dataset.head ?? picker.dataset.pickHead ?? picker.value);
   let resting = null;
   app.addEventListener("pointerover", (event) => {
     const button = pickerOf(event);
