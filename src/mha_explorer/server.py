@@ -59,6 +59,7 @@ class ErrorResponse(BaseModel):
 ERRORS = {
     400: {"model": ErrorResponse, "description": "the body could not be parsed at all (such as JSON nested too deeply)"},
     413: {"model": ErrorResponse, "description": "the request body is over the limit"},
+    415: {"model": ErrorResponse, "description": "the body is sent as another type than JSON: send Content-Type: application/json"},
     422: {
         "model": ErrorResponse,
         "description": "the body is not valid JSON (`detail` says where it breaks), or a field is missing, of the wrong type, "
@@ -146,6 +147,10 @@ class Guard:
                 more = message.get("more_body", False)
                 if len(body) > self.max_body:
                     raise BodyTooLarge
+            kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+            if body and scope["path"].startswith("/api/") and kind and not re.fullmatch(r"application/([a-z0-9.+-]+\+)?json", kind):
+                message = f"the body is sent as {kind[:60]}; send a JSON object, with Content-Type: application/json (/openapi.json lists its fields)"
+                return await problem(415, "content-type", message)(scope, receive, send_with_headers)
             replayed = False
 
             async def replay():
@@ -183,6 +188,18 @@ class Guard:
 
 class Busy(Exception):
     pass
+
+
+class Refused(Exception):
+    """A request refused with its own status (not 422): said as every error is."""
+
+    def __init__(self, status: int, field: str, message: str):
+        super().__init__(message)
+        self.status, self.field, self.message = status, field, message
+
+
+NO_SUCH_MODEL = {404: {"model": ErrorResponse, "description": "no model of that name: the message lists the names there are"}}
+NOT_INSTALLED = {409: {"model": ErrorResponse, "description": "the model's package is not installed: the message gives the command"}}
 
 
 class TraceGate:
@@ -347,25 +364,29 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             config=None if loaded is None else loaded.shared_summary(info.name),
         )
 
-    def registry_entry(name: str):
+    def registry_entry(name: str, in_path: bool = False, installed: bool = True):
+        """The registry's entry for name. Refused: a name it lacks (in a body, 422; as the path's
+        resource, 404 Not Found), and, when `installed`, a model not installed (409 in a path)."""
         infos = {i.name: i for i in service.infos()}
         if name not in infos:
-            raise LabError("model", f"no model named {name!r}; choose one of: {', '.join(infos)}")
-        if not infos[name].installed:
-            raise LabError("model", f"{name} is not installed; run: {infos[name].install}")
+            message = f"no model named {shown_json(name)}; choose one of: {', '.join(infos)}"
+            raise Refused(404, "model", message) if in_path else LabError("model", message)
+        if installed and not infos[name].installed:
+            message = f"{name} is not installed; run: {infos[name].install}"
+            raise Refused(409, "model", message) if in_path else LabError("model", message)
         return infos[name]
 
     @app.get("/api/models", response_model=list[ModelStatus])
     def list_models() -> list[ModelStatus]:
         return [status(info) for info in service.infos()]
 
-    @app.get("/api/models/{name}", response_model=ModelStatus, responses=ERRORS)
+    @app.get("/api/models/{name}", response_model=ModelStatus, responses=ERRORS | NO_SUCH_MODEL)
     def model_status(name: str) -> ModelStatus:
-        return status(registry_entry(name))
+        return status(registry_entry(name, in_path=True, installed=False))  # one not installed says so, as in the list
 
-    @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=ERRORS)
+    @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=ERRORS | NO_SUCH_MODEL | NOT_INSTALLED)
     def load(name: str) -> ModelStatus:
-        info = registry_entry(name)
+        info = registry_entry(name, in_path=True)
         service.start(name)
         return status(info)
 
@@ -453,6 +474,10 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         if error.status_code == 404:
             return problem(404, "path", f"there is nothing at {request.url.path[:80]}; the page is at /, and /openapi.json lists the API's paths", headers)
         return problem(error.status_code, "path", str(error.detail), headers)
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> JSONResponse:
+        return problem(error.status, error.field, error.message)
 
     @app.exception_handler(Busy)
     async def busy(request: Request, error: Busy) -> JSONResponse:

@@ -199,19 +199,22 @@ def test_a_body_that_is_not_json_gets_a_422_that_says_where_it_breaks(client):
 
 
 @pytest.mark.parametrize(
-    "send",
+    ("send", "status", "field"),
     [
-        {"content": b'{"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a"]}', "headers": {"content-type": "text/plain"}},
-        {"data": {"config": "x", "tokens": "a"}},
-        {"json": ["a", "b"]},
+        ({"content": b'{"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a"]}', "headers": {"content-type": "text/plain"}}, 415, "content-type"),
+        ({"data": {"config": "x", "tokens": "a"}}, 415, "content-type"),
+        ({"json": ["a", "b"]}, 422, "body"),
+        ({"content": b"[1]", "headers": {"content-type": "application/json; charset=utf-8"}}, 422, "body"),
+        ({"content": b"[1]", "headers": {"content-type": "application/problem+json"}}, 422, "body"),
     ],
-    ids=["text/plain", "form", "array"],
+    ids=["text/plain", "form", "array", "json with charset", "a json type"],
 )
-def test_a_body_that_is_not_a_json_object_is_told_what_to_send(client, send):
+def test_a_body_that_is_not_a_json_object_is_told_what_to_send(client, send, status, field):
     response = client.post("/api/trace", **send)
-    assert response.status_code == 422
+    assert response.status_code == status  # 415: sent as another type; 422: JSON, but not an object
     [problem] = response.json()["detail"]
-    assert problem["field"] == "body" and "Content-Type: application/json" in problem["message"] and "JSON object" in problem["message"]
+    assert problem["field"] == field and "Content-Type: application/json" in problem["message"] and "JSON object" in problem["message"]
+    assert response.headers["x-content-type-options"] == "nosniff"
 
 
 def test_the_schema_is_served_and_the_docs_pages_that_need_a_cdn_are_not(client):

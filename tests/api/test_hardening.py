@@ -88,7 +88,7 @@ def test_no_route_takes_a_path():
     client = TestClient(create_app())
     for name in ("..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd", "C:%5Cmodels"):
         response = client.get(f"/api/models/{name}")
-        assert response.status_code in (404, 422), name
+        assert response.status_code == 404, name
         assert "root:" not in response.text
     refused = client.post("/api/model-trace", json={"model": "/etc/passwd", "text": "a", "layer": 0})
     assert refused.status_code == 422 and "choose one of" in refused.json()["detail"][0]["message"]
@@ -240,3 +240,26 @@ def test_the_pages_files_are_checked_again_on_each_load():
         assert first.status_code == 200 and first.headers["cache-control"] == "no-cache", path
         assert client.get(path, headers={"if-none-match": first.headers["etag"]}).status_code == 304, path
     assert "cache-control" not in client.get("/api/health").headers
+
+
+def test_a_model_the_path_names_that_is_not_there_is_404_and_one_not_installed_is_said(monkeypatch):
+    from dataclasses import replace
+
+    from mha_explorer.models import registry
+
+    client = TestClient(create_app())
+    for method, path in (("GET", "/api/models/bert-large"), ("POST", "/api/models/bert-large/load")):
+        response = client.request(method, path)
+        assert response.status_code == 404, path
+        [problem] = response.json()["detail"]
+        assert problem["field"] == "model" and problem["message"].startswith('no model named "bert-large"; choose one of: minilm, smollm2')
+    # a model whose package is missing: its status says so (as the list does); loading it is refused with the command to run
+    real = registry.available_models
+    monkeypatch.setattr(registry, "available_models", lambda: [replace(m, installed=False, location=None) if m.name == "smollm2" else m for m in real()])
+    status = client.get("/api/models/smollm2")
+    assert status.status_code == 200 and status.json()["installed"] is False and status.json()["state"] == "idle"
+    refused = client.post("/api/models/smollm2/load")
+    assert refused.status_code == 409
+    [problem] = refused.json()["detail"]
+    assert problem["field"] == "model" and problem["message"].startswith("smollm2 is not installed; run: pip install")
+    assert client.get("/api/models/smollm2").json()["state"] == "idle"  # nothing was started
