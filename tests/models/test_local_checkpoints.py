@@ -6,6 +6,7 @@ and the "1 + w" of its norms matter."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -152,6 +153,9 @@ REFUSED = {
     "gemma3-attention-bias": "attention_bias is True; the Gemma 3 converter supports models without it",
     "bert-decoder": "is_decoder is True; the BERT converter supports False only",
     "tokenizer-of-another-model": "the tokenizer has 30522 tokens and the embedding table 1000 rows: the tokenizer does not belong to this checkpoint",
+    "llama-linear-rope": "rope_parameters asks for RoPE scaling 'linear'; supported: default",
+    # the old key beside a new one that says default: transformers scales all the same
+    "llama-linear-rope-in-the-old-key": "rope_scaling asks for RoPE scaling 'linear'; supported: default",
 }
 
 
@@ -168,9 +172,18 @@ def test_a_checkpoint_that_would_trace_wrong_numbers_is_refused_saying_why(tmp_p
         save(Gemma3ForCausalLM(Gemma3TextConfig(**small, vocab_size=30522, num_key_value_heads=1, head_dim=16, attention_bias=True)), tmp_path)
     elif kind == "bert-decoder":
         save(BertModel(BertConfig(**small, vocab_size=30522, is_decoder=True)), tmp_path)
-    else:
+    elif kind == "tokenizer-of-another-model":
         save(LlamaForCausalLM(LlamaConfig(**small, vocab_size=1000, num_key_value_heads=2)), tmp_path)
-    with pytest.raises(CheckpointError, match=REFUSED[kind]):
+    else:
+        save(LlamaForCausalLM(LlamaConfig(**small, vocab_size=30522, num_key_value_heads=2)), tmp_path)
+        cfg = json.loads((tmp_path / "config.json").read_text())
+        linear = {"rope_type": "linear", "factor": 2.0}
+        if kind == "llama-linear-rope":
+            cfg["rope_parameters"] = cfg["rope_parameters"] | linear
+        else:
+            cfg["rope_scaling"] = linear
+        (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=re.escape(REFUSED[kind])):
         load_model(tmp_path)
 
 

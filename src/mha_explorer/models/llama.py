@@ -211,13 +211,11 @@ def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None, default:
     params = cfg.get("rope_parameters")
     if isinstance(params, dict) and layer_type is not None and layer_type in params:
         params = params[layer_type]
+    # a config may hold both keys (transformers applies a scaling under either): each is checked
+    for key, entry in (("rope_parameters", params), ("rope_scaling", cfg.get("rope_scaling"))):
+        kind = entry.get("rope_type", entry.get("type", "default")) if isinstance(entry, dict) else "default"
+        if kind != "default":
+            raise CheckpointError(f"{where}: {key} asks for RoPE scaling {kind!r}; supported: default (none)")
     if isinstance(params, dict) and "rope_theta" in params:
-        kind = params.get("rope_type", "default")
-        theta = params["rope_theta"]
-    else:
-        scaling = cfg.get("rope_scaling") or {}
-        kind = scaling.get("rope_type", scaling.get("type", "default"))
-        theta = cfg.get("rope_theta") or default
-    if kind != "default":
-        raise CheckpointError(f"{where} uses RoPE scaling {kind!r}; supported: default (none)")
-    return float(theta)
+        return float(params["rope_theta"])
+    return float(cfg.get("rope_theta") or default)
