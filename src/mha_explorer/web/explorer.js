@@ -2329,7 +2329,7 @@ function costPanel(payload) {
     ),
     // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
     c.causal || c.sliding_window != null
-      ? h("p", { class: "hint" }, "Every entry is counted, masked ones too, as a plain implementation computes them; a kernel that skips the masked ones does about half the scores and z work of a causal layer", c.sliding_window != null && k.n > c.sliding_window ? `, and with this window at most ${c.sliding_window} keys per query` : "", ".")
+      ? h("p", { class: "hint" }, "Every entry is counted, masked ones too, as a plain implementation computes them; a kernel that skips the masked ones does about half the scores and z work of a causal layer", c.causal && c.sliding_window != null && k.n > c.sliding_window ? `, and with this window at most ${c.sliding_window} keys per query` : "", ".")
       : null,
   );
   return h(
