@@ -145,6 +145,13 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ConfigError(f"{name}={value} must be at least 1")
 
 
+def check_numbers(name: str, a: np.ndarray) -> None:
+    """Refuse an array that holds no numbers (text, None), naming it."""
+    if a.dtype.kind not in "biuf":
+        what = {"U": "text", "S": "bytes", "O": "Python objects"}.get(a.dtype.kind, f"{a.dtype} values")
+        raise ConfigError(f"{name} holds {what}, not numbers: give an array of numbers")
+
+
 PRESETS: dict[str, AttentionConfig] = {
     "teaching": AttentionConfig(d_model=4, n_heads=2),
     "mha": AttentionConfig(d_model=8, n_heads=4),

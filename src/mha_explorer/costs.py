@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import AttentionConfig
+import numpy as np
+
+from .config import AttentionConfig, ConfigError
 
 BYTES = {"float16": 2, "float32": 4}
 
@@ -49,8 +51,11 @@ def kv_cache(config: AttentionConfig, n: int) -> KVCache:
 
 
 def costs(config: AttentionConfig, n: int) -> Costs:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ConfigError(f"n={n!r} must be a whole number of tokens, such as 128")
     if n < 1:
-        raise ValueError(f"n={n} must be at least 1")
+        raise ConfigError(f"n={n} must be at least 1")
+    n = int(n)  # a NumPy integer too: the counts are plain ints, as JSON takes them
     c = config
     h, g, d, e, f = c.n_heads, c.n_kv_heads, c.d_model, c.d_head, c.d_v
     multiply_adds = {

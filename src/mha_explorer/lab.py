@@ -11,7 +11,7 @@ import numpy as np
 
 from .config import AttentionConfig, ConfigError
 from .schema import Packer, TracePayload, TraceRequest, left_out, query_out_of_range, trace_payload
-from .trace import Trace, trace
+from .trace import Overflow, Trace, overflowed, trace
 from .weights import AttentionWeights, weight_shapes
 
 
@@ -105,24 +105,14 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
     return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))
 
 
-def checked_trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> tuple[Trace, str | None]:
-    """trace(), and what to change if a stage of it passed float64's range (see overflow)."""
-    with np.errstate(over="ignore", invalid="ignore"):  # said by overflow(), with what to do
+def checked_trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> tuple[Trace | None, str | None]:
+    """trace(), or what to change if a stage of it passed float64's range: said also where only a
+    masked score did, which the output never sees."""
+    try:
         t = trace(x, weights, config)
-    return t, overflow(t)
-
-
-def overflow(t: Trace) -> str | None:
-    """What to change when a stage of t passed float64's range (inf or NaN where a number should
-    be), else None. The mask's -inf is meant."""
-    for name, a in t.stages.items():
-        overflowed = np.isnan(a) | (a == np.inf) if name == "mask" else ~np.isfinite(a)
-        if overflowed.any():
-            return (
-                f"the {name} stage goes past the largest float64 (about 1.8e308): these values of X and the "
-                "weights are too large to compute with together; make the largest of them smaller"
-            )
-    return None
+    except Overflow as error:
+        return None, str(error)
+    return t, overflowed(t.stages)
 
 
 def _array(field: str, values) -> np.ndarray:

@@ -13,6 +13,7 @@ import re
 import unicodedata
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +69,21 @@ class ModelService:
         threading.Thread(target=self._load, args=(name,), daemon=True, name=f"load-{name}").start()
         return self.state(name)
 
+    def _without_paths(self, name: str, message: str) -> str:
+        """A failed load's message as clients may read it: the checkpoint's path said by its short
+        name, and a named model's files by their package, as the rest of the API names them."""
+        places = {}
+        if name in self.local:
+            path = Path(self.local[name])
+            places = {str(path): name, str(path.resolve()): name}
+        else:
+            info = next((i for i in self.infos() if i.name == name), None)
+            if info is not None and info.location:
+                places = {info.location: info.package}
+        for path in sorted(places, key=len, reverse=True):  # a longer path first: the resolved one may hold the other
+            message = message.replace(path, places[path])
+        return message
+
     def _load(self, name: str) -> None:
         said = set()
 
@@ -89,8 +105,8 @@ class ModelService:
                 model = load_model(name, progress=progress)
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
-                self.status[name] = {"state": "error", "fraction": 0.0, "message": str(error)}
-            log.warning("could not load %s: %s", name, error)
+                self.status[name] = {"state": "error", "fraction": 0.0, "message": self._without_paths(name, str(error))}
+            log.warning("could not load %s: %s", name, error)  # the log, on the server's own machine, keeps the paths
             return
         with self.lock:
             self.loaded[name] = model

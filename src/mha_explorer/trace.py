@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import parallel
-from .config import AttentionConfig, ConfigError
+from .config import AttentionConfig, ConfigError, check_numbers
 from .weights import AttentionWeights
 
 
@@ -124,6 +124,7 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
     """Check that x, the positions and the weights fit the config, then attend, on every core
     when the layer is big enough."""
     x = np.asarray(x)
+    check_numbers("x", x)
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
     if x.shape[0] < 1:
@@ -133,13 +134,41 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
         at = tuple(int(i) for i in np.argwhere(~finite)[0])
         raise ConfigError(f"x[{at[0]}, {at[1]}] is {x[at]}; every value of x must be a finite number, no NaN or infinity")
     weights.check(config)
+    if not weights.__dict__.get("_frozen"):  # a loaded model's weights were checked as it loaded
+        for name, a in weights.arrays().items():
+            if not np.isfinite(a).all():
+                raise ConfigError(f"{name} holds NaN or infinite values; every weight must be a finite number")
     dtype = np.result_type(x, *weights.arrays().values())
     if dtype not in (np.float32, np.float64):  # float16's range is too small for the softmax's exponentials
         raise ConfigError(f"x and the weights make {dtype}; trace computes in float32 or float64: cast them, e.g. x.astype(np.float32)")
     n = x.shape[0]
     positions = _positions(positions, n)
-    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each:
-        return _attend(x, weights, config, positions, each, record)
+    # numbers past the dtype's range are said (Overflow), not warned about and carried on as NaN
+    with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each, np.errstate(over="ignore", invalid="ignore"):
+        stages = _attend(x, weights, config, positions, each, record)
+    if not np.isfinite(stages["output"]).all():  # a stage that overflowed leaves NaN or infinity here
+        raise Overflow(overflowed(stages) or overflowed({"output": stages["output"]}))
+    return stages
+
+
+class Overflow(ConfigError):
+    """A stage passed the largest number of its dtype: x and the weights are too large together."""
+
+
+def overflowed(stages: dict[str, np.ndarray]) -> str | None:
+    """What to change when a stage passed its dtype's range (inf or NaN where a number should be;
+    the mask's -inf is meant), naming the first such stage; else None."""
+    for name, a in stages.items():
+        bad = np.isnan(a) | (a == np.inf) if name == "mask" else ~np.isfinite(a)
+        if bad.any():
+            kind = np.finfo(a.dtype)
+            largest = f"{kind.max:.1e}".replace("e+", "e")  # 1.8e308
+            wider = ", or compute in float64" if kind.dtype == np.float32 else ""
+            return (
+                f"the {name} stage goes past the largest {kind.dtype} (about {largest}): these values of X and "
+                f"the weights are too large to compute with together; make the largest of them smaller{wider}"
+            )
+    return None
 
 
 def _attend(

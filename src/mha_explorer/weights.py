@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError
+from .config import AttentionConfig, ConfigError, check_numbers
 
 
 def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
@@ -91,6 +91,20 @@ class AttentionWeights:
             object.__setattr__(self, "_packed", (W, b))
         return W, b
 
+    def __post_init__(self):
+        # lists of numbers are taken as arrays; what holds no numbers is said, naming the array
+        for f in fields(self):
+            a = getattr(self, f.name)
+            if a is None or isinstance(a, np.ndarray):
+                continue
+            try:
+                a = np.asarray(a)
+            except ValueError:  # rows of different lengths
+                raise ConfigError(f"{f.name} is not a rectangular array: give every row the same length") from None
+            object.__setattr__(self, f.name, a)
+        for name, a in self.arrays().items():
+            check_numbers(name, a)
+
     def astype(self, dtype) -> AttentionWeights:
         return AttentionWeights(
             **{f.name: None if (a := getattr(self, f.name)) is None else a.astype(dtype) for f in fields(self)}
@@ -133,6 +147,10 @@ class AttentionWeights:
     def from_packed(cls, packed: dict[str, np.ndarray], config: AttentionConfig) -> AttentionWeights:
         _require_packable(config)
         d, h = config.d_model, config.n_heads
+        needed = ["in_proj_weight", "out_proj.weight", *(["in_proj_bias", "out_proj.bias"] if config.bias else [])]
+        missing = [name for name in needed if name not in packed]
+        if missing:
+            raise ConfigError(f"the packed weights lack {', '.join(missing)}: give {', '.join(needed)} (a state_dict of nn.MultiheadAttention has them)")
         in_proj = np.asarray(packed["in_proj_weight"])
         if in_proj.shape != (3 * d, d):
             raise ConfigError(f"in_proj_weight has shape {in_proj.shape}; this config needs {(3 * d, d)}")

@@ -238,6 +238,8 @@ def test_a_trace_of_a_model_not_ready_says_where_its_load_stands(tmp_path):
     assert failed.status_code == 409
     message = failed.json()["detail"][0]["message"]
     assert message.startswith("broken could not be loaded: ") and "hidden_size" in message, message
+    assert str(tmp_path) not in message and str(tmp_path.resolve()) not in message  # the server's paths stay its own
+    assert str(tmp_path) not in client.get("/api/models/broken").json()["message"]
     # a load under way (as the service reports it while its thread reads the files)
     service.status["minilm"] = {"state": "loading", "fraction": 0.4, "message": "layer 2"}
     message = ask("minilm").json()["detail"][0]["message"]

@@ -119,6 +119,14 @@ def test_an_unknown_name_is_an_unknown_model():
     assert "unknown model 'gpt5'" in error and ", ".join(NAMES) in error
 
 
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_model_name_lists_the_models_and_never_reads_the_current_directory(name, tmp_path, monkeypatch):
+    (tmp_path / "weights.bin").write_bytes(b"\x80\x02")  # a pickle, which the current directory would be refused for
+    monkeypatch.chdir(tmp_path)
+    error = one_error(invoke("trace", "--model", name))
+    assert ", ".join(NAMES) in error and "weights.bin" not in error and "pickle" not in error
+
+
 def test_an_unsupported_architecture_is_said_before_missing_files(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
     error = one_error(invoke("trace", "--model", str(tmp_path)))

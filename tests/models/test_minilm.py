@@ -90,3 +90,14 @@ def test_text_longer_than_the_model_takes_is_refused(model):
         model.trace("word " * 600, 0)
     with pytest.raises(ModelError, match="layers 0 to 5"):
         model.trace("fine", 6)
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [(None, "the text is NoneType, not str"), (b"a cat", r"the text is bytes, not str: give a sentence as a str \(decode bytes first\)"), (" ", "the text is empty")],
+)
+def test_a_text_that_is_not_a_sentence_is_said_for_what_it_is(model, text, said):
+    from mha_explorer.models import ModelError
+
+    with pytest.raises(ModelError, match=said):
+        model.trace(text, 0)

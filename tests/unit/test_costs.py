@@ -86,6 +86,13 @@ def test_n_must_be_positive(n):
         costs(AttentionConfig(d_model=4, n_heads=2), n)
 
 
+@pytest.mark.parametrize("n", ["3", 1.5, True, None])
+def test_n_must_be_a_whole_number(n):
+    with pytest.raises(ValueError, match=rf"n={n!r} must be a whole number of tokens, such as 128"):
+        costs(AttentionConfig(d_model=4, n_heads=2), n)
+    assert costs(AttentionConfig(d_model=4, n_heads=2), np.int64(3)).n == 3
+
+
 @PROPERTY
 @given(case=cases())
 def test_counts_match_the_arrays_trace_builds(case: Case):

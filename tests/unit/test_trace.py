@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -107,6 +109,44 @@ def test_a_value_of_x_that_is_not_finite_is_a_config_error_naming_it(bad):
     x[1, 2] = x[2, 0] = bad
     with pytest.raises(ConfigError, match=rf"x\[1, 2\] is {bad}; every value of x must be a finite number"):
         trace(x, AttentionWeights.random(config), config)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
+def test_a_weight_that_is_not_finite_is_a_config_error_naming_it(bad):
+    config = AttentionConfig(d_model=4, n_heads=2)
+    w = AttentionWeights.random(config).arrays()
+    w["W_K"][1, 0, 0] = bad
+    with pytest.raises(ConfigError, match=r"W_K holds NaN or infinite values; every weight must be a finite number"):
+        trace(np.ones((3, 4)), AttentionWeights(**w), config)
+
+
+@pytest.mark.parametrize(
+    "x, dtype, stage",
+    [(1e200, np.float64, "scores"), (1e20, np.float32, "scores"), (1e155, np.float64, "q")],
+    ids=["float64-scores", "float32-scores", "float64-q"],
+)
+def test_numbers_past_the_dtypes_range_are_said_naming_the_stage_not_carried_on_as_nan(x, dtype, stage):
+    """Finite x whose products pass the largest number: a clear error, with no NumPy warning."""
+    config = AttentionConfig(d_model=4, n_heads=2)
+    w = AttentionWeights.random(config, seed=1).astype(dtype)
+    if stage == "q":
+        w = AttentionWeights(**w.arrays() | {"W_Q": np.full((2, 4, 2), 1e155)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the way
+        with pytest.raises(ConfigError, match=rf"the {stage} stage goes past the largest {np.dtype(dtype)} .*make the largest of them smaller"):
+            trace(np.full((3, 4), x, dtype), w, config)
+
+
+def test_x_or_weights_that_are_not_numbers_are_said_and_lists_of_numbers_are_taken():
+    config = AttentionConfig(d_model=4, n_heads=1)
+    w = AttentionWeights.random(config, seed=0)
+    with pytest.raises(ConfigError, match="x holds text, not numbers"):
+        trace([["a", "b", "c", "d"]], w, config)
+    with pytest.raises(ConfigError, match="W_O holds Python objects, not numbers"):
+        AttentionWeights(**w.arrays() | {"W_O": [[None] * 4] * 4})
+    as_lists = AttentionWeights(**{name: a.tolist() for name, a in w.arrays().items()})
+    x = np.arange(8.0).reshape(2, 4) / 8
+    np.testing.assert_array_equal(trace(x.tolist(), as_lists, config)["output"], trace(x, w, config)["output"])
 
 
 def test_float16_is_refused_with_the_cast_to_make_rather_than_giving_nan():

@@ -178,6 +178,14 @@ def test_from_packed_refuses_a_wrong_in_proj_shape():
         AttentionWeights.from_packed({"in_proj_weight": np.zeros((8, 4)), "out_proj.weight": np.zeros((4, 4))}, config)
 
 
+def test_from_packed_names_the_arrays_it_lacks():
+    config = AttentionConfig(d_model=4, n_heads=2, bias=True)
+    packed = AttentionWeights.random(config).to_packed(config)
+    del packed["out_proj.bias"]
+    with pytest.raises(ConfigError, match=r"the packed weights lack out_proj.bias: give in_proj_weight, out_proj.weight, in_proj_bias, out_proj.bias"):
+        AttentionWeights.from_packed(packed, config)
+
+
 # --- split and merge heads -------------------------------------------------
 
 

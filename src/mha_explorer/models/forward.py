@@ -188,7 +188,9 @@ class LoadedModel:
 
     def encode(self, text: str):
         """The text's ids, tokens and special marks, once it is checked: not empty, not too long."""
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise ModelError(f"the text is {type(text).__name__}, not str: give a sentence as a str" + (" (decode bytes first)" if isinstance(text, bytes) else ""))
+        if not text.strip():
             raise ModelError(EMPTY_TEXT)
         encoded = self.tokenizer.encode(text)
         if len(encoded.ids) > self.max_tokens:

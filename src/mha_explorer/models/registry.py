@@ -197,8 +197,10 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     spec = next((s for s in SPECS if s.name == key), None)
     if spec is None:
         path = Path(key).expanduser()
+        choices = f"choose one of {', '.join(NAMES)}, or give the path of a local checkpoint ({SUPPORTED})"
+        if not key.strip():  # not the current directory, which Path("") would be
+            raise ModelError(f"no model named: {choices}")
         if not path.exists():
-            choices = f"choose one of {', '.join(NAMES)}, or give the path of a local checkpoint ({SUPPORTED})"
             if _looks_like_a_path(key):
                 raise ModelError(f"no such file or directory: {key}; {choices}")
             raise ModelError(f"unknown model {key!r}: {choices}")
