@@ -537,6 +537,12 @@ def _weights_table(t, tokens, i, heads):
     left_out(table, len(tokens), keys, "keys", hidden)
     total = "sum" if len(keys) == len(tokens) else f"sum of all {len(tokens)}"  # of every key, not only the rows shown
     table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
+    if len(keys) == len(tokens):  # every weight shown: say where the shown ones add up to 0.99 or 1.01
+        shown_sums = {h: fmt(round(sum(float(fmt(w)) for w in t["weights"][h, i]), 2)) for h in heads}
+        off = [f"head {h}'s weights add up to {shown}" for h, shown in shown_sums.items() if shown != fmt(t["weights"][h, i].sum())]
+        if off:
+            table.caption = f"As shown, rounded to two decimals, {', '.join(off)}; in full, each column adds up to 1."
+            table.caption_justify = "left"
     return table
 
 

@@ -99,6 +99,22 @@ def test_a_token_that_occurs_twice_is_told_apart_by_its_position(page, server_ur
     assert page.locator(".outputs h2").first.inner_text() == "Head outputs for “the @4”"
 
 
+def test_a_long_token_is_cut_with_an_ellipsis_inside_its_menu(page, server_url, artifacts):
+    open_lab(page, server_url)
+    set_field(page, "Tokens (separated by spaces)", "cats extraordinarilylongtokenthatgoesonandon warm milk")
+    menu = page.get_by_label("Query token")
+    menu.select_option(label="extraordinarilylongtokenthatgoesonandon")
+    expect(page.locator(".stage h2")).to_contain_text("extraordinarilylongtokenthatgoesonandon")
+    shown = menu.evaluate("""(m) => {
+        const box = m.getBoundingClientRect(), label = m.querySelector("selectedcontent") || m;
+        return { inside: m.scrollWidth <= m.clientWidth, cut: label.scrollWidth > label.clientWidth,
+                 ellipsis: getComputedStyle(label).textOverflow, width: box.width };
+    }""")
+    # the name stays inside the menu's box (whose arrow stays in sight), cut with "…" as a system menu does
+    assert shown["inside"] and shown["cut"] and shown["ellipsis"] == "ellipsis", shown
+    menu.screenshot(path=str(artifacts / "lab-long-token-menu.png"))
+
+
 def test_new_tokens_of_the_same_count_are_the_ones_named(page, server_url):
     """Other words, as many as before: the values drawn are the same (they depend on the count),
     but every menu, title and table names the new words."""
@@ -217,6 +233,35 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     # the output stage's formula adds b^O once
     page.get_by_label("Calculation stage").select_option(label="Output projection")
     assert page.locator(".stage .formula").inner_html().count("<mi>b</mi><mi>O</mi>") == 2  # concat W^O + b^O = sum + b^O
+
+
+# each output component's row of the chart: its segments (signed, in the chart's units) and the
+# total's tick, both measured from the axis
+CHART_ROWS = """() => {
+    const chart = document.querySelector(".stage svg.chart");
+    const zero = Number(chart.querySelector("line.axis").getAttribute("x1"));
+    const ticks = [...chart.querySelectorAll("line.total-tick")].slice(0, -1);  // the last is the legend's
+    return ticks.map((tick) => {
+        const [top, bottom] = [Number(tick.getAttribute("y1")), Number(tick.getAttribute("y2"))];
+        const segments = [...chart.querySelectorAll("rect.seg-rect")].filter((r) => { const y = Number(r.getAttribute("y")); return y > top && y < bottom; });
+        const signed = segments.map((r) => { const x = Number(r.getAttribute("x")), w = Number(r.getAttribute("width")); return x >= zero ? w : -w; });
+        return { tick: Number(tick.getAttribute("x1")) - zero, sum: signed.reduce((a, b) => a + b, 0), bias: segments.filter((r) => r.classList.contains("bias")).length };
+    });
+}"""
+
+
+@pytest.mark.parametrize("bias", [0, 1])
+def test_the_output_chart_stacks_every_part_of_y_so_its_bars_end_at_the_tick(page, server_url, bias):
+    """With a bias, b^O is a part of y as much as each head's contribution: it has its own bar."""
+    edits = "&edits=b_O%3A1%3D5" if bias else ""
+    page.goto(server_url + f"#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0&bias={bias}&stage=output&query=2{edits}")
+    expect(page.locator(".stage h2")).to_contain_text("query “tea”")
+    settle(page)
+    rows = page.evaluate(CHART_ROWS)
+    assert len(rows) == 4
+    for row in rows:
+        assert row["bias"] == bias and abs(row["sum"] - row["tick"]) < 1, rows  # the parts add up to the total, in pixels
+    assert ("bias (b)" in page.locator(".stage svg.chart").inner_html()) == bool(bias)
 
 
 def test_packed_view_gives_the_same_q(page, server_url):
@@ -1100,7 +1145,7 @@ def test_one_token_is_counted_as_one_and_an_encoders_cache_is_said_to_be_a_decod
     page.get_by_text("Cost of this configuration", exact=True).click()
     costs = page.locator(".costs").inner_text()
     assert "1 tokens" not in costs and "float16, 1 token" in costs and "Arithmetic for n = 1 token" in costs
-    assert "a layer without the causal mask, as here, sees every token at once and keeps none" in page.locator(".costs .table-title").inner_text()
+    assert page.locator(".costs .table-title").inner_text().startswith("A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder")
 
 
 def test_a_lab_value_float32_could_hold_is_given_in_full_as_it_is(page, server_url):
@@ -1224,3 +1269,18 @@ def test_a_bad_cells_message_is_all_in_sight_wherever_its_cell_is(browser, serve
         placed = message.evaluate(in_sight)
         assert placed["inside"], (column, placed)
     page.close()
+
+
+def test_a_printed_lab_leaves_its_form_out_and_prints_the_link_that_reproduces_the_view(page, server_url, artifacts):
+    page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0&stage=weights&edits=x%3A0%2C1%3D0.5")
+    expect(page.locator(".stage h2")).to_contain_text("4. Weights · head 0 · query “we”")  # the lab's view (causal: a Mask stage first)
+    settle(page)
+    page.emulate_media(media="print")
+    shown = lambda selector: page.locator(selector).first.evaluate("(e) => getComputedStyle(e).display") != "none"  # noqa: E731
+    assert not shown("#lab") and not shown("footer .screen-only")
+    assert shown("#print-link") and shown(".mha-explorer .stage")
+    pdf = page.pdf()
+    assert page.locator("#print-link").inner_text() == f"This view: {page.url}" and "edits=x" in page.url
+    (artifacts / "lab-print.pdf").write_bytes(pdf)
+    page.emulate_media(media="screen")
+    assert shown("#lab") and shown("#lab .lab-row") and not shown("#print-link")

@@ -231,7 +231,34 @@ def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, serve
     expect(page.locator(".stage h2")).to_contain_text("head 11")
     page.keyboard.press("Home")
     expect(page.locator(".stage h2")).to_contain_text("head 0")
+    page.keyboard.press("PageDown")  # ten on
+    expect(page.locator(".stage h2")).to_contain_text("head 10")
     expect(menu.locator("option", has_text="Head 0")).to_be_hidden()
+    # in the open list, Page Down moves the focus ten options on, and the page stays where it is
+    query = page.get_by_label("Query token")
+    query.focus()
+    page.keyboard.press("Home")
+    scrolled = page.evaluate("scrollY")
+    page.keyboard.press("Alt+ArrowDown")
+    expect(query.locator("option").first).to_be_visible()
+    page.keyboard.press("PageDown")
+    assert page.evaluate("document.activeElement.value") == "10" and page.evaluate("scrollY") == scrolled
+    page.keyboard.press("Escape")
+
+
+@needs("minilm")
+def test_heads_fetched_ahead_never_push_out_the_head_on_screen(page, server_url):
+    """The page keeps six heads; a pointer running over many thumbnails or options fetches more.
+    The ones used longest ago go, never the head shown, which another step returns to at once."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
+    page.locator(".thumb-button", has_text="Head 3").click()
+    expect(page.locator(".stage h2")).to_contain_text("head 3")
+    for head in (4, 5, 6, 7, 8, 9, 10, 11):
+        page.evaluate(f"""() => document.querySelector('.thumb-button[data-head="{head}"]')
+            .dispatchEvent(new PointerEvent("pointerdown", {{ bubbles: true }}))""")
+        page.wait_for_function(f"() => window.mhaExplorer.keptHeads.includes({head})")
+    kept = page.evaluate("window.mhaExplorer.keptHeads")
+    assert 3 in kept and len(kept) == 6 and 0 not in kept, kept  # head 0, used before 3, went
 
 
 @needs("minilm")
@@ -799,7 +826,7 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     assert keys[1] == "the @1" and keys[5] == "the @5", keys
     # an encoder keeps no KV cache: the cost panel says its numbers are a decoder's
     page.locator("summary", has_text="Cost of this configuration").click()
-    assert "(what a decoder would keep; this encoder keeps none)" in page.locator(".costs .table-title").first.inner_text()
+    assert page.locator(".costs .table-title").first.inner_text().startswith("This encoder keeps no KV cache; a decoder of its widths would keep, per layer, one key")
     assert page.locator(".whole-model").inner_text().endswith("keeps no cache: this is what a decoder of these sizes would keep.")
     # the Output stage shows the bias the output adds
     page.get_by_label("Calculation stage").select_option(label="Output projection")

@@ -283,6 +283,17 @@ def test_all_queries_shows_every_number_as_tables(page, server_url, api):
         shown = check_numbers(page, ".stage .maps", arrays)
         assert {src.split(":")[0] for src in shown} == set(names), title
         assert page.locator(".stage .maps tr.inspected th").first.inner_text() == "like"
+        if title == "Weights":  # a row whose shown weights do not make 1.00 is named, with what they make
+            off = {}
+            for q, tok in enumerate(payload.tokens):
+                shown = round(sum(float(fmt(w)) for w in arrays["weights"][0, q]), 2)
+                if f"{shown:.2f}" != "1.00":
+                    off[tok] = f"{shown:.2f}"
+            assert off, "the example has such rows"
+            hint = page.locator(".stage .maps p.hint").inner_text()
+            assert hint.startswith("The weights are rounded to two decimals: as shown, ") and hint.endswith("; in full, every row adds up to 1.")
+            assert all(f"the row of “{tok}” adds up to {total}" in hint for tok, total in off.items()), (off, hint)
+            assert hint.count("adds up to") == len(off) + 1
 
 
 def test_formulas_explanations_and_notes(page, server_url):
@@ -702,7 +713,7 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
             if [by_hand(Decimal(weight) * Decimal(x)) for x in numbers(value)] != numbers(weighted):
                 off.append(f"the weighted row of “{payload.tokens[j]}”")
         weighted = arrays["weights"][head, q][:, None] * arrays["v"][g]  # (n, d_v)
-        named(off + [f"z[{c}]" for c in range(d_v) if by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
+        named(off + [f"head {head}'s z[{c}]" for c in range(d_v) if by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
     assert any(w.startswith("the weighted row") for w in explained)  # the example has some (milk, head 0: like and warm)
     assert any(w.startswith("the weight of") for w in explained) and any(w.startswith("the row of") for w in explained)
 

@@ -133,7 +133,7 @@ const roundedAs = (also = "") =>
 // scores as shown).
 function roundingHint(where, why = roundedAs()) {
   if (!where.length) return null;
-  return h("p", { class: "hint" }, `${why}: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown. Point at a number to see it in full.`);
+  return h("p", { class: "hint" }, `${why}: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown.`, h("span", { class: "screen-only" }, " Point at a number to see it in full."));
 }
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
@@ -325,17 +325,35 @@ function moveFocus(event) {
   to.focus();
 }
 
+// A menu's options, after a button that shows the chosen one: in a customizable menu
+// (explorer.css) that button's text can be cut with an ellipsis, as a system menu's is. Other
+// browsers show no button in a menu.
+function fillMenu(menu, options) {
+  menu.replaceChildren(h("button", { type: "button", tabindex: -1, "aria-hidden": "true" }, h("selectedcontent")), ...options);
+}
+
 // A customizable menu (explorer.css) opens its list on an arrow key, where the system's menu steps
 // to the next option at once: a closed menu keeps stepping, as someone going through the heads or
-// queries one by one expects; Home and End go to the first and the last. Alt with an arrow opens the
-// list, as before.
-const JUMPS = { Home: -Infinity, End: Infinity };
-function stepClosedMenu(event) {
-  const menu = event.target;
-  if (menu.tagName !== "SELECT" || !(event.key in STEPS || event.key in JUMPS) || event.altKey || event.ctrlKey || event.metaKey) return;
-  if (getComputedStyle(menu).appearance !== "base-select" || menu.matches(":open")) return; // :open is known where base-select is
+// queries one by one expects; Home and End go to the first and the last, Page Up and Page Down ten
+// options on. In the open list, Page Up and Page Down move the focus ten options within the list
+// (the browser would scroll the page away from it). Alt with an arrow opens the list, as before.
+const MENU_STEPS = { ...STEPS, PageUp: -10, PageDown: 10, Home: -Infinity, End: Infinity };
+function menuKeys(event) {
+  if (!(event.key in MENU_STEPS) || event.altKey || event.ctrlKey || event.metaKey) return;
+  const menu = event.target.closest?.("select");
+  if (!menu || getComputedStyle(menu).appearance !== "base-select") return; // :open is known where base-select is
+  const options = [...menu.options];
+  const clamp = (i) => Math.min(Math.max(i, 0), options.length - 1);
+  if (menu.matches(":open")) {
+    if (event.target.tagName !== "OPTION" || !event.key.startsWith("Page")) return; // the list's own keys
+    event.preventDefault();
+    const to = options[clamp(options.indexOf(event.target) + MENU_STEPS[event.key])];
+    to.focus({ preventScroll: true });
+    to.scrollIntoView({ block: "nearest" });
+    return;
+  }
   event.preventDefault();
-  const index = Math.min(Math.max(menu.selectedIndex + (STEPS[event.key] ?? JUMPS[event.key]), 0), menu.options.length - 1);
+  const index = clamp(menu.selectedIndex + MENU_STEPS[event.key]);
   if (index === menu.selectedIndex) return;
   menu.selectedIndex = index;
   menu.dispatchEvent(new Event("input", { bubbles: true }));
@@ -500,7 +518,7 @@ function render({ model, el }) {
   );
   el.replaceChildren(root);
   root.addEventListener("keydown", moveFocus);
-  root.addEventListener("keydown", stepClosedMenu);
+  root.addEventListener("keydown", menuKeys);
   // The keys that move inside the view stay inside it: a notebook (JupyterLab) would otherwise
   // also take them as its own commands (the next cell). Their own work (a menu's next option) is
   // left to the browser.
@@ -653,9 +671,9 @@ function render({ model, el }) {
     matrices.replaceChildren(h("summary", {}, h("h2", {}, "Matrices"))); // a heading, so that a screen reader lists the section
     if (matrices.open) fillMatrices();
     if (kept) return;
-    querySelect.replaceChildren(...payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
-    headSelect.replaceChildren(...range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
-    stageSelect.replaceChildren(...payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
+    fillMenu(querySelect, payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
+    fillMenu(headSelect, range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
+    fillMenu(stageSelect, payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
     const costsOpen = costs.firstChild?.open; // a panel opened stays open for the new numbers (n_kv_heads changed in the lab)
@@ -1405,7 +1423,7 @@ function mixing(view, query, head) {
     ),
     roundingHint([
       ...rowsOff.map((j) => `the weighted row of “${tokenName(payload, j)}”`),
-      ...range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `z[${e}]`),
+      ...range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `head ${head}'s z[${e}]`), // z[e] alone would read as head e's z
     ]),
   ];
 }
@@ -1612,14 +1630,15 @@ function output(view, query, head) {
     equation(concat, ["×", wo]),
     wide ? contribMap() : table(),
     rounding,
-    wide ? null : contributionChart(contrib, y, head),
+    wide ? null : contributionChart(contrib, y, head, payload.config.bias ? range(d_model).map((m) => w.b_O.at(m)) : null),
   ];
 }
 
 // Diverging stacked bars: for each output component, positive contributions stack right of 0,
 // negative ones left; a tick marks the total. Heads are told apart by label and pattern, not colour alone.
-function contributionChart(contrib, y, head) {
+function contributionChart(contrib, y, head, bias) {
   const nHeads = contrib.length;
+  const parts = bias ? [...contrib, bias] : contrib; // rows: the heads, then the bias b^O (added once)
   const d = y.length;
   const rowH = 34;
   const left = 56;
@@ -1630,7 +1649,7 @@ function contributionChart(contrib, y, head) {
   for (let m = 0; m < d; m++) {
     let pos = 0;
     let neg = 0;
-    for (let i = 0; i < nHeads; i++) (contrib[i][m] > 0 ? (pos += contrib[i][m]) : (neg -= contrib[i][m]));
+    for (const part of parts) (part[m] > 0 ? (pos += part[m]) : (neg -= part[m]));
     extent = Math.max(extent, pos, neg, Math.abs(y[m]));
   }
   extent = extent || 1;
@@ -1638,7 +1657,7 @@ function contributionChart(contrib, y, head) {
   const zero = left + plot / 2;
   // the legend: one entry per head, then the total's tick, in rows of as many as fit
   const perLine = Math.floor((width - left) / 96);
-  const legendLines = Math.ceil((nHeads + 1) / perLine);
+  const legendLines = Math.ceil((parts.length + 1) / perLine);
   const height = d * rowH + 28 + 18 * legendLines;
   const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Contributions of each head to each output component, as stacked bars" });
   const defs = svg("defs", {});
@@ -1656,29 +1675,31 @@ function contributionChart(contrib, y, head) {
     let pos = zero;
     let neg = zero;
     const labels = []; // [x, width, head] of the segments wide enough for a label
-    for (let i = 0; i < nHeads; i++) {
-      const v = contrib[i][m];
+    parts.forEach((part, i) => {
+      const v = part[m];
       const wpx = Math.abs(v) * scale;
       const x = v >= 0 ? pos : neg - wpx;
       if (v >= 0) pos += wpx;
       else neg -= wpx;
-      const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") });
-      rect.append(svg("title", {}, `head ${i}: ${fmt(v)}`));
+      const ofBias = i === nHeads;
+      const look = ofBias ? { class: "seg-rect bias" } : { fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") };
+      const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, ...look });
+      rect.append(svg("title", {}, ofBias ? `bias b^O: ${fmt(v)}` : `head ${i}: ${fmt(v)}`));
       chart.append(rect);
-      if (wpx > 26) labels.push([x, wpx, i]);
-    }
+      if (wpx > 26) labels.push([x, wpx, ofBias ? "b" : `h${i}`]);
+    });
     const ty = zero + y[m] * scale;
     chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }));
     // a segment's label at its middle; where the total's tick falls there, in the wider part beside
     // the tick, or left out when neither part has room (the pattern still names the head)
-    for (const [x, wpx, i] of labels) {
+    for (const [x, wpx, name] of labels) {
       let at = x + wpx / 2;
       if (Math.abs(at - ty) < 12) {
         const [before, after] = [ty - x, x + wpx - ty];
         if (Math.max(before, after) < 30) continue;
         at = before > after ? x + before / 2 - 2 : ty + after / 2 + 2;
       }
-      chart.append(svg("text", { x: at, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, `h${i}`));
+      chart.append(svg("text", { x: at, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, name));
     }
   }
   const at = (k) => [left + (k % perLine) * 96, d * rowH + 30 + 18 * Math.floor(k / perLine)]; // legend entry k
@@ -1687,10 +1708,16 @@ function contributionChart(contrib, y, head) {
     chart.append(svg("rect", { x: lx, y: ly - 10, width: 14, height: 12, fill: `url(#${hatch}-${i})` }));
     chart.append(svg("text", { x: lx + 18, y: ly, class: "label" }, `head ${i} (h${i})`));
   }
-  const [tx, ty] = at(nHeads);
+  if (bias) {
+    const [bx, by] = at(nHeads);
+    chart.append(svg("rect", { x: bx, y: by - 10, width: 14, height: 12, class: "seg-rect bias" }));
+    chart.append(svg("text", { x: bx + 18, y: by, class: "label" }, "bias (b)"));
+  }
+  const [tx, ty] = at(parts.length);
   chart.append(svg("line", { x1: tx, x2: tx, y1: ty - 11, y2: ty + 2, class: "total-tick" }));
   chart.append(svg("text", { x: tx + 6, y: ty, class: "label" }, "total y"));
-  return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, "Bars right of the axis add, bars left subtract; the heavy tick is the output component."));
+  const caption = `Bars right of the axis add, bars left subtract${bias ? " (the bias too)" : ""}; the heavy tick is the output component.`;
+  return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, caption));
 }
 
 // ---- big matrices: a canvas heatmap with a readout, instead of thousands of table cells ----
@@ -2215,6 +2242,14 @@ function allQueries(view, query, head, stage) {
       : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, colLabel, mark: query, kind, masked });
   const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
+  // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
+  const sumsOff = () => {
+    if (n * n > HAND_SIZED) return null;
+    const shownSum = (r) => byHandFmt(range(n).reduce((sum, j) => sum + rounded(t.weights.at(head, r, j)), 0));
+    const off = range(n).filter((r) => shownSum(r) !== fmt(1));
+    if (!off.length) return null;
+    return h("p", { class: "hint" }, `The weights are rounded to two decimals: as shown, ${off.map((r) => `the row of “${tok(r)}” adds up to ${shownSum(r)}`).join(", ")}; in full, every row adds up to 1.`);
+  };
   const views = {
     projections: () => [
       map(`Q of head ${head} (n × d_head)`, "q", (r, j) => [head, r, j], c.d_head, comp("q")),
@@ -2226,7 +2261,7 @@ function allQueries(view, query, head, stage) {
       map(c.scale != null ? `Scaled: × ${Number(c.scale.toPrecision(4))}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
     ],
     mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken)],
-    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later)],
+    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later), sumsOff()],
     mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
     concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
     output: () => [map("output Y (n × d_model)", "output", (r, j) => [r, j], c.d_model, comp("y"))],
@@ -2296,7 +2331,11 @@ function costPanel(payload) {
   ].filter(([label], i) => i === 0 || label !== c.kind); // "MHA (this)" needs no second MHA row
   // the table's title above its scroller, not a caption: a caption is as wide as the table, and on
   // a phone its end would be scrolled out of sight
-  const cacheTitle = h("p", { class: "table-title", id: uid("kv-cache") }, `KV cache per layer: one key and one value per K/V head per token`, !c.causal ? (payload.model ? " (what a decoder would keep; this encoder keeps none)" : " (what a causal decoder would keep as it generates; a layer without the causal mask, as here, sees every token at once and keeps none)") : "", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "");
+  // a layer without the causal mask keeps no cache: said first, so that the table reads as what a decoder would keep
+  const uncached = payload.model
+    ? "This encoder keeps no KV cache; a decoder of its widths would keep, per layer, "
+    : "A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder generating text it would keep, per layer, ";
+  const cacheTitle = h("p", { class: "table-title", id: uid("kv-cache") }, c.causal ? "KV cache per layer: " : uncached, "one key and one value per K/V head per token", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "");
   const cache = h(
     "table",
     { class: "calc-table cost", "aria-labelledby": cacheTitle.id },

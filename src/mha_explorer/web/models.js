@@ -220,7 +220,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return null; // a new trace came first
         const payload = withHead(byHead.values().next().value, arrays);
         byHead.set(head, payload);
-        if (byHead.size > KEEP_HEADS) byHead.delete(byHead.keys().next().value);
+        // the head used longest ago goes, never the one on screen
+        if (byHead.size > KEEP_HEADS) byHead.delete([...byHead.keys()].find((kept) => kept !== current.head && kept !== head));
         onAhead?.(payload, head);
         return payload;
       } finally {
@@ -248,6 +249,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (wantedHead !== head) return false;
     error.textContent = "";
     current = { ...current, head };
+    byHead.delete(head); // kept as the one used last
+    byHead.set(head, payload);
     payload.query = getView().query ?? payload.query; // the same object again: the explorer keeps what it drew for it
     onPayload(payload, current);
     return true;

@@ -36,6 +36,10 @@ followTheme();
 darkSystem.addEventListener("change", followTheme);
 addEventListener("beforeprint", () => document.documentElement.classList.remove("mha-dark"));
 addEventListener("afterprint", followTheme);
+// a handout says where its view lives: the link reproduces it (the lab's settings and edits too)
+addEventListener("beforeprint", () => {
+  document.getElementById("print-link").textContent = `This view: ${location.href}`;
+});
 
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
@@ -379,7 +383,8 @@ async function main() {
   // The pointer resting on a button that picks a head (a thumbnail, or a head's name in the head
   // outputs), the focus reaching it, or a press on it, usually comes a hundred milliseconds or
   // more before the click: long enough to fetch that head's arrays. (Resting: 80 ms, so that a
-  // pointer sweeping across the row fetches nothing.) With the focus on the head picker, the
+  // pointer sweeping across the row fetches nothing; 150 ms on a menu's option, which a pointer
+  // runs down while reading the list.) With the focus on the head picker, the
   // arrow keys step to the next or previous head: those two are fetched.
   const onHeadPicker = () => document.activeElement?.dataset.control === "head";
   const neighbours = () => {
@@ -395,7 +400,7 @@ async function main() {
     const button = pickerOf(event);
     if (!button) return;
     clearTimeout(resting);
-    resting = setTimeout(() => models.prefetch(headOf(button)), 80);
+    resting = setTimeout(() => models.prefetch(headOf(button)), button.tagName === "OPTION" ? 150 : 80);
   });
   // a press comes some 100 ms before its click (a touch, or a mouse clicked without resting)
   app.addEventListener("pointerdown", (event) => {
