@@ -150,16 +150,17 @@ def final_qk(t: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _features(c) -> str:
-    parts = [", causal"] if c.causal else []
+    """What the layer has beyond plain attention, each after " · "."""
+    parts = ["causal"] if c.causal else []
     if c.sliding_window is not None:
-        parts.append(f", sliding window {c.sliding_window}")
+        parts.append(f"sliding window {c.sliding_window}")
     if c.qk_norm:
-        parts.append(", q/k norm")
+        parts.append("q/k norm")
     if c.rope_theta is not None:
-        parts.append(f", RoPE θ={c.rope_theta:.10g}")
+        parts.append(f"RoPE θ={c.rope_theta:.10g}")
     if c.scale is not None:
-        parts.append(f", scale {c.scale:.6g}")
-    return "".join(parts)
+        parts.append(f"scale {c.scale:.6g}")
+    return "".join(f" · {part}" for part in parts)
 
 
 def render(
@@ -175,11 +176,9 @@ def render(
     c = t.config
     if c.bias and weights is None:
         raise ValueError("this layer has biases: pass its weights so that the walkthrough shows them")
-    console.print(
-        f"[bold]Multi-head attention[/] · {c.kind} · d_model={c.d_model}, n_heads={c.n_heads}, "
-        f"n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}"
-        + _features(c)
-    )
+    # the kind and features, then the widths: each line short enough for 80 columns, never cut in a list
+    console.print(f"[bold]Multi-head attention[/] · {c.kind}" + _features(c))
+    console.print(f"d_model={c.d_model}, n_heads={c.n_heads}, n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}")
     console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] (position {query})")  # as the tables name it; a line of its own: never cut in two
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = {name: partial(view, fits=fits) for name, view in _STAGE_VIEWS.items()}

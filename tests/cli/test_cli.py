@@ -182,6 +182,11 @@ def test_weights_rows_and_the_summing_line():
     ).replace("  ", " ")
 
 
+def test_the_header_keeps_each_list_on_one_line_at_80_columns():
+    lines = ok("--causal", "--stage", "weights", width=80).splitlines()
+    assert lines[:3] == ["Multi-head attention · MHA · causal", "d_model=4, n_heads=2, n_kv_heads=2, d_head=2, d_v=2", "query like (position 1)"]
+
+
 def test_mixing_names_each_value_row_by_its_key():
     ex, out = example(), ok("--stage", "mixing", width=200)
     ref = loop_attention(ex, causal=False)
