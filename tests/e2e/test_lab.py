@@ -775,6 +775,34 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     context.close()
 
 
+def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_than_an_empty_lab(browser, tmp_path):
+    export_site(tmp_path / "site")
+    context, page, requests, errors = file_page(browser)
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0")
+    expect(page.locator("#notice")).to_contain_text("This link could not be used: its lab settings were rejected")
+    assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+    page.get_by_role("button", name="Attention lab").click()
+    expect(page.locator("#notice")).to_have_text("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.")
+    wait_kind(page, "GQA")
+    expect(page.locator(".stage h2")).to_contain_text("query “")
+    assert page.get_by_label("Preset").input_value() == "gqa" and page.get_by_label("Tokens (separated by spaces)").input_value() == "the cat sat on the mat"
+    assert page.locator("#app").is_visible()
+    page.wait_for_function("() => location.hash.includes('mode=lab') && location.hash.includes('d_model=8')")  # the link is written when idle
+    assert errors == []
+    context.close()
+
+
+def test_the_labs_view_is_kept_while_another_mode_is_shown(page, server_url):
+    page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0&stage=weights&head=1&query=2")
+    expect(page.locator(".stage h2")).to_have_text("4. Weights · head 1 · query “tea”")
+    settle(page)
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator(".stage h2")).to_have_text("1. Projections · head 0 · query “like”")  # the teaching example's first view
+    page.get_by_role("button", name="Attention lab").click()
+    expect(page.locator(".stage h2")).to_have_text("4. Weights · head 1 · query “tea”")
+    page.wait_for_function("() => ['mode=lab', 'stage=weights', 'head=1', 'query=2'].every((part) => location.hash.includes(part))")
+
+
 def test_a_copy_without_its_data_file_says_what_to_upload(browser, tmp_path):
     """A copy whose static/data.js was left behind says so, and asks no server for anything."""
     export_site(tmp_path / "site")

@@ -595,6 +595,9 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       presetSelect.value = presetOf(lab.config); // back to what the lab still is
       return;
     }
+    loadPreset(preset);
+  }
+  function loadPreset(preset) {
     drafts.clear();
     forgetWaiting();
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
@@ -602,7 +605,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     bias.checked = preset.config.bias;
     tokensInput.value = PRESET_TOKENS.join(" ");
     seedInput.value = "0";
-    run({ config: { ...preset.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() }, { redraw: true });
+    return run({ config: { ...preset.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() }, { redraw: true });
   }
   matrixSelect.addEventListener("change", () => {
     current = matrixSelect.value;
@@ -620,7 +623,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     return ok;
   }
 
-  return { lab, start };
+  // a preset by its id, replacing whatever the form holds (a static copy's answer to settings it cannot compute)
+  return { lab, start, loadPreset: (id) => loadPreset(PRESETS[id]) };
 }
 
 // The x and weight arrays of a payload, as nested lists of plain numbers: the value grid's cells,

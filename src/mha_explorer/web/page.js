@@ -297,12 +297,13 @@ async function main() {
 
   let stageProblems = []; // what a model link's stage could not be, once its layer is traced
 
-  // the real model's view when the user went to another mode: shown again on coming back
-  let modelView = null;
+  // the lab's and the real model's views when the user went to another mode: shown again on coming back
   const VIEW_TRAITS = ["payload", "stage", "head", "query", "all_queries"];
+  const ownPayload = { lab: (payload) => payload !== teaching && !payload.model, model: (payload) => Boolean(payload.model) };
+  const left = {}; // mode -> its view when last left
   function setMode(next) {
-    if (mode === "model" && next !== "model" && model.get("payload").model) modelView = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
-    if (next === "model" && modelView && !model.get("payload").model) for (const k of VIEW_TRAITS) model.set(k, modelView[k]);
+    if (next !== mode && ownPayload[mode]?.(model.get("payload"))) left[mode] = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
+    if (left[next] && !ownPayload[next](model.get("payload"))) for (const k of VIEW_TRAITS) model.set(k, left[next][k]);
     mode = next;
     teachingButton.setAttribute("aria-pressed", String(mode === "teaching"));
     labButton.setAttribute("aria-pressed", String(mode === "lab"));
@@ -346,6 +347,11 @@ async function main() {
           const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
           say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
           setMode("teaching");
+        } else if (!ok && STATIC) {
+          // a copy cannot compute the settings it was given, nor let them be edited: its first
+          // preset instead of an empty lab, with what it holds said
+          say("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.");
+          editor.loadPreset("gqa");
         }
       });
     }
