@@ -145,11 +145,18 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ConfigError(f"{name}={value} must be at least 1")
 
 
-def check_numbers(name: str, a: np.ndarray) -> None:
-    """Refuse an array that holds no numbers (text, None), naming it."""
+def as_array(name: str, values) -> np.ndarray:
+    """values as an array of real numbers (lists of them are taken), or a ConfigError naming it."""
+    try:
+        a = np.asarray(values)
+    except ValueError:  # rows of different lengths
+        raise ConfigError(f"{name} is not a rectangular array: give every row the same length") from None
+    if a.dtype.kind == "c":
+        raise ConfigError(f"{name} holds complex numbers: attention here is over real numbers, give those")
     if a.dtype.kind not in "biuf":
         what = {"U": "text", "S": "bytes", "O": "Python objects"}.get(a.dtype.kind, f"{a.dtype} values")
         raise ConfigError(f"{name} holds {what}, not numbers: give an array of numbers")
+    return a
 
 
 PRESETS: dict[str, AttentionConfig] = {

@@ -33,12 +33,12 @@ class Costs:
 
 
 def kv_cache(config: AttentionConfig, n: int) -> KVCache:
-    """The layer's KV cache after n tokens. A causal sliding-window layer keeps only the last
-    `window` tokens' keys and values: no later query reads the older ones. Without the causal mask
-    a window hides only keys far before a query, and every earlier query reads every later key:
-    nothing can be dropped."""
+    """The layer's KV cache after n tokens, as a causal decoder generating text keeps it: a layer
+    without the causal mask sees every token at once and keeps none, and the page gives these
+    numbers as what it would keep as one. A sliding-window layer keeps only the last `window`
+    tokens' keys and values: no later query reads the older ones."""
     per_token = config.n_kv_heads * (config.d_head + config.d_v)
-    kept = min(n, config.sliding_window) if config.causal and config.sliding_window is not None else n
+    kept = n if config.sliding_window is None else min(n, config.sliding_window)
     return KVCache(
         kind=config.kind,
         n_kv_heads=config.n_kv_heads,

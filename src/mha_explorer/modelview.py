@@ -72,14 +72,18 @@ class ModelService:
     def _without_paths(self, name: str, message: str) -> str:
         """A failed load's message as clients may read it: the checkpoint's path said by its short
         name, and a named model's files by their package, as the rest of the API names them."""
-        places = {}
+        from .models.registry import cache_dir
+
+        places = {str(cache_dir()): "the explorer's cache folder"}  # where a model joined from parts is kept
         if name in self.local:
             path = Path(self.local[name])
-            places = {str(path): name, str(path.resolve()): name}
+            places |= {str(p): name for p in (path, path.resolve())}
+            if path.is_file():  # a checkpoint file: its folder is the machine's too
+                places |= {str(p.parent): "its folder" for p in (path, path.resolve())}
         else:
             info = next((i for i in self.infos() if i.name == name), None)
             if info is not None and info.location:
-                places = {info.location: info.package}
+                places[info.location] = info.package
         for path in sorted(places, key=len, reverse=True):  # a longer path first: the resolved one may hold the other
             message = message.replace(path, places[path])
         return message

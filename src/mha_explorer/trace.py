@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import parallel
-from .config import AttentionConfig, ConfigError, check_numbers
+from .config import AttentionConfig, ConfigError, as_array
 from .weights import AttentionWeights
 
 
@@ -123,8 +123,7 @@ def attention(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig)
 def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, record: bool) -> dict[str, np.ndarray]:
     """Check that x, the positions and the weights fit the config, then attend, on every core
     when the layer is big enough."""
-    x = np.asarray(x)
-    check_numbers("x", x)
+    x = as_array("x", x)
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
     if x.shape[0] < 1:
@@ -134,7 +133,7 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
         at = tuple(int(i) for i in np.argwhere(~finite)[0])
         raise ConfigError(f"x[{at[0]}, {at[1]}] is {x[at]}; every value of x must be a finite number, no NaN or infinity")
     weights.check(config)
-    if not weights.__dict__.get("_frozen"):  # a loaded model's weights were checked as it loaded
+    if not weights.__dict__.get("_frozen"):  # frozen weights (a loaded model's) were checked once, by frozen()
         for name, a in weights.arrays().items():
             if not np.isfinite(a).all():
                 raise ConfigError(f"{name} holds NaN or infinite values; every weight must be a finite number")
@@ -145,9 +144,14 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
     positions = _positions(positions, n)
     # numbers past the dtype's range are said (Overflow), not warned about and carried on as NaN
     with parallel.cores(config.n_heads * n * n >= PARALLEL_ENTRIES) as each, np.errstate(over="ignore", invalid="ignore"):
-        stages = _attend(x, weights, config, positions, each, record)
-    if not np.isfinite(stages["output"]).all():  # a stage that overflowed leaves NaN or infinity here
-        raise Overflow(overflowed(stages) or overflowed({"output": stages["output"]}))
+        stages, bounded = _attend(x, weights, config, positions, each, record)
+    problem = None
+    if not bounded:  # a score may have passed the range: an infinite one would pass for a masked key
+        problem = overflowed(stages) or (None if record else past_range("scores", dtype, "may go"))
+    if problem is None and not np.isfinite(stages["output"]).all():  # a stage that overflowed leaves NaN or infinity here
+        problem = overflowed(stages) or past_range("output", dtype)
+    if problem:
+        raise Overflow(problem)
     return stages
 
 
@@ -161,14 +165,18 @@ def overflowed(stages: dict[str, np.ndarray]) -> str | None:
     for name, a in stages.items():
         bad = np.isnan(a) | (a == np.inf) if name == "mask" else ~np.isfinite(a)
         if bad.any():
-            kind = np.finfo(a.dtype)
-            largest = f"{kind.max:.1e}".replace("e+", "e")  # 1.8e308
-            wider = ", or compute in float64" if kind.dtype == np.float32 else ""
-            return (
-                f"the {name} stage goes past the largest {kind.dtype} (about {largest}): these values of X and "
-                f"the weights are too large to compute with together; make the largest of them smaller{wider}"
-            )
+            return past_range(name, a.dtype)
     return None
+
+
+def past_range(stage: str, dtype, goes: str = "goes") -> str:
+    kind = np.finfo(dtype)
+    largest = f"{kind.max:.1e}".replace("e+", "e")  # 1.8e308
+    wider = ", or compute in float64" if kind.dtype == np.float32 else ""
+    return (
+        f"the {stage} stage {goes} past the largest {kind.dtype} (about {largest}): these values of X and "
+        f"the weights are too large to compute with together; make the largest of them smaller{wider}"
+    )
 
 
 def _attend(
@@ -212,6 +220,8 @@ def _attend(
     else:
         k_norms = np.broadcast_to(k_norms.max(axis=1, keepdims=True), k_norms.shape)  # (g, n)
     ones = np.ones(n, dtype)  # (n,)
+    # no score, scaled or not, can pass the dtype's range while this bound is in it (False for NaN too)
+    bounded = max(1.0, abs(scale)) * float(q_norms.max()) * float(k_norms.max()) < float(np.finfo(dtype).max)
 
     # without record, the scale goes into q (a pass over (h, n, e), not (h, n, n)) and the
     # normalization into z (n x f, not n x n): the weights' rows are only summed, never divided
@@ -261,12 +271,12 @@ def _attend(
     if config.bias:
         output = _add(output, w.b_O)
     if not record:
-        return {"output": output}
+        return {"output": output}, bounded
     stages |= {"scores": scores, "scaled": scaled}
     if config.masked:
         stages["mask"] = logits
     stages |= {"weights": weights_, "z": z, "concat": concat, "output": output, "contributions": contributions}
-    return stages
+    return stages, bounded
 
 
 # exp() of every scaled score up to this size is far from float32's overflow (88.7) and

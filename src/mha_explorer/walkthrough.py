@@ -149,8 +149,8 @@ def final_qk(t: Trace) -> tuple[np.ndarray, np.ndarray]:
     raise KeyError("q")
 
 
-def _features(c) -> str:
-    """What the layer has beyond plain attention, each after " · "."""
+def _features(c) -> list[str]:
+    """What the layer has beyond plain attention."""
     parts = ["causal"] if c.causal else []
     if c.sliding_window is not None:
         parts.append(f"sliding window {c.sliding_window}")
@@ -160,7 +160,7 @@ def _features(c) -> str:
         parts.append(f"RoPE θ={c.rope_theta:.10g}")
     if c.scale is not None:
         parts.append(f"scale {c.scale:.6g}")
-    return "".join(f" · {part}" for part in parts)
+    return parts
 
 
 def render(
@@ -176,8 +176,14 @@ def render(
     c = t.config
     if c.bias and weights is None:
         raise ValueError("this layer has biases: pass its weights so that the walkthrough shows them")
-    # the kind and features, then the widths: each line short enough for 80 columns, never cut in a list
-    console.print(f"[bold]Multi-head attention[/] · {c.kind}" + _features(c))
+    # the kind and features, then the widths: each list on a line of its own where one line would
+    # not hold them (a Gemma 3 layer's at 80 columns), never cut in the middle
+    title, features = f"Multi-head attention · {c.kind}", " · ".join(_features(c))
+    if features and len(f"{title} · {features}") <= console.width:
+        title, features = f"{title} · {features}", ""
+    console.print(f"[bold]{title}[/]")
+    if features:
+        console.print(features)
     console.print(f"d_model={c.d_model}, n_heads={c.n_heads}, n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}")
     console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] (position {query})")  # as the tables name it; a line of its own: never cut in two
     fits = partial(_fits, console, console.width - PANEL_EDGES)

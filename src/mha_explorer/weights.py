@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError, check_numbers
+from .config import AttentionConfig, ConfigError, as_array
 
 
 def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
@@ -70,8 +70,11 @@ class AttentionWeights:
 
     def frozen(self) -> AttentionWeights:
         """These weights, made read-only (a loaded model's): trace() then keeps their packed
-        [W^Q | W^K | W^V] between calls instead of building it for every call."""
-        for a in self.arrays().values():
+        [W^Q | W^K | W^V] between calls instead of building it for every call, and no longer
+        checks that they are finite, as it does here once."""
+        for name, a in self.arrays().items():
+            if not np.isfinite(a).all():
+                raise ConfigError(f"{name} holds NaN or infinite values; every weight must be a finite number")
             a.setflags(write=False)
         object.__setattr__(self, "_frozen", True)
         return self
@@ -95,15 +98,8 @@ class AttentionWeights:
         # lists of numbers are taken as arrays; what holds no numbers is said, naming the array
         for f in fields(self):
             a = getattr(self, f.name)
-            if a is None or isinstance(a, np.ndarray):
-                continue
-            try:
-                a = np.asarray(a)
-            except ValueError:  # rows of different lengths
-                raise ConfigError(f"{f.name} is not a rectangular array: give every row the same length") from None
-            object.__setattr__(self, f.name, a)
-        for name, a in self.arrays().items():
-            check_numbers(name, a)
+            if a is not None:
+                object.__setattr__(self, f.name, as_array(f.name, a))  # an array stays the same object
 
     def astype(self, dtype) -> AttentionWeights:
         return AttentionWeights(

@@ -244,3 +244,46 @@ def test_a_trace_of_a_model_not_ready_says_where_its_load_stands(tmp_path):
     service.status["minilm"] = {"state": "loading", "fraction": 0.4, "message": "layer 2"}
     message = ask("minilm").json()["detail"][0]["message"]
     assert message == "minilm is still loading (40%, layer 2): try again when GET /api/models/minilm says ready", message
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_a_text_whose_numbers_outgrow_float32_is_a_422_on_the_text_not_a_server_fault(monkeypatch):
+    """Numbers past float32 in a layer (weights damaged or too large) are the model's answer to the
+    text: said as such, as NaN in the input is."""
+    from mha_explorer.models import forward
+    from mha_explorer.trace import Overflow, past_range
+
+    model = load_model("minilm")
+    model.forget()
+
+    def overflowing(*args, **kwargs):
+        raise Overflow(past_range("scores", np.float32))
+
+    monkeypatch.setattr(forward, "attention", overflowing)  # the layers before the traced one
+    client = TestClient(create_app())
+    client.post("/api/models/minilm/load")
+    while client.get("/api/models/minilm").json()["state"] == "loading":
+        time.sleep(0.05)
+    answer = client.post("/api/model-trace", json={"model": "minilm", "text": "a text never traced before here", "layer": 2})
+    assert answer.status_code == 422
+    [problem] = answer.json()["detail"]
+    assert problem["field"] == "text" and problem["message"].startswith("the text's numbers outgrow float32 by layer 2: the scores stage goes past the largest float32")
+    model.forget()
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_a_checkpoint_files_failed_load_names_neither_it_nor_its_folder_by_path(tmp_path):
+    import shutil
+
+    from mha_explorer.models.registry import local_models
+    from mha_explorer.modelview import ModelService
+
+    shutil.copy(load_model("minilm").source + "/model.safetensors", tmp_path / "weights.safetensors")  # no config.json beside it
+    client = TestClient(create_app(models=ModelService(local=local_models([str(tmp_path / "weights.safetensors")]))))
+    client.post("/api/models/weights-safetensors/load")
+    deadline = time.monotonic() + 60
+    while (state := client.get("/api/models/weights-safetensors").json())["state"] == "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert state["state"] == "error" and "has no config.json beside weights.safetensors" in state["message"], state
+    assert str(tmp_path) not in state["message"] and str(tmp_path.resolve()) not in state["message"]

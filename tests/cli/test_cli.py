@@ -6,6 +6,7 @@ written here, not from the package's trace().
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -17,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 from rich.cells import cell_len
 
+from mha_explorer import AttentionConfig, AttentionWeights, trace
 from mha_explorer.cli import main
 from mha_explorer.schema import TracePayload
 
@@ -185,6 +187,19 @@ def test_weights_rows_and_the_summing_line():
 def test_the_header_keeps_each_list_on_one_line_at_80_columns():
     lines = ok("--causal", "--stage", "weights", width=80).splitlines()
     assert lines[:3] == ["Multi-head attention · MHA · causal", "d_model=4, n_heads=2, n_kv_heads=2, d_head=2, d_v=2", "query like (position 1)"]
+    # a Gemma 3 sliding layer's features: too many for the title's line, on one of their own
+    from rich.console import Console
+
+    from mha_explorer.walkthrough import render
+
+    c = AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=4, causal=True, sliding_window=512, qk_norm=True, rope_theta=1e4, scale=0.0625)
+    console = Console(width=80, record=True, file=io.StringIO())
+    render(trace(np.ones((3, 8)), AttentionWeights.random(c, seed=0), c), ["a", "b", "c"], 1, [0], "weights", console)
+    assert console.export_text().splitlines()[:3] == [
+        "Multi-head attention · MQA",
+        "causal · sliding window 512 · q/k norm · RoPE θ=10000 · scale 0.0625",
+        "d_model=8, n_heads=4, n_kv_heads=1, d_head=4, d_v=4",
+    ]
 
 
 def test_mixing_names_each_value_row_by_its_key():

@@ -355,7 +355,7 @@ def test_a_rope_base_is_written_whole_as_the_page_writes_it():
     from mha_explorer.config import AttentionConfig
     from mha_explorer.walkthrough import _features
 
-    assert _features(AttentionConfig(d_model=8, n_heads=2, causal=True, rope_theta=1e6)) == " · causal · RoPE θ=1000000"
+    assert _features(AttentionConfig(d_model=8, n_heads=2, causal=True, rope_theta=1e6)) == ["causal", "RoPE θ=1000000"]
 
 
 @needs["smollm2"]

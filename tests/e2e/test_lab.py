@@ -264,6 +264,22 @@ def test_the_output_chart_stacks_every_part_of_y_so_its_bars_end_at_the_tick(pag
     assert ("bias (b)" in page.locator(".stage svg.chart").inner_html()) == bool(bias)
 
 
+def test_a_wide_layers_output_map_has_the_bias_row_between_the_heads_and_their_sum(page, server_url):
+    page.goto(server_url + "#mode=lab&d_model=20&n_heads=4&n_kv_heads=4&d_head=5&d_v=5&causal=0&bias=1&tokens=a+b&seed=0&stage=output&query=1")
+    canvas = page.get_by_role("application", name=re.compile(r"^Each head's contribution to each output component \(rows: heads, the bias, then the output\): 6 × 20"))
+    expect(canvas).to_be_visible()
+    settle(page)
+    arrays = arrays_of(TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json()))
+    canvas.focus()
+    for key in ["ArrowDown"] * 8 + ["ArrowUp"]:  # down to the last row (the output), then one up
+        page.keyboard.press(key)
+    readout = page.locator(".stage .readout").last.inner_text()  # the output map's (the first is concat's)
+    at = re.match(r"bias b\^O · y\[(\d+)\]: (-?\d+\.\d+)", readout)
+    assert at and at.group(2) == fmt(arrays["b_O"][int(at.group(1))]), readout
+    page.keyboard.press("ArrowDown")
+    assert page.locator(".stage .readout").last.inner_text().startswith(f"output y · y[{at.group(1)}]: {fmt(arrays['output'][1, int(at.group(1))])}")
+
+
 def test_packed_view_gives_the_same_q(page, server_url):
     open_lab(page, server_url)
     page.locator("summary", has_text="Packed view").click()
@@ -788,6 +804,11 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     assert page.get_by_label("Preset").input_value() == "gqa" and page.get_by_label("Tokens (separated by spaces)").input_value() == "the cat sat on the mat"
     assert page.locator("#app").is_visible()
     page.wait_for_function("() => location.hash.includes('mode=lab') && location.hash.includes('d_model=8')")  # the link is written when idle
+    # printed, the copy gives its view's link without the folders of the computer it sits on
+    page.pdf()
+    printed = page.locator("#print-link").inner_text()
+    assert printed.startswith("This view: index.html#mode=lab&") and printed.endswith(" in this copy of the explorer"), printed
+    assert str(tmp_path) not in printed
     assert errors == []
     context.close()
 

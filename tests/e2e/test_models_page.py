@@ -217,7 +217,8 @@ def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, serve
     for _ in range(3):
         page.keyboard.press("ArrowDown")
     page.wait_for_function("() => window.mhaExplorer.keptHeads.includes(9)")
-    assert bodies == [8, 9]  # 7, the neighbour of the head shown, was here already
+    # the focus rested on 9 alone: the options it passed over (7, already here, and 8) are not all fetched
+    assert bodies[-1] == 9 and len(bodies) <= 2, bodies
     page.keyboard.press("Enter")
     expect(page.locator(".stage h2")).to_contain_text("head 9")
     assert "Loading" not in page.locator(".stage").inner_text()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mha_explorer.config import AttentionConfig, ConfigError
-from mha_explorer.trace import trace
+from mha_explorer.trace import attention, trace
 from mha_explorer.weights import AttentionWeights
 
 from ._support import naive_attention
@@ -137,6 +137,18 @@ def test_numbers_past_the_dtypes_range_are_said_naming_the_stage_not_carried_on_
             trace(np.full((3, 4), x, dtype), w, config)
 
 
+def test_a_score_past_the_range_is_said_even_where_the_output_stays_finite():
+    """-inf from an overflow would pass for a masked key: its weight 0, the output finite, and wrong."""
+    config = AttentionConfig(d_model=2, n_heads=1, d_head=2, causal=True)
+    w = AttentionWeights(W_Q=np.eye(2)[None], W_K=np.array([[[0.0, -1.0], [0.0, 0.0]]]), W_V=np.eye(2)[None], W_O=np.eye(2))
+    x = np.array([[1e160, 0.0], [0.0, 1e160]])  # query 1 · key 0 = -1e320
+    with pytest.raises(ConfigError, match="the scores stage goes past the largest float64"):
+        trace(x, w, config)
+    with pytest.raises(ConfigError, match="the scores stage may go past the largest float64"):
+        attention(x, w, config)  # the layers before a traced one keep no scores to look at
+    np.testing.assert_allclose(attention(x / 1e150, w, config), trace(x / 1e150, w, config)["output"])  # far below: computed
+
+
 def test_x_or_weights_that_are_not_numbers_are_said_and_lists_of_numbers_are_taken():
     config = AttentionConfig(d_model=4, n_heads=1)
     w = AttentionWeights.random(config, seed=0)
@@ -144,6 +156,12 @@ def test_x_or_weights_that_are_not_numbers_are_said_and_lists_of_numbers_are_tak
         trace([["a", "b", "c", "d"]], w, config)
     with pytest.raises(ConfigError, match="W_O holds Python objects, not numbers"):
         AttentionWeights(**w.arrays() | {"W_O": [[None] * 4] * 4})
+    with pytest.raises(ConfigError, match="x holds complex numbers: attention here is over real numbers"):
+        trace(np.ones((2, 4)) * 1j, w, config)
+    with pytest.raises(ConfigError, match="x is not a rectangular array: give every row the same length"):
+        trace([[1, 2, 3, 4], [1, 2]], w, config)
+    with pytest.raises(ConfigError, match="W_V holds NaN or infinite values"):  # frozen, they are checked once, there
+        AttentionWeights(**w.arrays() | {"W_V": np.full((1, 4, 4), np.nan)}).frozen()
     as_lists = AttentionWeights(**{name: a.tolist() for name, a in w.arrays().items()})
     x = np.arange(8.0).reshape(2, 4) / 8
     np.testing.assert_array_equal(trace(x.tolist(), as_lists, config)["output"], trace(x, w, config)["output"])

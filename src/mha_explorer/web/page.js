@@ -36,10 +36,7 @@ followTheme();
 darkSystem.addEventListener("change", followTheme);
 addEventListener("beforeprint", () => document.documentElement.classList.remove("mha-dark"));
 addEventListener("afterprint", followTheme);
-// a handout says where its view lives: the link reproduces it (the lab's settings and edits too)
-addEventListener("beforeprint", () => {
-  document.getElementById("print-link").textContent = `This view: ${location.href}`;
-});
+
 
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
@@ -348,7 +345,7 @@ async function main() {
           say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
           setMode("teaching");
         } else if (!ok && STATIC) {
-          // a copy cannot compute the settings it was given, nor let them be edited: its first
+          // a copy cannot compute the settings it was given, nor let them be edited: its GQA
           // preset instead of an empty lab, with what it holds said
           say("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.");
           editor.loadPreset("gqa");
@@ -421,13 +418,27 @@ async function main() {
   });
   app.addEventListener("focusin", (event) => {
     const button = pickerOf(event);
-    if (button) models.prefetch(headOf(button));
+    clearTimeout(resting);
+    // an option the keys pass over in the open list is fetched once the focus rests there (a key
+    // held down would ask for every head)
+    if (button?.tagName === "OPTION") resting = setTimeout(() => models.prefetch(headOf(button)), 150);
+    else if (button) models.prefetch(headOf(button));
     else if (mode === "model" && models && onHeadPicker()) neighbours();
   });
   model.on("change:head", () => {
     if (mode === "model" && models && onHeadPicker()) neighbours();
   });
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, editor.lab));
+  // a handout says where its view lives: the link reproduces it (the lab's settings and edits too).
+  // Written now, not when idle (a print right after a change); a copy opened from a file gives its
+  // view's part only, not the folders of the computer it was printed on.
+  addEventListener("beforeprint", () => {
+    if (location.hash === ownHash) writeLinkNow(model, mode, editor.lab);
+    const local = location.protocol === "file:";
+    document.getElementById("print-link").textContent = local
+      ? `This view: ${location.pathname.split("/").pop()}${location.hash} in this copy of the explorer`
+      : `This view: ${location.href}`;
+  });
   model.on("change:payload", () => {
     // "Reset example" puts the teaching payload back: follow it into teaching mode
     if (model.get("payload") === teaching && mode !== "teaching") setMode("teaching");
