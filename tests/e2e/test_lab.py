@@ -824,6 +824,25 @@ def test_the_labs_view_is_kept_while_another_mode_is_shown(page, server_url):
     page.wait_for_function("() => ['mode=lab', 'stage=weights', 'head=1', 'query=2'].every((part) => location.hash.includes(part))")
 
 
+def test_back_returns_to_the_mode_left_and_changes_within_a_mode_are_not_steps(page, server_url):
+    page.goto(server_url)
+    expect(page.locator(".stage h2")).to_contain_text("query “like”")
+    page.get_by_role("button", name="Next").click()
+    page.wait_for_function("() => location.hash.includes('stage=scores')")
+    page.get_by_role("button", name="Attention lab").click()
+    wait_kind(page, "GQA")
+    page.wait_for_function("() => location.hash.includes('mode=lab')")
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores")  # the lab opens at the stage the example was at
+    page.get_by_role("button", name="Next").click()  # a step within the lab: the link is replaced
+    page.wait_for_function("() => location.hash.includes('mode=lab') && location.hash.includes('stage=mask')")
+    page.go_back()
+    expect(page.locator(".stage h2")).to_have_text("2. Scores · head 0 · query “like”")  # the teaching example where it was left
+    assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+    page.go_forward()
+    wait_kind(page, "GQA")
+    expect(page.locator(".stage h2")).to_contain_text("3. Mask")
+
+
 def test_a_copy_without_its_data_file_says_what_to_upload(browser, tmp_path):
     """A copy whose static/data.js was left behind says so, and asks no server for anything."""
     export_site(tmp_path / "site")

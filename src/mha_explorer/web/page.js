@@ -126,7 +126,10 @@ function writeLinkNow(model, mode, lab) {
   params.set("head", model.get("head"));
   params.set("query", model.get("query"));
   if (model.get("all_queries")) params.set("all", "1");
-  history.replaceState(null, "", `#${params}`);
+  // another mode is a step the browser's Back returns from (to the view the link held); a change
+  // within a mode replaces the link, so that Back does not walk through every stage and query
+  const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
+  history[shown && shown !== mode ? "pushState" : "replaceState"](null, "", `#${params}`);
   ownHash = location.hash;
 }
 
@@ -366,7 +369,7 @@ async function main() {
   model.on("change:payload", showExplorer);
 
   // a link pasted into this tab, an edited address, or Back and Forward: show that view (the page
-  // writes its own link with replaceState, which fires no hashchange)
+  // writes its own link with replaceState or pushState, which fire no hashchange)
   window.addEventListener("hashchange", () => location.reload());
 
   teachingButton.addEventListener("click", () => setMode("teaching"));
