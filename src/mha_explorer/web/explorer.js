@@ -749,7 +749,7 @@ function render({ model, el }) {
         // the last stage: where to go from here (Next is at its end); the others: a way on from
         // where the reading ends (on a phone, Next is a long way up)
         i === v.stageIds.length - 1
-          ? [h("p", { class: "next-steps" }, "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).")]
+          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : ", or try another configuration (heads, widths, a causal mask).")]
           : [h("p", { class: "go-on" }, h("button", { type: "button", "data-go-on": v.stageIds[i + 1] }, `Go on to ${i + 2}. ${v.payload.page_stages[i + 1].title} →`))],
       ]);
     }
@@ -1912,19 +1912,20 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // every query's weights over a long text: most are far below the largest, and a linear scale
   // leaves the map white; a square root (as the thumbnails) shows the faint ones
   const root = kind === "weights" && rows > 1 && cols > 64;
-  const every = ch >= 8 ? 1 : Math.ceil(8 / ch); // labels at least 8 px apart
+  const every = ch >= fontSize + 2 ? 1 : Math.ceil((fontSize + 2) / ch); // labels a line of text apart, at least
   // the rows labelled, and with what: each; one in `every`; or, given blockLabel, where blocks start
   // (labels kept 10 px apart at least)
-  const drawnLabels = [];
-  for (let r = 0; r < rows; r += blockLabel && every > 1 ? 1 : every) {
-    const label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
-    if (label !== null && !(blockLabel && every > 1 && drawnLabels.length && (r - drawnLabels[drawnLabels.length - 1][0]) * ch < 10)) drawnLabels.push([r, label]);
-  }
-  const left = labelRoom(drawnLabels, fontSize);
-  const width = left + cols * cw;
   const height = rows * ch;
   // a label's middle beside its row, kept whole inside the map's height (the first and last of thin rows)
   const labelY = (r) => Math.min(height - fontSize / 2 - 1, Math.max(fontSize / 2 + 1, blockLabel && every > 1 ? r * ch + fontSize / 2 : r * ch + ch / 2));
+  const drawnLabels = [];
+  for (let r = 0; r < rows; r += blockLabel && every > 1 ? 1 : every) {
+    const label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
+    // none written over the one before (the first and last, moved inside the map, could be)
+    if (label !== null && !(drawnLabels.length && labelY(r) - labelY(drawnLabels[drawnLabels.length - 1][0]) < Math.max(fontSize + 1, blockLabel && every > 1 ? 10 : 0))) drawnLabels.push([r, label]);
+  }
+  const left = labelRoom(drawnLabels, fontSize);
+  const width = left + cols * cw;
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
   let values = null;
   let scale = 0;
@@ -1949,7 +1950,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   const firstOfPanel = !slots || slots.next === 0; // says how to read a map; the maps after it need not
   const place = slots ? `${slots.panel}|${slots.next++}|${width}x${height}x${ratio}` : null;
   let entry = null; // its canvases, once claimed
-  const readout = h("p", { class: "readout", "aria-live": "polite" }, firstOfPanel ? "Point at a cell, or focus the map and use the arrow keys." : "");
+  const readout = h("p", { class: "readout", "aria-live": "polite" }, firstOfPanel ? "Point at a cell (or tap it), or focus the map and use the arrow keys." : "");
   let cursor = null;
 
   // The cells' colours are worked out once, one RGBA pixel each (kept for other queries), then
@@ -2003,7 +2004,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     if (!cells) paintCells();
     if (entry.base !== cells) drawBase(); // the same cells are already on this canvas
     const marked = mark !== undefined && mark !== null;
-    outline(entry.mark, marked && [left, mark * ch, cols * cw, ch]);
+    // a thin row (a long text's) is framed around, not over: its own cells stay in sight
+    outline(entry.mark, marked && (ch < 8 ? [left - 2, mark * ch - 2, cols * cw + 4, ch + 4] : [left, mark * ch, cols * cw, ch]));
     // the query's label, dark, on the panel's white over the grey labels it may overlap
     // it covers wholly the grey labels it overlaps, never leaving half a neighbour's label
     const middle = marked ? labelY(mark) : 0;
