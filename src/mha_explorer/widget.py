@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import anywidget
 import numpy as np
 import traitlets
 
-from .config import PRESETS, AttentionConfig, ConfigError
+from .config import PRESETS, AttentionConfig, ConfigError, as_array
 from .examples import load_teaching_example
 from .lab import checked_trace, random_weights, random_x
 from .schema import Packer, TracePayload, teaching_payload, to_numpy, trace_payload
@@ -39,6 +39,9 @@ from .trace import Trace
 from .weights import AttentionWeights, check_seed
 
 WEB = pathlib.Path(__file__).parent / "web"
+# the largest configuration a view takes: its payload holds every head's n x n stages, which a
+# browser must hold too (the real models' limit of tokens; d_model 4096 is a 7B model's)
+MAX_TOKENS, MAX_D_MODEL = 1024, 4096
 
 
 class Index(traitlets.Any):
@@ -130,11 +133,15 @@ class Explorer(anywidget.AnyWidget):
         if tokens is None:
             tokens = load_teaching_example().tokens
         given_tokens = tokens
-        tokens = tokens.split() if isinstance(tokens, str) else list(tokens)
+        tokens = tokens.split() if isinstance(tokens, str) else list(tokens) if isinstance(tokens, Iterable) else None
         seed = check_seed(seed)
         if not tokens or not all(isinstance(t, str) and t for t in tokens):
             raise ValueError(f"tokens must be words separated by spaces (\"the cat sat\") or a list of non-empty strings, not {given_tokens!r}")
-        x = random_x(len(tokens), config.d_model, seed) if x is None else np.asarray(x, dtype=np.float64)
+        # a view's payload holds n_heads * n * n numbers per score stage and the weights whole: beyond
+        # these it no longer fits a browser (d_model 100,000 asks for 75 GB)
+        if len(tokens) > MAX_TOKENS or config.d_model > MAX_D_MODEL:
+            raise ConfigError(f"{len(tokens)} tokens of width d_model={config.d_model}: a view takes at most {MAX_TOKENS} tokens and a d_model of at most {MAX_D_MODEL}")
+        x = random_x(len(tokens), config.d_model, seed) if x is None else as_array("x", x).astype(np.float64)
         if x.shape != (len(tokens), config.d_model):
             which = "" if given else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
             raise ConfigError(
@@ -187,7 +194,7 @@ class Explorer(anywidget.AnyWidget):
 
     @layer.setter
     def layer(self, layer: int) -> None:
-        self._retrace(layer=layer)
+        self._retrace(self.text, layer)
 
     @property
     def text(self) -> str | None:
@@ -197,7 +204,7 @@ class Explorer(anywidget.AnyWidget):
 
     @text.setter
     def text(self, text: str) -> None:
-        self._retrace(text=text)
+        self._retrace(text, self.layer)
 
     def __setattr__(self, name, value):
         # a plain attribute of that name would be kept and do nothing: the view would not change
@@ -205,14 +212,13 @@ class Explorer(anywidget.AnyWidget):
             raise AttributeError('the model of a view is chosen once: make a new one, Explorer.from_model("smollm2", text="...", layer=0)')
         super().__setattr__(name, value)
 
-    def _retrace(self, text: str | None = None, layer: int | None = None) -> None:
+    def _retrace(self, text: str, layer: int) -> None:
+        """Trace the text at the layer (one of them new; None for either is refused, not taken as "keep")."""
         if self._model is None:
             raise AttributeError('text and layer belong to a real model\'s view: Explorer.from_model("minilm", text="...", layer=3)')
         from .modelview import model_payload
 
-        model, now_text, now_layer = self._model
-        text = now_text if text is None else text
-        layer = now_layer if layer is None else layer
+        model = self._model[0]
         _check_text_and_layer(text, layer)
         layer = int(layer)
         head = self.head if self.head < model.layer_config(layer).n_heads else 0  # a bad layer is said here
@@ -378,6 +384,12 @@ def _checked_payload(payload: dict) -> dict:
     missing = [k for k in ("tokens", "config", "stages", "page_stages", "query") if k not in payload]
     if missing:
         raise ValueError(f"payload is not a trace payload: it lacks {', '.join(missing)}")
+    # what the view reads before anything else: a payload empty there would break it half set
+    heads = payload["config"].get("n_heads") if isinstance(payload["config"], Mapping) else None
+    empty = [k for k, ok in (("tokens", payload["tokens"]), ("page_stages", payload["page_stages"]), ("stages", payload["stages"])) if not ok]
+    if empty or not (_is_index(heads) and heads >= 1):
+        what = ", ".join(empty) if empty else "config.n_heads"
+        raise ValueError(f"payload is not a trace payload: its {what} {'are' if len(empty) > 1 else 'is'} empty or missing; make one with Explorer.from_config or Explorer.from_model")
     return payload
 
 
@@ -407,5 +419,8 @@ def _config(config: AttentionConfig | str | Mapping) -> AttentionConfig:
         unknown = sorted(set(config) - set(fields))
         if unknown:
             raise ConfigError(f"a config has no {', '.join(map(str, unknown))}; its fields are {', '.join(fields)}")
+        missing = [name for name in ("d_model", "n_heads") if name not in config]
+        if missing:
+            raise ConfigError(f"a config needs {' and '.join(missing)}: give at least d_model and n_heads, such as {{\"d_model\": 8, \"n_heads\": 2}}")
         return AttentionConfig(**config)
     raise TypeError(f"config must be an AttentionConfig, a preset name or a dict of its fields, not {type(config).__name__}")

@@ -248,6 +248,18 @@ def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, serve
 
 
 @needs("minilm")
+def test_a_head_asked_of_a_notebooks_python_that_never_answers_says_what_to_do(page, server_url):
+    """A saved notebook reopened has no kernel behind its view: a head asked for never comes. The
+    view (here the page's, made to ask as a notebook's does) says so instead of loading for ever."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
+    page.route("**/api/model-head", lambda route: None)  # asked, never answered
+    page.evaluate("() => { window.mhaExplorer.model.set('head_arrays', null); window.mhaExplorer.model.set('head', 5); }")
+    expect(page.locator(".stage .loading-head")).to_have_text("Loading head 5…")
+    expect(page.locator(".stage .loading-head")).to_contain_text("Head 5 has not come: another head's numbers come from the Python kernel", timeout=12_000)
+    expect(page.locator(".stage .loading-head")).to_contain_text("run the cell again")
+
+
+@needs("minilm")
 def test_heads_fetched_ahead_never_push_out_the_head_on_screen(page, server_url):
     """The page keeps six heads; a pointer running over many thumbnails or options fetches more.
     The ones used longest ago go, never the head shown, which another step returns to at once."""

@@ -296,6 +296,22 @@ def walk_through(lab, page, minilm_available) -> None:
     assert page.evaluate(active) == before
     teaching.get_by_role("button", name="Previous").click()
     expect_view(teaching, "weights", 1, 3)
+    # so do letters: "m" typed to find "milk" in a menu, "d d" on a number, are not the notebook's
+    # commands (make the cell Markdown, delete it), which would take the widget away
+    cells = "() => [document.querySelectorAll('.jp-Notebook .jp-CodeCell').length, document.querySelectorAll('.jp-Notebook .jp-MarkdownCell').length]"
+    counted = page.evaluate(cells)
+    teaching.get_by_label("Query token").focus()
+    page.keyboard.press("w")  # type-ahead: "warm"
+    expect_view(teaching, "weights", 1, 2)
+    page.wait_for_timeout(1100)  # a new word for the type-ahead, not "wm"
+    page.keyboard.press("m")
+    expect_view(teaching, "weights", 1, 3)
+    last.focus()
+    page.keyboard.press("d")
+    page.keyboard.press("d")
+    page.keyboard.press("a")
+    assert page.evaluate(cells) == counted and page.evaluate(active) == before
+    expect(widget(page, TEACHING).locator(".stage h2")).to_be_visible()
 
     # ids stay unique with several explorers in one document (labels point into their own widget)
     duplicates = page.evaluate(

@@ -127,12 +127,23 @@ def test_any_trace_payload_can_be_shown():
         ("mha", {"tokens": "a b", "x": np.zeros((3, 8))}, r"x has shape \(3, 8\); 2 tokens of width d_model=8 need \(2, 8\)"),
         ("mha", {"tokens": "a b", "weights": {"W_Q": np.zeros((4, 8, 2))}}, "weights lacks W_K, W_V, W_O"),
         ({"d_model": 4, "n_heads": 2, "kv_group": (0, 1)}, {"tokens": "a b"}, r"a config has no kv_group; its fields are d_model, .*, scale$"),
+        ({"d_model": 8}, {"tokens": "a b"}, r'a config needs n_heads: give at least d_model and n_heads, such as \{"d_model": 8, "n_heads": 2\}'),
+        ("mha", {"tokens": 123}, r"tokens must be words separated by spaces .* or a list of non-empty strings, not 123"),
+        ("mha", {"tokens": "a b", "x": [["a"] * 8] * 2}, "x holds text, not numbers"),
+        ({"d_model": 100_000, "n_heads": 1}, {"tokens": "a b"}, "2 tokens of width d_model=100000: a view takes at most 1024 tokens and a d_model of at most 4096"),
     ],
-    ids=["unknown-preset", "bad-config", "no-tokens", "blank-text", "x-shape", "weights-incomplete", "worked-out-field"],
+    ids=["unknown-preset", "bad-config", "no-tokens", "blank-text", "x-shape", "weights-incomplete", "worked-out-field", "no-heads", "tokens-a-number", "x-of-words", "too-wide"],
 )
 def test_from_config_says_what_is_wrong(config, kwargs, message):
     with pytest.raises((ConfigError, ValueError, TypeError), match=message):
         Explorer.from_config(config, **kwargs)
+
+
+def test_a_payload_empty_where_the_view_reads_first_is_refused_and_the_view_kept():
+    w = Explorer()
+    with pytest.raises(traitlets.TraitError, match="payload is not a trace payload: its tokens, page_stages, stages are empty or missing"):
+        w.payload = {"tokens": [], "config": {}, "stages": {}, "page_stages": [], "query": 0}
+    assert w.tokens == ["cats", "like", "warm", "milk"]
 
 
 def test_from_config_without_tokens_takes_the_teaching_examples():
@@ -204,6 +215,10 @@ def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minil
         w.layer = 9
     with pytest.raises(ValueError, match="the text is empty"):
         w.text = " "
+    with pytest.raises(TypeError, match="layer must be a whole number"):
+        w.layer = None  # not "keep the layer": a None set by mistake is said
+    with pytest.raises(TypeError, match="text must be a str, the text to run through the model, not NoneType"):
+        w.text = None
     assert (w.layer, w.text) == (5, "dogs hate cold tea")  # a refused change leaves the view as it was
     with pytest.raises(AttributeError, match=r"the model of a view is chosen once: make a new one, Explorer.from_model\("):
         w.model = "smollm2"

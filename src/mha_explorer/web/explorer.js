@@ -301,7 +301,7 @@ function placeTip(event) {
 }
 
 const STEPS = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
-const NAVIGATION = new Set([...Object.keys(STEPS), "Home", "End", "PageUp", "PageDown"]);
+const UNANSWERED_MS = 8000; // a head asked of a notebook's Python: past this, the view says what to do
 function moveFocus(event) {
   const from = event.target.closest?.(".num");
   if (!from || event.altKey || event.ctrlKey || event.metaKey || !(event.key in STEPS || event.key === "Home" || event.key === "End")) return;
@@ -519,11 +519,12 @@ function render({ model, el }) {
   el.replaceChildren(root);
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
-  // The keys that move inside the view stay inside it: a notebook (JupyterLab) would otherwise
-  // also take them as its own commands (the next cell). Their own work (a menu's next option) is
-  // left to the browser.
+  // The keys pressed inside the view stay inside it: a notebook (JupyterLab) would otherwise also
+  // take them as its own commands: an arrow, the next cell; a letter typed to find a menu's entry,
+  // "m" to make the cell Markdown, "d d" to delete it. Their own work (a menu's next option) is
+  // left to the browser. With Ctrl, Alt or Cmd a key is the notebook's (Ctrl+S saves).
   root.addEventListener("keydown", (event) => {
-    if (NAVIGATION.has(event.key)) event.stopPropagation();
+    if (!(event.ctrlKey || event.altKey || event.metaKey)) event.stopPropagation();
   });
   root.addEventListener("mouseover", placeTip);
   root.addEventListener("focusin", placeTip);
@@ -602,8 +603,11 @@ function render({ model, el }) {
   previous.addEventListener("click", () => move(-1));
   next.addEventListener("click", () => move(1));
   reset.addEventListener("click", () => {
-    if (model.get("payload") !== original) model.set("payload", original);
-    set({ stage: original.page_stages[0].id, head: 0, query: original.query, all_queries: false });
+    // the teaching example and a configuration go back to their first payload; a real model's view
+    // starts again on the layer and text it shows (which Python may have set since)
+    const first = original.model ? model.get("payload") : original;
+    if (model.get("payload") !== first) model.set("payload", first);
+    set({ stage: first.page_stages[0].id, head: 0, query: first.query, all_queries: false });
     // Matrices, costs, packed view: the first view has them closed (once drawn: a panel kept from
     // before, now shown again, may have its packed view open)
     const closeAll = () => {
@@ -617,6 +621,7 @@ function render({ model, el }) {
   // another, as the trait head_arrays (only that head's arrays): it is merged in here. The page
   // merges heads itself and never sets head_arrays.
   let merged = null; // [payload, head arrays, the two merged]
+  let unanswered = null; // the timer that says a head asked of Python has not come
   function currentPayload() {
     const payload = inPlace(model.get("payload"));
     const extra = inPlace(model.get("head_arrays"));
@@ -864,9 +869,18 @@ function render({ model, el }) {
       setAttr(li.firstChild, "aria-current", li.dataset.stage === stage ? "step" : null);
       setAttr(li.firstChild, "tabindex", li.dataset.stage === stage ? "0" : "-1");
     }
+    clearTimeout(unanswered);
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
+      // in a notebook the head comes from the Python that made the view: none answers in a saved
+      // notebook reopened, or after the kernel restarted (the page's own fetch says its failures)
+      if (model.get("head_arrays") !== undefined) {
+        unanswered = setTimeout(() => {
+          const note = stagePanel.querySelector(".loading-head");
+          if (note) note.textContent = `Head ${head} has not come: another head's numbers come from the Python kernel that made this view. If the kernel was restarted, or the notebook was saved and opened again, run the cell again.`;
+        }, UNANSWERED_MS);
+      }
     } else {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
