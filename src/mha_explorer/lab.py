@@ -11,7 +11,7 @@ import numpy as np
 
 from .config import AttentionConfig, ConfigError
 from .schema import Packer, TracePayload, TraceRequest, left_out, query_out_of_range, trace_payload
-from .trace import Overflow, Trace, overflowed, trace
+from .trace import Overflow, Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
 
@@ -106,13 +106,12 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
 
 
 def checked_trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> tuple[Trace | None, str | None]:
-    """trace(), or what to change if a stage of it passed float64's range: said also where only a
-    masked score did, which the output never sees."""
+    """trace(), or what to change if a stage of it passed float64's range (trace() finds it, a
+    masked score's too)."""
     try:
-        t = trace(x, weights, config)
+        return trace(x, weights, config), None
     except Overflow as error:
         return None, str(error)
-    return t, overflowed(t.stages)
 
 
 def _array(field: str, values) -> np.ndarray:

@@ -134,9 +134,7 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
         raise ConfigError(f"x[{at[0]}, {at[1]}] is {x[at]}; every value of x must be a finite number, no NaN or infinity")
     weights.check(config)
     if not weights.__dict__.get("_frozen"):  # frozen weights (a loaded model's) were checked once, by frozen()
-        for name, a in weights.arrays().items():
-            if not np.isfinite(a).all():
-                raise ConfigError(f"{name} holds NaN or infinite values; every weight must be a finite number")
+        weights.check_finite()
     dtype = np.result_type(x, *weights.arrays().values())
     if dtype not in (np.float32, np.float64):  # float16's range is too small for the softmax's exponentials
         raise ConfigError(f"x and the weights make {dtype}; trace computes in float32 or float64: cast them, e.g. x.astype(np.float32)")

@@ -68,13 +68,18 @@ class AttentionWeights:
             if name not in expected and getattr(self, name) is not None:
                 raise ConfigError(f"{name} is given but qk_norm=False: set qk_norm=True or drop {name}")
 
+    def check_finite(self) -> None:
+        """Raise ConfigError naming the first array that holds NaN or an infinity."""
+        for name, a in self.arrays().items():
+            if not np.isfinite(a).all():
+                raise ConfigError(f"{name} holds NaN or infinite values; every weight must be a finite number")
+
     def frozen(self) -> AttentionWeights:
         """These weights, made read-only (a loaded model's): trace() then keeps their packed
         [W^Q | W^K | W^V] between calls instead of building it for every call, and no longer
         checks that they are finite, as it does here once."""
-        for name, a in self.arrays().items():
-            if not np.isfinite(a).all():
-                raise ConfigError(f"{name} holds NaN or infinite values; every weight must be a finite number")
+        self.check_finite()
+        for a in self.arrays().values():
             a.setflags(write=False)
         object.__setattr__(self, "_frozen", True)
         return self

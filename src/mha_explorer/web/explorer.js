@@ -342,12 +342,11 @@ function menuKeys(event) {
   if (!(event.key in MENU_STEPS) || event.altKey || event.ctrlKey || event.metaKey) return;
   const menu = event.target.closest?.("select");
   if (!menu || getComputedStyle(menu).appearance !== "base-select") return; // :open is known where base-select is
-  const options = [...menu.options];
-  const clamp = (i) => Math.min(Math.max(i, 0), options.length - 1);
+  const clamp = (i) => Math.min(Math.max(i, 0), menu.options.length - 1);
   if (menu.matches(":open")) {
     if (event.target.tagName !== "OPTION" || !event.key.startsWith("Page")) return; // the list's own keys
     event.preventDefault();
-    const to = options[clamp(options.indexOf(event.target) + MENU_STEPS[event.key])];
+    const to = menu.options[clamp(event.target.index + MENU_STEPS[event.key])];
     to.focus({ preventScroll: true });
     to.scrollIntoView({ block: "nearest" });
     return;
@@ -1592,6 +1591,7 @@ function output(view, query, head) {
   const y = range(d_model).map((m) => t.output.at(query, m));
   const shown = range(n_heads).filter((i) => t.contributions.has(i)); // a real model's payload: the inspected head
   const contrib = shown.map((i) => range(d_model).map((m) => t.contributions.at(i, query, m)));
+  const bias = payload.config.bias ? range(d_model).map((m) => w.b_O.at(m)) : null; // b^O, added once
   const table = () => h(
     "table",
     { class: "calc-table contributions" },
@@ -1619,7 +1619,7 @@ function output(view, query, head) {
       vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y"),
     );
   // rows: every head, the bias (added once) where the layer has one, then the output, their sum
-  const mapRows = [...shown.map((i, r) => [`head ${i}`, (m) => contrib[r][m]]), ...(payload.config.bias ? [["bias b^O", (m) => w.b_O.at(m)]] : []), ["output y", (m) => y[m]]];
+  const mapRows = [...shown.map((i, r) => [`head ${i}`, (m) => contrib[r][m]]), ...(bias ? [["bias b^O", (m) => bias[m]]] : []), ["output y", (m) => y[m]]];
   const contribMap = () =>
     shown.length < n_heads ? oneHead() : heatmap({
       caption: `Each head's contribution to each output component (rows: heads, ${payload.config.bias ? "the bias, " : ""}then the output)`,
@@ -1635,7 +1635,7 @@ function output(view, query, head) {
     ? concatMap(view, query, head)
     : h("div", { class: "concat-row" }, "concat = ", vec(range(n_heads * d_v).map((r) => num(t.concat.at(query, r), `concat:${query},${r}`))));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
-  const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), payload.config.bias ? rounded(w.b_O.at(m)) : 0);
+  const byHand = (m) => contrib.reduce((sum, row) => sum + rounded(row[m]), bias ? rounded(bias[m]) : 0);
   const off = wide ? [] : range(d_model).filter((m) => byHandFmt(byHand(m)) !== fmt(y[m]));
   // a head's part of y[m]: its z, as concat shows it, times its rows of W^O's column m, as shown
   const part = (i, m) => range(d_v).reduce((sum, e) => sum + rounded(t.concat.at(query, i * d_v + e)) * rounded(w.W_O.at(i * d_v + e, m)), 0);
@@ -1646,7 +1646,7 @@ function output(view, query, head) {
     equation(concat, ["×", wo]),
     wide ? contribMap() : table(),
     rounding,
-    wide ? null : contributionChart(contrib, y, head, payload.config.bias ? range(d_model).map((m) => w.b_O.at(m)) : null),
+    wide ? null : contributionChart(contrib, y, head, bias),
   ];
 }
 
@@ -2263,10 +2263,10 @@ function allQueries(view, query, head, stage) {
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
   const sumsOff = () => {
     if (n * n > HAND_SIZED) return null;
-    const shownSum = (r) => byHandFmt(range(n).reduce((sum, j) => sum + rounded(t.weights.at(head, r, j)), 0));
-    const off = range(n).filter((r) => shownSum(r) !== fmt(1));
+    const shownSums = range(n).map((r) => byHandFmt(range(n).reduce((sum, j) => sum + rounded(t.weights.at(head, r, j)), 0)));
+    const off = range(n).filter((r) => shownSums[r] !== fmt(1));
     if (!off.length) return null;
-    return h("p", { class: "hint" }, `The weights are rounded to two decimals: as shown, ${off.map((r) => `the row of “${tok(r)}” adds up to ${shownSum(r)}`).join(", ")}; in full, every row adds up to 1.`);
+    return h("p", { class: "hint" }, `The weights are rounded to two decimals: as shown, ${off.map((r) => `the row of “${tok(r)}” adds up to ${shownSums[r]}`).join(", ")}; in full, every row adds up to 1.`);
   };
   const views = {
     projections: () => [

@@ -37,7 +37,6 @@ darkSystem.addEventListener("change", followTheme);
 addEventListener("beforeprint", () => document.documentElement.classList.remove("mha-dark"));
 addEventListener("afterprint", followTheme);
 
-
 const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
 let currentMode = () => "teaching";
