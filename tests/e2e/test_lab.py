@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 import httpx
 import numpy as np
@@ -1149,8 +1150,69 @@ def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):
     page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:9,0=1;x:1,2=0.5"))
     wait_kind(page, "GQA")
     settle(page)
-    assert page.locator(".lab-status").inner_text() == "An edited value does not fit this configuration and was dropped: x[9,0] (x is 3 × 8)."
+    assert page.locator(".lab-status").inner_text() == "An edited value does not fit this configuration; it is set aside until it fits again: x[9,0] (x is 3 × 8)."
     assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
+
+
+def test_edits_that_stop_fitting_are_set_aside_and_come_back(page, server_url):
+    """Unchecking Bias, or taking tokens out, does not lose the values typed there: they come back
+    with the settings they fit."""
+    page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:2,0=0.75"))  # a b c; x's row 2 edited
+    wait_kind(page, "GQA")
+    settle(page)
+    page.get_by_label("Bias", exact=True).check()
+    settle(page)
+    page.get_by_label("Edit the values of").select_option("b_O")
+    cell = page.locator('.edit-grid input[data-key="b_O:3"]')
+    cell.fill("1.5")
+    cell.blur()
+    settle(page)
+    assert "b_O:3=1.5" in unquote(link(page))
+    page.get_by_label("Bias", exact=True).uncheck()
+    settle(page)
+    expect(page.locator(".lab-status")).to_have_text("An edited value does not fit this configuration; it is set aside until it fits again: b_O[3] (there is no b_O here).")
+    assert "b_O" not in unquote(link(page))  # the link holds the values in use
+    set_field(page, "Tokens (separated by spaces)", "a b")
+    expect(page.locator(".lab-status")).to_have_text("An edited value does not fit this configuration; it is set aside until it fits again: x[2,0] (x is 2 × 8).")
+    page.get_by_label("Bias", exact=True).check()
+    settle(page)
+    expect(page.locator(".lab-status")).to_have_text("An edited value set aside fits again and is back: b_O[3].")
+    page.get_by_label("Edit the values of").select_option("b_O")
+    assert page.locator('.edit-grid input[data-key="b_O:3"]').input_value() == "1.5"
+    set_field(page, "Tokens (separated by spaces)", "a b c")
+    expect(page.locator(".lab-status")).to_have_text("An edited value set aside fits again and is back: x[2,0].")
+    assert "b_O:3=1.5" in unquote(link(page)) and "x:2,0=0.75" in unquote(link(page))
+    # the numbers computed are those of the values back in place
+    body = lab_state(page)
+    body["edits"] = {"b_O:3": 1.5, "x:2,0": 0.75}
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    check_numbers(page, ".stage", arrays_of(payload))
+    # drawing new values replaces every edit, those set aside too, and says how many
+    page.get_by_label("Bias", exact=True).uncheck()
+    settle(page)
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+    page.get_by_role("button", name="Draw new values").click()
+    settle(page)
+    assert asked == ["Drawing new values replaces the 2 values you edited. Go on?"]
+    page.get_by_label("Bias", exact=True).check()
+    settle(page)
+    assert "edits=" not in unquote(link(page)) and page.locator(".lab-status").inner_text() == ""
+
+
+def test_a_preset_keeps_the_tokens_and_seed_typed(page, server_url):
+    open_lab(page, server_url)
+    set_field(page, "Tokens (separated by spaces)", "we like green tea")
+    set_field(page, "Seed", 7)
+    page.get_by_label("Preset").select_option("mqa")
+    wait_kind(page, "MQA")
+    settle(page)
+    assert page.get_by_label("Tokens (separated by spaces)").input_value() == "we like green tea"
+    assert page.get_by_label("Seed").input_value() == "7"
+    state = lab_state(page)
+    assert state["tokens"] == ["we", "like", "green", "tea"] and state["seed"] == 7 and state["config"]["n_kv_heads"] == 1
+    expect(page.get_by_label("Query token").locator("option")).to_have_text(["we", "like", "green", "tea"])
 
 
 def test_edits_kept_where_their_rows_now_mean_other_tokens_or_components_are_named(page, server_url):

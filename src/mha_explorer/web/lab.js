@@ -98,6 +98,9 @@ function checkConfig(config, tokens) {
 // { payload } or { errors: {field: message} } and never throws.
 export function createLab({ container, initial, compute, onPayload, editable }) {
   const lab = { config: { ...initial.config }, tokens: [...initial.tokens], seed: initial.seed, edits: new Map(initial.edits) };
+  // edits that do not fit the configuration (a bias unchecked, fewer tokens or heads): set aside,
+  // not lost, and used again by the first configuration they fit
+  let parked = new Map();
   let base = null; // the arrays drawn from the seed for the current config, tokens and seed
   let current = null; // the name of the matrix being edited
   const messages = {};
@@ -242,11 +245,15 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       }
       base = { key: baseKey(next), arrays: arraysOf(result.payload), payload: result.payload };
     }
-    // keep every edit that still fits the new shapes; say how many did not
-    const fits = new Map([...next.edits].filter(([key]) => {
+    // keep every edit that still fits the new shapes, with those set aside that fit again; say
+    // which did not
+    const fitsShapes = (key) => {
       const [name, index] = key.split(":");
       return shapes[name] && inRange(index.split(",").map(Number), shapes[name]);
-    }));
+    };
+    const aside = redraw ? new Map() : new Map([...parked].filter(([key]) => !next.edits.has(key)));
+    const back = [...aside.keys()].filter(fitsShapes);
+    const fits = new Map([...aside, ...next.edits].filter(([key]) => fitsShapes(key)));
     // a value typed while the settings were wrong is no edit when it is the one drawn; an edit
     // made before stays one, even where new settings (another seed) happen to draw its value
     const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key) || (lab.edits.has(key) && !waitingValues.has(key))));
@@ -275,13 +282,17 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       payload = result.payload;
     }
     Object.assign(lab, next, { edits: kept });
+    parked = new Map([...aside, ...next.edits].filter(([key]) => !fitsShapes(key)));
     forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
-    const shownKeys = moved.map((key) => key.replace(/^(\w+):(.*)$/, "$1[$2]"));
+    const named = (keys) => keys.map((key) => key.replace(/^(\w+):(.*)$/, "$1[$2]"));
+    const shownKeys = named(moved);
+    const returned = named(back.filter((key) => kept.has(key)));
     status.textContent = [
-      dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration and ${dropped.length === 1 ? "was" : "were"} dropped: ${some(dropped)}.` : "",
+      dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration; ${dropped.length === 1 ? "it is" : "they are"} set aside until ${dropped.length === 1 ? "it fits" : "they fit"} again: ${some(dropped)}.` : "",
+      returned.length ? `${returned.length === 1 ? "An edited value set aside fits again and is" : `${returned.length} edited values set aside fit again and are`} back: ${some(returned)}.` : "",
       moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
     ].filter(Boolean).join(" ");
     onPayload(payload);
@@ -559,7 +570,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
   // new values replace the cells the user edited: only when they say so
   const dropEdits = (what) => {
-    const edited = everyEdit().size;
+    const edited = everyEdit().size + parked.size;
     return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited. Go on?`);
   };
   draw.addEventListener("click", () => {
@@ -579,7 +590,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   });
   presetSelect.addEventListener("blur", () => waiting && applyPreset());
   presetSelect.addEventListener("change", () => {
-    if (arrowed && everyEdit().size) {
+    if (arrowed && everyEdit().size + parked.size) {
       arrowed = false;
       waiting = true;
       return;
@@ -597,15 +608,21 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     }
     loadPreset(preset);
   }
+  // A preset is a configuration: the tokens and the seed typed stay (when they are good), except
+  // in a static copy, which holds each preset on its own tokens only
   function loadPreset(preset) {
     drafts.clear();
     forgetWaiting();
+    const form = readForm();
+    const errors = formErrors({ ...form, config: { ...preset.config } });
+    const tokens = editable && !errors.tokens ? form.tokens : editable ? lab.tokens : PRESET_TOKENS;
+    const seed = editable && !errors.seed ? form.seed : editable ? lab.seed : 0;
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;
     bias.checked = preset.config.bias;
-    tokensInput.value = PRESET_TOKENS.join(" ");
-    seedInput.value = "0";
-    return run({ config: { ...preset.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() }, { redraw: true });
+    tokensInput.value = tokens.join(" ");
+    seedInput.value = String(seed);
+    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map() }, { redraw: true });
   }
   matrixSelect.addEventListener("change", () => {
     current = matrixSelect.value;
