@@ -319,6 +319,16 @@ def kv_title(title: str, h: int, owner: int, rows: list[int], n: int) -> str:
     return title + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most")
 
 
+def q_and_k(build, fits, shared: bool) -> list[Table]:
+    """build(lead, part), fitted: q's and k's columns side by side in one table; where the terminal
+    is too narrow for that even with one number per vector, q's and k's as two tables, so that no
+    number is cut."""
+    table = fitted(partial(build, part="qk"), fits)
+    if shared or fits(table):
+        return [table]
+    return [fitted(partial(build, part=part), fits) for part in ("q", "k")]
+
+
 def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None):
     """q and k before and after the norm; for the query, rms(q) (with ε) too, and under the tables
     the learned multipliers w^q and w^k, so that q normed = q ÷ rms(q) × w^q can be checked."""
@@ -328,26 +338,29 @@ def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None)
     for h, g, owner, rows in kv_tables(t, i, heads):
         shared = owner != h
 
-        def table_of(lead: int, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
-            title = kv_title(f"head {h}: each row ÷ its root mean square, × the learned weights", h, owner, rows, n)
+        def table_of(lead: int, part: str, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
+            title = f"head {h}{'' if part == 'qk' else ', ' + part}: each row ÷ its root mean square, × the learned weights"
+            title = kv_title(title, h, owner, rows, n) if part != "q" else title
             table = Table(title=title, min_width=len(title) + 4)
-            for col in ("token", "q", "rms(q)", "q normed") + (() if shared else ("k", "k normed")):
+            with_q, with_k = "q" in part, "k" in part and not shared
+            for col in ("token",) + (("q", "rms(q)", "q normed") if with_q else ()) + (("k", "k normed") if with_k else ()):
                 add_column(table, col if col in ("token", "rms(q)") else counted(col, t.config.d_head))
             shown = partial(vec, lead=lead, count=False)
-            for j in rows:
+            for j in rows if with_k else [i]:
                 q = t["q"][h, j]
                 rms = fmt(float(np.sqrt(np.mean(np.square(q, dtype=np.float64)) + eps)), 3)
-                q, rms, qn = (shown(q), rms, shown(t["q_normed"][h, j])) if j == i else ("", "", "")
-                k = () if shared else (shown(t["k"][g, j]), shown(t["k_normed"][g, j]))
-                table.add_row(named(tokens, j), q, rms, qn, *k, style="bold" if j == i else None)
-            if not shared:
+                q = ((shown(q), rms, shown(t["q_normed"][h, j])) if j == i else ("", "", "")) if with_q else ()
+                k = (shown(t["k"][g, j]), shown(t["k_normed"][g, j])) if with_k else ()
+                table.add_row(named(tokens, j), *q, *k, style="bold" if j == i else None)
+            if with_k:
                 left_out(table, n, rows, "tokens")
             return table
 
-        out.append(fitted(table_of, fits))
+        out += q_and_k(table_of, fits, shared)
     if weights is not None and weights.q_norm is not None:
         eps_shown = np.format_float_positional(float(f"{eps:.6g}"))  # as the page: 1e-6 read from a float32 file is 9.99999997e-7
-        out.append(Text(f"learned multipliers, shared by every head: w^q = {vec(weights.q_norm)}, w^k = {vec(weights.k_norm)}; ε = {eps_shown}"))
+        # a line each, so that no vector breaks across lines
+        out.append(Text(f"learned multipliers, shared by every head:\n  w^q = {vec(weights.q_norm)}\n  w^k = {vec(weights.k_norm)}\n  ε = {eps_shown}"))
     return out
 
 
@@ -360,21 +373,26 @@ def _rope(t, tokens, i, heads, fits):
     for h, g, owner, rows in kv_tables(t, i, heads):
         shared = owner != h
 
-        def table_of(lead: int, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
-            title = kv_title(f"head {h}: q and k turned by their position (θ = {t.config.rope_theta:.10g})", h, owner, rows, n)
+        def table_of(lead: int, part: str, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
+            turned = {"qk": "q and k turned by their position", "q": "q turned by its position", "k": "k turned by their position"}[part]
+            title = f"head {h}: {turned} (θ = {t.config.rope_theta:.10g})"
+            title = kv_title(title, h, owner, rows, n) if part != "q" else title
             table = Table(title=title, min_width=len(title) + 4)
-            for col in ("token", "position", f"q {before}".strip(), "q rotated") + (() if shared else (f"k {before}".strip(), "k rotated")):
+            with_q, with_k = "q" in part, "k" in part and not shared
+            columns = (f"q {before}".strip(), "q rotated") if with_q else ()
+            columns += (f"k {before}".strip(), "k rotated") if with_k else ()
+            for col in ("token", "position") + columns:
                 add_column(table, col if col in ("token", "position") else counted(col, t.config.d_head))
             shown = partial(vec, lead=lead, count=False)
-            for j in rows:
-                q, qr = (shown(q_before[h, j]), shown(t["q_rotated"][h, j])) if j == i else ("", "")
-                k = () if shared else (shown(k_before[g, j]), shown(t["k_rotated"][g, j]))
-                table.add_row(Text(tokens[j]), str(j), q, qr, *k, style="bold" if j == i else None)
-            if not shared:
+            for j in rows if with_k else [i]:
+                q = ((shown(q_before[h, j]), shown(t["q_rotated"][h, j])) if j == i else ("", "")) if with_q else ()
+                k = (shown(k_before[g, j]), shown(t["k_rotated"][g, j])) if with_k else ()
+                table.add_row(Text(tokens[j]), str(j), *q, *k, style="bold" if j == i else None)
+            if with_k:
                 left_out(table, n, rows, "tokens")
             return table
 
-        out += [fitted(table_of, fits), _turned_pairs(t, i, h, q_before, fits)]
+        out += [*q_and_k(table_of, fits, shared), _turned_pairs(t, i, h, q_before, fits)]
     return out
 
 
@@ -388,7 +406,9 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
     after = t["q_rotated"][h, i]
     pairs = sorted({0, 1, half - 1} & set(range(half)))
 
-    def table_of(with_layer: bool) -> Table:
+    def table_of(with_layer: bool, stacked: bool = False) -> Table:
+        """stacked: each pair of numbers on two lines, for a narrow terminal."""
+        join = "\n" if stacked else ", "
         table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
         table.caption = Text(
             f"pair (m, m + {half}) of q's {d} numbers; angle = {i} × θ^(−2m/{d}) radians; "
@@ -397,17 +417,19 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
         )
         table.caption_justify = "left"
         for col in ("pair", "angle", "cos, sin", "a, b", "a′, b′ by hand") + (("a′, b′ in the layer",) if with_layer else ()):
-            add_column(table, col, no_wrap=True)
+            add_column(table, col, no_wrap=col == "pair" or not stacked)  # stacked: a header may take two lines, a number never
         for m in pairs:
             angle = i * t.config.rope_theta ** (-2 * m / d)
             a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
             cos, sin = math.cos(angle), math.sin(angle)
-            layer = (f"{fmt(after[m])}, {fmt(after[m + half])}",) if with_layer else ()
-            table.add_row(f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}, {fmt(sin)}", f"{fmt(a)}, {fmt(b)}", f"{fmt(a * cos - b * sin)}, {fmt(a * sin + b * cos)}", *layer)
+            layer = (f"{fmt(after[m])}{join}{fmt(after[m + half])}",) if with_layer else ()
+            table.add_row(f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}{join}{fmt(sin)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer)
         return table
 
-    table = table_of(True)
-    return table if fits(table) else table_of(False)
+    for table in (table_of(True), table_of(False)):
+        if fits(table):
+            return table
+    return table_of(False, stacked=True)
 
 
 def _scores(t, tokens, i, heads, fits):

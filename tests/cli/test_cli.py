@@ -371,7 +371,51 @@ def test_query_heads_sharing_a_kv_head_show_its_normed_and_rotated_k_once():
             q = t["q"][0, 2]
             rms = re.search(r"│ c +│ \[[^]]*\] +│ (\S+) +│", out)[1]  # head 0's row of the query: q, then rms(q)
             assert rms == fmt(float(np.sqrt(np.mean(q.astype(float) ** 2) + config.qk_norm_eps)), 3)
-            assert f"w^q = {vec(w.q_norm)}, w^k = {vec(w.k_norm)}; ε = 0.000001" in out
+            lines = [line.strip("│ ") for line in out.splitlines()]  # the multipliers a line each: no vector broken
+            at = lines.index("learned multipliers, shared by every head:")
+            assert lines[at + 1 : at + 4] == [f"w^q = {vec(w.q_norm)}", f"w^k = {vec(w.k_norm)}", "ε = 0.000001"]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_narrow_terminal_cuts_no_number_of_the_norm_and_rotary_stages(width):
+    """A Gemma-sized head (d_head 256, q/k norm, RoPE) at 60 columns: q's and k's columns come as
+    two tables, and the pairs turned by hand as two lines each, rather than numbers cut with "…"."""
+    from rich.console import Console
+
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import fmt, render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=640, n_heads=4, n_kv_heads=1, d_head=256, qk_norm=True, rope_theta=1e6, causal=True)
+    w = AttentionWeights.random(config, seed=2)
+    tokens = ["<bos>", "The", "␣cat", "␣sat", "␣on", "␣the", "␣mat", "␣because", "␣it", "␣was", "␣warm", "."]
+    t = trace(np.random.default_rng(3).normal(size=(len(tokens), 640)), w, config)
+    query = 6
+    for stage in ("qk_norm", "rope"):
+        console = Console(width=width, record=True, highlight=False)
+        render(t, tokens, query, [0], stage, console, w)
+        out = console.export_text()
+        assert max(map(cell_len, out.splitlines())) <= width
+        assert broken_vectors(out) == [], broken_vectors(out)
+        cut = [line for line in out.splitlines() if re.search(r"\S…", line)]  # "0.2…", "posit…", "␣beca…"
+        assert cut == [], cut
+        headers = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
+        k = "k normed" if stage == "rope" else "k"
+        # q and k in one table where they fit, else in two, each with every token it had
+        assert any(k in row and "q rotated" in row for row in headers) == (width == 80 and stage == "rope") or stage == "qk_norm"
+        assert all(f"│ {name} " in out for name in ("<bos>", "␣because", "."))
+    # the pairs turned by hand: each number whole, a pair's two numbers on two lines where they do not fit on one
+    a, b = float(t["q_normed"][0, query, 0]), float(t["q_normed"][0, query, 128])
+    angle = query * 1e6 ** 0
+    by_hand = fmt(a * np.cos(angle) - b * np.sin(angle)), fmt(a * np.sin(angle) + b * np.cos(angle))
+    rows = [[c.strip() for c in line.split("│")[2:-2]] for line in out.splitlines() if line.count("│") > 4]
+    pair = next(i for i, row in enumerate(rows) if row and row[0].startswith("(0, "))
+    if width == 60:
+        assert rows[pair][0] == "(0, 128)" and rows[pair + 1][0] == ""
+        assert (rows[pair][4], rows[pair + 1][4]) == by_hand
+    else:
+        assert rows[pair][4] == ", ".join(by_hand)
 
 
 def test_a_causal_layers_scores_say_which_keys_the_mask_hides_next():
