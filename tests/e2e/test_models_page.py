@@ -536,6 +536,42 @@ def test_a_thumbnail_paints_masked_cells_grey_as_the_big_maps_do(page, server_ur
 
 
 @needs("minilm")
+def test_a_token_of_the_strip_picks_the_query_and_the_strip_marks_it(page, server_url, artifacts):
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)  # 182 tokens: the strip scrolls
+    trace_model(page, server_url, "minilm", text, 1)
+    strip = page.locator(".token-strip")
+    chips = strip.locator("button.token")
+    pressed = lambda: strip.locator('button.token[aria-pressed="true"]')  # noqa: E731
+    expect(pressed()).to_have_count(1)
+    start = int(pressed().get_attribute("data-query"))
+    assert page.get_by_label("Query token").input_value() == str(start)
+    # a click on a token makes it the query: the menu, the stage and the strip say so
+    chips.nth(3).click()
+    expect(page.get_by_label("Query token")).to_have_value("3")
+    expect(page.locator(".stage h2")).to_contain_text("query “brown @3”")
+    expect(pressed()).to_have_attribute("data-query", "3")
+    # the strip is one Tab stop, the query's token; the arrow keys move along it, Enter picks
+    assert strip.locator('button.token[tabindex="0"]').get_attribute("data-query") == "3"
+    chips.nth(3).focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    expect(page.locator(".stage h2")).to_contain_text("query “jumps @5”")
+    expect(pressed()).to_have_attribute("data-query", "5")
+    # a query picked elsewhere is marked too, and brought into the strip's box (the page stays where it is)
+    scrolled = page.evaluate("() => window.scrollY")
+    page.get_by_label("Query token").select_option("170")
+    expect(pressed()).to_have_attribute("data-query", "170")
+    page.wait_for_function("""() => {
+        const strip = document.querySelector(".token-strip"), chip = strip.querySelector('[aria-pressed="true"]');
+        const a = strip.getBoundingClientRect(), b = chip.getBoundingClientRect();
+        return b.top >= a.top && b.bottom <= a.bottom;
+    }""")
+    assert page.evaluate("() => window.scrollY") == scrolled
+    strip.screenshot(path=str(artifacts / "model-token-strip.png"))
+
+
+@needs("minilm")
 def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens
     trace_model(page, server_url, "minilm", text, 2)

@@ -585,6 +585,14 @@ function render({ model, el }) {
   // (the current one); the arrow keys move between them, Enter or Space picks
   arrowKeys(steps, "button[data-go-stage]");
   arrowKeys(overviewBox, "button.thumb-button");
+  // a real model's token strip: each token is a button that makes it the query
+  arrowKeys(overviewBox, "button[data-query]");
+  overviewBox.addEventListener("click", (event) => {
+    const chip = event.target.closest?.("button[data-query]");
+    if (chip) set({ query: Number(chip.dataset.query) });
+  });
+  let chips = []; // the strip's buttons, by position
+  let chipOn = null; // the one marked as the query
   // the numbered stages above the figure are buttons too
   steps.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-stage]");
@@ -685,6 +693,8 @@ function render({ model, el }) {
     costs.firstChild.open = Boolean(costsOpen);
     overviewBox.replaceChildren(...(payload.model ? modelOverview(payload, (head) => set({ head })) : []));
     overviewBox.hidden = !payload.model;
+    chips = [...overviewBox.querySelectorAll("button[data-query]")];
+    chipOn = null;
   }
 
   // the view's stage (a known one), and the head and query in range
@@ -908,6 +918,7 @@ function render({ model, el }) {
       setAttr(button, "aria-pressed", String(Number(button.dataset.head) === head));
       setAttr(button, "tabindex", Number(button.dataset.head) === head ? "0" : "-1");
     }
+    markQuery(chips[query] ?? null);
     // the view a menu asked for is not announced (the live region is emptied, so that it never
     // holds a view no longer shown); one that comes later (a head fetched) is
     const quiet = saidByMenu;
@@ -915,6 +926,24 @@ function render({ model, el }) {
     if (announce && quiet) live.textContent = "";
     else if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
     buildNeighbours();
+  }
+
+  // The query's token in the strip: marked (two buttons touched, whatever the length), and
+  // brought into the strip's box when it lies outside it (the box only, never the page), in the
+  // frame's own layout
+  function markQuery(chip) {
+    if (chip === chipOn) return;
+    for (const [button, on] of [[chipOn, false], [chip, true]]) {
+      button?.setAttribute("aria-pressed", String(on));
+      button?.setAttribute("tabindex", on ? "0" : "-1");
+    }
+    chipOn = chip;
+    if (!chip) return;
+    requestAnimationFrame(() => {
+      const strip = chip.parentElement;
+      const top = chip.getBoundingClientRect().top - strip.getBoundingClientRect().top - strip.clientTop; // from the box's top edge, as it scrolls now
+      if (top < 0 || top + chip.offsetHeight > strip.clientHeight) strip.scrollTop += top - (strip.clientHeight - chip.offsetHeight) / 2;
+    });
   }
 
   // A real model's head outputs scroll in a box of their own: the inspected head is brought into
@@ -2572,12 +2601,14 @@ function modelOverview(payload, pick) {
   // token with the text it stands for ([UNK] 🐱)
   const marked = (text) => text.replace(/^ +/, (spaces) => "␣".repeat(spaces.length));
   const shown = (label, text) => (text && text.trim() && marked(text) === label ? text : label);
-  const tokens = payload.tokens.map((label, j) => h("span", { class: "token" + (m.special[j] ? " special" : ""), title: `position ${j}` }, shown(label, m.readable[j])));
+  const tokens = payload.tokens.map((label, j) =>
+    h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
+  );
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
-    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}: `), tokens),
+    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}; pick one as the query: `), tokens),
   ];
 }
 
