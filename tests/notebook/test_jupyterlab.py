@@ -276,6 +276,8 @@ def walk_through(lab, page, minilm_available) -> None:
     expect_view(widget(page, TEACHING_AGAIN), "weights", 1, 3)
     # 4. ... and not the other widget, whose Reset brings back only its own start
     expect_view(gqa, "weights", 0, 2, "4. Weights · head 0 · query “sat”")
+    gqa.get_by_label("Calculation stage").select_option("output")  # the last stage: in a notebook, other configurations come from Python
+    expect(gqa.locator(".stage .next-steps")).to_contain_text("or try another configuration (heads, widths, a causal mask) with Explorer.from_config.")
     gqa.get_by_role("button", name="Reset example").click()
     expect_view(gqa, "projections", 0, 1, "1. Projections · head 0 · query “cat”")  # its own first view: the second token
     expect_view(teaching, "weights", 1, 3)
