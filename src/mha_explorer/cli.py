@@ -52,6 +52,19 @@ def whole_number(option: str, value: str, count: int, what: str) -> int:
     return int(value)
 
 
+def check_layers(model_name: str, layers: list[str]) -> None:
+    """Refuse a --layer that is no whole number, or out of a named model's range, before the model
+    loads (gemma3 takes a while); a checkpoint's layers are known once it is read."""
+    from .models.registry import SPECS
+
+    spec = next((s for s in SPECS if s.name == model_name), None)
+    for layer in layers:
+        if spec is not None:
+            whole_number("--layer", layer, spec.n_layers, "layer")
+        elif parse_whole("--layer", layer, "choose a layer of the model, numbered from 0") < 0:
+            fail(f"--layer {layer.strip()} is out of range; choose a layer of the model, numbered from 0")
+
+
 def chosen_heads(head: str | None, config) -> list[int]:
     """Every head, or the one --head names."""
     return list(range(config.n_heads)) if head is None else [whole_number("--head", head, config.n_heads, "head")]
@@ -220,10 +233,10 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     # what can be refused before the model loads (gemma3 takes a while)
     if stage is not None and stage not in PAGE_STAGE_IDS:
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
-    for option, value, what in (("--layer", layer, "layer of the model"), ("--head", head, "head of the layer")):
-        choose = f"choose a {what}, numbered from 0"
-        if value is not None and parse_whole(option, value, choose) < 0:
-            fail(f"{option} {value.strip()} is out of range; {choose}")
+    check_layers(model_name, [] if layer is None else [layer])
+    choose = "choose a head of the layer, numbered from 0"
+    if head is not None and parse_whole("--head", head, choose) < 0:
+        fail(f"--head {head.strip()} is out of range; {choose}")
     if not text.strip():
         fail(EMPTY_TEXT)
     try:
@@ -509,8 +522,7 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")
         if text is not None and not text.strip():
             fail(EMPTY_TEXT)
-        for layer in layers:  # before the model loads (gemma3 takes a while)
-            parse_whole("--layer", layer, "choose a layer of the model, numbered from 0")
+        check_layers(model_name, layers)
         try:
             model = _load(model_name)
         except ModelError as e:

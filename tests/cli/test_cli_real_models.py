@@ -261,8 +261,8 @@ def test_an_unknown_query_lists_the_tokens_as_the_page_labels_them():
 @pytest.mark.parametrize(
     ("layer", "said"),
     [
-        ("abc", "not a whole number; choose a layer of the model, numbered from 0"),  # said before the model loads
-        ("1.0", "not a whole number; choose a layer of the model, numbered from 0"),
+        ("abc", "not a whole number; choose a layer from 0 to 5"),  # said before the model loads
+        ("1.0", "not a whole number; choose a layer from 0 to 5"),
         ("6", "out of range; choose a layer from 0 to 5"),
     ],
 )
@@ -485,12 +485,19 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
     for args, said in (
         (("--layer", "abc"), "--layer 'abc' is not a whole number"),
         (("--head", "x"), "--head 'x' is not a whole number"),
-        (("--layer", "-1"), "--layer -1 is out of range; choose a layer of the model, numbered from 0"),
+        (("--layer", "-1"), "--layer -1 is out of range; choose a layer from 0 to 17 (layers are numbered from 0)"),
+        (("--layer", "18"), "--layer 18 is out of range; choose a layer from 0 to 17 (layers are numbered from 0)"),
         (("--head", "-2"), "--head -2 is out of range; choose a head of the layer, numbered from 0"),
         (("--text", " "), "the text is empty: give a sentence to run through the model"),
     ):
         result = trace("--model", "gemma3", *args)
         assert result.exit_code == 2 and said in result.stderr, result.stderr
+    # so does export-site, for each layer asked
+    result = CliRunner().invoke(main, ["export-site", "site", "--model", "smollm2", "--layer", "3", "--layer", "30"])
+    assert result.exit_code == 2 and "--layer 30 is out of range; choose a layer from 0 to 29" in result.stderr, result.stderr
+    # a checkpoint of one's own: its layers are known once it is read
+    result = trace("--model", "some/checkpoint", "--layer", "-1")
+    assert result.exit_code == 2 and "--layer -1 is out of range; choose a layer of the model, numbered from 0" in result.stderr
 
 
 @needs["minilm"]

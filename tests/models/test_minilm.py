@@ -101,3 +101,9 @@ def test_a_text_that_is_not_a_sentence_is_said_for_what_it_is(model, text, said)
 
     with pytest.raises(ModelError, match=said):
         model.trace(text, 0)
+
+
+def test_the_layer_count_said_before_loading_is_the_models(model):
+    from mha_explorer.models.registry import SPECS
+
+    assert next(s for s in SPECS if s.name == "minilm").n_layers == model.n_layers

