@@ -298,16 +298,23 @@ def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> st
     return f"a whole number, {limits['ge']} or more" if "ge" in limits else "a whole number such as 2"
 
 
-class ModelTraceRequest(BaseModel):
+class ModelHeadRequest(BaseModel):
+    """One head of a layer: its arrays hold every query, so a request names none."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(description="a registry name from GET /api/models", max_length=64)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     layer: int = Field(ge=0, description="numbered from 0; the model says how many it has")
     head: int = Field(default=0, ge=0, description="numbered from 0; the layer says how many it has")
-    query: int | None = Field(default=None, ge=0)
     encoding: Literal["base64", "binary"] = Field(
         default="base64", description=f"binary: the answer is {BINARY_MEDIA_TYPE}, a JSON head and the raw arrays"
     )
+
+
+class ModelTraceRequest(ModelHeadRequest):
+    """A layer on a text, and the view to open on it: the head and the query."""
+
+    query: int | None = Field(default=None, ge=0, description="the query token's position; default: the text's middle word")
 
 
 class ModelStatus(BaseModel):
@@ -390,7 +397,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         service.start(name)
         return status(info)
 
-    async def on_model(request: ModelTraceRequest, compute, gzip: bool = False) -> Response:
+    async def on_model(request: ModelHeadRequest, compute, gzip: bool = False) -> Response:
         """compute(model, packer) -> the answer, its arrays in the packer when binary; serialized
         (and gzipped, if asked) on the trace gate. Errors name the field to change. Only a real
         model's whole layer is worth compressing, to stay under 10 MB sent; a lab trace and
@@ -432,7 +439,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         return await on_model(r, lambda model, packer: model_payload(model, r.text, r.layer, r.head, r.query, packer), accepts_gzip(http))
 
     @app.post("/api/model-head", response_model=HeadArrays, responses=ERRORS | not_loaded | binary_answer)
-    async def model_head(request: ModelTraceRequest) -> Response:
+    async def model_head(request: ModelHeadRequest) -> Response:
         """Another head of a layer the page already holds: that head's arrays only."""
         r = request
         return await on_model(r, lambda model, packer: head_arrays(model, r.text, r.layer, r.head, packer))

@@ -76,6 +76,9 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     assert len(lean.content) < len(client.post("/api/model-trace", json=request).content) / 2
     bad = client.post("/api/model-head", json={**request, "head": 12})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head" and "heads 0 to 11" in bad.json()["detail"][0]["message"]
+    # a head's arrays hold every query: a query asked of them is said to mean nothing, not ignored
+    bad = client.post("/api/model-head", json={**request, "query": 2})
+    assert bad.status_code == 422 and bad.json()["detail"][0] == {"field": "query", "message": "is not a field of this request; remove it", "type": "extra_forbidden"}
     # the whole layer is gzipped for a client that accepts it, and only then
     zipped = client.post("/api/model-trace", json=request, headers={"accept-encoding": "gzip"})
     plain = client.post("/api/model-trace", json=request, headers={"accept-encoding": "gzip;q=0, identity"})

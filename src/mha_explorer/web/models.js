@@ -213,7 +213,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   function fetchHead(head) {
     if (byHead.has(head)) return Promise.resolve(byHead.get(head));
     if (fetching.has(head)) return fetching.get(head);
-    const request = { ...current, head, query: null };
+    const request = { model: current.model, text: current.text, layer: current.layer, head }; // a head's arrays hold every query
     const done = (async () => {
       try {
         const arrays = await answer(await ask("api/model-head", asking(request)));
