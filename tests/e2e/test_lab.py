@@ -1255,6 +1255,9 @@ def test_the_arithmetic_says_it_leaves_the_biases_out(page, server_url):
     said = "the biases' additions, one per number of q, k, v and y, are not counted"
     page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=1&tokens=a+b+c&seed=0")
     expect(total).to_contain_text(said)  # waits for the lab's trace (the teaching example has no biases)
+    # the total is bold; the long sentence on how it was added is not (on a phone it runs to eight lines)
+    weights = page.locator("table.cost tr.total td").evaluate_all("(cells) => cells.map((c) => getComputedStyle(c).fontWeight)")
+    assert weights == ["700", "400"], weights
     page.get_by_label("Bias").uncheck()
     expect(total).not_to_contain_text(said)
     assert total.text_content().startswith("the counts above added")
