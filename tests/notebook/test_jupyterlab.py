@@ -239,21 +239,28 @@ def walk_through(lab, page, minilm_available) -> None:
     gqa.screenshot(path=ARTIFACTS / "notebook-gqa.png")
     if minilm_available:
         real = widget(page, REAL)
+        # the cell after it moved the view to layer 5 from Python: the same stage, head and query
+        expect(real.locator(".overview h2")).to_contain_text("layer 5 (layers 0–5)")
         expect_view(real, "weights", 0, 4, "3. Weights · head 0 · query “milk”")
         # its payload holds one head: picking another asks Python for that head's arrays
         real.get_by_label("Inspect head").select_option(label="Head 3")
         expect_view(real, "weights", 3, 4, "3. Weights · head 3 · query “milk”")
-        # the numbers are head 3's (the walkthrough's cell: minilm, "cats like warm milk", layer 3)
+        # the numbers are head 3's (the walkthrough's cells: minilm, "cats like warm milk", layer 5)
         from mha_explorer.models import load_model
 
-        core, _ = load_model("minilm").trace("cats like warm milk", 3)
+        core, _ = load_model("minilm").trace("cats like warm milk", 5)
         shown = real.locator('.stage .num[data-src^="weights:3,"]').evaluate_all("(nums) => nums.map((e) => [e.dataset.src, e.dataset.full])")
         assert shown
         for src, full in shown:
             index = tuple(int(i) for i in src.split(":")[1].split(","))
             assert np.float32(full) == core["weights"][index], src  # float32, with the digits float32 has
         real.screenshot(path=ARTIFACTS / "notebook-minilm.png")
-        assert real.get_by_role("button", name="Reset view").count() == 1  # its own first view, not an example
+        # Reset view goes back to its own first view, not an example, at the layer Python set
+        real.get_by_label("Calculation stage").select_option("scores")
+        real.get_by_role("button", name="Reset view").click()
+        expect(real.get_by_label("Calculation stage")).to_have_value("projections", timeout=STEP)
+        expect(real.get_by_label("Inspect head")).to_have_value("0", timeout=STEP)
+        expect(real.locator(".overview h2")).to_contain_text("layer 5 (layers 0–5)")
 
     # 2. Next changes the stage: in both views of w, and only there
     teaching.get_by_role("button", name="Next").click()
