@@ -401,9 +401,10 @@ def test_a_narrow_terminal_cuts_no_number_of_the_norm_and_rotary_stages(width):
         cut = [line for line in out.splitlines() if re.search(r"\S…", line)]  # "0.2…", "posit…", "␣beca…"
         assert cut == [], cut
         headers = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
-        k = "k normed" if stage == "rope" else "k"
-        # q and k in one table where they fit, else in two, each with every token it had
-        assert any(k in row and "q rotated" in row for row in headers) == (width == 80 and stage == "rope") or stage == "qk_norm"
+        q, k = ("q rotated", "k rotated") if stage == "rope" else ("q normed", "k normed")
+        # q and k in one table where they fit (80 columns), else in two, each with every token it had
+        assert any(q in row and k in row for row in headers) == (width == 80), headers
+        assert any(q in row for row in headers) and any(k in row for row in headers), headers
         assert all(f"│ {name} " in out for name in ("<bos>", "␣because", "."))
     # the pairs turned by hand: each number whole, a pair's two numbers on two lines where they do not fit on one
     a, b = float(t["q_normed"][0, query, 0]), float(t["q_normed"][0, query, 128])

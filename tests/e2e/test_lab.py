@@ -1179,8 +1179,12 @@ def test_edits_that_stop_fitting_are_set_aside_and_come_back(page, server_url):
     expect(page.locator(".lab-status")).to_have_text("An edited value set aside fits again and is back: b_O[3].")
     page.get_by_label("Edit the values of").select_option("b_O")
     assert page.locator('.edit-grid input[data-key="b_O:3"]').input_value() == "1.5"
-    set_field(page, "Tokens (separated by spaces)", "a b c")
-    expect(page.locator(".lab-status")).to_have_text("An edited value set aside fits again and is back: x[2,0].")
+    # back on another token's row: said, as for an edit kept when its token changes
+    set_field(page, "Tokens (separated by spaces)", "a b zebra")
+    expect(page.locator(".lab-status")).to_have_text(
+        "An edited value set aside fits again and is back: x[2,0]. "
+        "An edited value keeps its row and column numbers, which now stand for other tokens or components: x[2,0]."
+    )
     assert "b_O:3=1.5" in unquote(link(page)) and "x:2,0=0.75" in unquote(link(page))
     # the numbers computed are those of the values back in place
     body = lab_state(page)
@@ -1195,7 +1199,7 @@ def test_edits_that_stop_fitting_are_set_aside_and_come_back(page, server_url):
     page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
     page.get_by_role("button", name="Draw new values").click()
     settle(page)
-    assert asked == ["Drawing new values replaces the 2 values you edited. Go on?"]
+    assert asked == ["Drawing new values replaces the 2 values you edited (1 set aside). Go on?"]
     page.get_by_label("Bias", exact=True).check()
     settle(page)
     assert "edits=" not in unquote(link(page)) and page.locator(".lab-status").inner_text() == ""

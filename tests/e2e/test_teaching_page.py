@@ -753,19 +753,20 @@ def test_the_last_stage_says_where_to_go_from_there(page, server_url):
     expect(page.locator(".stage .next-steps")).to_have_text(
         "That is the whole path of one query through the layer. From here: follow another head or query token, "
         "press All queries to see every query at once, or try another configuration (heads, widths, a causal mask) "
-        "in the Attention lab (the button at the top)."
+        "in the Attention lab."
     )
     page.get_by_role("button", name="All queries").click()  # every query on screen: the way back to one is offered instead
     expect(page.locator(".stage .next-steps")).to_have_text(
         "That is the whole path of every query through the layer. From here: follow another head, "
         "press All queries again to follow one query with its numbers, or try another configuration (heads, widths, a causal mask) "
-        "in the Attention lab (the button at the top)."
+        "in the Attention lab."
     )
-    # in the lab, the configuration is the form above
-    page.get_by_role("button", name="Attention lab").click()
-    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    # the same words in the lab, whose view of the teaching example's configuration is shared
+    # with the teaching example's own
+    page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
     select(page, "Calculation stage", "Output projection")
-    expect(page.locator(".stage .next-steps")).to_contain_text("or try another configuration (heads, widths, a causal mask) with the settings above.")
+    expect(page.locator(".stage .next-steps")).to_contain_text("or try another configuration (heads, widths, a causal mask) in the Attention lab.")
 
 
 # Visits every place (stage, head, query, all queries or one) in turn without a pause, then goes

@@ -474,8 +474,9 @@ const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond t
 
 // ---- the explorer ------------------------------------------------------------------------
 
-// otherConfigs: where the page around the explorer offers other configurations ("in the lab
-// above"); a notebook's widget has Explorer.from_config
+// otherConfigs: where the page around the explorer offers other configurations ("in the Attention
+// lab"), the same words in every mode (a view may be shared by the teaching example and the lab);
+// a notebook's widget has Explorer.from_config
 function render({ model, el, otherConfigs }) {
   const original = model.get("payload");
   let view = null; // derived from the payload once per payload change, never per interaction
@@ -765,7 +766,7 @@ function render({ model, el, otherConfigs }) {
         // the last stage: where to go from here (Next is at its end); the others: a way on from
         // where the reading ends (on a phone, Next is a long way up)
         i === v.stageIds.length - 1
-          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : `, or try another configuration (heads, widths, a causal mask) ${otherConfigs?.() ?? "with Explorer.from_config"}.`)]
+          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : `, or try another configuration (heads, widths, a causal mask) ${otherConfigs ?? "with Explorer.from_config"}.`)]
           : [h("p", { class: "go-on" }, h("button", { type: "button", "data-go-on": v.stageIds[i + 1] }, `Go on to ${i + 2}. ${v.payload.page_stages[i + 1].title} →`))],
       ]);
     }

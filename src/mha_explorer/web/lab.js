@@ -98,9 +98,11 @@ function checkConfig(config, tokens) {
 // { payload } or { errors: {field: message} } and never throws.
 export function createLab({ container, initial, compute, onPayload, editable }) {
   const lab = { config: { ...initial.config }, tokens: [...initial.tokens], seed: initial.seed, edits: new Map(initial.edits) };
-  // edits that do not fit the configuration (a bias unchecked, fewer tokens or heads): set aside,
-  // not lost, and used again by the first configuration they fit
+  // edits that do not fit the configuration (a bias unchecked, fewer tokens or heads): set aside
+  // for this session (not in the link), and used again by the first configuration they fit
   let parked = new Map();
+  const parkedFrom = new Map(); // key -> the tokens and d_v under which it was last in use
+
   let base = null; // the arrays drawn from the seed for the current config, tokens and seed
   let current = null; // the name of the matrix being edited
   const messages = {};
@@ -264,10 +266,14 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     });
     // the edits kept at the same numbers, which now stand for something else: a row of x whose
     // token changed, a row of W^O (head i's component e is row i·d_v + e) under another d_v
+    // (for a value coming back from aside, under which it was last in use; one that never was, as
+    // a link's that did not fit, stood for nothing)
+    const now = { tokens: lab.tokens, d_v: lab.config.d_v };
     const moved = [...kept.keys()].filter((key) => {
       const [name, index] = key.split(":");
       const row = Number(index.split(",")[0]);
-      return lab.edits.has(key) && ((name === "x" && lab.tokens[row] !== next.tokens[row]) || (name === "W_O" && lab.config.d_v !== next.config.d_v));
+      const from = lab.edits.has(key) ? now : parkedFrom.get(key);
+      return from && ((name === "x" && from.tokens[row] !== undefined && from.tokens[row] !== next.tokens[row]) || (name === "W_O" && from.d_v !== next.config.d_v));
     });
     let payload = base.payload;
     if (kept.size) {
@@ -283,6 +289,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     }
     Object.assign(lab, next, { edits: kept });
     parked = new Map([...aside, ...next.edits].filter(([key]) => !fitsShapes(key)));
+    for (const key of parkedFrom.keys()) if (!parked.has(key)) parkedFrom.delete(key);
+    for (const key of parked.keys()) if (!aside.has(key)) parkedFrom.set(key, now); // set aside now: it was typed for the view on screen
     forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
     presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
@@ -571,7 +579,8 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   // new values replace the cells the user edited: only when they say so
   const dropEdits = (what) => {
     const edited = everyEdit().size + parked.size;
-    return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited. Go on?`);
+    const aside = parked.size ? ` (${parked.size} set aside)` : "";
+    return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited${aside}. Go on?`);
   };
   draw.addEventListener("click", () => {
     if (!dropEdits("Drawing new values")) return;
