@@ -1421,3 +1421,37 @@ def test_a_printed_lab_leaves_its_form_out_and_prints_the_link_that_reproduces_t
     (artifacts / "lab-print.pdf").write_bytes(pdf)
     page.emulate_media(media="screen")
     assert shown("#lab") and shown("#lab .lab-row") and not shown("#print-link")
+
+
+SEEN_NOT_MASKED = "#mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&causal=0&bias=0&tokens=the+cat+sat+on+the+mat&seed=0&stage=weights&head=0&query=1&edits="
+
+
+def test_a_weight_that_underflows_to_zero_is_not_called_masked(page, server_url):
+    """Without a mask, a key whose eˢ underflows gets a weight of exactly 0: it is still a key the
+    query sees, not a masked one."""
+    edits = ";".join(f"x:1,{c}={20 if c % 2 else -20}" for c in range(8))  # cat's row: its own score is -1651.80
+    page.goto(server_url + SEEN_NOT_MASKED + edits)
+    wait_kind(page, "MHA")
+    settle(page)
+    cat = page.locator(".stage table.softmax tbody tr").nth(1)
+    assert cat.locator("td").all_inner_texts()[::2] == ["-1651.80", "÷ 4.29e21"]  # s, then the sum: its eˢ underflowed
+    assert cat.locator("td").last.inner_text() == "0.00"
+    assert page.locator(".stage .bar-row.masked, .stage tr.masked").count() == 0
+    assert "masked" not in page.locator(".stage .bars").inner_text()
+
+
+def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page, server_url):
+    """e^s of a score of 4.81e99 is past any float: the softmax by hand takes the largest score off
+    first, says so, and lands on the layer's weights."""
+    page.goto(server_url + SEEN_NOT_MASKED + "x:1,0=1e50")
+    wait_kind(page, "MHA")
+    settle(page)
+    table = page.locator(".stage table.softmax")
+    assert "Infinity" not in table.inner_text() and "NaN" not in table.inner_text()
+    expect(table.locator("caption")).to_contain_text("the largest score, m = 4.81e99, is taken off first (the weights stay the same)")
+    assert table.locator("thead th").all_inner_texts() == ["key", "scaled score s", "e^(s − m)", "÷ Σ", "weight"]
+    shifted = [row[1] for row in (r.locator("td").all_inner_texts() for r in table.locator("tbody tr").all())]
+    assert shifted == ["0.000", "1.000", "0.000", "0.000", "0.000", "0.000"]
+    body = lab_state(page) | {"edits": {"x:1,0": 1e50}}
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
+    check_numbers(page, ".stage", arrays_of(payload))

@@ -1316,6 +1316,10 @@ function scoresMany(view, query, head) {
   ];
 }
 
+// whether the mask hides key j from the query (a weight of 0 alone is no sign: an exponential can
+// underflow for a key the query sees)
+const hiddenKey = (t, head, query, j) => Boolean(t.mask) && !(t.mask.at(head, query, j) > -Infinity);
+
 function weights(view, query, head) {
   if (view.payload.tokens.length > MANY_TOKENS) return weightsMany(view, query, head);
   const { payload, t } = view;
@@ -1324,7 +1328,7 @@ function weights(view, query, head) {
   const bars = range(n).map((j) =>
     h(
       "div",
-      { class: "bar-row" + (a[j] === 0 ? " masked" : "") },
+      { class: "bar-row" + (hiddenKey(t, head, query, j) ? " masked" : "") },
       h("span", { class: "tok" }, tokenName(payload, j)),
       h("span", { class: "bar-track" }, h("span", { class: `bar head-${head % HEAD_COLOURS}`, "data-width": a[j] })),
       num(a[j], `weights:${head},${query},${j}`),
@@ -1371,7 +1375,13 @@ function softmaxTable(view, query, head) {
   // each step from the one before as shown, so that a learner can redo it: eˢ of s to two decimals,
   // their sum as the eˢ shown add up; the weight is the layer's, and a note names the rows where
   // the shown steps do not land on it
-  const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x))));
+  // where eˢ would pass the largest number (a score past 709) or every one would underflow to 0
+  // (all below -745), the largest score m is taken off first, as a softmax may: e^(s − m), the
+  // same weights
+  const seen = s.filter((x) => x !== null && x !== -Infinity).map(rounded);
+  const top = Math.max(...seen);
+  const shift = top > 709 || top < -745 ? top : 0;
+  const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x) - shift)));
   // a sum of 100,000 or more, or an eˢ three decimals would write 0.000 (a key the query sees, with
   // a score below -7.6): every eˢ, and the sum, to three significant digits with the exponent
   // (4.44e4, 2.60e5, 1.35e-1, 2.76e-6), not some written one way and some the other
@@ -1383,7 +1393,7 @@ function softmaxTable(view, query, head) {
   const rows = range(n).map((j) =>
     h(
       "tr",
-      { class: e[j] === 0 ? "masked" : null },
+      { class: hiddenKey(t, head, query, j) ? "masked" : null },
       h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
       h("td", {}, num(s[j], `${source}:${head},${query},${j}`)),
       h("td", {}, shown(e[j])),
@@ -1394,8 +1404,14 @@ function softmaxTable(view, query, head) {
   const table = h(
     "table",
     { class: "calc-table softmax" },
-    h("caption", {}, `The softmax by hand, head ${head}: eˢ of each s as shown, then each eˢ over their sum`),
-    h("thead", {}, h("tr", {}, ["key", "scaled score s", "eˢ", "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
+    h(
+      "caption",
+      {},
+      shift
+        ? `The softmax by hand, head ${head}: eˢ itself would ${shift > 0 ? "pass the largest number a computer holds" : "be 0 for every key"}, so the largest score, m = ${fmt(shift)}, is taken off first (the weights stay the same): e^(s − m) of each s as shown, then each over their sum`
+        : `The softmax by hand, head ${head}: eˢ of each s as shown, then each eˢ over their sum`,
+    ),
+    h("thead", {}, h("tr", {}, ["key", "scaled score s", shift ? "e^(s − m)" : "eˢ", shift ? "÷ Σ" : "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
   return { table, off, digits: big ? "three significant digits" : "three" };
@@ -1438,7 +1454,7 @@ function mixing(view, query, head) {
     const aj = t.weights.at(head, query, j);
     return h(
       "tr",
-      { class: aj === 0 ? "masked" : null },
+      { class: hiddenKey(t, head, query, j) ? "masked" : null },
       h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
       h("td", {}, num(aj, `weights:${head},${query},${j}`)),
       h("td", { class: "op" }, "×"),
