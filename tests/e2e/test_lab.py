@@ -777,6 +777,8 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     assert chooser.is_enabled()  # every matrix can still be read
     chooser.select_option(index=chooser.locator("option").count() - 1)
     assert page.locator("#lab-grid-caption").inner_text() != "x: 6 × 8"
+    # the teaching example's values are offered only where they can be edited
+    assert page.get_by_label("Preset").locator("option").all_inner_texts()[1:] == ["MHA: 4 heads", "Causal MHA", "GQA: 4 query heads, 2 K/V heads", "MQA: 4 query heads, 1 K/V head"]
     for preset, kind in (("mha", "MHA"), ("causal", "MHA"), ("gqa", "GQA"), ("mqa", "MQA")):
         page.get_by_label("Preset").select_option(preset)
         wait_kind(page, kind)
@@ -1455,3 +1457,42 @@ def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page,
     body = lab_state(page) | {"edits": {"x:1,0": 1e50}}
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
     check_numbers(page, ".stage", arrays_of(payload))
+
+
+def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_url):
+    """A preset brings the teaching example into the lab, its numbers the same to the last digit,
+    so that one of them can be changed; its own values are not marked as the user's edits."""
+    open_lab(page, server_url)
+    page.get_by_label("Preset").select_option("example")
+    wait_kind(page, "MHA")
+    settle(page)
+    assert page.get_by_label("Preset").input_value() == "example"
+    assert page.get_by_label("Tokens (separated by spaces)").input_value() == "cats like warm milk"
+    assert page.locator(".edit-grid input.edited").count() == 0
+    example = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
+    arrays = arrays_of(example)
+    page.get_by_label("Query token").select_option(label="like")
+    for head in ("Head 0", "Head 1"):
+        page.get_by_label("Inspect head").select_option(label=head)
+        for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
+            page.get_by_label("Calculation stage").select_option(label=title)
+            check_numbers(page, ".stage", arrays)
+    # one number of W^O changed: that cell alone is marked, and the output is computed with it
+    page.get_by_label("Edit the values of").select_option("W_O")
+    cell = page.locator('.edit-grid input[data-key="W_O:0,0"]')
+    cell.fill("2")
+    cell.blur()
+    settle(page)
+    assert page.locator(".edit-grid input.edited").count() == 1 and "edited" in cell.get_attribute("class")
+    assert page.get_by_label("Preset").input_value() == "example"  # still the example, one value changed
+    edits = dict(part.split("=") for part in unquote(link(page)).split("edits=")[1].split("&")[0].split(";"))
+    body = lab_state(page) | {"edits": {key: float(value) for key, value in edits.items()}}
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
+    assert payload.weights["W_O"] is not None and to_numpy(payload.weights["W_O"])[0, 0] == 2
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    check_numbers(page, ".stage", arrays_of(payload))
+    # another preset asks about the one value changed, not about the example's own
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.get_by_label("Preset").select_option("mha")
+    assert asked == ["A preset replaces the 1 value you edited. Go on?"]

@@ -96,7 +96,17 @@ function checkConfig(config, tokens) {
 
 // The editor. `lab` holds { config, tokens, seed, edits }; `compute(lab)` returns a promise of
 // { payload } or { errors: {field: message} } and never throws.
-export function createLab({ container, initial, compute, onPayload, editable }) {
+// example: the teaching example's payload, offered as a preset with its own values (as edits
+// over the seed's), so that one of its numbers can be changed; none in a static copy.
+export function createLab({ container, initial, compute, onPayload, editable, example }) {
+  const fields = [...CONFIG_FIELDS.map(([name]) => name), "causal", "bias"];
+  const own = editable && example ? { config: Object.fromEntries(fields.map((name) => [name, example.config[name]])), tokens: [...example.tokens], edits: editsOf(arraysOf(example)) } : null;
+  // the preset the lab is: the example's when it has the example's configuration and tokens
+  const onExample = () => Boolean(own) && fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.join(" ") === own.tokens.join(" ");
+  const presetNow = () => (onExample() ? "example" : presetOf(lab.config));
+  // a value the user changed: an edit, unless the lab is on the teaching example and it is the
+  // example's own (those are edits over the seed's values, not the user's)
+  const userEdit = (key, edits = lab.edits) => edits.has(key) && !(onExample() && own.edits.get(key) === edits.get(key));
   const lab = { config: { ...initial.config }, tokens: [...initial.tokens], seed: initial.seed, edits: new Map(initial.edits) };
   // edits that do not fit the configuration (a bias unchecked, fewer tokens or heads): set aside
   // for this session (not in the link), and used again by the first configuration they fit
@@ -125,7 +135,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   bias.checked = lab.config.bias;
   const seedInput = h("input", { id: "lab-seed", type: "number", min: 0, max: 2 ** 32 - 1, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
   const draw = h("button", { type: "button" }, "Draw new values");
-  const presetSelect = h("select", { id: "lab-preset" }, h("option", { value: "" }, "Choose a preset…"), Object.entries(PRESETS).map(([id, p]) => h("option", { value: id }, p.title)));
+  const presetSelect = h("select", { id: "lab-preset" }, h("option", { value: "" }, "Choose a preset…"), own ? h("option", { value: "example" }, "The teaching example, its own values") : null, Object.entries(PRESETS).map(([id, p]) => h("option", { value: id }, p.title)));
   const matrixSelect = h("select", { id: "lab-matrix" });
   const gridCaption = h("p", { class: "grid-caption", id: "lab-grid-caption" });
   const gridBox = h("div", { class: "grid-box" }); // the scrolling box around the grid
@@ -293,7 +303,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     for (const key of parked.keys()) if (!aside.has(key)) parkedFrom.set(key, now); // set aside now: it was typed for the view on screen
     forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
-    presetSelect.value = presetOf(lab.config); // the preset this configuration is, if any
+    presetSelect.value = presetNow(); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
     const named = (keys) => keys.map((key) => key.replace(/^(\w+):(.*)$/, "$1[$2]"));
     const shownKeys = named(moved);
@@ -376,7 +386,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     if (key === gridKey) {
       for (const input of gridBox.querySelectorAll("input[data-key]")) {
         const [r, c] = input.dataset.cell.split(",").map(Number);
-        const edited = lab.edits.has(input.dataset.key);
+        const edited = userEdit(input.dataset.key);
         if (input.classList.contains("edited") !== edited) input.classList.toggle("edited", edited);
         const text = String(matrix[r][c]);
         // touch only what changed: a redraw of thousands of inputs would cost a frame or more
@@ -396,7 +406,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       // autocomplete off: else the browser copies every cell's state into the history entry on
       // each history.replaceState (the link), 17 ms for 64 × 64 cells. The full keyboard (no
       // inputmode="decimal"): an iPhone's decimal pad has no minus sign.
-      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: lab.edits.has(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: userEdit(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
       const message = h("span", { class: "cell-error", role: "alert", id: said }, draft !== undefined ? parseCell(draft).error : waitingValues.has(key) ? WAITING : null);
       input.addEventListener("change", () => editCell(input, message, key));
       return h("span", { class: "cell", role: "cell" }, input, message);
@@ -556,7 +566,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
     const edits = new Map(lab.edits);
     if (parsed.value === drawnAt(key)) edits.delete(key);
     else edits.set(key, parsed.value);
-    input.classList.toggle("edited", edits.has(key));
+    input.classList.toggle("edited", userEdit(key, edits));
     const used = await run({ ...form, edits }, { fromCell: true });
     if (!used && rejected && document.contains(input)) {
       // the server could not compute with it (too large): the cell says so and keeps its text, as
@@ -565,7 +575,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
       message.textContent = Object.values(rejected).join(" ");
       showMessage(message);
       input.setAttribute("aria-invalid", "true");
-      input.classList.toggle("edited", lab.edits.has(key));
+      input.classList.toggle("edited", userEdit(key));
       status.textContent = NOT_USED;
     }
   }
@@ -576,9 +586,11 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   };
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
+  // the values the user changed: edits (not the teaching example's own), those waiting, those set aside
+  const editedCount = () => [...everyEdit().keys()].filter((key) => waitingValues.has(key) || userEdit(key)).length + parked.size;
   // new values replace the cells the user edited: only when they say so
   const dropEdits = (what) => {
-    const edited = everyEdit().size + parked.size;
+    const edited = editedCount();
     const aside = parked.size ? ` (${parked.size} set aside)` : "";
     return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited${aside}. Go on?`);
   };
@@ -599,7 +611,7 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   });
   presetSelect.addEventListener("blur", () => waiting && applyPreset());
   presetSelect.addEventListener("change", () => {
-    if (arrowed && everyEdit().size + parked.size) {
+    if (arrowed && editedCount()) {
       arrowed = false;
       waiting = true;
       return;
@@ -609,29 +621,30 @@ export function createLab({ container, initial, compute, onPayload, editable }) 
   });
   function applyPreset() {
     waiting = false;
-    const preset = PRESETS[presetSelect.value];
+    const preset = presetSelect.value === "example" ? own : PRESETS[presetSelect.value];
     if (!preset) return;
     if (!dropEdits("A preset")) {
-      presetSelect.value = presetOf(lab.config); // back to what the lab still is
+      presetSelect.value = presetNow(); // back to what the lab still is
       return;
     }
     loadPreset(preset);
   }
   // A preset is a configuration: the tokens and the seed typed stay (when they are good), except
-  // in a static copy, which holds each preset on its own tokens only
+  // in a static copy, which holds each preset on its own tokens only. The teaching example brings
+  // its tokens and its values.
   function loadPreset(preset) {
     drafts.clear();
     forgetWaiting();
     const form = readForm();
     const errors = formErrors({ ...form, config: { ...preset.config } });
-    const tokens = editable && !errors.tokens ? form.tokens : editable ? lab.tokens : PRESET_TOKENS;
+    const tokens = preset.tokens ?? (editable && !errors.tokens ? form.tokens : editable ? lab.tokens : PRESET_TOKENS);
     const seed = editable && !errors.seed ? form.seed : editable ? lab.seed : 0;
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;
     bias.checked = preset.config.bias;
     tokensInput.value = tokens.join(" ");
     seedInput.value = String(seed);
-    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map() }, { redraw: true });
+    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map(preset.edits) }, { redraw: true });
   }
   matrixSelect.addEventListener("change", () => {
     current = matrixSelect.value;
@@ -666,6 +679,14 @@ function arraysOf(payload) {
     return build(0, shape);
   };
   return { x: nest(payload.stages.x), ...Object.fromEntries(Object.entries(payload.weights).map(([name, a]) => [name, nest(a)])) };
+}
+
+// Every value of the arrays as an edit: "W_Q:1,3,0" -> its number.
+function editsOf(arrays) {
+  const edits = new Map();
+  const walk = (name, a, at) => (Array.isArray(a) ? a.forEach((b, i) => walk(name, b, [...at, i])) : edits.set(`${name}:${at.join(",")}`, a));
+  for (const [name, a] of Object.entries(arrays)) walk(name, a, []);
+  return edits;
 }
 
 // The arrays with the edits applied; the arrays without edits are shared, never copied.

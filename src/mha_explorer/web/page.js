@@ -248,6 +248,7 @@ async function main() {
     initial: initialLab,
     compute,
     editable: !STATIC,
+    example: teaching,
     onPayload: (payload) => {
       let view = { stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all_queries: model.get("all_queries") };
       if (pendingView) {
