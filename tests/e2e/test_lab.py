@@ -79,6 +79,7 @@ def test_lab_numbers_equal_the_api_for_causal_gqa_and_mqa(page, server_url):
         wait_kind(page, kind)
         body = lab_state(page)
         assert body["config"]["causal"]
+        assert page.locator(".outputs .hint").inner_text().endswith(" · causal")  # the line that says what the layer is
         payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
         arrays = arrays_of(payload)
         stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
@@ -427,7 +428,7 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "false"
 
 
-@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200"])  # 1e200: a number, too large to compute with
+@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5"])  # 1e200: a number, too large to compute with
 def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed, artifacts):
     open_lab(page, server_url)
     good = page.locator('.edit-grid input[data-key="x:0,0"]')
@@ -441,6 +442,8 @@ def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed,
     message = bad.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
     message.wait_for(state="visible")
     assert message.inner_text()
+    if typed == "1,5":  # a decimal comma: the message says how to write it
+        assert message.inner_text() == "“1,5” has a decimal comma: write it with a point, 1.5."
     assert bad.get_attribute("aria-invalid") == "true"
     assert bad.input_value() == typed  # what the user typed stays in the cell
     assert good.input_value() == "0.5"  # other edits stay

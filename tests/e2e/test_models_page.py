@@ -1074,6 +1074,7 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     expect(layers).to_be_enabled()
     options = page.get_by_label("Layer (from 0)").locator("option").all_inner_texts()
     assert len(options) == 18 and options[0] == "Layer 0 · local (window 512)" and options[5] == "Layer 5 · global"
+    assert page.locator(".outputs p.hint", has_text="d_model 640").inner_text().endswith(" · causal, window 512")
     assert "GGUF Q4_K_M (matrices in" in page.locator(".model-status").inner_text()
     # typed turn markers are special tokens, as the <bos> the tokenizer adds
     strip = page.locator(".token-strip .token")

@@ -28,6 +28,7 @@ const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 // Parse one cell as the user typed it: a finite number, or a message saying what to type.
 function parseCell(text) {
   if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
+  if (/^\s*[-+]?\d+,\d+\s*$/.test(text)) return { error: `“${text.trim()}” has a decimal comma: write it with a point, ${text.trim().replace(",", ".")}.` };
   if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
