@@ -158,7 +158,7 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     # every query head says which K/V head it reads and with whom (head 0 too)
     assert "Its keys and values come from K/V head 0, shared with head 1." in page.locator(".stage").inner_text()
     c = lab_state(page)["config"]  # the line under the head outputs says what makes it GQA
-    assert page.locator(".outputs .hint").inner_text() == f"GQA · d_model {c['d_model']} · {c['n_heads']} heads, {c['n_kv_heads']} K/V heads · d_head {c['d_head']}"
+    assert page.locator(".outputs .hint").inner_text() == f"GQA · d_model {c['d_model']} · {c['n_heads']} heads, {c['n_kv_heads']} K/V heads · d_head {c['d_head']} · causal"
     page.locator("summary", has_text="Cost of this configuration").click()
     figure = page.locator("svg.sharing")
     assert figure.get_attribute("aria-label").startswith("4 query heads reading 2 key/value heads")
