@@ -1218,3 +1218,23 @@ def test_a_head_picked_in_the_menu_is_announced_when_it_comes(page, server_url):
         route.continue_()
     expect(page.locator(".stage h2")).to_contain_text("· head 1 ·")
     expect(live).to_contain_text("Head 1, query")
+
+
+@needs("smollm2")
+def test_the_query_rows_label_leaves_its_neighbours_labels_in_sight(page, server_url):
+    """Rows a label apart (12 px): the query's dark label covers its own row's band only, so the
+    rows above and below keep theirs (it used to hide "head 0" and "head 2" around head 1)."""
+    text = "The quick brown fox jumps over the lazy dog because it was warm."
+    page.goto(server_url + f"#mode=model&model=smollm2&layer=3&text={text}&stage=concat&head=1&query=6")
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.locator(".stage h2")).to_contain_text("Concatenation")
+    figure = page.locator(".stage .heatmap-box").first
+    expect(figure.locator(".heatmap-mark-label")).to_have_text("head 1")  # the concat map marks the inspected head's row
+    box = figure.evaluate("""(box) => {
+        const canvas = box.querySelector("canvas.heatmap"), label = box.querySelector(".heatmap-mark-label");
+        const c = canvas.getBoundingClientRect(), l = label.getBoundingClientRect();
+        return { top: l.top - c.top, bottom: l.bottom - c.top, height: c.height };
+    }""")
+    row = box["height"] / 9  # nine heads, one row each
+    assert row == 12
+    assert box["top"] >= 1 * row - 1 and box["bottom"] <= 2 * row + 1, box  # within head 1's band

@@ -2071,7 +2071,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     // the query's label, dark, on the panel's white over the grey labels it may overlap
     // it covers wholly the grey labels it overlaps, never leaving half a neighbour's label
     const middle = marked ? labelY(mark) : 0;
-    let [top, bottom] = [middle - fontSize / 2 - 2, middle + fontSize / 2 + 2];
+    // (a label's own height, as the others': rows a label apart keep their neighbours' labels)
+    let [top, bottom] = [middle - fontSize / 2 - 1, middle + fontSize / 2 + 1];
     for (let grown = marked; grown; ) {
       grown = false;
       for (const [r] of drawnLabels) {
@@ -2085,7 +2086,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
     outline(entry.markLabel, marked && [0, top, left - 2, bottom - top]);
     if (marked) {
       entry.markLabel.textContent = rowLabel(mark); // cut by CSS, with an ellipsis, where it is too long
-      const line = fontSize + 4;
+      const line = fontSize + 2;
       Object.assign(entry.markLabel.style, { fontSize: `${fontSize}px`, lineHeight: `${line}px`, paddingTop: `${Math.max(0, middle - top - line / 2)}px` });
     }
     outline(entry.cursor, cursor && [left + cursor[1] * cw, cursor[0] * ch, cw, ch]);
