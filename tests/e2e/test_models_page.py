@@ -1238,3 +1238,24 @@ def test_the_query_rows_label_leaves_its_neighbours_labels_in_sight(page, server
     row = box["height"] / 9  # nine heads, one row each
     assert row == 12
     assert box["top"] >= 1 * row - 1 and box["bottom"] <= 2 * row + 1, box  # within head 1's band
+
+
+@needs("minilm")
+def test_trace_again_on_the_same_text_keeps_the_query_and_head(page, server_url):
+    text = "The cat sat on the mat because it was warm."
+    trace_model(page, server_url, "minilm", text, 1)
+    page.locator(".thumb-button", has_text="Head 4").click()
+    page.get_by_label("Query token").select_option(label="cat")
+    expect(page.locator(".stage h2")).to_contain_text("head 4 · query “cat”")
+    page.get_by_label("Layer (from 0)").select_option("2")
+    page.get_by_role("button", name="Trace").click()  # the layer changed by hand, then Trace: the same text
+    expect(page.locator(".overview h2")).to_contain_text("layer 2")
+    expect(page.locator(".stage h2")).to_contain_text("head 4 · query “cat”")
+    page.get_by_role("button", name="Trace").click()  # nothing changed at all
+    page.evaluate("() => new Promise((done) => setTimeout(done, 300))")
+    expect(page.locator(".stage h2")).to_contain_text("head 4 · query “cat”")
+    # another text: the query is that text's middle word again
+    page.get_by_label("Text", exact=True).fill("Dogs bark at night when the moon is full.")
+    page.get_by_role("button", name="Trace").click()
+    expect(page.locator(".token-strip")).to_contain_text("moon")
+    assert "query “cat”" not in page.locator(".stage h2").inner_text()

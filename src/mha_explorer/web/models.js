@@ -181,8 +181,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   go.addEventListener("click", () => {
     if (go.getAttribute("aria-disabled") === "true") return; // a trace is under way
-    const { head } = getView();
-    trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: current && current.model === picker.value ? head : 0, query: null });
+    const { head, query } = getView();
+    const same = current && current.model === picker.value; // the same model: its head stays, and its query when the text does
+    trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: same ? head : 0, query: same && text.value === current.text ? query : null });
   });
   // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
   // true when ready, false when it failed, null when another model was picked meanwhile (its
