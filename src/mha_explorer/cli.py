@@ -106,6 +106,8 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"[0-9]+", wanted.strip()) and int(wanted) < len(tokens):  # ASCII digits only: int("²") fails
         return int(wanted)
+    if not found and re.fullmatch(r"[0-9]+", wanted.strip()):  # a position past the last token
+        fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {', '.join(dict.fromkeys(labels))}")
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
     if position not in found:

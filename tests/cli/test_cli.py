@@ -246,6 +246,12 @@ def test_query_option_changes_the_query():
     assert has_row(out, ["milk", terms, two(ref["scores"][1][0][3])])
 
 
+def test_a_query_position_past_the_text_says_the_range():
+    result = run("--query", "14")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip() == "error: --query 14 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
+
+
 def test_head_option_shows_only_that_head():
     out = ok("--head", "1", "--stage", "scores")
     assert "head 1: q·k_j" in out
