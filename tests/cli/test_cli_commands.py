@@ -193,7 +193,7 @@ def test_json_says_that_head_and_stage_choose_the_walkthrough():
 def test_a_number_that_is_no_token_is_a_position():
     assert "query warm (position 2)" in invoke("trace", "--query", "2", "--stage", "weights").stdout
     error = one_error(invoke("trace", "--query", "9"))
-    assert error.endswith("choose one of: cats, like, warm, milk, or a position from 0 to 3")
+    assert error == "error: --query 9 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
 
 
 def test_a_token_at_a_position_is_named_as_the_tables_label_it_and_a_wrong_one_says_where_it_is():
