@@ -87,7 +87,17 @@ class Trace:
     stages: dict[str, np.ndarray]  # stage name -> array, in STAGES order
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.stages[name]
+        try:
+            return self.stages[name]
+        except KeyError:
+            raise KeyError(f"this trace has no {name!r} stage; it has: {', '.join(self.stages)}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.stages
+
+    def keys(self):
+        """The stage names, in order: a trace reads as a dict of its stages (dict(t) works)."""
+        return self.stages.keys()
 
     @property
     def kv_group(self) -> np.ndarray:

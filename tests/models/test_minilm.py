@@ -90,6 +90,10 @@ def test_text_longer_than_the_model_takes_is_refused(model):
         model.trace("word " * 600, 0)
     with pytest.raises(ModelError, match="layers 0 to 5"):
         model.trace("fine", 6)
+    # a layer of another type is said to be one, not to be missing
+    for layer in ("2", 2.0, True):
+        with pytest.raises(ModelError, match=rf"layer {layer!r} is {type(layer).__name__}, not a whole number: give an int from 0 to 5"):
+            model.trace("fine", layer)
 
 
 @pytest.mark.parametrize(

@@ -185,3 +185,12 @@ def test_the_repr_of_a_trace_gives_shapes_not_numbers():
     assert text.startswith(f"Trace({config!r}, n=50, stages: x=(50, 64), q=(8, 50, 8), k=(8, 50, 8)")
     assert "mask=(8, 50, 50)" in text and text.endswith("contributions=(8, 50, 64))")
     assert len(text) < 600 and "array" not in text
+
+
+def test_a_stage_the_trace_lacks_is_named_with_those_it_has():
+    config = AttentionConfig(d_model=4, n_heads=2)
+    t = trace(np.eye(3, 4), AttentionWeights.random(config, seed=0), config)
+    assert "mask" not in t and "weights" in t and list(t.keys())[:4] == ["x", "q", "k", "v"]
+    assert set(dict(t)) == set(t.stages)
+    with pytest.raises(KeyError, match="this trace has no 'mask' stage; it has: x, q, k, v, scores"):
+        t["mask"]

@@ -183,7 +183,9 @@ class LoadedModel:
     # --- internals ---------------------------------------------------------
 
     def _check_layer(self, layer: int) -> int:
-        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < self.n_layers:
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+            raise ModelError(f"layer {layer!r} is {type(layer).__name__}, not a whole number: give an int from 0 to {self.n_layers - 1}")
+        if not 0 <= layer < self.n_layers:
             raise ModelError(
                 f"layer {layer!r} does not exist: {self.title} has layers 0 to {self.n_layers - 1} (numbered from 0)"
             )
