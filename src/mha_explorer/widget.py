@@ -314,7 +314,8 @@ class Explorer(anywidget.AnyWidget):
         """An index, or a token (its first occurrence, found as the CLI's --query finds it), becomes the index."""
         value = proposal["value"]
         tokens = self.payload["tokens"]
-        choices = ", ".join(f"{i} {t!r}" for i, t in enumerate(tokens))
+        labels = (self.payload.get("model") or {}).get("labels") or tokens  # as the view names them: "␣cat", not "Ġcat"
+        choices = ", ".join(f"{i} {t!r}" for i, t in enumerate(labels))
         if isinstance(value, str):
             index = _find_token(self.payload, value)
             if index is None:
