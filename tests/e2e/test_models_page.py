@@ -1259,3 +1259,11 @@ def test_trace_again_on_the_same_text_keeps_the_query_and_head(page, server_url)
     page.get_by_role("button", name="Trace").click()
     expect(page.locator(".token-strip")).to_contain_text("moon")
     assert "query “cat”" not in page.locator(".stage h2").inner_text()
+
+
+@needs("smollm2")
+def test_an_invisible_token_is_named_by_its_code_in_the_strip_as_in_the_menu(page, server_url):
+    page.goto(server_url + "#mode=model&model=smollm2&layer=0&text=a%07b")
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.locator(".token-strip .token")).to_have_text(["a", "U+0007", "b"])
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["a", "U+0007", "b"]

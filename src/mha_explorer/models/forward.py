@@ -198,6 +198,8 @@ class LoadedModel:
         if not text.strip():
             raise ModelError(EMPTY_TEXT)
         encoded = self.tokenizer.encode(text)
+        if all(encoded.special):  # "\u200b": characters the tokenizer drops, leaving only [CLS] and [SEP]
+            raise ModelError(f"the text has nothing {self.title}'s tokenizer keeps (only {' '.join(encoded.tokens)}): give a sentence of words")
         if len(encoded.ids) > self.max_tokens:
             raise ModelError(
                 f"the text is {len(encoded.ids)} tokens long; {self.title} is traced on at most {self.max_tokens}: shorten the text"

@@ -2621,7 +2621,7 @@ function modelOverview(payload, pick) {
   // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
   // token with the text it stands for ([UNK] 🐱)
   const marked = (text) => text.replace(/^ +/, (spaces) => "␣".repeat(spaces.length));
-  const shown = (label, text) => (text && text.trim() && marked(text) === label ? text : label);
+  const shown = (label, text) => (visibleToken(label) !== label ? visibleToken(label) : text && text.trim() && marked(text) === label ? text : label); // an invisible one by its code (U+0007), as in the menus
   const tokens = payload.tokens.map((label, j) =>
     h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
   );
