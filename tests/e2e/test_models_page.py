@@ -938,6 +938,14 @@ def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     readout = page.locator(".stage .readout").first.inner_text()
     top = int(np.argmax(weights))
     assert readout.startswith(f"{page_text(weights[top])} × {payload.tokens[top]} @{top} · v[1]"), readout
+    # below it, the same rows times their weights: what each key adds to z
+    scaled = page.locator(".stage canvas.heatmap").nth(1)
+    assert "times their weights" in page.locator(".stage figure.heatmap-figure").nth(1).inner_text()
+    scaled.focus()
+    page.keyboard.press("ArrowRight")
+    readout = page.locator(".stage .readout").nth(1).inner_text()
+    v = to_numpy(payload.stages["v"])[0]  # head 0's K/V head
+    assert readout.startswith(f"{payload.tokens[top]} @{top} · a·v[1]: {page_text(weights[top] * v[top, 1])}"), readout
 
 
 @needs("minilm")

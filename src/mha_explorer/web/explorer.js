@@ -1506,6 +1506,15 @@ function mixingMany(view, query, head) {
       rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${visibleToken(payload.tokens[top[r]])} @${top[r]}`,
       colLabel: (e) => `v[${e}]`,
     }),
+    // the rows scaled: a row of little weight, however bright above, fades here
+    heatmap({
+      caption: `The same rows times their weights, a·v: what each key adds to z${few ? " (the rows add up to z)" : ""}`,
+      rows: top.length,
+      cols: dv,
+      value: (r, e) => t.weights.at(head, query, top[r]) * t.v.at(g, top[r], e),
+      rowLabel: (r) => `${visibleToken(payload.tokens[top[r]])} @${top[r]}`,
+      colLabel: (e) => `a·v[${e}]`,
+    }),
     vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`),
   ];
 }
