@@ -932,8 +932,9 @@ function render({ model, el, otherConfigs }) {
   }
 
   // The query's token in the strip: marked (two buttons touched, whatever the length), and
-  // brought into the strip's box when it lies outside it (the box only, never the page), in the
-  // frame's own layout
+  // brought into the strip's box when it lies outside it (the box only, never the page), once the
+  // page is idle: its layout is then read as it was painted, and the interaction's frame pays for
+  // none of it
   function markQuery(chip) {
     if (chip === chipOn) return;
     for (const [button, on] of [[chipOn, false], [chip, true]]) {
@@ -942,7 +943,8 @@ function render({ model, el, otherConfigs }) {
     }
     chipOn = chip;
     if (!chip) return;
-    requestAnimationFrame(() => {
+    idle(() => {
+      if (chip !== chipOn || !chip.isConnected) return; // another query came first, or another layer
       const strip = chip.parentElement;
       const top = chip.getBoundingClientRect().top - strip.getBoundingClientRect().top - strip.clientTop; // from the box's top edge, as it scrolls now
       if (top < 0 || top + chip.offsetHeight > strip.clientHeight) strip.scrollTop += top - (strip.clientHeight - chip.offsetHeight) / 2;
