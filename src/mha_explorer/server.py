@@ -304,8 +304,9 @@ class ModelHeadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(description="a registry name from GET /api/models", max_length=64)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
-    layer: int = Field(ge=0, description="numbered from 0; the model says how many it has")
-    head: int = Field(default=0, ge=0, description="numbered from 0; the layer says how many it has")
+    # no bound here: a layer or head out of range, negative too, is answered with the model's own range
+    layer: int = Field(description="numbered from 0; the model says how many it has")
+    head: int = Field(default=0, description="numbered from 0; the layer says how many it has")
     encoding: Literal["base64", "binary"] = Field(
         default="base64", description=f"binary: the answer is {BINARY_MEDIA_TYPE}, a JSON head and the raw arrays"
     )

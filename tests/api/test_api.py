@@ -230,7 +230,7 @@ IN_OUR_WORDS = {
     "number as text": ("/api/trace", LAB | {"config": {"d_model": "4", "n_heads": 2}}, "config.d_model", '"4" is not a whole number'),
     "letter for a query": ("/api/trace", LAB | {"query": "b"}, "query", '"b" is not a whole number; send a whole number, 0 or more'),
     "huge query": ("/api/trace", LAB | {"query": 1e30}, "query", "1e+30 is not a whole number"),
-    "word for a layer": ("/api/model-trace", MODEL | {"layer": "zero"}, "layer", '"zero" is not a whole number; send a whole number, 0 or more'),
+    "word for a layer": ("/api/model-trace", MODEL | {"layer": "zero"}, "layer", '"zero" is not a whole number; send a whole number such as 2'),
     "2 for a flag": ("/api/trace", LAB | {"config": {"d_model": 4, "n_heads": 2, "causal": 2}}, "config.causal", "2 is not true or false; send JSON true or false"),
     "yes for a flag": ("/api/trace", LAB | {"config": {"d_model": 4, "n_heads": 2, "causal": "yes"}}, "config.causal", '"yes" is not true or false'),
     "tokens as one string": ("/api/trace", LAB | {"tokens": "a b"}, "tokens", '"a b" is not a list; send a JSON array'),
