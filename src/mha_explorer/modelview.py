@@ -162,14 +162,19 @@ class HeadArrays(BaseModel):
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V and their biases, sliced the same way")
 
 
-def _head_encoder(run, head: int, packer: Packer | None):
-    """encode(name, array) -> Array: one head's slice of per-head arrays, the rest whole, float32."""
-    config = run.trace.config
-    if not 0 <= head < config.n_heads:
+def _check_head(model, layer: int, head: int) -> None:
+    """Before the layer is run: a head it does not have is refused at once, and pushes no other
+    run out of layer_run's cache."""
+    n_heads = model.layer_config(layer).n_heads  # a layer that does not exist is said here
+    if not 0 <= head < n_heads:
         from .models import ModelError
 
-        raise ModelError(f"head {head} does not exist: this layer has heads 0 to {config.n_heads - 1}")
-    group = config.kv_group[head]
+        raise ModelError(f"head {head} does not exist: this layer has heads 0 to {n_heads - 1}")
+
+
+def _head_encoder(run, head: int, packer: Packer | None):
+    """encode(name, array) -> Array: one head's slice of per-head arrays, the rest whole, float32."""
+    group = run.trace.config.kv_group[head]
 
     def encode(name: str, a: np.ndarray) -> Array:
         if name in HEAD_AXIS:
@@ -184,6 +189,7 @@ def _head_encoder(run, head: int, packer: Packer | None):
 def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None = None) -> HeadArrays:
     """Only the head's own arrays, for a page that holds the rest of the layer's payload. With a
     packer, the arrays go into it (a binary answer)."""
+    _check_head(model, layer, head)
     run = layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
     per_head = HEAD_AXIS | GROUP_AXIS
@@ -309,6 +315,8 @@ def model_payload(
 ) -> TracePayload:
     """The layer's payload for the page: head's arrays, or with head None every head's (a static
     copy, which has no server to ask for another head)."""
+    if head is not None:
+        _check_head(model, layer, head)
     run = layer_run(model, text, layer)
     t = run.trace
     encode = (lambda name, a: float32(a, packer)) if head is None else _head_encoder(run, head, packer)

@@ -99,6 +99,12 @@ class Trace:
         """The stage names, in order: a trace reads as a dict of its stages (dict(t) works)."""
         return self.stages.keys()
 
+    def __iter__(self):
+        return iter(self.stages)
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
     @property
     def kv_group(self) -> np.ndarray:
         return np.asarray(self.config.kv_group)  # (n_heads,): head i reads K/V head kv_group[i]

@@ -56,9 +56,13 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     bad = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 0, "head": 12})
     assert bad.status_code == 422 and "heads 0 to 11" in bad.json()["detail"][0]["message"]
     # however large, a layer or head is answered with the model's own range, not a cap of the schema
+    from mha_explorer.modelview import layer_run
+
+    runs = layer_run.cache_info().misses
     for field, value, words in (("layer", 10**30, "layers 0 to 5"), ("head", 5000, "heads 0 to 11"), ("layer", -1, "layers 0 to 5"), ("head", -1, "heads 0 to 11")):
         bad = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 0, field: value})
         assert bad.status_code == 422 and words in bad.json()["detail"][0]["message"], bad.json()
+    assert layer_run.cache_info().misses == runs  # each refused before the model ran
 
     # another head of the layer on screen: that head's arrays only, equal to its full trace's
     request = {"model": "minilm", "text": text, "layer": 5, "head": 3}

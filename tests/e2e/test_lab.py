@@ -1442,7 +1442,6 @@ def test_a_weight_that_underflows_to_zero_is_not_called_masked(page, server_url)
     assert cat.locator("td").all_inner_texts()[::2] == ["-1651.80", "÷ 4.29e21"]  # s, then the sum: its eˢ underflowed
     assert cat.locator("td").last.inner_text() == "0.00"
     assert page.locator(".stage .bar-row.masked, .stage tr.masked").count() == 0
-    assert "masked" not in page.locator(".stage .bars").inner_text()
 
 
 def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page, server_url):
@@ -1460,15 +1459,27 @@ def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page,
     body = lab_state(page) | {"edits": {"x:1,0": 1e50}}
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
     check_numbers(page, ".stage", arrays_of(payload))
+    # three scores of 709, each eˢ a number but their sum past the largest: shifted too
+    one = "#mode=lab&d_model=1&n_heads=1&n_kv_heads=1&d_head=1&d_v=1&causal=0&bias=0&tokens=a+b+c&seed=0&stage=weights&query=0"
+    page.goto(server_url + one + "&edits=x:0,0=1;x:1,0=1;x:2,0=1;W_Q:0,0,0=709;W_K:0,0,0=1;W_V:0,0,0=1;W_O:0,0=1")
+    expect(table.locator("caption")).to_contain_text("m = 709.00, is taken off first")
+    assert "Infinity" not in table.inner_text() and "the weight of" not in page.locator(".stage").inner_text()  # no row said to miss
+    assert [r.locator("td").all_inner_texts()[1] for r in table.locator("tbody tr").all()] == ["1.000", "1.000", "1.000"]
 
 
 def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_url):
     """A preset brings the teaching example into the lab, its numbers the same to the last digit,
     so that one of them can be changed; its own values are not marked as the user's edits."""
     open_lab(page, server_url)
+    cell = page.locator('.edit-grid input[data-key="x:0,0"]')  # an edit of the user's, which the example replaces
+    cell.fill("0.25")
+    cell.blur()
+    settle(page)
+    page.once("dialog", lambda d: d.accept())
     page.get_by_label("Preset").select_option("example")
     wait_kind(page, "MHA")
     settle(page)
+    assert page.locator(".lab-status").inner_text() == ""  # replaced, not "kept at the same numbers"
     assert page.get_by_label("Preset").input_value() == "example"
     assert page.get_by_label("Tokens (separated by spaces)").input_value() == "cats like warm milk"
     assert page.locator(".edit-grid input.edited").count() == 0
@@ -1480,6 +1491,12 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
         for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
             page.get_by_label("Calculation stage").select_option(label=title)
             check_numbers(page, ".stage", arrays)
+    # another seed draws other values, but the example's stay: every one of them, even those the
+    # first seed happened to draw alike
+    set_field(page, "Seed", 5)
+    assert page.get_by_label("Preset").input_value() == "example" and page.locator(".edit-grid input.edited").count() == 0
+    check_numbers(page, ".stage", arrays)
+    set_field(page, "Seed", 0)
     # one number of W^O changed: that cell alone is marked, and the output is computed with it
     page.get_by_label("Edit the values of").select_option("W_O")
     cell = page.locator('.edit-grid input[data-key="W_O:0,0"]')
@@ -1499,3 +1516,8 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
     page.get_by_label("Preset").select_option("mha")
     assert asked == ["A preset replaces the 1 value you edited. Go on?"]
+    # new values drawn: the example's go (picking it again brings them back), and the menu says so
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Draw new values").click()
+    settle(page)
+    assert page.get_by_label("Preset").input_value() == "" and "edits=" not in link(page)

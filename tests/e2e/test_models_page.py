@@ -1255,12 +1255,14 @@ def test_trace_again_on_the_same_text_keeps_the_query_and_head(page, server_url)
     page.locator(".thumb-button", has_text="Head 4").click()
     page.get_by_label("Query token").select_option(label="cat")
     expect(page.locator(".stage h2")).to_contain_text("head 4 · query “cat”")
-    page.get_by_label("Layer (from 0)").select_option("2")
-    page.get_by_role("button", name="Trace").click()  # the layer changed by hand, then Trace: the same text
+    page.get_by_label("Layer (from 0)").select_option("2")  # traces layer 2 at once, keeping both
     expect(page.locator(".overview h2")).to_contain_text("layer 2")
     expect(page.locator(".stage h2")).to_contain_text("head 4 · query “cat”")
-    page.get_by_role("button", name="Trace").click()  # nothing changed at all
-    page.evaluate("() => new Promise((done) => setTimeout(done, 300))")
+    trace = page.get_by_role("button", name="Trace")
+    expect(trace).not_to_have_attribute("aria-disabled", "true")
+    with page.expect_response(lambda r: r.url.endswith("api/model-trace")):
+        trace.click()  # nothing changed at all: traced again, the same view
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)))")
     expect(page.locator(".stage h2")).to_contain_text("head 4 · query “cat”")
     # another text: the query is that text's middle word again
     page.get_by_label("Text", exact=True).fill("Dogs bark at night when the moon is full.")

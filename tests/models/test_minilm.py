@@ -107,6 +107,12 @@ def test_a_text_that_is_not_a_sentence_is_said_for_what_it_is(model, text, said)
         model.trace(text, 0)
 
 
+def test_special_tokens_typed_in_the_text_are_the_texts_own(model):
+    """[SEP] [MASK] typed: special tokens, but the text's, not only those the tokenizer adds."""
+    _, tokens = model.trace("[SEP] [MASK]", 0)
+    assert tokens == ["[CLS]", "[SEP]", "[MASK]", "[SEP]"]
+
+
 def test_the_layer_count_said_before_loading_is_the_models(model):
     from mha_explorer.models.registry import SPECS
 

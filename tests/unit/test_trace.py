@@ -191,6 +191,6 @@ def test_a_stage_the_trace_lacks_is_named_with_those_it_has():
     config = AttentionConfig(d_model=4, n_heads=2)
     t = trace(np.eye(3, 4), AttentionWeights.random(config, seed=0), config)
     assert "mask" not in t and "weights" in t and list(t.keys())[:4] == ["x", "q", "k", "v"]
-    assert set(dict(t)) == set(t.stages)
+    assert set(dict(t)) == set(t.stages) and list(t) == list(t.stages) and len(t) == len(t.stages)
     with pytest.raises(KeyError, match="this trace has no 'mask' stage; it has: x, q, k, v, scores"):
         t["mask"]

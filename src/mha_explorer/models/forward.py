@@ -198,7 +198,7 @@ class LoadedModel:
         if not text.strip():
             raise ModelError(EMPTY_TEXT)
         encoded = self.tokenizer.encode(text)
-        if all(encoded.special):  # "\u200b": characters the tokenizer drops, leaving only [CLS] and [SEP]
+        if all(encoded.added):  # "\u200b": characters the tokenizer drops, leaving only the [CLS] and [SEP] it adds
             raise ModelError(f"the text has nothing {self.title}'s tokenizer keeps (only {' '.join(encoded.tokens)}): give a sentence of words")
         if len(encoded.ids) > self.max_tokens:
             raise ModelError(

@@ -32,6 +32,7 @@ class Encoded:
     ids: np.ndarray  # (n,) token ids
     tokens: list[str]  # the token strings, as the vocabulary spells them
     special: list[bool]  # True for tokens the tokenizer added or marks special ([CLS], <bos>, ...)
+    added: list[bool]  # True for tokens the tokenizer added ([CLS], <bos>): none of them the text's
 
 
 @dataclass
@@ -52,7 +53,7 @@ class TextTokenizer:
         # special: added by the tokenizer ([CLS], <bos>), or a special token typed in the text
         # (<start_of_turn>, [SEP]), which the mask alone does not mark
         special = [bool(added) or i in self._special_ids for added, i in zip(enc.special_tokens_mask, enc.ids)]
-        return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), special)
+        return Encoded(np.asarray(enc.ids, dtype=np.int64), list(enc.tokens), special, [bool(a) for a in enc.special_tokens_mask])
 
     def unknown_texts(self, text: str, tokens: list[str]) -> list[str]:
         """What each unknown token ([UNK]) among text's tokens stands for in the text ("爱"); "" for

@@ -1377,12 +1377,12 @@ function softmaxTable(view, query, head) {
   // each step from the one before as shown, so that a learner can redo it: eˢ of s to two decimals,
   // their sum as the eˢ shown add up; the weight is the layer's, and a note names the rows where
   // the shown steps do not land on it
-  // where eˢ would pass the largest number (a score past 709) or every one would underflow to 0
-  // (all below -745), the largest score m is taken off first, as a softmax may: e^(s − m), the
-  // same weights
+  // where eˢ, or their sum, would pass the largest number (a top score past 709 − ln n), or every
+  // eˢ would lose its digits near 0 (all scores below -700), the largest score m is taken off
+  // first, as a softmax may: e^(s − m), the same weights
   const seen = s.filter((x) => x !== null && x !== -Infinity).map(rounded);
-  const top = Math.max(...seen);
-  const shift = top > 709 || top < -745 ? top : 0;
+  const top = seen.length ? Math.max(...seen) : 0;
+  const shift = top > 709 - Math.log(seen.length) || top < -700 ? top : 0;
   const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x) - shift)));
   // a sum of 100,000 or more, or an eˢ three decimals would write 0.000 (a key the query sees, with
   // a score below -7.6): every eˢ, and the sum, to three significant digits with the exponent
@@ -2632,7 +2632,8 @@ function modelOverview(payload, pick) {
   // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
   // token with the text it stands for ([UNK] 🐱)
   const marked = (text) => text.replace(/^ +/, (spaces) => "␣".repeat(spaces.length));
-  const shown = (label, text) => (visibleToken(label) !== label ? visibleToken(label) : text && text.trim() && marked(text) === label ? text : label); // an invisible one by its code (U+0007), as in the menus
+  const invisible = (label) => /^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(label); // read by its code (U+0007), as in the menus
+  const shown = (label, text) => (invisible(label) ? visibleToken(label) : text && text.trim() && marked(text) === label ? text : label);
   const tokens = payload.tokens.map((label, j) =>
     h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
   );

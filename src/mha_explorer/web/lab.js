@@ -28,7 +28,7 @@ const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 // Parse one cell as the user typed it: a finite number, or a message saying what to type.
 function parseCell(text) {
   if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
-  if (/^\s*[-+]?\d+,\d+\s*$/.test(text)) return { error: `“${text.trim()}” has a decimal comma: write it with a point, ${text.trim().replace(",", ".")}.` };
+  if (/^\s*[-+]?\d+,\d+\s*$/.test(text) && !/,\d{3}\s*$/.test(text)) return { error: `“${text.trim()}” has a decimal comma: write it with a point, ${text.trim().replace(",", ".")}.` };
   if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
@@ -103,11 +103,15 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const fields = [...CONFIG_FIELDS.map(([name]) => name), "causal", "bias"];
   const own = editable && example ? { config: Object.fromEntries(fields.map((name) => [name, example.config[name]])), tokens: [...example.tokens], edits: editsOf(arraysOf(example)) } : null;
   // the preset the lab is: the example's when it has the example's configuration and tokens
-  const onExample = () => Boolean(own) && fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.join(" ") === own.tokens.join(" ");
+  // the example's values while they are the lab's (from its preset until new values are drawn or
+  // another preset is picked): edits over the seed's values, kept whatever the seed, and not the user's
+  let fromExample = null;
+  // the lab is the example, some of its values perhaps changed, while it has its configuration and
+  // tokens and holds a value at every place the example has one
+  const onExample = () => Boolean(fromExample) && fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.join(" ") === own.tokens.join(" ") && [...own.edits.keys()].every((key) => lab.edits.has(key));
   const presetNow = () => (onExample() ? "example" : presetOf(lab.config));
-  // a value the user changed: an edit, unless the lab is on the teaching example and it is the
-  // example's own (those are edits over the seed's values, not the user's)
-  const userEdit = (key, edits = lab.edits) => edits.has(key) && !(onExample() && own.edits.get(key) === edits.get(key));
+  // a value the user changed: an edit that is not the example's own value there
+  const userEdit = (key, edits = lab.edits) => edits.has(key) && fromExample?.get(key) !== edits.get(key);
   const lab = { config: { ...initial.config }, tokens: [...initial.tokens], seed: initial.seed, edits: new Map(initial.edits) };
   // edits that do not fit the configuration (a bias unchecked, fewer tokens or heads): set aside
   // for this session (not in the link), and used again by the first configuration they fit
@@ -269,7 +273,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     const fits = new Map([...aside, ...next.edits].filter(([key]) => fitsShapes(key)));
     // a value typed while the settings were wrong is no edit when it is the one drawn; an edit
     // made before stays one, even where new settings (another seed) happen to draw its value
-    const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key) || (lab.edits.has(key) && !waitingValues.has(key))));
+    const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key) || (lab.edits.has(key) && !waitingValues.has(key)) || fromExample?.get(key) === value));
     // the edits dropped, each with the shape it missed: "x[9,0] (x is 3 × 8)"
     const dropped = [...next.edits.keys()].filter((key) => !fits.has(key)).map((key) => {
       const [name, index] = key.split(":");
@@ -280,7 +284,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     // (for a value coming back from aside, under which it was last in use; one that never was, as
     // a link's that did not fit, stood for nothing)
     const now = { tokens: lab.tokens, d_v: lab.config.d_v };
-    const moved = [...kept.keys()].filter((key) => {
+    // (none when new values replace them all: a preset's, or the seed's)
+    const moved = redraw ? [] : [...kept.keys()].filter((key) => {
       const [name, index] = key.split(":");
       const row = Number(index.split(",")[0]);
       const from = lab.edits.has(key) ? now : parkedFrom.get(key);
@@ -599,6 +604,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     if (!dropEdits("Drawing new values")) return;
     drafts.clear();
     forgetWaiting();
+    fromExample = null;
     seedInput.value = String(((Number(seedInput.value) || 0) + 1) % 2 ** 32); // the largest seed is 2^32 - 1: then 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
@@ -636,6 +642,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   function loadPreset(preset) {
     drafts.clear();
     forgetWaiting();
+    fromExample = preset === own ? own.edits : null;
     const form = readForm();
     const errors = formErrors({ ...form, config: { ...preset.config } });
     const tokens = preset.tokens ?? (editable && !errors.tokens ? form.tokens : editable ? lab.tokens : PRESET_TOKENS);
