@@ -515,6 +515,7 @@ def test_a_printed_page_is_a_handout_with_its_colours_and_every_section_open(pag
     hidden = page.evaluate("""() => ['.mha-explorer > .controls', '.mha-explorer > nav', '.go-on', 'header.site .modes']
         .map((s) => getComputedStyle(document.querySelector(s)).display)""")
     assert hidden == ["none"] * 4
+    assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"  # paper, not the screen's grey
     assert page.locator(".stage .bar").first.evaluate("(b) => getComputedStyle(b).printColorAdjust") == "exact"
     page.evaluate("""() => { window.seen = null; addEventListener('beforeprint', () => queueMicrotask(() => {
         window.seen = [...document.querySelectorAll('.mha-explorer details')].map((d) => d.open + ':' + d.className + ':' + d.children.length); }), { once: true }); }""")
