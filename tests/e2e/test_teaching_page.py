@@ -190,6 +190,10 @@ def test_next_and_previous_walk_the_stages(page, server_url):
     prev.click()
     # the last two stages take both heads' outputs: the title says so, and which head is inspected
     assert page.locator(".stage h2").inner_text() == "5. Concatenation · all heads (head 0 inspected) · query “like”"
+    # the blocks, read left to right, are concat: z_0 then z_1, the numbers in that order
+    assert "the blocks below are that one vector" in page.locator(".stage p.lead").first.inner_text()
+    shown = page.locator(".stage .concat .num").evaluate_all("(nums) => nums.map((n) => n.dataset.src)")
+    assert shown == [f"concat:1,{i}" for i in range(4)]
 
 
 def test_reset_restores_the_example(page, server_url):

@@ -1618,7 +1618,7 @@ function concat(view, query, head) {
     ),
   );
   return [
-    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read left to right, the blocks below are that one vector.`),
     h("div", { class: "concat" }, blocks),
   ];
 }
