@@ -1521,3 +1521,19 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     page.get_by_role("button", name="Draw new values").click()
     settle(page)
     assert page.get_by_label("Preset").input_value() == "" and "edits=" not in link(page)
+
+
+def test_on_a_phone_a_grid_rows_label_is_level_with_its_cells(browser, server_url):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=0")
+    wait_kind(page, "GQA")
+    middles = page.evaluate("""() => [...document.querySelectorAll('.edit-grid .grid-row')].slice(0, 3).map((row) => {
+        const text = document.createRange();
+        text.selectNodeContents(row.querySelector('.row-head'));
+        const t = text.getBoundingClientRect(), cell = row.querySelector('input').getBoundingClientRect();
+        return [t.top + t.height / 2, cell.top + cell.height / 2, cell.height];
+    })""")
+    for label, cell, height in middles:
+        assert height >= 44 and abs(label - cell) <= 3, middles  # cells a finger tall, each label beside its cells' middle
+    context.close()
