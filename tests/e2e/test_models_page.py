@@ -1277,3 +1277,25 @@ def test_an_invisible_token_is_named_by_its_code_in_the_strip_as_in_the_menu(pag
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
     expect(page.locator(".token-strip .token")).to_have_text(["a", "U+0007", "b"])
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["a", "U+0007", "b"]
+
+
+@needs("minilm")
+def test_the_head_thumbnails_frame_the_querys_row(page, server_url, artifacts):
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)  # 182 tokens: rows of two tokens' averages
+    trace_model(page, server_url, "minilm", text, 1)
+    frames = page.locator(".thumb-query")
+    expect(frames).to_have_count(12)
+
+    def where():  # each frame's top and height against its thumbnail, and a row's height
+        return page.evaluate("""() => [...document.querySelectorAll('.thumb-map')].map((map) => {
+            const c = map.querySelector('canvas').getBoundingClientRect(), f = map.querySelector('.thumb-query').getBoundingClientRect();
+            return [f.top - c.top, f.height, c.height / map.querySelector('canvas').height];
+        })""")
+
+    block = page.evaluate("() => window.mhaExplorer.model.get('payload').model.overview_block")
+    for query in (0, 101, 181):
+        page.get_by_label("Query token").select_option(str(query))
+        expect(page.get_by_label("Query token")).to_have_value(str(query))
+        for top, height, row in where():
+            assert abs(top - ((query // block) * row - 1)) < 0.05 and abs(height - (row + 2)) < 0.05, (query, top, height, row)  # layout rounds to 1/64 px
+    page.locator(".thumbs").screenshot(path=str(artifacts / "model-thumbnails-query.png"))

@@ -596,6 +596,8 @@ function render({ model, el, otherConfigs }) {
   });
   let chips = []; // the strip's buttons, by position
   let chipOn = null; // the one marked as the query
+  let thumbRows = null; // a real model's thumbnails: { box, size, cells, block }
+  let thumbQuery = null; // the query their frame is on
   // the numbered stages above the figure are buttons too
   steps.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-stage]");
@@ -698,6 +700,10 @@ function render({ model, el, otherConfigs }) {
     overviewBox.hidden = !payload.model;
     chips = [...overviewBox.querySelectorAll("button[data-query]")];
     chipOn = null;
+    const thumb = overviewBox.querySelector("canvas.thumb");
+    // the thumbnails' size in page pixels, their rows, and the tokens a row stands for
+    thumbRows = thumb ? { box: overviewBox.querySelector(".thumbs"), size: parseFloat(thumb.style.width), cells: thumb.height, block: payload.model.overview_block } : null;
+    thumbQuery = null;
   }
 
   // the view's stage (a known one), and the head and query in range
@@ -921,7 +927,7 @@ function render({ model, el, otherConfigs }) {
       setAttr(button, "aria-pressed", String(Number(button.dataset.head) === head));
       setAttr(button, "tabindex", Number(button.dataset.head) === head ? "0" : "-1");
     }
-    markQuery(chips[query] ?? null);
+    markQuery(chips[query] ?? null, query);
     // the view a menu asked for is not announced (the live region is emptied, so that it never
     // holds a view no longer shown); one that comes later (a head fetched) is
     const quiet = saidByMenu;
@@ -935,7 +941,15 @@ function render({ model, el, otherConfigs }) {
   // brought into the strip's box when it lies outside it (the box only, never the page), once the
   // page is idle: its layout is then read as it was painted, and the interaction's frame pays for
   // none of it
-  function markQuery(chip) {
+  function markQuery(chip, query) {
+    if (thumbRows && query !== thumbQuery) {
+      // every thumbnail's frame from two properties of their box (not the overview's: its 512
+      // tokens would inherit them, and be styled again)
+      const { box, size, cells, block } = thumbRows;
+      box.style.setProperty("--query-top", `${(Math.floor(query / block) * size) / cells}px`);
+      box.style.setProperty("--query-height", `${size / cells}px`);
+      thumbQuery = query;
+    }
     if (chip === chipOn) return;
     for (const [button, on] of [[chipOn, false], [chip, true]]) {
       button?.setAttribute("aria-pressed", String(on));
@@ -2625,7 +2639,9 @@ function modelOverview(payload, pick) {
         pixels[r * cells + c] = masked(r, c) ? MASKED_WORD : WEIGHT_SHADES[Math.round(v * 255)];
       }
     ctx.putImageData(image, 0, 0);
-    return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, canvas, h("span", {}, `Head ${i}`));
+    // the query's row, framed: where it lies is set on the overview once per query (see markQuery)
+    const map = h("span", { class: "thumb-map" }, canvas, h("span", { class: "thumb-query", "aria-hidden": "true" }));
+    return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, map, h("span", {}, `Head ${i}`));
   });
   // the text as the tokenizer split it, where the token's label (payload.tokens) is that text with
   // its leading spaces marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
@@ -2639,7 +2655,7 @@ function modelOverview(payload, pick) {
   );
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
-    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}. Pick a head to follow it stage by stage.`),
+    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}; pick one as the query: `), tokens),
   ];
