@@ -1296,6 +1296,12 @@ def test_the_head_thumbnails_frame_the_querys_row(page, server_url, artifacts):
     for query in (0, 101, 181):
         page.get_by_label("Query token").select_option(str(query))
         expect(page.get_by_label("Query token")).to_have_value(str(query))
+        page.wait_for_function(  # the frames move once the page is idle, after the view asked for is painted
+            """([query, block]) => { const map = document.querySelector('.thumb-map'), c = map.querySelector('canvas');
+                const row = c.getBoundingClientRect().height / c.height;
+                return Math.abs(map.querySelector('.thumb-query').getBoundingClientRect().top - c.getBoundingClientRect().top - (Math.floor(query / block) * row - 1)) < 0.05; }""",
+            arg=[query, block],
+        )
         for top, height, row in where():
             assert abs(top - ((query // block) * row - 1)) < 0.05 and abs(height - (row + 2)) < 0.05, (query, top, height, row)  # layout rounds to 1/64 px
     page.locator(".thumbs").screenshot(path=str(artifacts / "model-thumbnails-query.png"))
