@@ -569,6 +569,13 @@ def test_a_token_of_the_strip_picks_the_query_and_the_strip_marks_it(page, serve
     }""")
     assert page.evaluate("() => window.scrollY") == scrolled
     strip.screenshot(path=str(artifacts / "model-token-strip.png"))
+    # the ring is over the query's token, and stays there when the window's width wraps the strip anew
+    over = """() => { const a = document.querySelector('.token-mark').getBoundingClientRect();
+        const b = document.querySelector('.token-strip [aria-pressed="true"]').getBoundingClientRect();
+        return Math.abs(a.left - b.left) < 0.5 && Math.abs(a.top - b.top) < 0.5 && Math.abs(a.width - b.width) < 0.5; }"""
+    page.wait_for_function(over)
+    page.set_viewport_size({"width": 900, "height": 900})
+    page.wait_for_function(over)
 
 
 @needs("minilm")

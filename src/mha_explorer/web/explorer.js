@@ -700,6 +700,8 @@ function render({ model, el, otherConfigs }) {
     overviewBox.hidden = !payload.model;
     chips = [...overviewBox.querySelectorAll("button[data-query]")];
     chipOn = null;
+    // a strip of another width (the window resized) wraps its tokens anew: the ring follows its token
+    if (chips.length) new ResizeObserver(() => chipOn && placeMark(chipOn)).observe(chips[0].parentElement);
     const thumb = overviewBox.querySelector("canvas.thumb");
     // the thumbnails' size in page pixels, their rows, and the tokens a row stands for
     thumbRows = thumb ? { box: overviewBox.querySelector(".thumbs"), size: parseFloat(thumb.style.width), cells: thumb.height, block: payload.model.overview_block } : null;
@@ -968,14 +970,23 @@ function render({ model, el, otherConfigs }) {
       button?.setAttribute("tabindex", on ? "0" : "-1");
     }
     chipOn = chip;
+    const top = placeMark(chip);
+    const strip = chip?.parentElement;
+    if (chip && (top < 0 || top + chip.offsetHeight > strip.clientHeight)) strip.scrollTop += top - (strip.clientHeight - chip.offsetHeight) / 2;
+  }
+
+  // The ring over the query's token, where that token now lies; returns the token's top in the
+  // strip's box as it scrolls now
+  function placeMark(chip) {
     const mark = overviewBox.querySelector(".token-mark");
-    if (mark) mark.hidden = !chip;
-    if (!chip) return;
+    if (!mark) return 0;
+    mark.hidden = !chip;
+    if (!chip) return 0;
     const strip = chip.parentElement;
     const [c, s] = [chip.getBoundingClientRect(), strip.getBoundingClientRect()];
-    const top = c.top - s.top - strip.clientTop; // from the box's top edge, as it scrolls now
+    const top = c.top - s.top - strip.clientTop;
     Object.assign(mark.style, { width: `${c.width}px`, height: `${c.height}px`, transform: `translate(${c.left - s.left - strip.clientLeft + strip.scrollLeft}px, ${top + strip.scrollTop}px)` });
-    if (top < 0 || top + chip.offsetHeight > strip.clientHeight) strip.scrollTop += top - (strip.clientHeight - chip.offsetHeight) / 2;
+    return top;
   }
 
   // A real model's head outputs scroll in a box of their own: the inspected head is brought into
