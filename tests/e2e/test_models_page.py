@@ -525,7 +525,7 @@ def test_a_thumbnail_paints_masked_cells_grey_as_the_big_maps_do(page, server_ur
     """A causal layer's thumbnails: the cells above the diagonal are masked, grey as on the big
     maps, not white (which reads as little attention)."""
     trace_model(page, server_url, "smollm2", "The cat sat on the mat because it was warm.", 0)
-    assert "; grey is masked." in page.locator(".overview p.hint").inner_text()
+    assert "; grey is masked;" in page.locator(".overview p.hint").inner_text()
     corners = """() => { const canvas = document.querySelector('.thumb-button[data-head="0"] canvas');
         const n = canvas.width, data = canvas.getContext('2d').getImageData(0, 0, n, n).data;
         const at = (r, c) => [...data.slice(4 * (r * n + c), 4 * (r * n + c) + 3)];
@@ -717,6 +717,7 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
     # before a trace the teaching example is not shown under the model's panel: the panel says what to do
     assert page.locator("#app").is_hidden()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=120_000)
+    page.wait_for_function("() => !window.mhaExplorer.linkPending")  # the link is written when the page is idle
     assert "mode=model" in page.url
     # the menu's arrow keys choose at once: they stay in the mode, and a large model waits for Trace
     picker.focus()
