@@ -426,7 +426,8 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
             table.add_row(f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}{join}{fmt(sin)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer)
         return table
 
-    for table in (table_of(True), table_of(False)):
+    for with_layer in (True, False):  # built one at a time: the second only where the first does not fit
+        table = table_of(with_layer)
         if fits(table):
             return table
     return table_of(False, stacked=True)

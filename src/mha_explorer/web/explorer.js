@@ -80,8 +80,9 @@ function tokenName(payload, i) {
 // "##", a byte piece's "1/2", the position "@4", would be drawn on the wrong side of them by the
 // browser's bidirectional ordering ("4@ مرحبا").
 const RIGHT_TO_LEFT = /[\p{Script=Arabic}\p{Script=Hebrew}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}]/u;
+const INVISIBLE = /^[\p{Cf}\p{Cc}\p{Z}]+$/u; // a token of format, control and space characters only
 export function visibleToken(tok) {
-  if (/^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(tok)) return [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ");
+  if (INVISIBLE.test(tok)) return [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ");
   if (!RIGHT_TO_LEFT.test(tok)) return tok;
   const [, before, letters, piece] = /^(##)?(.*?)( \d+\/\d+)?$/su.exec(tok);
   return `${before ?? ""}\u2068${letters}\u2069${piece ?? ""}`;
@@ -596,6 +597,9 @@ function render({ model, el, otherConfigs }) {
   });
   let chips = []; // the strip's buttons, by position
   let chipOn = null; // the one marked as the query
+  let tokenMark = null; // the ring over it
+  // a strip of another width (the window resized) wraps its tokens anew: the ring follows its token
+  const stripSize = new ResizeObserver(() => chipOn && placeMark(chipOn));
   let thumbRows = null; // a real model's thumbnails: { box, size, cells, block }
   let thumbQuery = null; // the query their frame is on
   // the numbered stages above the figure are buttons too
@@ -700,11 +704,13 @@ function render({ model, el, otherConfigs }) {
     overviewBox.hidden = !payload.model;
     chips = [...overviewBox.querySelectorAll("button[data-query]")];
     chipOn = null;
-    // a strip of another width (the window resized) wraps its tokens anew: the ring follows its token
-    if (chips.length) new ResizeObserver(() => chipOn && placeMark(chipOn)).observe(chips[0].parentElement);
+    tokenMark = overviewBox.querySelector(".token-mark");
+    stripSize.disconnect();
+    if (chips.length) stripSize.observe(chips[0].parentElement);
     const thumb = overviewBox.querySelector("canvas.thumb");
     // the thumbnails' size in page pixels, their rows, and the tokens a row stands for
     thumbRows = thumb ? { box: overviewBox.querySelector(".thumbs"), size: parseFloat(thumb.style.width), cells: thumb.height, block: payload.model.overview_block } : null;
+    thumbRows?.box.style.setProperty("--query-height", `${thumbRows.size / thumbRows.cells}px`);
     thumbQuery = null;
   }
 
@@ -961,7 +967,6 @@ function render({ model, el, otherConfigs }) {
       // tokens would inherit them, and be styled again)
       const { box, size, cells, block } = thumbRows;
       box.style.setProperty("--query-top", `${(Math.floor(query / block) * size) / cells}px`);
-      box.style.setProperty("--query-height", `${size / cells}px`);
       thumbQuery = query;
     }
     if (chip === chipOn) return;
@@ -978,7 +983,7 @@ function render({ model, el, otherConfigs }) {
   // The ring over the query's token, where that token now lies; returns the token's top in the
   // strip's box as it scrolls now
   function placeMark(chip) {
-    const mark = overviewBox.querySelector(".token-mark");
+    const mark = tokenMark;
     if (!mark) return 0;
     mark.hidden = !chip;
     if (!chip) return 0;
@@ -1217,7 +1222,7 @@ function keyStrip(view, query, head, name, caption, kind) {
   const { payload, t } = view;
   const n = payload.tokens.length;
   // the weights of keys the mask hid are grey and struck through, not a white zero like a weak key's
-  const masked = kind === "weights" && t.mask ? (_, j) => !(t.mask.at(head, query, j) > -Infinity) : undefined;
+  const masked = kind === "weights" && t.mask ? (_, j) => hiddenKey(t, head, query, j) : undefined;
   return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”`, kind, masked });
 }
 
@@ -2339,7 +2344,7 @@ function allQueries(view, query, head, stage) {
   const n = payload.tokens.length;
   const g = payload.kv_group[head];
   const tok = (r) => tokenName(payload, r);
-  const later = t.mask ? (r, j) => !(t.mask.at(head, r, j) > -Infinity) : null; // a key the mask hid (after the query, or outside the window)
+  const later = t.mask ? (r, j) => hiddenKey(t, head, r, j) : null; // a key the mask hid (after the query, or outside the window)
   // a map of few numbers (the teaching example's) is a table of them, each checkable by hand;
   // a bigger one is a heatmap
   const map = (caption, name, index, cols, colLabel, kind, masked) =>
@@ -2672,8 +2677,7 @@ function modelOverview(payload, pick) {
   // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
   // token with the text it stands for ([UNK] 🐱)
   const marked = (text) => text.replace(/^ +/, (spaces) => "␣".repeat(spaces.length));
-  const invisible = (label) => /^[\p{Cf}\p{Cc}\p{Z}]+$/u.test(label); // read by its code (U+0007), as in the menus
-  const shown = (label, text) => (invisible(label) ? visibleToken(label) : text && text.trim() && marked(text) === label ? text : label);
+  const shown = (label, text) => (INVISIBLE.test(label) ? visibleToken(label) /* by its code (U+0007), as in the menus */ : text && text.trim() && marked(text) === label ? text : label);
   const tokens = payload.tokens.map((label, j) =>
     h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
   );

@@ -102,7 +102,6 @@ function checkConfig(config, tokens) {
 export function createLab({ container, initial, compute, onPayload, editable, example }) {
   const fields = [...CONFIG_FIELDS.map(([name]) => name), "causal", "bias"];
   const own = editable && example ? { config: Object.fromEntries(fields.map((name) => [name, example.config[name]])), tokens: [...example.tokens], edits: editsOf(arraysOf(example)) } : null;
-  // the preset the lab is: the example's when it has the example's configuration and tokens
   // the example's values while they are the lab's (from its preset until new values are drawn or
   // another preset is picked): edits over the seed's values, kept whatever the seed, and not the user's
   let fromExample = null;
@@ -645,8 +644,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     fromExample = preset === own ? own.edits : null;
     const form = readForm();
     const errors = formErrors({ ...form, config: { ...preset.config } });
-    const tokens = preset.tokens ?? (editable && !errors.tokens ? form.tokens : editable ? lab.tokens : PRESET_TOKENS);
-    const seed = editable && !errors.seed ? form.seed : editable ? lab.seed : 0;
+    const tokens = preset.tokens ?? (!editable ? PRESET_TOKENS : errors.tokens ? lab.tokens : form.tokens);
+    const seed = !editable ? 0 : errors.seed ? lab.seed : form.seed;
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;
     bias.checked = preset.config.bias;
