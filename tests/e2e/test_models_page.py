@@ -345,6 +345,61 @@ def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
 
 
+# The browser's print dialog stood in for: while it is "open", each stage on the paper, its title and
+# whether each of its maps' canvases holds a drawing (and is a canvas of its own)
+PRINT_MAPS = """() => {
+  // read through a copy: reading the page's own canvases again and again makes the browser warn
+  const scratch = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
+  window.drawn = (c) => {
+    Object.assign(scratch.canvas, { width: c.width, height: c.height });
+    scratch.drawImage(c, 0, 0);
+    return scratch.getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v > 0);
+  };
+  window.printed = null;
+  window.print = () => {
+    dispatchEvent(new Event("beforeprint"));
+    const all = [...document.querySelectorAll(".mha-explorer .layout > .stage canvas.heatmap")];
+    window.printed = {
+      distinct: new Set(all).size === all.length,
+      stages: [...document.querySelectorAll(".mha-explorer .layout > .stage")].map((section) => ({
+        title: section.querySelector("h2").textContent,
+        figures: section.querySelectorAll("figure.heatmap-figure").length,
+        maps: [...section.querySelectorAll("figure.heatmap-figure canvas.heatmap")].map(window.drawn),
+      })),
+    };
+    dispatchEvent(new Event("afterprint"));
+  };
+}"""
+
+
+@needs("minilm")
+def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_url):
+    """A real model's handout: every stage is on the paper with its maps drawn, each on a canvas of
+    its own; back on screen, the stage shown still draws its maps."""
+    text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3
+    trace_model(page, server_url, "minilm", text, 2)
+    page.evaluate(PRINT_MAPS)
+    # printed at once after a step, before the page at rest has built the other stages ahead
+    page.evaluate("""async () => {
+      const stage = [...document.querySelectorAll("select")].find((s) => s.labels[0]?.textContent === "Calculation stage");
+      stage.value = "scores";
+      stage.dispatchEvent(new Event("change", { bubbles: true }));
+      await null;
+      document.getElementById("print-all").click();
+    }""")
+    printed = page.evaluate("window.printed")
+    titles = [s["title"].split(" ·")[0] for s in printed["stages"]]
+    assert titles == [f"{i + 1}. {t}" for i, t in enumerate(["Projections", "Scores", "Weights", "Value mixing", "Concatenation", "Output projection"])], titles
+    assert printed["distinct"]
+    # every map of every stage on a canvas that holds its drawing (the first four stages draw maps at this length)
+    assert all(s["figures"] > 0 for s in printed["stages"][:4]), printed["stages"]
+    assert all(s["maps"] == [True] * s["figures"] for s in printed["stages"]), printed["stages"]
+    for title in ("Projections", "Weights", "Scores"):
+        page.get_by_label("Calculation stage").select_option(label=title)
+        drawn = page.locator(".stage canvas.heatmap").evaluate_all("(cs) => cs.map(window.drawn)")
+        assert drawn and all(drawn), (title, drawn)
+
+
 # marks the stage's formula and its K and V equations (Projections), as JavaScript properties
 MARK_KEPT = """() => {
   const stage = document.querySelector(".stage");

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 import httpx
@@ -528,6 +529,63 @@ def test_a_printed_page_is_a_handout_with_its_colours_and_every_section_open(pag
     assert seen and all(s.startswith("true:") for s in seen), seen  # every section open while printing
     assert any(s.startswith("true:matrices:") and not s.endswith(":1") for s in seen), seen  # and Matrices built for it
     assert page.evaluate("() => [...document.querySelectorAll('.mha-explorer details')].every((d) => !d.open)")  # closed again after
+    page.emulate_media(media="screen")
+
+
+# A print stands in for the browser's dialog: while it is "open", what the paper would hold is
+# recorded (every stage's title in order, whether it is the page's own panel or one lent to the
+# print, its numbers, whether every section is open); then the dialog "closes".
+PRINT_RECORDER = """() => {
+  window.printed = [];
+  window.print = () => {
+    dispatchEvent(new Event("beforeprint"));
+    window.printed.push({
+      titles: [...document.querySelectorAll(".mha-explorer .stage h2")].map((h) => h.textContent),
+      lent: [...document.querySelectorAll(".mha-explorer .layout > .stage")].map((s) => s.getAttribute("aria-hidden")),
+      numbers: [...document.querySelectorAll(".mha-explorer .printed-stage .num[data-src]")].map((e) => [e.dataset.src, e.textContent, e.dataset.full]),
+      allOpen: [...document.querySelectorAll(".mha-explorer details")].every((d) => d.open),
+    });
+    dispatchEvent(new Event("afterprint"));
+  };
+}"""
+
+
+def test_print_all_stages_prints_every_stage_of_the_view_then_leaves_it_as_it_was(page, server_url, api):
+    """A teacher's handout: Print all stages prints the six stages of the head and query on screen,
+    in order, with their numbers (each the trace's), every section open; after the print the page
+    holds its one stage again, and Ctrl+P still prints the view alone."""
+    payload, arrays = api
+    page.goto(server_url + "#stage=weights&head=1&query=2")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.evaluate(PRINT_RECORDER)
+    page.get_by_role("button", name="Print all stages").click()
+    [printed] = page.evaluate("window.printed")
+    titles = [t.split(" ·")[0] for t in printed["titles"]]
+    assert titles == [f"{i + 1}. {title}" for i, title in enumerate(STAGES)], titles
+    assert all("query “warm”" in t for t in printed["titles"]) and "head 1 ·" in printed["titles"][0], printed["titles"]
+    # the page's own panel (Weights) in its place, the others lent to the paper and hidden from screen readers
+    assert printed["lent"] == ["true", "true", None, "true", "true", "true"], printed["lent"]
+    assert printed["allOpen"]
+    shown = set()
+    for src, text, full in printed["numbers"]:
+        name, index = src.split(":")
+        value = arrays[name][tuple(int(i) for i in index.split(","))]
+        assert text == fmt(value) and float(full) == value, (src, text, full, value)
+        shown.add(src)
+    for stage in ("projections", "scores", "mixing", "concat", "output"):
+        missing = required_sources(stage, 2, 1, payload) - shown
+        assert not missing, f"{stage}: {sorted(missing)[:5]}"
+    # afterwards: the one stage on screen, as it was, and the sections closed again
+    assert page.locator(".mha-explorer .stage").count() == 1
+    expect(page.locator(".mha-explorer .stage h2")).to_have_text(re.compile(r"^3\. Weights · head 1"))
+    assert page.evaluate("() => [...document.querySelectorAll('.mha-explorer details')].every((d) => !d.open)")
+    # the browser's own print (Ctrl+P) is the view alone
+    page.evaluate("""() => { addEventListener('beforeprint', () => queueMicrotask(() => {
+        window.ownPrint = document.querySelectorAll('.mha-explorer .stage h2').length; }), { once: true }); }""")
+    page.pdf()
+    assert page.evaluate("window.ownPrint") == 1
+    page.emulate_media(media="print")
+    assert page.locator("#print-all").evaluate("(b) => getComputedStyle(b).display") == "none"  # not on the paper
     page.emulate_media(media="screen")
 
 

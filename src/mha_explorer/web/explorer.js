@@ -477,8 +477,9 @@ const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond t
 
 // otherConfigs: where the page around the explorer offers other configurations ("in the Attention
 // lab"), the same words in every mode (a view may be shared by the teaching example and the lab);
-// a notebook's widget has Explorer.from_config
-function render({ model, el, otherConfigs }) {
+// a notebook's widget has Explorer.from_config. printAll: the page's button that prints every stage
+// of the view's head and query, one after the other (a handout); a notebook prints the notebook.
+function render({ model, el, otherConfigs, printAll = null }) {
   const original = model.get("payload");
   let view = null; // derived from the payload once per payload change, never per interaction
 
@@ -544,8 +545,13 @@ function render({ model, el, otherConfigs }) {
   // Printed, the view is a handout: Matrices, the costs and the packed view are opened for it
   // (Matrices built at once: the print is laid out before a toggle event would come), and closed
   // again afterwards.
+  // Print all stages puts every other stage's panel, for the same head and query, around the one
+  // on screen, in order, for that print only.
   let openedForPrint = [];
+  let everyStage = false; // the print asked for by Print all stages
+  let printedStages = [];
   const beforePrint = () => {
+    if (everyStage && !printedStages.length) addStages();
     openedForPrint = [...root.querySelectorAll("details:not([open])")];
     for (const details of openedForPrint) details.open = true;
     if (matrices.open && matrices.children.length === 1) fillMatrices();
@@ -553,9 +559,38 @@ function render({ model, el, otherConfigs }) {
   const afterPrint = () => {
     for (const details of openedForPrint) details.open = false;
     openedForPrint = [];
+    for (const section of printedStages) section.remove();
+    printedStages = [];
   };
   window.addEventListener("beforeprint", beforePrint);
   window.addEventListener("afterprint", afterPrint);
+  const printEveryStage = () => {
+    everyStage = true;
+    try {
+      window.print(); // the dialog holds the page until it closes
+    } finally {
+      everyStage = false;
+      afterPrint(); // where the browser sent no afterprint
+    }
+  };
+  printAll?.addEventListener("click", printEveryStage);
+
+  function addStages() {
+    const place = placeOf(view);
+    if (!view.t.q.has(place.head)) return; // the head is still on its way: the page prints what it shows
+    const at = view.stageIds.indexOf(place.stage);
+    const sections = view.stageIds.map((stage) => {
+      if (stage === place.stage) return null;
+      const panel = panelOf(view, { ...place, stage });
+      for (const node of panel.content) claimCanvases(node);
+      placeChildren(panel.box, panel.content);
+      // lent to the paper: hidden from screen readers, as its title's id repeats the one on screen
+      return h("section", { class: "stage printed-stage", "aria-hidden": "true" }, panel);
+    });
+    stagePanel.before(...sections.slice(0, at));
+    stagePanel.after(...sections.slice(at + 1));
+    printedStages = sections.filter(Boolean);
+  }
 
   const state = () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: Boolean(model.get("all_queries")) });
   const set = (changes) => {
@@ -1040,6 +1075,7 @@ function render({ model, el, otherConfigs }) {
     clearTimeout(resting);
     window.removeEventListener("beforeprint", beforePrint);
     window.removeEventListener("afterprint", afterPrint);
+    printAll?.removeEventListener("click", printEveryStage);
     dropPlaces();
     model.off?.("change:upcoming", buildAhead);
     model.off?.("change:head_arrays", onPayload);

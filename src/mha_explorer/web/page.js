@@ -230,7 +230,7 @@ async function main() {
   const { view: start, problems } = fitView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
   if (problems.length) say(partlyUsed(problems));
   const model = new PageModel({ payload: teaching, ...start });
-  explorer.render({ model, el: app, otherConfigs: "in the Attention lab" });
+  explorer.render({ model, el: app, otherConfigs: "in the Attention lab", printAll: document.getElementById("print-all") });
   window.mhaExplorer = {
     model,
     get linkPending() {
