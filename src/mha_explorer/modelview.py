@@ -172,6 +172,20 @@ def _check_head(model, layer: int, head: int) -> None:
         raise ModelError(f"head {head} does not exist: this layer has heads 0 to {n_heads - 1}")
 
 
+def check_request(model, text: str, layer: int, head: int | None, query: int | None = None) -> None:
+    """What a run of the request would refuse, found without running it (a tokenization at most):
+    a layer or head the model lacks, a text it cannot take, a query past the text's tokens."""
+    if head is None:
+        model.layer_config(layer)  # a layer that does not exist is said here
+    else:
+        _check_head(model, layer, head)
+    n = len(model.encode(text).ids)
+    if query is not None and not 0 <= query < n:
+        from .models import ModelError
+
+        raise ModelError(query_out_of_range(query, n))
+
+
 def _head_encoder(run, head: int, packer: Packer | None):
     """encode(name, array) -> Array: one head's slice of per-head arrays, the rest whole, float32."""
     group = run.trace.config.kv_group[head]

@@ -19,9 +19,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from .lab import LabError, lab_payload
+from .lab import LabError, lab_inputs, lab_payload
 from .models.errors import ModelError
-from .modelview import MAX_TEXT, HeadArrays, ModelService, head_arrays, model_payload
+from .modelview import MAX_TEXT, HeadArrays, ModelService, check_request, head_arrays, model_payload
 from .schema import BINARY_MEDIA_TYPE, Packer, TracePayload, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
@@ -209,6 +209,10 @@ class TraceGate:
         self.slots = asyncio.Semaphore(workers)
         self.limit = workers + queue
         self.pending = 0
+
+    def busy(self) -> bool:
+        """A trace sent now would wait for a slot, or be turned away."""
+        return self.slots.locked() or self.pending >= self.limit
 
     async def run(self, fn, *args):
         if self.pending >= self.limit:
@@ -423,6 +427,8 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             return gzip_fast(body) if gzip else body
 
         try:
+            if gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
+                await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
             answer = await gate.run(serialize)
         except ModelError as error:
             field = next((f for f in ("head", "layer", "query") if str(error).startswith(f)), "text")
@@ -459,6 +465,8 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     @app.post("/api/trace", response_model=TracePayload, responses=ERRORS | binary_answer)
     async def lab_trace(request: TraceRequest) -> Response:
+        if gate.busy():  # as on_model: bad settings are said now, not after the wait
+            await run_in_threadpool(lab_inputs, request)
         if request.encoding != "binary":
             return Response(await gate.run(lambda: json_bytes(lab_payload(request))), media_type="application/json")
         packer = Packer()
@@ -474,7 +482,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         # the same shape as every other error answer, saying what to send instead
         headers = getattr(error, "headers", None)
         if error.status_code == 400:
-            return problem(400, "body", "the body could not be read as JSON; send a JSON object, in UTF-8", headers)
+            return problem(400, "body", "the body could not be read as JSON; send a JSON object in plain UTF-8 (not compressed), its arrays nested at most a few hundred deep", headers)
         if error.status_code == 405:
             allowed = next((v for k, v in (headers or {}).items() if k.lower() == "allow"), "")
             asked = request.scope.get("asked_method", request.method)

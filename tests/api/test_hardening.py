@@ -19,6 +19,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from mha_explorer import server
+from mha_explorer.models import available_models
 from mha_explorer.server import create_app
 
 pytestmark = pytest.mark.api
@@ -94,40 +95,81 @@ def test_no_route_takes_a_path():
     assert refused.status_code == 422 and "choose one of" in refused.json()["detail"][0]["message"]
 
 
-def test_a_full_trace_queue_answers_503_with_retry_after(monkeypatch):
+@contextlib.contextmanager
+def one_slot_taken(monkeypatch, before=None):
+    """A server with one trace slot and no queue, that slot taken by a lab trace held until the
+    block ends (which then must succeed); yields the API's base URL. before(base) runs first."""
     release = threading.Event()
     started = threading.Event()
     real = server.lab_payload
 
-    def slow(request):
+    def slow(request, *args):
         started.set()
-        release.wait(10)
-        return real(request)
+        release.wait(20)
+        return real(request, *args)
 
     monkeypatch.setattr(server, "lab_payload", slow)
     port = free_port()
-    app = create_app(workers=1, queue=0)
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    uv = uvicorn.Server(uvicorn.Config(create_app(workers=1, queue=0), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     while not uv.started:
         time.sleep(0.02)
-    url = f"http://127.0.0.1:{port}/api/trace"
+    base = f"http://127.0.0.1:{port}/api/"
     first: dict = {}
-    worker = threading.Thread(target=lambda: first.setdefault("r", httpx.post(url, json=SMALL, timeout=20)))
-    worker.start()
+    worker = None
     try:
-        assert started.wait(10)
-        second = httpx.post(url, json=SMALL, timeout=10)
-        assert second.status_code == 503 and second.headers["retry-after"] == "1"
-        assert "try again" in second.json()["detail"][0]["message"]
-        assert httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200  # still serving
+        if before:
+            before(base)
+        worker = threading.Thread(target=lambda: first.setdefault("r", httpx.post(base + "trace", json=SMALL, timeout=30)))
+        worker.start()
+        assert started.wait(10)  # the one slot is taken
+        yield base
     finally:
         release.set()
-        worker.join(20)
+        if worker:
+            worker.join(30)
         uv.should_exit = True
         thread.join(10)
     assert first["r"].status_code == 200
+
+
+def test_a_full_trace_queue_answers_503_with_retry_after(monkeypatch):
+    with one_slot_taken(monkeypatch) as base:
+        second = httpx.post(base + "trace", json=SMALL, timeout=10)
+        assert second.status_code == 503 and second.headers["retry-after"] == "1"
+        assert "try again" in second.json()["detail"][0]["message"]
+        assert httpx.get(base + "health").status_code == 200  # still serving
+
+
+def load_minilm(base: str) -> None:
+    assert httpx.post(base + "models/minilm/load", timeout=60).status_code == 202
+    while httpx.get(base + "models/minilm", timeout=60).json()["state"] == "loading":
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif("minilm" not in {m.name for m in available_models() if m.installed}, reason="minilm is not installed: run make models")
+def test_a_request_the_trace_would_refuse_is_told_so_at_once_while_the_queue_is_full(monkeypatch):
+    """With every slot taken and none to wait in, a good request is asked to retry (503); one
+    with a head, layer, query or text a trace would refuse is told what to change (422) at
+    once, and would be while waiting, instead of after the wait or never."""
+    with one_slot_taken(monkeypatch, before=load_minilm) as base:
+        text = "Heads read from different tokens."
+        for route, body, field, said in [
+            ("model-trace", {"model": "minilm", "text": text, "layer": 0, "head": 12}, "head", "heads 0 to 11"),
+            ("model-head", {"model": "minilm", "text": text, "layer": 9, "head": 0}, "layer", "layers 0 to 5"),
+            ("model-trace", {"model": "minilm", "text": text, "layer": 0, "query": 40}, "query", "choose 0 to"),
+            ("model-trace", {"model": "minilm", "text": "word " * 600, "layer": 0}, "text", "shorten the text"),
+            ("trace", SMALL | {"query": 5}, "query", "query=5 is out of range"),
+            ("trace", {"config": {"d_model": 5, "n_heads": 2}, "tokens": ["a"]}, "config", "d_model"),
+        ]:
+            answer = httpx.post(base + route, json=body, timeout=10)
+            assert answer.status_code == 422, (route, body, answer.status_code, answer.text)
+            detail = answer.json()["detail"][0]
+            assert detail["field"] == field and said in detail["message"], (route, detail)
+        # a good request is asked to come back
+        good = httpx.post(base + "model-trace", json={"model": "minilm", "text": text, "layer": 0}, timeout=10)
+        assert good.status_code == 503 and good.headers["retry-after"] == "1"
 
 
 def test_serve_binds_loopback_and_stops_gracefully_on_sigterm():
@@ -263,3 +305,18 @@ def test_a_model_the_path_names_that_is_not_there_is_404_and_one_not_installed_i
     [problem] = refused.json()["detail"]
     assert problem["field"] == "model" and problem["message"].startswith("smollm2 is not installed; run: pip install")
     assert client.get("/api/models/smollm2").json()["state"] == "idle"  # nothing was started
+
+
+def test_a_body_that_cannot_be_read_as_json_says_the_ways_it_can_fail():
+    """Nested a thousand deep (deeper than a JSON reader follows), or gzip-compressed: a 400 that
+    names both, as well as UTF-8, so the sender knows what to change."""
+    import gzip
+
+    client = TestClient(create_app())
+    deep = '{"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a"], "x": ' + "[" * 1000 + "]" * 1000 + "}"
+    squeezed = gzip.compress(json.dumps(SMALL).encode())
+    for body, headers in [(deep.encode(), {}), (squeezed, {"content-encoding": "gzip"})]:
+        answer = client.post("/api/trace", content=body, headers={"content-type": "application/json", **headers})
+        assert answer.status_code == 400, answer.text
+        message = answer.json()["detail"][0]["message"]
+        assert "UTF-8" in message and "not compressed" in message and "nested at most a few hundred deep" in message, message

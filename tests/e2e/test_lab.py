@@ -1537,3 +1537,21 @@ def test_on_a_phone_a_grid_rows_label_is_level_with_its_cells(browser, server_ur
     for label, cell, height in middles:
         assert height >= 44 and abs(label - cell) <= 3, middles  # cells a finger tall, each label beside its cells' middle
     context.close()
+
+
+def test_a_labs_projections_keep_to_one_line_on_a_laptop(page, server_url):
+    """The lab's default (an 8-wide x, six tokens) at 1366 px: X × W = K is one line, its cells a
+    little closer than the teaching example's, which keeps its own spacing."""
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(server_url + "#mode=lab")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    one_line = """() => [...document.querySelectorAll('.stage .equation:not(details .equation)')].map((e) =>
+        e.getBoundingClientRect().height <= Math.max(...[...e.children].map((c) => c.getBoundingClientRect().height)) + 1)"""
+    assert page.evaluate(one_line) == [True, True, True]
+    assert page.locator(".stage .equation.many-columns:not(details .equation)").count() == 3
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('“like”')")
+    assert page.locator(".stage .equation:not(details .equation)").count() == 3
+    assert page.locator(".stage .equation.many-columns:not(details .equation)").count() == 0
+    padding = page.locator(".stage .equation table.matrix td").first.evaluate("(td) => getComputedStyle(td).paddingLeft")
+    assert padding == "6px" and page.evaluate(one_line) == [True, True, True]

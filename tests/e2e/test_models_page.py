@@ -949,6 +949,9 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     page.locator(".stage .num[data-src^='q:']").first.hover()
     calc = page.locator(".stage p.calc").inner_text()
     assert "+ … (the 5 largest of 384 products x[m]×W[m][0])" in calc and len(calc) < 200, calc
+    # and it is written right under q's equation, not below the K and V maps
+    order = page.locator(".stage p.calc").evaluate("(p) => [...p.parentElement.children].filter((e) => e === p || e.matches('.equation')).map((e) => (e === p ? 'calc' : 'equation'))")
+    assert order[:2] == ["equation", "calc"] and len(order) == 4, order
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
     assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows, one per key, each to be scaled by its weight: 9 × 32; use the arrow keys")

@@ -254,6 +254,10 @@ def test_the_total_tick_never_crosses_a_head_label(page, server_url, api):
                 seen += 1
                 assert not x - 1 <= row["tick"] <= x + width + 1, (token, row)
     assert seen >= 8  # most rows label their segments (milk's y[1] beside its tick)
+    # a screen reader hears what the chart is and where its numbers are: in the table before it
+    chart = page.locator(".stage svg.chart")
+    assert chart.get_attribute("aria-label").endswith("as stacked bars: the table above gives each one")
+    assert chart.evaluate("(c) => [...document.querySelectorAll('.stage table')].some((t) => t.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING && t.textContent.includes('head 1'))")
 
 
 def test_projection_cells_link_to_their_row_and_column(page, server_url, api):

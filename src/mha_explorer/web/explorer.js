@@ -50,7 +50,11 @@ function svg(tag, attrs, ...children) {
 // it, so that a line too narrow for all breaks before an operator, never after one.
 // terms: [operator, operand] pairs; a null one (a bias the layer lacks) is left out.
 function equation(first, ...terms) {
-  return h("div", { class: "equation" }, first, terms.filter(Boolean).map(([op, operand]) => h("span", { class: "term" }, h("span", { class: "op" }, op), operand)));
+  const eq = h("div", { class: "equation" }, first, terms.filter(Boolean).map(([op, operand]) => h("span", { class: "term" }, h("span", { class: "op" }, op), operand)));
+  // many columns in all (a lab's 8-wide x times W^K, and K): closer cells, so that a laptop's
+  // screen holds the equation on one line
+  if (eq.querySelectorAll("table.matrix thead th").length > 10) eq.classList.add("many-columns");
+  return eq;
 }
 
 // One query's concat on canvas (a real model's, too long to write out): one row per head.
@@ -1219,12 +1223,16 @@ function projections(view, query, head) {
     slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
     return equation;
   };
+  // the breakdown of a number pointed at comes right under its equation: under q's when K and V
+  // are maps (only q's numbers can be pointed at), else under all three
+  const kMaps = n * c.d_head > TABLE_LIMIT;
   return [
     h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, sharedKV(payload, head)),
     linked("q", "W_Q", [query], c.d_head),
+    kMaps ? calc : null,
     keysOrValues("k", "W_K", c.d_head),
     keysOrValues("v", "W_V", c.d_v),
-    calc,
+    kMaps ? null : calc,
     w.W_Q.slices ? null : packed(view, query), // a real model's payload holds one head's W^Q
   ];
 }
@@ -1813,7 +1821,7 @@ function contributionChart(contrib, y, head, bias) {
   const perLine = Math.floor((width - left) / 96);
   const legendLines = Math.ceil((parts.length + 1) / perLine);
   const height = d * rowH + 28 + 18 * legendLines;
-  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `Contributions of each head${bias ? " and of the bias" : ""} to each output component, as stacked bars` });
+  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `Contributions of each head${bias ? " and of the bias" : ""} to each output component, as stacked bars: the table above gives each one` });
   const defs = svg("defs", {});
   const hatch = uid("hatch"); // the patterns' ids, unique per chart: several charts can share a document
   for (let i = 0; i < nHeads; i++) {
