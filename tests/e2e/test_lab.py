@@ -428,7 +428,7 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "false"
 
 
-@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5"])  # 1e200: a number, too large to compute with
+@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5", "1,500", "-2,000,000"])  # 1e200: a number, too large to compute with
 def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed, artifacts):
     open_lab(page, server_url)
     good = page.locator('.edit-grid input[data-key="x:0,0"]')
@@ -444,6 +444,10 @@ def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed,
     assert message.inner_text()
     if typed == "1,5":  # a decimal comma: the message says how to write it
         assert message.inner_text() == "“1,5” has a decimal comma: write it with a point, 1.5."
+    if typed == "1,500":  # a thousands comma, or a decimal one
+        assert message.inner_text() == "“1,500” has a comma: write 1500, with no comma (or 1.500, if the comma is a decimal one)."
+    if typed == "-2,000,000":
+        assert message.inner_text() == "“-2,000,000” has a comma: write -2000000, with no comma."
     assert bad.get_attribute("aria-invalid") == "true"
     assert bad.input_value() == typed  # what the user typed stays in the cell
     assert good.input_value() == "0.5"  # other edits stay

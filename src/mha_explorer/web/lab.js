@@ -29,6 +29,12 @@ const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 function parseCell(text) {
   if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
   if (/^\s*[-+]?\d+,\d+\s*$/.test(text) && !/,\d{3}\s*$/.test(text)) return { error: `“${text.trim()}” has a decimal comma: write it with a point, ${text.trim().replace(",", ".")}.` };
+  // "1,500": a thousands comma, or a decimal one: both readings are said
+  if (/^\s*[-+]?\d{1,3}(,\d{3})+\s*$/.test(text)) {
+    const digits = text.trim().replaceAll(",", "");
+    const decimal = /^[-+]?\d+,\d{3}$/.test(text.trim()) ? ` (or ${text.trim().replace(",", ".")}, if the comma is a decimal one)` : "";
+    return { error: `“${text.trim()}” has a comma: write ${digits}, with no comma${decimal}.` };
+  }
   if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
