@@ -106,7 +106,7 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"[0-9]+", wanted.strip()) and int(wanted) < len(tokens):  # ASCII digits only: int("²") fails
         return int(wanted)
-    if not found and re.fullmatch(r"[0-9]+", wanted.strip()):  # a position past the last token
+    if not found and re.fullmatch(r"[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
         fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {', '.join(dict.fromkeys(labels))}")
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
@@ -180,7 +180,13 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
     "the middle word of the text)",
 )
 @click.option("--head", default=None, metavar="N", help="show only this head, numbered from 0 (default: every head)")
-@click.option("--stage", default=None, metavar="STAGE", help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}")
+@click.option(
+    "--stage",
+    default=None,
+    metavar="STAGE",
+    callback=lambda ctx, param, value: value if value is None else value.strip().lower(),  # WEIGHTS is weights, as LIKE is like
+    help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}",
+)
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
 @click.option(
     "--json",

@@ -47,9 +47,10 @@ class ModelService:
 
     def infos(self) -> list:
         """What the page may list: every named model, then the local checkpoints."""
-        from .models.registry import available_models, local_info
+        from .models.registry import available_models, local_info, local_titles
 
-        return available_models() + [local_info(name, path) for name, path in self.local.items()]
+        titles = local_titles(self.local)
+        return available_models() + [local_info(name, path, titles[name]) for name, path in self.local.items()]
 
     def state(self, name: str) -> dict:
         return self.snapshot(name)[0]
@@ -100,9 +101,9 @@ class ModelService:
 
         try:
             if name in self.local:
-                from .models.registry import open_checkpoint
+                from .models.registry import local_titles, open_checkpoint
 
-                model = open_checkpoint(self.local[name], progress, name=name)
+                model = open_checkpoint(self.local[name], progress, name=name, title=local_titles(self.local)[name])
             else:
                 from .models import load_model
 

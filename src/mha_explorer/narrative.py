@@ -298,13 +298,13 @@ def _windowed_mask(stage: PageStage, config: AttentionConfig) -> PageStage:
         latex = r"s_{i,j} \leftarrow -\infty \ \text{ for } j > t \text{ or } j \le t - " + str(w)
         text = (
             f"This layer looks back through a sliding window: a query at position t sees itself and at most the {w - 1} "
-            "tokens before it. Later keys, and keys further back than the window, get minus infinity, "
+            f"token{'' if w == 2 else 's'} before it. Later keys, and keys further back than the window, get minus infinity, "
             "so their weights after the softmax are exactly zero."
         )
     else:
         latex = r"s_{i,j} \leftarrow -\infty \ \text{ for } j \le t - " + str(w)
         text = (
-            f"This layer uses a sliding window: keys j more than {w - 1} positions before the query's position t get "
+            f"This layer uses a sliding window: keys j more than {w - 1} position{'' if w == 2 else 's'} before the query's position t get "
             "minus infinity, so their weights after the softmax are exactly zero."
         )
     return replace(stage, latex=latex, explanation=text)

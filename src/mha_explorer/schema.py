@@ -16,7 +16,7 @@ from pydantic_core import PydanticCustomError
 from .config import AttentionConfig
 from .costs import costs
 from .narrative import mathml, notes, page_stages
-from .trace import STAGES, Trace, hidden_keys, trace
+from .trace import STAGES, Trace, hidden_keys, recorded_stages, trace
 from .weights import AttentionWeights
 
 SCHEMA_VERSION = 1
@@ -278,7 +278,7 @@ def trace_payload(
         tokens=list(tokens),
         query=query,
         kv_group=list(config.kv_group),
-        stage_table=[StageModel(**asdict(s)) for s in STAGES if s.name in t.stages],
+        stage_table=[StageModel(**asdict(s)) for s in recorded_stages(t)],
         stages={name: encode(name, a) for name, a in t.stages.items() if name not in derived},
         derived=[name for name in t.stages if name in derived],
         weights={name: encode(name, a) for name, a in weights.arrays().items()},

@@ -10,7 +10,7 @@ Shapes use these letters:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -119,6 +119,16 @@ class Trace:
         return f"Trace({self.config!r}, n={self.n}, stages: {shapes})"
 
 
+
+# The term a layer with biases adds to a stage (its formula above is the layer's without them)
+BIAS_TERMS = {"q": r" + b_i^Q", "k": r" + b_g^K", "v": r" + b_g^V", "output": r" + b^O"}
+
+
+def recorded_stages(t: "Trace") -> list[Stage]:
+    """The stages t recorded, in order, their formulas with the biases its layer adds."""
+    bias = t.config.bias
+    return [replace(s, formula=s.formula + BIAS_TERMS[s.name]) if bias and s.name in BIAS_TERMS else s for s in STAGES if s.name in t.stages]
+
 def trace(
     x: np.ndarray, weights: AttentionWeights, config: AttentionConfig, positions: np.ndarray | None = None
 ) -> Trace:
@@ -139,7 +149,10 @@ def attention(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig)
 def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, record: bool) -> dict[str, np.ndarray]:
     """Check that x, the positions and the weights fit the config, then attend, on every core
     when the layer is big enough."""
+    given = x
     x = as_array("x", x)
+    if record and np.may_share_memory(x, given):  # a trace's X is its own: the caller's array, changed later, would change it alone
+        x = x.copy()
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")
     if x.shape[0] < 1:

@@ -205,6 +205,8 @@ def test_a_local_checkpoint_that_cannot_be_served_is_refused_before_the_server_s
 
     missing = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "no such file or directory" in missing.output and "Traceback" not in missing.output
+    named = CliRunner().invoke(main, ["serve", "--model", "minilm"])  # a named model is on the page already
+    assert named.exit_code == 2 and "minilm is offered already, as every named model is; --model adds a local checkpoint: give its path" in named.output
     pickled = tmp_path / "weights.bin"
     pickled.write_bytes(b"\x80\x04\x95" + b"\0" * 32)
     refused = CliRunner().invoke(main, ["serve", "--model", str(pickled)])

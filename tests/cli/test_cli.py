@@ -250,6 +250,8 @@ def test_a_query_position_past_the_text_says_the_range():
     result = run("--query", "14")
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip() == "error: --query 14 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
+    before = run("--query", "-1")  # before the first: out of range too, not an unknown token
+    assert before.exit_code == 2 and before.stderr.strip().startswith("error: --query -1 is out of range: the text has 4 tokens, at positions 0 to 3")
 
 
 def test_head_option_shows_only_that_head():
@@ -264,6 +266,7 @@ def test_head_option_shows_only_that_head():
 def test_stage_option_shows_only_that_stage(stage):
     out = ok("--stage", stage)
     assert titles(out) == [TITLES[STAGE_IDS.index(stage)]]
+    assert ok("--stage", stage.upper()) == out  # in any case, as --query takes LIKE for like
 
 
 def test_causal_adds_the_mask_stage_and_masks_later_keys():

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from mha_explorer.models import CheckpointError, registry
-from mha_explorer.models.registry import _ticking, local_models
+from mha_explorer.models.registry import _ticking, local_models, local_titles
+from mha_explorer.modelview import ModelService
 
 
 def test_a_long_step_is_said_again_with_the_time_so_far():
@@ -30,6 +31,24 @@ def test_local_names_stay_within_what_a_request_allows(tmp_path):
     names = list(local_models([str(f) for f in folders]))
     assert len(set(names)) == 3 and all(len(name) <= 64 for name in names), names
     assert names[1].endswith("-2") and names[2].endswith("-3")
+
+
+def test_local_checkpoints_of_the_same_name_are_told_apart_in_the_menu(tmp_path):
+    """Two folders named my-checkpoint are listed as a/my-checkpoint and b/my-checkpoint (with the
+    short names my-checkpoint and my-checkpoint-2); a name no other shares stays as it is."""
+    folders = [tmp_path / "a" / "my-checkpoint", tmp_path / "b" / "my-checkpoint", tmp_path / "b" / "other"]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    local = local_models([str(f) for f in folders])
+    assert local_titles(local) == {"my-checkpoint": "a/my-checkpoint", "my-checkpoint-2": "b/my-checkpoint", "other": "other"}
+    service = ModelService(local=local)
+    listed = [(m.name, m.title) for m in service.infos() if m.family == "local"]
+    assert listed == [("my-checkpoint", "a/my-checkpoint"), ("my-checkpoint-2", "b/my-checkpoint"), ("other", "other")]
+    # sharing their parent's name too, they are given whole
+    deeper = [tmp_path / "x" / "a" / "m", tmp_path / "y" / "a" / "m"]
+    for folder in deeper:
+        folder.mkdir(parents=True)
+    assert sorted(local_titles(local_models([str(f) for f in deeper])).values()) == [str(f) for f in deeper]
 
 
 @pytest.mark.parametrize("case", ["right", "checksum differs", "a part fails to read"])

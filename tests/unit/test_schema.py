@@ -101,6 +101,19 @@ def test_payload_describes_the_trace():
     assert {n.id for n in p.notes} >= {"visibility", "roles", "evidence", "cost", "mqa"}
 
 
+def test_the_stage_table_of_a_layer_with_biases_adds_them():
+    """A layer with biases (MiniLM's kind) says so in its formulas, as its page stages do; one
+    without says none."""
+    config = AttentionConfig(d_model=4, n_heads=2, bias=True)
+    w = AttentionWeights.random(config, seed=0)
+    t = trace(np.random.default_rng(0).standard_normal((3, 4)), w, config)
+    table = {s.name: s.formula for s in trace_payload(t, ["a", "b", "c"], w).stage_table}
+    assert table["q"] == r"Q_i = X W_i^Q + b_i^Q" and table["v"] == r"V_g = X W_g^V + b_g^V"
+    assert table["output"] == r"Y = \mathrm{concat}\, W^O + b^O" and table["weights"] == next(s.formula for s in STAGES if s.name == "weights")
+    t0, tokens, w0 = teaching()
+    assert not any("b" in s.formula.replace(r"\mathrm", "") for s in trace_payload(t0, tokens, w0).stage_table if s.name in ("q", "k", "v", "output"))
+
+
 def test_non_causal_payload_has_no_mask_stage():
     t, tokens, w = teaching()
     p = trace_payload(t, tokens, w)

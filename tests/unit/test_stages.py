@@ -91,3 +91,15 @@ def test_kv_group_of_the_trace_is_the_configs(config):
     t = run(config, n=3)
     assert t.kv_group.tolist() == list(config.kv_group)
     assert t.config is config
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_window_of_two_is_said_in_the_singular(causal):
+    """A window of 2 keeps one key before the query: "the 1 token", "more than 1 position"."""
+    from mha_explorer.narrative import page_stages
+
+    def said(w):
+        return next(s.explanation for s in page_stages(AttentionConfig(d_model=4, n_heads=2, causal=causal, sliding_window=w)) if s.id == "mask")
+
+    assert ("at most the 1 token before it" if causal else "more than 1 position before") in said(2)
+    assert ("at most the 3 tokens before it" if causal else "more than 3 positions before") in said(4)

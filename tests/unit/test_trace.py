@@ -60,6 +60,20 @@ def test_trace_does_not_change_its_inputs():
         np.testing.assert_array_equal(a, before[1][k])
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_trace_keeps_its_own_x_whatever_the_caller_does_to_theirs_after(dtype):
+    """x reused in a notebook (x *= 2) after its trace leaves the trace as it was: its X still
+    the one its q, k, v and output came from."""
+    config = AttentionConfig(d_model=8, n_heads=2)
+    w = AttentionWeights.random(config, seed=2).astype(dtype)
+    x = np.random.default_rng(2).standard_normal((3, 8)).astype(dtype)
+    t = trace(x, w, config)
+    kept = t["x"].copy()
+    x *= 2
+    np.testing.assert_array_equal(t["x"], kept)
+    np.testing.assert_allclose(t["q"], np.einsum("nd,hde->hne", kept, w.W_Q), rtol=1e-5)
+
+
 def test_same_input_same_trace():
     config = AttentionConfig(d_model=6, n_heads=3, causal=True)
     w = AttentionWeights.random(config, seed=5)

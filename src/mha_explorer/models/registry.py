@@ -142,6 +142,8 @@ def local_models(paths: list[str]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for given in paths:
         path = Path(given).expanduser()
+        if not path.exists() and given in NAMES:
+            raise ModelError(f"{given} is offered already, as every named model is; --model adds a local checkpoint: give its path ({SUPPORTED})")
         if not path.exists():
             raise ModelError(f"no such file or directory: {given}; give the path of a local checkpoint ({SUPPORTED})")
         if path.is_file() and is_pickle(path):
@@ -168,11 +170,26 @@ def not_a_checkpoint(path: Path) -> CheckpointError:
     return CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
 
 
-def local_info(name: str, path: Path) -> ModelInfo:
+def local_titles(local: dict[str, Path]) -> dict[str, str]:
+    """The title of each local checkpoint (short name -> path) as the menu lists it: its file or
+    directory name, with its parent's (b/my-checkpoint) where two share a name, its whole path
+    where they share both."""
+    def titles(of) -> list[str]:
+        return [of(path) for path in local.values()]
+
+    plain = titles(lambda path: path.name)
+    parent = titles(lambda path: f"{path.parent.name}/{path.name}")
+    return {
+        name: short if plain.count(short) == 1 else longer if parent.count(longer) == 1 else str(path)
+        for (name, path), short, longer in zip(local.items(), plain, parent)
+    }
+
+
+def local_info(name: str, path: Path, title: str | None = None) -> ModelInfo:
     kind = "GGUF file" if path.is_file() else "Hugging Face directory"
     return ModelInfo(
         name=name,
-        title=path.name,
+        title=title or path.name,
         family="local",
         package="local checkpoint",
         install="",
@@ -385,7 +402,7 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
         raise CheckpointError(f"{path.name}'s metadata gives an attention layer that cannot be built: {e}") from None
     progress(0.87, "building the tokenizer from the GGUF vocabulary")
     tokenizer = tokenize.from_gguf(gguf)
-    return LoadedModel(name or str(path), title or gguf.value("general.name", path.stem), str(path), arch, tokenizer, origin, gguf.storage())
+    return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, gguf.storage())
 
 
 def _load_named(spec: ModelSpec, progress: Progress) -> LoadedModel:
