@@ -11,7 +11,7 @@ import zlib
 from importlib.resources import files
 from typing import Literal
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -225,9 +225,25 @@ class TraceGate:
             self.pending -= 1
 
 
+def known_parameters(request: Request) -> None:
+    """A parameter of an API address the route does not take is refused, not ignored: a POST
+    sent with ?encoding=binary would otherwise get JSON, with no word of why."""
+    if not request.url.path.startswith("/api/") or request.url.path == "/api/health":  # the page and a probe take whatever is added (?utm=…)
+        return
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    known = {p.alias for p in dependant.query_params} if dependant else set()
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        fix = "send it as a field of the JSON body" if request.method == "POST" else "remove it"
+        takes = f" (it takes {', '.join(sorted(known))})" if known else ""
+        raise LabError(f"url.{unknown[0]}", f"{shown_json(unknown[0])} is not a parameter of this address{takes}; {fix}")
+
+
 def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     """One pydantic error as {field, message}: where it is and what to change."""
     path = [p for p in error["loc"] if p != "body"]
+    if error["loc"][:1] == ("query",):  # a parameter of the address (?encoding=): not the body's "query" field
+        path = ["url", *path[1:]]
     ctx = error.get("ctx") or {}
     given = error.get("input")
     shown = shown_json(given)
@@ -362,7 +378,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     loopback address answers for LOOPBACK_NAMES, and the names `serve --allow-host` adds."""
     # no /docs or /redoc: their pages load scripts from a CDN, which the page's own CSP (and no
     # internet) would block; the schema itself is at /openapi.json
-    app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None)
+    app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None, dependencies=[Depends(known_parameters)])
     example = teaching_payload()  # computed once: the example never changes
     gate = app.state.gate = TraceGate(workers, queue)  # pending: traces running or waiting
     service = models or ModelService()

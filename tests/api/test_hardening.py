@@ -320,3 +320,19 @@ def test_a_body_that_cannot_be_read_as_json_says_the_ways_it_can_fail():
         assert answer.status_code == 400, answer.text
         message = answer.json()["detail"][0]["message"]
         assert "UTF-8" in message and "not compressed" in message and "nested at most a few hundred deep" in message, message
+
+
+def test_a_parameter_of_the_address_no_route_takes_is_refused_not_ignored():
+    """?encoding=binary on a POST (whose encoding goes in the body) would answer JSON with no word
+    of why: it is a 422 that says where the field goes. A GET is told what it takes; the page
+    and the health probe take whatever a link or a monitor adds."""
+    client = TestClient(create_app())
+    answer = client.post("/api/trace?encoding=binary", json=SMALL)
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0] == {"field": "url.encoding", "message": '"encoding" is not a parameter of this address; send it as a field of the JSON body'}
+    typo = client.get("/api/example?encodin=base64").json()["detail"][0]
+    assert typo == {"field": "url.encodin", "message": '"encodin" is not a parameter of this address (it takes encoding); remove it'}
+    # the address's own parameter, wrong, is named as the address's (not the body's "query" field)
+    assert client.get("/api/example?encoding=binary").json()["detail"][0]["field"] == "url.encoding"
+    assert client.get("/api/example?encoding=base64").status_code == 200
+    assert client.get("/?utm_source=mail").status_code == 200 and client.get("/api/health?t=1").status_code == 200
