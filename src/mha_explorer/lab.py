@@ -120,5 +120,5 @@ def _array(field: str, values) -> np.ndarray:
     except (ValueError, TypeError):
         raise LabError(field, "must be a rectangular array of numbers (every row the same length)") from None
     if not np.isfinite(a).all():
-        raise LabError(field, "every value must be a finite number: no NaN or infinity")
+        raise LabError(field, "every value must be a finite number: no NaN, and none past the largest float64 (about 1.8e308, beyond which JSON's numbers read as infinite)")
     return a

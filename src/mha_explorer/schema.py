@@ -339,9 +339,12 @@ def numbers_only(values: list, where: str = "") -> list:
         elif isinstance(value, int) and abs(value) > FLOAT64_MAX:  # a whole number past float64: no float, no isfinite
             message = "entry {at} is a whole number of about {digits} digits, past the largest float64 (about 1.8e308); send a smaller one"
             raise PydanticCustomError("too_large", message, {"at": at, "digits": int(value.bit_length() * math.log10(2)) + 1})
-        elif not math.isfinite(value):
-            message = "entry {at} is {given}: every value must be a finite number, no NaN or infinity"
-            raise PydanticCustomError("not_finite", message, {"at": at, "given": value})
+        elif math.isnan(value):
+            message = "entry {at} is NaN: every value must be a finite number"
+            raise PydanticCustomError("not_finite", message, {"at": at})
+        elif not math.isfinite(value):  # 1e400 (or Infinity) in the JSON: past float64, read as infinite
+            message = "entry {at} is past the largest float64 (about 1.8e308), so it reads as infinite; send a smaller one"
+            raise PydanticCustomError("not_finite", message, {"at": at})
     return values
 
 

@@ -299,3 +299,21 @@ def test_a_binary_request_that_is_wrong_still_gets_a_json_422(client):
     answer = client.post("/api/trace", json={"config": {"d_model": 4, "n_heads": 3}, "tokens": ["a"], "encoding": "binary"})
     assert answer.status_code == 422 and answer.headers["content-type"] == "application/json"
     assert answer.json()["detail"][0]["field"] == "config" and "n_heads=3" in answer.json()["detail"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "entry, said",
+    [
+        ("1e400", "entry [0][0][0] is past the largest float64 (about 1.8e308), so it reads as infinite; send a smaller one"),
+        ("-Infinity", "entry [0][0][0] is past the largest float64 (about 1.8e308), so it reads as infinite; send a smaller one"),
+        ("NaN", "entry [0][0][0] is NaN: every value must be a finite number"),
+    ],
+)
+def test_a_weight_past_float64_is_said_in_the_numbers_sent(client, entry, said):
+    """1e400 in the JSON is read as infinity: the message speaks of the number sent, not of "inf"."""
+    rows = "[[" + entry + ", 0], [0, 0], [0, 0], [0, 0]], [[0, 0], [0, 0], [0, 0], [0, 0]]"
+    body = '{"config": {"d_model": 4, "n_heads": 2}, "tokens": ["a"], "weights": {"W_Q": [' + rows + "]}}"
+    answer = client.post("/api/trace", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422
+    detail = answer.json()["detail"][0]
+    assert detail["field"] == "weights.W_Q" and detail["message"] == said
