@@ -163,8 +163,8 @@ class Guard:
             await self.app(scope, replay, send_with_headers)
         except BodyTooLarge:
             if not state["sent"]:
-                if scope["path"].startswith("/api/model-"):  # what a real model is sent: a text
-                    field, message = "text", f"the text is longer than the server reads (over {self.max_body:,} bytes); give at most {MAX_TEXT:,} characters"
+                if scope["path"].startswith("/api/model-"):  # what a real model is sent: a text (and a few numbers)
+                    field, message = "text", f"the request is larger than the server reads (over {self.max_body:,} bytes); a model's text may be at most {MAX_TEXT:,} characters"
                 else:
                     field, message = "body", f"the request body is over the limit of {self.max_body:,} bytes; send less (for the lab: a seed and the edited values, not whole arrays)"
                 await problem(413, field, message)(scope, receive, send_with_headers)

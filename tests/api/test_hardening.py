@@ -47,7 +47,7 @@ def test_a_model_text_over_the_limit_is_refused_as_a_text_with_the_character_lim
     response = client.post("/api/model-trace", json={"model": "minilm", "text": "a " * 2_000, "layer": 0})
     assert response.status_code == 413
     detail = response.json()["detail"][0]
-    assert detail["field"] == "text" and "give at most 16,000 characters" in detail["message"] and "lab" not in detail["message"]
+    assert detail["field"] == "text" and "a model's text may be at most 16,000 characters" in detail["message"] and "lab" not in detail["message"]
 
 
 def test_a_streamed_body_without_length_is_cut_at_the_limit():
