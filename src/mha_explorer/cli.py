@@ -22,7 +22,7 @@ from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
-from .modelview import STATIC_MAX_TOKENS, named_positions, token_label, token_labels
+from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, named_positions, token_label, token_labels
 from .walkthrough import ASCII_SIGNS, render
 
 
@@ -164,7 +164,6 @@ def main(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-DEFAULT_TEXT = "The cat sat on the mat because it was warm."
 
 
 @main.command("trace")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
 OVERVIEW_CELLS = 64  # at most this many cells per axis in a head's overview
+DEFAULT_TEXT = "The cat sat on the mat because it was warm."  # a model's text when none is given (the CLI, a notebook)
 MAX_TEXT = 16_000  # characters: room for the models' 1,024 tokens of any text (about 4 characters a token in English)
 # A static copy (export-site --model) holds each layer whole, every head, as it has no server to ask
 # for another: its size grows with heads x tokens^2, so its text is kept short.

@@ -197,6 +197,9 @@ def test_from_model_traces_a_real_layer(minilm):
     finally:
         del model.run
     assert runs == []
+    # with no text, the one the CLI takes: a layer to look at in one call, as in the terminal
+    plain = Explorer.from_model(minilm)
+    assert plain.text == "The cat sat on the mat because it was warm." and plain.layer == 0
 
 
 def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minilm):
