@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import anywidget
@@ -320,9 +321,11 @@ class Explorer(anywidget.AnyWidget):
         choices = ", ".join(f"{i} {t!r}" for i, t in enumerate(labels))
         if isinstance(value, str):
             index = _find_token(self.payload, value)
-            if index is None:
+            if index is not None:
+                return index
+            if not re.fullmatch(r"[0-9]+", value.strip()):
                 raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, \"the@4\" for the one at position 4, or an index)")
-            return index
+            value = int(value)  # "2", no token "2": position 2, as the CLI's --query takes it
         if not _is_index(value):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
         if not 0 <= value < len(tokens):

@@ -281,6 +281,10 @@ def test_query_takes_a_token_or_an_index_and_stores_the_index():
     w.query = np.int64(2)
     assert w.query == 2 and type(w.query) is int
     assert w.get_state("query") == {"query": 2}
+    w.query = "1"  # a number that is no token is a position, as the CLI's --query takes it
+    assert w.query == 1 and w.query_token == "like"
+    with pytest.raises(traitlets.TraitError, match="query 4 is out of range"):
+        w.query = "4"
 
 
 @pytest.mark.parametrize(
