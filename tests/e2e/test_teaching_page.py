@@ -450,6 +450,15 @@ def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, a
 def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url, artifacts):
     page.set_viewport_size({"width": 390, "height": 844})
     open_page(page, server_url)
+    # the first screen reaches the stage: query and head menus side by side, a line per stage tab
+    boxes = page.evaluate("""() => ['Query token', 'Inspect head', 'Calculation stage'].map((label) =>
+        [...document.querySelectorAll('.controls select')].find((s) => s.labels[0].textContent === label).getBoundingClientRect())
+        .map((r) => [Math.round(r.top), Math.round(r.left), Math.round(r.right)])""")
+    (query_top, _, query_right), (head_top, head_left, _), (stage_top, _, _) = boxes
+    assert query_top == head_top and query_right < head_left and stage_top > head_top, boxes
+    assert page.locator(".stage h2").evaluate("(h) => h.getBoundingClientRect().bottom") < 700
+    tabs = page.locator(".steps button").evaluate_all("(bs) => bs.map((b) => b.getBoundingClientRect().height)")
+    assert max(tabs) < 50, tabs  # one line each, however long the title ("5 Concatenation")
     for title in STAGES:
         select(page, "Calculation stage", title)
         wide = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .figure, .mha-explorer .stage, .mha-explorer .outputs')]
