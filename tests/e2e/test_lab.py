@@ -428,7 +428,7 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "false"
 
 
-@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5", "1,500", "-2,000,000"])  # 1e200: a number, too large to compute with
+@pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5", "1,500", "-2,000,000", "0,125", "1234,567"])  # 1e200: a number, too large to compute with
 def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed, artifacts):
     open_lab(page, server_url)
     good = page.locator('.edit-grid input[data-key="x:0,0"]')
@@ -448,6 +448,8 @@ def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed,
         assert message.inner_text() == "“1,500” has a comma: write 1500, with no comma (or 1.500, if the comma is a decimal one)."
     if typed == "-2,000,000":
         assert message.inner_text() == "“-2,000,000” has a comma: write -2000000, with no comma."
+    if typed in ("0,125", "1234,567"):  # no thousands comma could be meant: a decimal one
+        assert message.inner_text() == f"“{typed}” has a decimal comma: write it with a point, {typed.replace(',', '.')}."
     assert bad.get_attribute("aria-invalid") == "true"
     assert bad.input_value() == typed  # what the user typed stays in the cell
     assert good.input_value() == "0.5"  # other edits stay
@@ -1556,6 +1558,24 @@ def test_a_labs_projections_keep_to_one_line_on_a_laptop(page, server_url):
     page.get_by_role("button", name="Teaching example").click()
     page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('“like”')")
     assert page.locator(".stage .equation:not(details .equation)").count() == 3
-    assert page.locator(".stage .equation.many-columns:not(details .equation)").count() == 0
+    assert page.locator(".stage .equation.many-columns").count() == 0  # its packed view too
     padding = page.locator(".stage .equation table.matrix td").first.evaluate("(td) => getComputedStyle(td).paddingLeft")
     assert padding == "6px" and page.evaluate(one_line) == [True, True, True]
+
+
+def test_the_breakdown_of_a_projection_sits_under_the_numbers_that_can_be_pointed_at(page, server_url):
+    """Twelve tokens with d_head 16 and d_v 2: K is a map (no numbers), V a table. The breakdown of a
+    number pointed at stays below V, and the hint names q and V only; with V a map too, it sits
+    under q and names q alone."""
+    tokens = "+".join(f"t{i}" for i in range(12))
+    page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=16&d_v=2&tokens={tokens}&stage=projections")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    order = "(p) => [...p.parentElement.children].filter((e) => e === p || e.matches('.equation')).map((e) => (e === p ? 'calc' : 'equation'))"
+    calc = page.locator(".stage .figure p.calc")
+    assert calc.evaluate(order) == ["equation", "equation", "equation", "calc"]
+    assert calc.inner_text() == "Point at a number of q or V to see the row of X and the column of W that made it."
+    page.locator(".stage .num[data-src^='v:']").first.hover()
+    assert calc.inner_text().startswith("v[t0][0] = ")
+    page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=16&d_v=16&tokens={tokens}&stage=projections")
+    page.wait_for_function("() => document.querySelector('.stage .figure p.calc')?.textContent.startsWith('Point at a number of q to')")
+    assert calc.evaluate(order) == ["equation", "calc", "equation", "equation"]

@@ -398,6 +398,42 @@ def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_u
         page.get_by_label("Calculation stage").select_option(label=title)
         drawn = page.locator(".stage canvas.heatmap").evaluate_all("(cs) => cs.map(window.drawn)")
         assert drawn and all(drawn), (title, drawn)
+    # on paper the list of every head's output is whole (it scrolls on screen), without the note that says so
+    page.emulate_media(media="print")
+    listed = page.locator(".outputs .head-list").evaluate("(l) => [getComputedStyle(l).maxHeight, l.scrollHeight <= l.clientHeight + 1, l.querySelectorAll('.head-output').length]")
+    assert listed == ["none", True, 12], listed
+    assert page.locator(".outputs .list-note").evaluate("(p) => getComputedStyle(p).display") == "none"
+    page.emulate_media(media="screen")
+
+
+@needs("minilm")
+def test_print_all_stages_waits_for_a_head_on_its_way_and_is_offered_only_with_stages_to_print(page, server_url):
+    """Pressed while the head picked is still coming, the print waits for it (not a page that says
+    "Loading head 3…"); before a first trace, Real model mode has no stages, and no button."""
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    expect(page.get_by_role("button", name="Print all stages")).to_be_visible()
+    page.get_by_role("button", name="Real model").click()
+    expect(page.get_by_role("button", name="Print all stages")).to_be_hidden()
+    text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3
+    trace_model(page, server_url, "minilm", text, 2)
+    expect(page.get_by_role("button", name="Print all stages")).to_be_visible()
+    page.evaluate(PRINT_MAPS)
+    page.evaluate("""() => {
+      const real = window.fetch;
+      window.fetch = async (url, ...rest) => {
+        if (String(url).endsWith("api/model-head")) await new Promise((done) => setTimeout(done, 800));
+        return real(url, ...rest);
+      };
+    }""")
+    page.get_by_label("Inspect head").select_option("3")
+    expect(page.locator(".stage .loading-head")).to_have_text("Loading head 3…")
+    page.get_by_role("button", name="Print all stages").click()
+    assert page.evaluate("window.printed") is None  # not yet: the head is on its way
+    page.wait_for_function("() => window.printed", timeout=10_000)
+    printed = page.evaluate("window.printed")
+    assert len(printed["stages"]) >= 6 and all("head 3" in s["title"] or "head 3 inspected" in s["title"] for s in printed["stages"]), printed["stages"]
+    assert all(s["maps"] == [True] * s["figures"] for s in printed["stages"])
 
 
 # marks the stage's formula and its K and V equations (Projections), as JavaScript properties

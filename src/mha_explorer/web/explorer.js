@@ -51,9 +51,9 @@ function svg(tag, attrs, ...children) {
 // terms: [operator, operand] pairs; a null one (a bias the layer lacks) is left out.
 function equation(first, ...terms) {
   const eq = h("div", { class: "equation" }, first, terms.filter(Boolean).map(([op, operand]) => h("span", { class: "term" }, h("span", { class: "op" }, op), operand)));
-  // many columns in all (a lab's 8-wide x times W^K, and K): closer cells, so that a laptop's
-  // screen holds the equation on one line
-  if (eq.querySelectorAll("table.matrix thead th").length > 10) eq.classList.add("many-columns");
+  // a wide first matrix (a lab's 8-wide X) and its product: closer cells, so that more of such
+  // equations keep to one line on a laptop's screen (the teaching example's 4-wide X keeps its spacing)
+  if ((first.matches?.("table.matrix") ? first.querySelectorAll("thead th").length : 0) > 6) eq.classList.add("many-columns");
   return eq;
 }
 
@@ -568,7 +568,13 @@ function render({ model, el, otherConfigs, printAll = null }) {
   };
   window.addEventListener("beforeprint", beforePrint);
   window.addEventListener("afterprint", afterPrint);
+  let printWhenHere = null; // the head on its way when Print all stages was pressed
   const printEveryStage = () => {
+    const { head } = placeOf(view);
+    if (!view.t.q.has(head)) {
+      printWhenHere = head; // printed once it is drawn (update), not as "Loading head…"
+      return;
+    }
     everyStage = true;
     try {
       window.print(); // the dialog holds the page until it closes
@@ -581,7 +587,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
 
   function addStages() {
     const place = placeOf(view);
-    if (!view.t.q.has(place.head)) return; // the head is still on its way: the page prints what it shows
+    if (!view.t.q.has(place.head)) return; // the head is still on its way (Ctrl+P): the page prints what it shows
     const at = view.stageIds.indexOf(place.stage);
     const sections = view.stageIds.map((stage) => {
       if (stage === place.stage) return null;
@@ -958,6 +964,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
       }
     }
     wentOn = false;
+    if (printWhenHere !== null && (printWhenHere !== head || !loading)) {
+      if (printWhenHere === head) setTimeout(printEveryStage); // after this view is painted
+      printWhenHere = null; // (another head picked meanwhile: no print)
+    }
     if (outputs.firstChild !== outputNodes[0]) {
       outputs.replaceChildren(...outputNodes);
       showInspected();
@@ -1131,9 +1141,11 @@ function projections(view, query, head) {
   const { payload, t, w } = view;
   const c = payload.config;
   const g = payload.kv_group[head];
+  // K or V drawn as a map (a long text) has no numbers to point at: the hint names those that do
   const n = payload.tokens.length;
-  // a real model's K and V are maps (no numbers to point at): only q's are
-  const calc = h("p", { class: "calc", "aria-live": "off" }, c.d_model <= 16 ? "Point at a number of q, K or V to see the row of X and the column of W that made it." : "Point at a number of q to see the largest products of x and the column of W that made it.");
+  const pointable = ["q", n * c.d_head <= TABLE_LIMIT && "K", n * c.d_v <= TABLE_LIMIT && "V"].filter(Boolean);
+  const which = pointable.length === 1 ? "q" : `${pointable.slice(0, -1).join(", ")} or ${pointable.at(-1)}`;
+  const calc = h("p", { class: "calc", "aria-live": "off" }, c.d_model <= 16 ? `Point at a number of ${which} to see the row of X and the column of W that made it.` : `Point at a number of ${which} to see the largest products of x and the column of W that made it.`);
   const links = [];
   const lit = []; // the cells lit for the number pointed at last, in any of the three equations
 
@@ -1223,16 +1235,16 @@ function projections(view, query, head) {
     slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
     return equation;
   };
-  // the breakdown of a number pointed at comes right under its equation: under q's when K and V
-  // are maps (only q's numbers can be pointed at), else under all three
-  const kMaps = n * c.d_head > TABLE_LIMIT;
+  // the breakdown of a number pointed at comes right under its equation: under q's when only q's
+  // numbers can be pointed at, else under all three
+  const onlyQ = pointable.length === 1;
   return [
     h("p", { class: "lead" }, `Head ${head} projects the full ${c.d_model}-wide input.`, sharedKV(payload, head)),
     linked("q", "W_Q", [query], c.d_head),
-    kMaps ? calc : null,
+    onlyQ ? calc : null,
     keysOrValues("k", "W_K", c.d_head),
     keysOrValues("v", "W_V", c.d_v),
-    kMaps ? null : calc,
+    onlyQ ? null : calc,
     w.W_Q.slices ? null : packed(view, query), // a real model's payload holds one head's W^Q
   ];
 }
@@ -2651,7 +2663,7 @@ function headOutputs(view, query, head) {
         ),
       ),
     ),
-    many ? h("p", { class: "hint list-note" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
+    many ? h("p", { class: "hint list-note screen-only" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
     h("p", { class: "hint" }, configLine(payload.config)),
   ].filter(Boolean);

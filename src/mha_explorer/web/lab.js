@@ -27,19 +27,19 @@ const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 
 // Parse one cell as the user typed it: a finite number, or a message saying what to type.
 function parseCell(text) {
-  if (text.trim() === "") return { error: "Empty: type a number such as 0.5." };
-  if (/^\s*[-+]?\d+,\d+\s*$/.test(text) && !/,\d{3}\s*$/.test(text)) return { error: `“${text.trim()}” has a decimal comma: write it with a point, ${text.trim().replace(",", ".")}.` };
-  // "1,500": a thousands comma, or a decimal one: both readings are said
-  if (/^\s*[-+]?\d{1,3}(,\d{3})+\s*$/.test(text)) {
-    const digits = text.trim().replaceAll(",", "");
-    const decimal = /^[-+]?\d+,\d{3}$/.test(text.trim()) ? ` (or ${text.trim().replace(",", ".")}, if the comma is a decimal one)` : "";
-    return { error: `“${text.trim()}” has a comma: write ${digits}, with no comma${decimal}.` };
+  const typed = text.trim();
+  if (typed === "") return { error: "Empty: type a number such as 0.5." };
+  // "1,500" or "-2,000,000": a thousands comma, or (one comma) a decimal one: both readings said
+  if (/^[-+]?[1-9]\d{0,2}(,\d{3})+$/.test(typed)) {
+    const decimal = typed.split(",").length === 2 ? ` (or ${typed.replace(",", ".")}, if the comma is a decimal one)` : "";
+    return { error: `“${typed}” has a comma: write ${typed.replaceAll(",", "")}, with no comma${decimal}.` };
   }
-  if (!NUMBER.test(text)) return { error: `“${text.trim().slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
+  if (/^[-+]?\d+,\d+$/.test(typed)) return { error: `“${typed}” has a decimal comma: write it with a point, ${typed.replace(",", ".")}.` };
+  if (!NUMBER.test(text)) return { error: `“${typed.slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(text);
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
   // only together are refused by the server (its overflow check), and said at the cell
-  if (!(Math.abs(value) < 1e100)) return { error: `${text.trim().slice(0, 20)} is too large to compute with: keep it under 1e100.` };
+  if (!(Math.abs(value) < 1e100)) return { error: `${typed.slice(0, 20)} is too large to compute with: keep it under 1e100.` };
   return { value };
 }
 

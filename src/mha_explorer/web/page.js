@@ -230,7 +230,8 @@ async function main() {
   const { view: start, problems } = fitView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
   if (problems.length) say(partlyUsed(problems));
   const model = new PageModel({ payload: teaching, ...start });
-  explorer.render({ model, el: app, otherConfigs: "in the Attention lab", printAll: document.getElementById("print-all") });
+  const printAll = document.getElementById("print-all");
+  explorer.render({ model, el: app, otherConfigs: "in the Attention lab", printAll });
   window.mhaExplorer = {
     model,
     get linkPending() {
@@ -365,6 +366,7 @@ async function main() {
   function showExplorer() {
     const payload = model.get("payload");
     app.hidden = (mode === "model" && !payload.model) || (mode === "lab" && (payload === teaching || Boolean(payload.model)));
+    printAll.hidden = app.hidden; // no stages to print until the mode has its own
   }
   model.on("change:payload", showExplorer);
 
