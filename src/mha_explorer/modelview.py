@@ -360,6 +360,7 @@ def model_payload(
         kv_cache_all_layers=kv_cache_all_layers(model, n),
         overview=float32(small, packer),
         overview_block=block,
+        head_shares=float32(np.linalg.norm(t["contributions"], axis=-1), packer),  # (h, n)
     )
     derived = left_out(packer)
     return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived)

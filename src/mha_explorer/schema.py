@@ -124,6 +124,10 @@ class ModelLayer(BaseModel):
         description="bytes of the whole model's KV cache after these tokens, per dtype: every layer with its own K/V heads and window",
     )
     overview: Array = Field(description="(n_heads, m, m): each head's weights, averaged over blocks of tokens")
+    head_shares: Array | None = Field(
+        default=None,
+        description="(n_heads, n): the length of each head's contribution to each query's output, |z_i W^O_i|: which heads the output draws on most",
+    )
     overview_block: int = Field(description="tokens per overview cell along each axis")
 
 

@@ -50,6 +50,11 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     np.testing.assert_allclose(to_numpy(payload.stages["output"]), reference["output"], atol=1e-5)
     overview = to_numpy(payload.model.overview)
     np.testing.assert_allclose(overview, reference["weights"], atol=1e-6)  # short text: one token per cell
+    # how much each head adds to each query's output: the length of its contribution, every head's
+    shares = to_numpy(payload.model.head_shares)
+    assert payload.model.head_shares.dtype == "float32" and shares.shape == (12, len(tokens))
+    lengths = np.sqrt((reference["contributions"].astype(np.float64) ** 2).sum(axis=-1))  # (h, n)
+    np.testing.assert_allclose(shares, lengths, rtol=1e-5)
 
     bad = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 6})
     assert bad.status_code == 422 and "layers 0 to 5" in bad.json()["detail"][0]["message"]

@@ -38,6 +38,8 @@ def full_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
             whole = np.full(a.shape, np.nan)
             whole[a.heads] = values
             out[name] = whole
+    if payload.model is not None and payload.model.head_shares is not None:
+        out["head_shares"] = to_numpy(payload.model.head_shares)  # every head's, for the Output stage
     return out
 
 
@@ -434,6 +436,31 @@ def test_print_all_stages_waits_for_a_head_on_its_way_and_is_offered_only_with_s
     printed = page.evaluate("window.printed")
     assert len(printed["stages"]) >= 6 and all("head 3" in s["title"] or "head 3 inspected" in s["title"] for s in printed["stages"]), printed["stages"]
     assert all(s["maps"] == [True] * s["figures"] for s in printed["stages"])
+
+
+@needs("minilm")
+def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_head(page, server_url):
+    """The payload holds one head's numbers, but every head's length |z_i W^O_i| for each query:
+    the Output stage lists them (equal to the API's, and to the norm of the model's own
+    contributions), marks the longest, and a head's name there inspects it."""
+    text = "The cat sat on the mat because it was warm."
+    trace_model(page, server_url, "minilm", text, 3)
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    payload = api_trace(server_url, model="minilm", text=text, layer=3, head=0)
+    shares = to_numpy(payload.model.head_shares)  # (h, n)
+    reference, _ = load_model("minilm").trace(text, 3)
+    np.testing.assert_allclose(shares, np.linalg.norm(reference["contributions"].astype(np.float64), axis=-1), rtol=1e-5)
+    for query in (payload.query, 2):
+        page.get_by_label("Query token").select_option(index=query)
+        rows = page.locator(".stage .head-shares .bar-row")
+        expect(rows).to_have_count(12)
+        shown = check_numbers(page, ".stage .head-shares", {"head_shares": shares})
+        assert shown == {f"head_shares:{i},{query}" for i in range(12)}
+        most = int(np.argmax(shares[:, query]))
+        assert page.locator(".stage .head-shares .hint").inner_text().startswith(f"Head {most} adds the most to this query's output.")
+    page.locator(".stage .head-shares button[data-pick-head='5']").click()
+    expect(page.locator(".stage h2")).to_contain_text("(head 5 inspected)")
+    expect(page.locator(".stage .head-shares .bar-row.inspected")).to_contain_text("head 5")
 
 
 # marks the stage's formula and its K and V equations (Projections), as JavaScript properties

@@ -622,14 +622,16 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
     if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
   };
-  // a head's name in the head outputs is a button: it inspects that head
+  // a head's name in the head outputs (or the Output stage's lengths) is a button: it inspects that head
   let focusHead = null; // a head picked there by keyboard: its entry keeps the focus when the panel is redrawn
-  outputs.addEventListener("click", (event) => {
+  const pickHead = (event) => {
     const button = event.target.closest?.("button[data-pick-head]");
     if (!button) return;
-    focusHead = document.activeElement === button ? Number(button.dataset.pickHead) : null;
+    focusHead = document.activeElement === button && outputs.contains(button) ? Number(button.dataset.pickHead) : null;
     set({ head: Number(button.dataset.pickHead) });
-  });
+  };
+  outputs.addEventListener("click", pickHead);
+  stagePanel.addEventListener("click", pickHead); // the Output stage's list of how much each head adds
   // the stages above the figure, and the thumbnails of a real model's heads, are each one Tab stop
   // (the current one); the arrow keys move between them, Enter or Space picks
   arrowKeys(steps, "button[data-go-stage]");
@@ -1803,9 +1805,34 @@ function output(view, query, head) {
   return [
     equation(concat, ["×", wo]),
     wide ? contribMap() : table(),
+    payload.model?.head_shares ? headShares(view, query, head) : null,
     rounding,
     wide ? null : contributionChart(contrib, y, head, bias),
   ];
+}
+
+// A real model's layer: how much each head adds to the query's output, the length of its
+// contribution |z_i W^O_i| (the payload holds every head's length, though only the inspected
+// head's numbers), so that the heads the output draws on most stand out. A head's name picks it.
+function headShares(view, query, head) {
+  const { payload } = view;
+  view.shares ??= new Tensor(payload.model.head_shares); // (n_heads, n)
+  const lengths = range(payload.config.n_heads).map((i) => view.shares.at(i, query));
+  const longest = Math.max(...lengths) || 1;
+  const rows = lengths.map((length, i) => {
+    const bar = h("span", { class: `bar head-${i % HEAD_COLOURS}` });
+    bar.style.width = `${((100 * length) / longest).toFixed(2)}%`;
+    const name = i === head ? h("span", { class: "tok" }, `head ${i}`, h("span", { class: "badge" }, "inspected")) : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, `head ${i}`);
+    return h("div", { class: "bar-row" + (i === head ? " inspected" : "") }, name, h("span", { class: "bar-track" }, bar), num(length, `head_shares:${i},${query}`));
+  });
+  const most = lengths.indexOf(longest);
+  return h(
+    "figure",
+    { class: "head-shares" },
+    h("figcaption", {}, "How much each head adds to y for “", tokenName(payload, query), "”: the length of its contribution, |", sub("z", "i"), " ", sup("W", "O"), "[i]|"),
+    h("div", { class: "bars", role: "group", "aria-label": `Length of each head's contribution to the output of ${tokenName(payload, query)}` }, rows),
+    h("p", { class: "hint" }, `Head ${most} adds the most to this query's output. Heads can also cancel one another, component by component: above are the inspected head's components, and y's.`),
+  );
 }
 
 // Diverging stacked bars: for each output component, positive contributions stack right of 0,
