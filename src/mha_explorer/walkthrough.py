@@ -636,19 +636,26 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
 
 
 def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
+    """With components left out (a real model's), a last column gives each row's length over all
+    of them: how much each head adds to y, the heads it draws on most standing out."""
     d = t.config.d_model
     title = "each head's contribution to y"
-    if shown < d:
-        title += f": the first {shown} of {d} ({d - shown} left out)"
+    cut = shown < d
+    if cut:
+        title += f": the first {shown} of {d} ({d - shown} left out); length: over all {d}"
     table = Table(title=title)
     add_column(table, "", no_wrap=True)
     for m in range(shown):
         add_column(table, f"y[{m}]", no_wrap=True)
+    if cut:
+        add_column(table, "length", no_wrap=True)
+    length = (lambda row: [fmt(np.linalg.norm(row))]) if cut else (lambda row: [])
     for h in range(t.config.n_heads):
-        table.add_row(f"head {h}", *(fmt(v) for v in t["contributions"][h, i, :shown]))
+        row = t["contributions"][h, i]
+        table.add_row(f"head {h}", *(fmt(v) for v in row[:shown]), *length(row))
     if b_O is not None:
-        table.add_row("bias", *(fmt(v) for v in b_O[:shown]), style="dim")
-    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), style="bold")
+        table.add_row("bias", *(fmt(v) for v in b_O[:shown]), *length(b_O), style="dim")
+    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), *length(t["output"][i]), style="bold")
     return table
 
 

@@ -107,17 +107,22 @@ def test_output_table_has_a_bias_row_and_its_rows_add_up():
     out = ok(*args, "--head", "5", "--stage", "output")
     rows = output_table(out)
     assert list(rows) == [*(f"head {h}" for h in range(12)), "bias", "output y"]
+    # the components that fit, then each row's length over all 384 (how much each head adds)
+    lengths = {label: float(cells.pop()) for label, cells in rows.items()}
     shown = len(rows["output y"])
+    assert f"the first {shown} of 384" in out and "length: over all 384" in " ".join(out.replace("│", " ").split())
     w = minilm_tensors(3)
     assert rows["bias"] == [two(float(b)) for b in w["o.bias"][:shown]]
     # every row against the checkpoint's W^O applied to the layer's concatenated head outputs
     concat = to_numpy(payload(*args).stages["concat"])[4]  # (h*d_v,): "fox" is token 4
     for h in range(12):
         block = slice(32 * h, 32 * (h + 1))
-        contribution = concat[block] @ w["o.weight"][:shown, block].T
-        np.testing.assert_allclose([float(c) for c in rows[f"head {h}"]], contribution, atol=0.0051)
-    y = concat @ w["o.weight"][:shown].T + w["o.bias"][:shown]
-    np.testing.assert_allclose([float(c) for c in rows["output y"]], y, atol=0.0051)
+        contribution = concat[block] @ w["o.weight"][:, block].T  # (384,)
+        np.testing.assert_allclose([float(c) for c in rows[f"head {h}"]], contribution[:shown], atol=0.0051)
+        assert abs(lengths[f"head {h}"] - np.linalg.norm(contribution)) <= 0.0051
+    y = concat @ w["o.weight"].T + w["o.bias"]
+    np.testing.assert_allclose([float(c) for c in rows["output y"]], y[:shown], atol=0.0051)
+    assert abs(lengths["output y"] - np.linalg.norm(y)) <= 0.0051 and abs(lengths["bias"] - np.linalg.norm(w["o.bias"])) <= 0.0051
 
 
 @needs["minilm"]
@@ -163,10 +168,10 @@ def test_output_table_fits_the_width_and_says_what_it_leaves_out(width):
     assert max(len(line) for line in out.splitlines()) <= width
     rows = output_table(out)
     assert list(rows)[-2:] == ["bias", "output y"]  # labels whole, each on one line
-    shown = len(rows["output y"])
-    assert all(len(r) == shown and all(NUMBER.fullmatch(c) for c in r) for r in rows.values()), rows
-    header = next(row for row in headers(out) if row and row[-1].startswith("y["))
-    assert header[-shown:] == [f"y[{m}]" for m in range(shown)]
+    shown = len(rows["output y"]) - 1  # the components that fit, then the row's length
+    assert all(len(r) == shown + 1 and all(NUMBER.fullmatch(c) for c in r) for r in rows.values()), rows
+    header = next(row for row in headers(out) if row and row[-1] == "length")
+    assert header[-shown - 1 :] == [*(f"y[{m}]" for m in range(shown)), "length"]
     said = re.search(r"the first (\d+) of 384 \((\d+) left out\)", " ".join(out.replace("│", " ").split()))
     assert said and int(said[1]) == shown and int(said[2]) == 384 - shown
     assert shown >= {60: 4, 80: 6, 120: 8}[width]
