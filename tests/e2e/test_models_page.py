@@ -463,6 +463,27 @@ def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_hea
     expect(page.locator(".stage .head-shares .bar-row.inspected")).to_contain_text("head 5")
 
 
+@needs("minilm")
+def test_the_layer_on_screen_is_given_in_python_that_runs_and_gives_the_same_numbers(page, server_url):
+    """The model panel gives the layer as Python: run as it is (a text of quotes, a line break and
+    non-ASCII characters included), its t["weights"][head, query] is the page's head and query's row."""
+    text = 'He said "hi" \\ twice,\nthen left: naïve café ∑.'
+    trace_model(page, server_url, "minilm", text, 2)
+    page.get_by_text("This layer in Python").click()
+    code = page.locator("#models .in-python code").inner_text()
+    namespace: dict = {}
+    exec(code, namespace)  # noqa: S102 - the page's own snippet, run as a user would
+    assert namespace["text"] == text
+    payload = api_trace(server_url, model="minilm", text=text, layer=2, head=0)
+    head, query = 0, payload.query
+    assert f't["weights"][{head}, {query}]' in code
+    np.testing.assert_array_equal(namespace["t"]["weights"][head, query], to_numpy(payload.stages["weights"])[0, query])
+    assert namespace["run"].tokens == payload.tokens
+    # the snippet's last line is this view in a notebook
+    view = eval(code.splitlines()[-1].split("  #")[0], namespace)  # noqa: S307
+    assert view.layer == 2 and view.text == text
+
+
 # marks the stage's formula and its K and V equations (Projections), as JavaScript properties
 MARK_KEPT = """() => {
   const stage = document.querySelector(".stage");

@@ -49,6 +49,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   const bar = h("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
   const status = h("p", { class: "model-status", role: "status" });
   const error = h("p", { class: "lab-error", role: "alert" });
+  const python = h("details", { class: "in-python" }, h("summary", {}, "This layer in Python"), h("pre", {}, h("code", {})));
   let models = [];
   let current = null; // the request behind the payload on screen
   // The payloads of the heads already seen, for the layer and text of `current`: each holds the
@@ -71,8 +72,29 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     ),
     h("div", { class: "model-load" }, bar, status),
     error,
+    python,
   );
   bar.hidden = true;
+  python.hidden = true;
+
+  // The layer on screen in Python, to take its arrays further (written once per trace): a local
+  // checkpoint is loaded by its path, which the page does not know, so it has none.
+  function showPython(request, payload) {
+    const info = models.find((m) => m.name === request.model);
+    python.hidden = !info || info.family === "local";
+    if (python.hidden) return;
+    const [name, head, query] = [JSON.stringify(request.model), request.head, payload.query];
+    python.querySelector("code").textContent = [
+      "from mha_explorer import Explorer",
+      "from mha_explorer.models import load_model",
+      "",
+      `text = ${JSON.stringify(request.text)}`,
+      `run = load_model(${name}).run(text, ${request.layer})`,
+      `t = run.trace  # every stage of every head, as NumPy arrays: t["weights"] is (n_heads, n, n)`,
+      `t["weights"][${head}, ${query}]  # head ${head}'s weights for query ${query} (run.tokens[${query}]) over every key`,
+      `Explorer.from_model(${name}, text=text, layer=${request.layer})  # this view, in a notebook`,
+    ].join("\n");
+  }
 
   // The layer menu of a model (its config, null before it is loaded). Where some layers look through
   // a sliding window and others see every key (Gemma 3), each says which it is.
@@ -160,6 +182,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       wantedHead = request.head;
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
+      showPython(request, payload);
       const picked = pickedDuring;
       tracing = false;
       if (picked !== null && picked !== request.head && picked < payload.config.n_heads) showHead(picked);
