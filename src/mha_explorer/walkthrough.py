@@ -636,14 +636,15 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
 
 
 def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
-    """With components left out (a real model's), a last column gives each row's length over all
-    of them: how much each head adds to y, the heads it draws on most standing out."""
+    """With components left out (a real model's, or any in a narrow terminal), a last column gives
+    each row's length over all of them: how much each head adds to y, the heads it draws on most
+    standing out."""
     d = t.config.d_model
     title = "each head's contribution to y"
     cut = shown < d
     if cut:
-        title += f": the first {shown} of {d} ({d - shown} left out); length: over all {d}"
-    table = Table(title=title)
+        title += f": the first {shown} of {d} ({d - shown} left out)"
+    table = Table(title=title, caption=f"length: over all {d} components" if cut else None)
     add_column(table, "", no_wrap=True)
     for m in range(shown):
         add_column(table, f"y[{m}]", no_wrap=True)

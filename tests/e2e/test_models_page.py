@@ -461,27 +461,43 @@ def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_hea
     page.locator(".stage .head-shares button[data-pick-head='5']").click()
     expect(page.locator(".stage h2")).to_contain_text("(head 5 inspected)")
     expect(page.locator(".stage .head-shares .bar-row.inspected")).to_contain_text("head 5")
+    # by keyboard, the focus stays on the head picked (its row, now the inspected one)
+    page.locator(".stage .head-shares button[data-pick-head='7']").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".stage h2")).to_contain_text("(head 7 inspected)")
+    page.wait_for_function("() => document.activeElement?.closest('.head-shares .bar-row.inspected')?.textContent.includes('head 7')")
 
 
 @needs("minilm")
 def test_the_layer_on_screen_is_given_in_python_that_runs_and_gives_the_same_numbers(page, server_url):
-    """The model panel gives the layer as Python: run as it is (a text of quotes, a line break and
-    non-ASCII characters included), its t["weights"][head, query] is the page's head and query's row."""
-    text = 'He said "hi" \\ twice,\nthen left: naïve café ∑.'
+    """The model panel gives the layer as Python: run as it is (a text of quotes, a line break,
+    non-ASCII characters and a right-to-left override included), its t["weights"][head, query] is
+    the page's head and query's row, and its last line opens this view in a notebook. It follows the
+    view: another stage, head or query is written there once the page is idle."""
+    text = 'He said "hi" \\ twice,\nthen left: naïve café ∑ \u202eabc.'
     trace_model(page, server_url, "minilm", text, 2)
     page.get_by_text("This layer in Python").click()
-    code = page.locator("#models .in-python code").inner_text()
-    namespace: dict = {}
-    exec(code, namespace)  # noqa: S102 - the page's own snippet, run as a user would
-    assert namespace["text"] == text
-    payload = api_trace(server_url, model="minilm", text=text, layer=2, head=0)
-    head, query = 0, payload.query
-    assert f't["weights"][{head}, {query}]' in code
-    np.testing.assert_array_equal(namespace["t"]["weights"][head, query], to_numpy(payload.stages["weights"])[0, query])
-    assert namespace["run"].tokens == payload.tokens
-    # the snippet's last line is this view in a notebook
-    view = eval(code.splitlines()[-1].split("  #")[0], namespace)  # noqa: S307
-    assert view.layer == 2 and view.text == text
+    code = page.locator("#models .in-python code")
+
+    def run(head, query, stage):
+        expect(code).to_contain_text(f't["weights"][{head}, {query}]')
+        snippet = code.inner_text()
+        assert "\\u202e" in snippet and "\u202e" not in snippet  # the override written as its escape: the line reads as it runs
+        namespace: dict = {}
+        exec(snippet, namespace)  # noqa: S102 - the page's own snippet, run as a user would
+        assert namespace["text"] == text
+        payload = api_trace(server_url, model="minilm", text=text, layer=2, head=head)
+        np.testing.assert_array_equal(namespace["t"]["weights"][head, query], to_numpy(payload.stages["weights"])[0, query])
+        assert namespace["run"].tokens == payload.tokens
+        view = eval(snippet.splitlines()[-1].split("  #")[0], namespace)  # noqa: S307 - this view, in a notebook
+        assert (view.layer, view.text, view.stage, view.head, view.query) == (2, text, stage, head, query)
+
+    first = api_trace(server_url, model="minilm", text=text, layer=2, head=0)
+    run(0, first.query, "projections")
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    page.get_by_label("Inspect head").select_option("4")
+    page.get_by_label("Query token").select_option(index=2)
+    run(4, 2, "output")
 
 
 # marks the stage's formula and its K and V equations (Projections), as JavaScript properties

@@ -624,10 +624,13 @@ function render({ model, el, otherConfigs, printAll = null }) {
   };
   // a head's name in the head outputs (or the Output stage's lengths) is a button: it inspects that head
   let focusHead = null; // a head picked there by keyboard: its entry keeps the focus when the panel is redrawn
+  let focusShare = false; // (picked in the Output stage's list: its row there keeps it)
   const pickHead = (event) => {
     const button = event.target.closest?.("button[data-pick-head]");
     if (!button) return;
-    focusHead = document.activeElement === button && outputs.contains(button) ? Number(button.dataset.pickHead) : null;
+    const byKeys = document.activeElement === button;
+    focusHead = byKeys && outputs.contains(button) ? Number(button.dataset.pickHead) : null;
+    focusShare = byKeys && !outputs.contains(button);
     set({ head: Number(button.dataset.pickHead) });
   };
   outputs.addEventListener("click", pickHead);
@@ -957,6 +960,12 @@ function render({ model, el, otherConfigs, printAll = null }) {
     } else {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
+      const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
+      if (share) {
+        focusShare = false;
+        share.tabIndex = -1; // focusable by script only: Tab goes on from here
+        share.focus({ preventScroll: true });
+      }
       if (wentOn) {
         const title = panel[0];
         title.tabIndex = -1; // focusable by script only

@@ -77,24 +77,38 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   bar.hidden = true;
   python.hidden = true;
 
-  // The layer on screen in Python, to take its arrays further (written once per trace): a local
-  // checkpoint is loaded by its path, which the page does not know, so it has none.
-  function showPython(request, payload) {
-    const info = models.find((m) => m.name === request.model);
+  // The layer on screen in Python, to take its arrays further: written when it is opened, and again
+  // when the view changes while it is open (once the page is idle, not in the change's frame). A
+  // local checkpoint is loaded by its path, which the page does not know: it has none.
+  function showPython() {
+    const info = current && models.find((m) => m.name === current.model);
     python.hidden = !info || info.family === "local";
-    if (python.hidden) return;
-    const [name, head, query] = [JSON.stringify(request.model), request.head, payload.query];
+    if (python.hidden || !python.open) return;
+    const { stage, head, query } = getView();
+    const name = JSON.stringify(current.model);
     python.querySelector("code").textContent = [
       "from mha_explorer import Explorer",
       "from mha_explorer.models import load_model",
       "",
-      `text = ${JSON.stringify(request.text)}`,
-      `run = load_model(${name}).run(text, ${request.layer})`,
+      `text = ${pythonString(current.text)}`,
+      `run = load_model(${name}).run(text, ${current.layer})`,
       `t = run.trace  # every stage of every head, as NumPy arrays: t["weights"] is (n_heads, n, n)`,
       `t["weights"][${head}, ${query}]  # head ${head}'s weights for query ${query} (run.tokens[${query}]) over every key`,
-      `Explorer.from_model(${name}, text=text, layer=${request.layer})  # this view, in a notebook`,
+      `Explorer.from_model(${name}, text=text, layer=${current.layer}, stage=${JSON.stringify(stage)}, head=${head}, query=${query})  # this view, in a notebook`,
     ].join("\n");
   }
+  python.addEventListener("toggle", showPython);
+  let pythonQueued = false;
+  const viewChanged = () => {
+    if (!python.open || pythonQueued) return;
+    pythonQueued = true;
+    const write = () => {
+      pythonQueued = false;
+      showPython();
+    };
+    if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
+    else setTimeout(write, 50);
+  };
 
   // The layer menu of a model (its config, null before it is loaded). Where some layers look through
   // a sliding window and others see every key (Gemma 3), each says which it is.
@@ -182,7 +196,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       wantedHead = request.head;
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
-      showPython(request, payload);
+      showPython();
       const picked = pickedDuring;
       tracing = false;
       if (picked !== null && picked !== request.head && picked < payload.config.n_heads) showHead(picked);
@@ -388,11 +402,16 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (fixed) onAhead?.(byHead.values().next().value, head);
       else if (!byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
     },
+    viewChanged, // the stage, head or query on screen changed: the Python, if open, follows
     error: () => error.textContent, // what the panel says went wrong, if anything
     request: () => current,
     kept: () => [...byHead.keys()],
   };
 }
+
+// A text as a Python string literal: JSON's escapes are Python's, and the characters that turn
+// the direction of the text around it (U+202E) are escaped too, so that the line reads as it runs.
+const pythonString = (text) => JSON.stringify(text).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 
 // A static copy (export-site --model) answers the panel's questions from the layers written into it:
 // the models, their state (loaded), and the trace of a layer it holds, read from that layer's file

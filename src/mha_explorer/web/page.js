@@ -276,7 +276,7 @@ async function main() {
       container: modelBox,
       initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
       ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, m.layers])) } }),
-      getView: () => ({ head: model.get("head"), query: model.get("query") }),
+      getView: () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query") }),
       onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
       onPayload: (payload, request) => {
         const ids = payload.page_stages.map((s) => s.id);
@@ -434,6 +434,7 @@ async function main() {
     if (mode === "model" && models && onHeadPicker()) neighbours();
   });
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, editor.lab));
+  for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => models?.viewChanged());
   // a handout says where its view lives: the link reproduces it (the lab's settings and edits too).
   // Written now, not when idle (a print right after a change); a copy opened from a file gives its
   // view's part only, not the folders of the computer it was printed on.
