@@ -241,8 +241,13 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     if stage is not None and stage not in PAGE_STAGE_IDS:
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
     check_layers(model_name, [] if layer is None else [layer])
+    from .models.registry import SPECS
+
+    spec = next((s for s in SPECS if s.name == model_name), None)
     choose = "choose a head of the layer, numbered from 0"
-    if head is not None and parse_whole("--head", head, choose) < 0:
+    if head is not None and spec is not None:
+        whole_number("--head", head, spec.n_heads, "head")
+    elif head is not None and parse_whole("--head", head, choose) < 0:
         fail(f"--head {head.strip()} is out of range; {choose}")
     if not text.strip():
         fail(EMPTY_TEXT)

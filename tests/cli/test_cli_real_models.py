@@ -492,7 +492,8 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
         (("--head", "x"), "--head 'x' is not a whole number"),
         (("--layer", "-1"), "--layer -1 is out of range; choose a layer from 0 to 17 (layers are numbered from 0)"),
         (("--layer", "18"), "--layer 18 is out of range; choose a layer from 0 to 17 (layers are numbered from 0)"),
-        (("--head", "-2"), "--head -2 is out of range; choose a head of the layer, numbered from 0"),
+        (("--head", "-2"), "--head -2 is out of range; choose a head from 0 to 3 (heads are numbered from 0)"),
+        (("--head", "4"), "--head 4 is out of range; choose a head from 0 to 3 (heads are numbered from 0)"),
         (("--text", " "), "the text is empty: give a sentence to run through the model"),
     ):
         result = trace("--model", "gemma3", *args)
@@ -503,6 +504,8 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
     # a checkpoint of one's own: its layers are known once it is read
     result = trace("--model", "some/checkpoint", "--layer", "-1")
     assert result.exit_code == 2 and "--layer -1 is out of range; choose a layer of the model, numbered from 0" in result.stderr
+    result = trace("--model", "some/checkpoint", "--head", "-1")
+    assert result.exit_code == 2 and "--head -1 is out of range; choose a head of the layer, numbered from 0" in result.stderr
 
 
 @needs["minilm"]

