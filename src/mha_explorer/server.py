@@ -335,7 +335,8 @@ class ModelHeadRequest(BaseModel):
 class ModelTraceRequest(ModelHeadRequest):
     """A layer on a text, and the view to open on it: the head and the query."""
 
-    query: int | None = Field(default=None, ge=0, description="the query token's position; default: the text's middle word")
+    # no bound here either: a query out of range, negative too, is answered with the text's positions
+    query: int | None = Field(default=None, description="the query token's position; default: the text's middle word")
 
 
 class ModelStatus(BaseModel):

@@ -68,6 +68,10 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
         bad = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 0, field: value})
         assert bad.status_code == 422 and words in bad.json()["detail"][0]["message"], bad.json()
     assert layer_run.cache_info().misses == runs  # each refused before the model ran
+    # a query past either end is answered with the text's positions, as a head or layer is with the model's
+    for query in (-1, 99):
+        bad = client.post("/api/model-trace", json={"model": "minilm", "text": text, "layer": 0, "query": query})
+        assert bad.status_code == 422 and bad.json()["detail"][0] == {"field": "query", "message": f"query={query} is out of range; choose 0 to {len(tokens) - 1}"}
 
     # another head of the layer on screen: that head's arrays only, equal to its full trace's
     request = {"model": "minilm", "text": text, "layer": 5, "head": 3}
