@@ -300,7 +300,8 @@ def shown_json(value, longest: int = 60) -> str:
         shown = json.dumps(value)
     except (TypeError, ValueError):
         shown = repr(value)
-    return shown if len(shown) <= longest else f"{shown[: longest - 20]}…{shown[-12:]} ({len(shown):,} characters)"
+    size = len(value) if isinstance(value, str) else len(shown)  # a text's own characters, not its JSON's quotes and escapes
+    return shown if len(shown) <= longest else f"{shown[: longest - 20]}…{shown[-12:]} ({size:,} characters)"
 
 
 def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> str:

@@ -146,7 +146,7 @@ BAD = {
         "entry [0][0][0] is a whole number of about 310 digits, past the largest float64",
     ),
     "whole number past float64 in x": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "x": [[10**309, 1]]}, "x.0.0", "is a whole number past the largest float64"),
-    "long text where a number goes": ({"config": {"d_model": "a" * 100_000, "n_heads": 1}, "tokens": ["a"]}, "config.d_model", "(100,002 characters) is not a whole number"),
+    "long text where a number goes": ({"config": {"d_model": "a" * 100_000, "n_heads": 1}, "tokens": ["a"]}, "config.d_model", "(100,000 characters) is not a whole number"),
 }
 
 
