@@ -73,7 +73,7 @@ def test_joining_parts_leaves_no_partial_file(tmp_path, monkeypatch, case):
     files[("main", "SHA256SUMS")].write_text(f"{digest}  joined.gguf\n")
     monkeypatch.setattr(registry, "_installed_file", lambda package, name: files[(package, name)])
     monkeypatch.setenv("MHA_EXPLORER_CACHE", str(tmp_path / "cache"))
-    spec = registry.ModelSpec("x", "X", "llama", "main", ("SHA256SUMS",), "", 1, parts=tuple(pieces), joined_name="joined.gguf")
+    spec = registry.ModelSpec("x", "X", "llama", "main", ("SHA256SUMS",), "", 1, 1, parts=tuple(pieces), joined_name="joined.gguf")
     if right:
         assert registry._join_parts(spec, lambda f, m: None).read_bytes() == b"first half, second half"
     else:

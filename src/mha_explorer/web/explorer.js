@@ -725,6 +725,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       panels: new Map(), // "stage|head|query|all" -> the stage panel's nodes
       sharedEquations: new Map(), // "k|head", "v|head" -> [a projection every query's panel shows, the maps in it]
       outputs: new Map(), // "head|query" (or, with many heads, "head") -> the head outputs panel's nodes
+      shares: null, // a real model's head lengths (model.head_shares) as a Tensor, once the Output stage reads them
     };
     views.set(source, made);
     return made;
