@@ -1579,3 +1579,52 @@ def test_the_breakdown_of_a_projection_sits_under_the_numbers_that_can_be_pointe
     page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=16&d_v=16&tokens={tokens}&stage=projections")
     page.wait_for_function("() => document.querySelector('.stage .figure p.calc')?.textContent.startsWith('Point at a number of q to')")
     assert calc.evaluate(order) == ["equation", "calc", "equation", "equation"]
+
+
+def test_undo_my_edits_brings_back_the_values_before_them(page, server_url):
+    """A teacher who changed numbers gets the values back in one press: the seed's, or the
+    teaching example's own, with those set aside; the button shows only while there are edits."""
+    open_lab(page, server_url)
+    undo = page.get_by_role("button", name="Undo my edits")
+    expect(undo).to_be_hidden()
+    cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+    drawn = cell.input_value()
+    cell.fill("0.25")
+    cell.blur()
+    settle(page)
+    expect(undo).to_be_visible()
+    assert "edits=" in link(page)
+    undo.focus()
+    page.keyboard.press("Enter")
+    settle(page)
+    assert cell.input_value() == drawn and page.locator(".edit-grid input.edited").count() == 0
+    assert "edits=" not in link(page)
+    expect(undo).to_be_hidden()
+    assert page.evaluate("() => document.activeElement.textContent") == "Draw new values"  # the focus stays beside it
+    # on the teaching example's own values: back to those (not the seed's), one edit set aside too
+    page.get_by_label("Preset").select_option("example")
+    wait_kind(page, "MHA")
+    settle(page)
+    example = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
+    page.get_by_label("Edit the values of").select_option("W_O")
+    w_o = page.locator('.edit-grid input[data-key="W_O:0,0"]')
+    w_o.fill("2")
+    w_o.blur()
+    settle(page)
+    set_field(page, "Tokens (separated by spaces)", "cats like warm milk now")
+    settle(page)
+    page.get_by_label("Edit the values of").select_option("x")
+    extra = page.locator('.edit-grid input[data-key="x:4,0"]')
+    extra.fill("3")
+    extra.blur()
+    settle(page)
+    set_field(page, "Tokens (separated by spaces)", "cats like warm milk")  # x[4] is set aside
+    settle(page)
+    undo.click()
+    settle(page)
+    assert page.get_by_label("Preset").input_value() == "example" and page.locator(".edit-grid input.edited").count() == 0
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    check_numbers(page, ".stage", arrays_of(example))  # the example's numbers, to the last digit
+    set_field(page, "Tokens (separated by spaces)", "cats like warm milk now")
+    settle(page)
+    assert page.locator('.edit-grid input[data-key="x:4,0"]').input_value() != "3"  # the value set aside went too

@@ -145,6 +145,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   bias.checked = lab.config.bias;
   const seedInput = h("input", { id: "lab-seed", type: "number", min: 0, max: 2 ** 32 - 1, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
   const draw = h("button", { type: "button" }, "Draw new values");
+  // back to the values before the user's edits (the seed's, or the teaching example's own)
+  const undo = h("button", { type: "button", hidden: true }, "Undo my edits");
   const presetSelect = h("select", { id: "lab-preset" }, h("option", { value: "" }, "Choose a preset…"), own ? h("option", { value: "example" }, "The teaching example, its own values") : null, Object.entries(PRESETS).map(([id, p]) => h("option", { value: id }, p.title)));
   const matrixSelect = h("select", { id: "lab-matrix" });
   const gridCaption = h("p", { class: "grid-caption", id: "lab-grid-caption" });
@@ -157,7 +159,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
 
   const field = (id, label, input) => h("div", { class: "field" }, h("label", { for: id }, label), input);
   // the values to edit: hidden until the lab has a result (a link refused has none to edit)
-  const valuesPart = h("div", { class: "lab-values", hidden: true }, h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect)), gridCaption, skipGrid, gridBox);
+  const valuesPart = h("div", { class: "lab-values", hidden: true }, h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer" }, " "), undo)), gridCaption, skipGrid, gridBox);
   container.replaceChildren(
     ...[
     h("h2", {}, "Attention lab"),
@@ -326,6 +328,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     ].filter(Boolean).join(" ");
     onPayload(payload);
     shown = true;
+    showUndo();
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
     if (!fromCell || dropped.length) fillMatrixSelect();
     return true;
@@ -570,6 +573,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       input.classList.add("edited");
       message.textContent = WAITING;
       showMessage(message);
+      showUndo();
       return;
     }
     waitingValues.delete(key);
@@ -605,6 +609,16 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     const aside = parked.size ? ` (${parked.size} set aside)` : "";
     return !edited || window.confirm(`${what} replaces the ${edited} value${edited === 1 ? "" : "s"} you edited${aside}. Go on?`);
   };
+  function showUndo() {
+    undo.hidden = !editable || !editedCount();
+  }
+  undo.addEventListener("click", async () => {
+    const focused = document.activeElement === undo;
+    drafts.clear();
+    forgetWaiting();
+    await run({ ...readForm(), edits: new Map(fromExample ?? []) }, { redraw: true }); // those set aside go too
+    if (focused && undo.hidden) draw.focus(); // the button leaves with the edits: the focus stays beside it
+  });
   draw.addEventListener("click", () => {
     if (!dropEdits("Drawing new values")) return;
     drafts.clear();
