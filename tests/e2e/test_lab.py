@@ -58,6 +58,15 @@ def settle(page):
     page.evaluate(NEXT_FRAME)
 
 
+def edit(page, matrix, key, value):
+    """Type value into the cell key of the matrix chosen, and wait for the lab to take it."""
+    page.get_by_label("Edit the values of").select_option(matrix)
+    cell = page.locator(f'.edit-grid input[data-key="{key}"]')
+    cell.fill(value)
+    cell.blur()
+    settle(page)
+
+
 def set_field(page, label, value):
     field = page.get_by_label(label, exact=True)
     field.fill(str(value))
@@ -1589,9 +1598,7 @@ def test_undo_my_edits_brings_back_the_values_before_them(page, server_url):
     expect(undo).to_be_hidden()
     cell = page.locator('.edit-grid input[data-key="x:0,0"]')
     drawn = cell.input_value()
-    cell.fill("0.25")
-    cell.blur()
-    settle(page)
+    edit(page, "x", "x:0,0", "0.25")
     expect(undo).to_be_visible()
     assert "edits=" in link(page)
     undo.focus()
@@ -1606,18 +1613,10 @@ def test_undo_my_edits_brings_back_the_values_before_them(page, server_url):
     wait_kind(page, "MHA")
     settle(page)
     example = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
-    page.get_by_label("Edit the values of").select_option("W_O")
-    w_o = page.locator('.edit-grid input[data-key="W_O:0,0"]')
-    w_o.fill("2")
-    w_o.blur()
-    settle(page)
+    edit(page, "W_O", "W_O:0,0", "2")
     set_field(page, "Tokens (separated by spaces)", "cats like warm milk now")
     settle(page)
-    page.get_by_label("Edit the values of").select_option("x")
-    extra = page.locator('.edit-grid input[data-key="x:4,0"]')
-    extra.fill("3")
-    extra.blur()
-    settle(page)
+    edit(page, "x", "x:4,0", "3")
     set_field(page, "Tokens (separated by spaces)", "cats like warm milk")  # x[4] is set aside
     settle(page)
     undo.click()
