@@ -52,12 +52,18 @@ def whole_number(option: str, value: str, count: int, what: str) -> int:
     return int(value)
 
 
+def spec_of(model_name: str):
+    """The registry's entry of a named model (its layers and heads, known before it loads); None
+    for a checkpoint's path."""
+    from .models.registry import SPECS
+
+    return next((s for s in SPECS if s.name == model_name), None)
+
+
 def check_layers(model_name: str, layers: list[str]) -> None:
     """Refuse a --layer that is no whole number, or out of a named model's range, before the model
     loads (gemma3 takes a while); a checkpoint's layers are known once it is read."""
-    from .models.registry import SPECS
-
-    spec = next((s for s in SPECS if s.name == model_name), None)
+    spec = spec_of(model_name)
     for layer in layers:
         if spec is not None:
             whole_number("--layer", layer, spec.n_layers, "layer")
@@ -241,9 +247,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     if stage is not None and stage not in PAGE_STAGE_IDS:
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
     check_layers(model_name, [] if layer is None else [layer])
-    from .models.registry import SPECS
-
-    spec = next((s for s in SPECS if s.name == model_name), None)
+    spec = spec_of(model_name)
     choose = "choose a head of the layer, numbered from 0"
     if head is not None and spec is not None:
         whole_number("--head", head, spec.n_heads, "head")

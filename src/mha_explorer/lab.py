@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
-from .schema import Packer, TracePayload, TraceRequest, left_out, query_out_of_range, trace_payload
+from .schema import NOT_FINITE, Packer, TracePayload, TraceRequest, left_out, query_out_of_range, trace_payload
 from .trace import Overflow, Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
@@ -120,5 +120,5 @@ def _array(field: str, values) -> np.ndarray:
     except (ValueError, TypeError):
         raise LabError(field, "must be a rectangular array of numbers (every row the same length)") from None
     if not np.isfinite(a).all():
-        raise LabError(field, "every value must be a finite number: no NaN, and none past the largest float64 (about 1.8e308, beyond which JSON's numbers read as infinite)")
+        raise LabError(field, f"every value must be {NOT_FINITE}")
     return a

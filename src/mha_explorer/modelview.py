@@ -42,16 +42,20 @@ class ModelService:
 
     def __init__(self, local: dict | None = None):
         self.local = dict(local or {})  # short name -> path of a local checkpoint
+        self.titles = {}  # short name -> its title in the menu (two of one folder name told apart)
+        if self.local:
+            from .models.registry import local_titles
+
+            self.titles = local_titles(self.local)
         self.lock = threading.Lock()
         self.status: dict[str, dict] = {}
         self.loaded: dict = {}
 
     def infos(self) -> list:
         """What the page may list: every named model, then the local checkpoints."""
-        from .models.registry import available_models, local_info, local_titles
+        from .models.registry import available_models, local_info
 
-        titles = local_titles(self.local)
-        return available_models() + [local_info(name, path, titles[name]) for name, path in self.local.items()]
+        return available_models() + [local_info(name, path, self.titles[name]) for name, path in self.local.items()]
 
     def state(self, name: str) -> dict:
         return self.snapshot(name)[0]
@@ -102,9 +106,9 @@ class ModelService:
 
         try:
             if name in self.local:
-                from .models.registry import local_titles, open_checkpoint
+                from .models.registry import open_checkpoint
 
-                model = open_checkpoint(self.local[name], progress, name=name, title=local_titles(self.local)[name])
+                model = open_checkpoint(self.local[name], progress, name=name, title=self.titles[name])
             else:
                 from .models import load_model
 
@@ -181,7 +185,11 @@ def check_request(model, text: str, layer: int, head: int | None, query: int | N
         model.layer_config(layer)  # a layer that does not exist is said here
     else:
         _check_head(model, layer, head)
-    n = len(model.encode(text).ids)
+    _check_query(query, len(model.encode(text).ids))
+
+
+def _check_query(query: int | None, n: int) -> None:
+    """A query position past either end of the n tokens is refused with their range."""
     if query is not None and not 0 <= query < n:
         from .models import ModelError
 
@@ -338,10 +346,7 @@ def model_payload(
     encode = (lambda name, a: float32(a, packer)) if head is None else _head_encoder(run, head, packer)
 
     n = t.n
-    if query is not None and not 0 <= query < n:
-        from .models import ModelError
-
-        raise ModelError(query_out_of_range(query, n))
+    _check_query(query, n)
     small, block = overview(t["weights"])
     default_query = middle_word(run, model) if query is None else query
     layer_info = ModelLayer(

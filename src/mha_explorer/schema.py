@@ -328,6 +328,8 @@ MAX_TOKEN_CHARS = 64
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Matrix = list[list[Finite]]
 FLOAT64_MAX = int(np.finfo(np.float64).max)
+# what x, the edits and the API's numbers are told when one is NaN or past float64 (JSON's 1e400)
+NOT_FINITE = "a finite number: no NaN, and none past the largest float64 (about 1.8e308, beyond which JSON's numbers read as infinite)"
 
 
 def numbers_only(values: list, where: str = "") -> list:

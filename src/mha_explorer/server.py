@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .lab import LabError, lab_inputs, lab_payload
 from .models.errors import ModelError
 from .modelview import MAX_TEXT, HeadArrays, ModelService, check_request, head_arrays, model_payload
-from .schema import BINARY_MEDIA_TYPE, Packer, TracePayload, TraceRequest, teaching_payload
+from .schema import BINARY_MEDIA_TYPE, NOT_FINITE, Packer, TracePayload, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
 
@@ -271,7 +271,7 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     elif kind == "string_unicode":
         message = "is not valid Unicode text (a lone surrogate such as \\ud800); send UTF-8 text"
     elif kind == "finite_number":
-        message = "must be a finite number: no NaN, and none past the largest float64 (about 1.8e308, beyond which JSON's numbers read as infinite)"
+        message = f"must be {NOT_FINITE}"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
         message = f"{shown} is not a whole number; send {whole_number_wanted(request_model, path)}"
     elif kind in ("float_type", "float_parsing") and isinstance(given, int) and not isinstance(given, bool):

@@ -620,8 +620,10 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
     c = t.config
     b_O = weights.b_O if c.bias else None
     d = c.d_model
+    lengths = [np.linalg.norm(t["contributions"][h, i]) for h in range(c.n_heads)]  # (h,), over every component
+    lengths += [np.linalg.norm(v) for v in (b_O, t["output"][i]) if v is not None]  # the bias's, then y's
     for shown in range(min(d, MAX_SHOWN), 0, -1):
-        table = _output_table(t, i, b_O, shown)
+        table = _output_table(t, i, b_O, shown, lengths)
         if fits(table):
             break
     if weights is None or d > MAX_SHOWN or c.n_heads * c.d_v > 2 * MAX_SHOWN:
@@ -635,7 +637,7 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
     return [w_o, table]
 
 
-def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
+def _output_table(t, i, b_O: np.ndarray | None, shown: int, lengths: list[float]) -> Table:
     """With components left out (a real model's, or any in a narrow terminal), a last column gives
     each row's length over all of them: how much each head adds to y, the heads it draws on most
     standing out."""
@@ -650,13 +652,13 @@ def _output_table(t, i, b_O: np.ndarray | None, shown: int) -> Table:
         add_column(table, f"y[{m}]", no_wrap=True)
     if cut:
         add_column(table, "length", no_wrap=True)
-    length = (lambda row: [fmt(np.linalg.norm(row))]) if cut else (lambda row: [])
-    for h in range(t.config.n_heads):
-        row = t["contributions"][h, i]
-        table.add_row(f"head {h}", *(fmt(v) for v in row[:shown]), *length(row))
+    length = (lambda r: [fmt(lengths[r])]) if cut else (lambda r: [])  # r: the row's place, heads first
+    h = t.config.n_heads
+    for head in range(h):
+        table.add_row(f"head {head}", *(fmt(v) for v in t["contributions"][head, i, :shown]), *length(head))
     if b_O is not None:
-        table.add_row("bias", *(fmt(v) for v in b_O[:shown]), *length(b_O), style="dim")
-    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), *length(t["output"][i]), style="bold")
+        table.add_row("bias", *(fmt(v) for v in b_O[:shown]), *length(h), style="dim")
+    table.add_row("output y", *(fmt(v) for v in t["output"][i, :shown]), *length(-1), style="bold")
     return table
 
 
