@@ -322,7 +322,9 @@ def kv_cache_all_layers(model, n: int) -> dict[str, int]:
 def middle_word(run, model) -> int:
     """The query a real text's view starts from: the middle one of its words, so that a causal
     layer's mask hides the keys after it and a reader sees both sides. A word here is the token that
-    begins it (not a piece inside it, "##va") and holds a letter or digit (not punctuation)."""
+    begins it (not a piece inside it, "##va") and holds a letter or digit (not punctuation). A
+    text with no such word ("🐱🐱" read as [UNK] by an encoder) starts at its middle token, which is
+    the text's own, not the [CLS] or [SEP] around it."""
     texts = [None if special else model.readable(token) for token, special in zip(run.tokens, run.special)]
     first = next((i for i, text in enumerate(texts) if text is not None), None)
     words = [
@@ -331,7 +333,7 @@ def middle_word(run, model) -> int:
         if text is not None and any(c.isalnum() for c in text) and (i == first or model.tokenizer.starts_word(run.tokens[i]))
     ]
     words = words or [i for i, text in enumerate(texts) if text and text.strip()]  # a text of symbols only
-    return words[len(words) // 2] if words else len(run.tokens) - 1
+    return words[len(words) // 2] if words else len(run.tokens) // 2
 
 
 def model_payload(

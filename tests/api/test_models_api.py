@@ -162,6 +162,13 @@ def test_the_middle_word_is_a_whole_word_not_a_piece_or_a_mark():
 
 
 @pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_a_text_with_no_word_starts_at_its_own_token_not_the_one_the_tokenizer_adds():
+    client = loaded("minilm")
+    payload = TracePayload.model_validate_json(client.post("/api/model-trace", json={"model": "minilm", "text": "🐱🐱", "layer": 0}).content)
+    assert payload.tokens == ["[CLS]", "[UNK]", "[SEP]"] and payload.query == 1
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
 @pytest.mark.parametrize("query", [3, 99, 10**12])
 def test_a_query_outside_the_text_gets_a_422_with_the_range(query):
     client = loaded("minilm")
