@@ -409,6 +409,30 @@ def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_u
 
 
 @needs("minilm")
+def test_a_table_wider_than_the_paper_is_printed_in_parts_with_every_number(page, server_url):
+    """MiniLM's q is 32 numbers in a row: on screen the figure scrolls, on paper it would be cut at
+    the page's edge. Printed, it comes in parts of fewer columns, each inside the page, which
+    together hold every number once; after the print the screen has the one table again."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    q = page.locator(".stage table.matrix").filter(has=page.locator("caption", has_text="q"))
+    numbers = 'ts => ts.flatMap(t => [...t.querySelectorAll("tbody td")].map(td => td.textContent))'
+    shown = q.evaluate_all(numbers)
+    assert len(shown) == 32
+    page.evaluate("() => dispatchEvent(new Event('beforeprint'))")
+    page.emulate_media(media="print")
+    page.set_viewport_size({"width": 718, "height": 1000})  # an A4 page between its margins
+    parts = page.locator(".stage .paper-fold table.matrix")
+    assert parts.count() > 1 and not q.first.is_visible()
+    assert parts.evaluate_all(numbers) == shown  # every number, once, in order
+    right = page.locator(".stage").first.evaluate("s => s.getBoundingClientRect().right")
+    assert max(parts.evaluate_all("ts => ts.map(t => t.getBoundingClientRect().right)")) <= right
+    assert parts.nth(1).locator("caption").inner_text().startswith("q (continued, columns ")
+    page.evaluate("() => dispatchEvent(new Event('afterprint'))")
+    page.emulate_media(media="screen")
+    assert page.locator(".paper-fold").count() == 0 and q.first.is_visible() and q.evaluate_all(numbers) == shown
+
+
 def test_print_all_stages_waits_for_a_head_on_its_way_and_is_offered_only_with_stages_to_print(page, server_url):
     """Pressed while the head picked is still coming, the print waits for it (not a page that says
     "Loading head 3…"); before a first trace, Real model mode has no stages, and no button."""

@@ -462,6 +462,37 @@ function range(n) {
   return Array.from({ length: n }, (_, i) => i);
 }
 
+// Paper does not scroll: a table wider than a page (a real model's q, 32 or 64 numbers in a row)
+// is printed as tables of fewer columns, one under the other, each with its row labels and column
+// numbers. The screen keeps the table whole; the copies go after the print (unfold).
+const PAPER_WIDTH = 600; // CSS pixels: an A4 or Letter page's width between its margins, less an equation's signs
+function foldForPaper(root) {
+  const wide = [...root.querySelectorAll("table.matrix")].filter((table) => table.scrollWidth > PAPER_WIDTH);
+  for (const table of wide) {
+    const cols = table.tHead.rows[0].cells.length - 1; // after the corner
+    const label = table.tHead.rows[0].cells[0].offsetWidth; // the row labels' column
+    const fit = Math.max(1, Math.floor((PAPER_WIDTH - label) / ((table.scrollWidth - label) / cols)));
+    const per = Math.ceil(cols / Math.ceil(cols / fit)); // parts of even widths
+    const copies = range(Math.ceil(cols / per)).map((part) => {
+      const copy = table.cloneNode(true);
+      for (const row of copy.rows) {
+        [...row.cells].slice(1).forEach((cell, col) => {
+          if (col < part * per || col >= (part + 1) * per) cell.remove();
+        });
+      }
+      if (part) copy.caption.append(` (continued, columns ${part * per} to ${Math.min(cols, (part + 1) * per) - 1})`);
+      return copy;
+    });
+    table.classList.add("folded");
+    table.after(h("div", { class: "paper-fold", "aria-hidden": "true" }, copies));
+  }
+  return wide;
+}
+function unfold(table) {
+  table.classList.remove("folded");
+  if (table.nextElementSibling?.classList.contains("paper-fold")) table.nextElementSibling.remove();
+}
+
 // The q and k the scores compare: the last recorded before them (rotated, else normed, else as
 // projected), and how the tables write their dot product.
 function comparedQK(t) {
@@ -554,15 +585,19 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let openedForPrint = [];
   let everyStage = false; // the print asked for by Print all stages
   let printedStages = [];
+  let foldedForPrint = [];
   const beforePrint = () => {
     if (everyStage && !printedStages.length) addStages();
     openedForPrint = [...root.querySelectorAll("details:not([open])")];
     for (const details of openedForPrint) details.open = true;
     if (matrices.open && matrices.children.length === 1) fillMatrices();
+    if (!foldedForPrint.length) foldedForPrint = foldForPaper(root);
   };
   const afterPrint = () => {
     for (const details of openedForPrint) details.open = false;
     openedForPrint = [];
+    for (const table of foldedForPrint) unfold(table);
+    foldedForPrint = [];
     for (const section of printedStages) section.remove();
     printedStages = [];
   };
