@@ -234,9 +234,11 @@ UNMARK = str.maketrans({"␣": " ", "↵": "\n", "⇥": "\t"})
 
 def token_label(token: str, text: str) -> str:
     """A token as the page, the terminal and the widget label it: the text it stands for, with
-    ␣ for each leading space, ↵ for a newline, ⇥ for a tab; the token itself when that text is blank
-    or holds a broken character (a piece of a multi-byte one)."""
-    shown = re.sub(r"^ +", lambda spaces: "␣" * len(spaces[0]), text).replace("\n", "↵").replace("\t", "⇥")
+    ␣ for each space at its start or end (a space between two words shows as it is), ↵ for a
+    newline, ⇥ for a tab: a newline and an indent ("ĊĠĠĠ") is "↵␣␣␣", not "↵" as a newline alone.
+    The token itself when that text is blank or holds a broken character (a piece of a
+    multi-byte one)."""
+    shown = re.sub(r"^ +| +$", lambda spaces: "␣" * len(spaces[0]), text.replace("\n", "↵").replace("\t", "⇥"))
     return shown if shown.strip() and "\ufffd" not in shown else token
 
 

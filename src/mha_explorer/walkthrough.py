@@ -113,14 +113,16 @@ def named(tokens: list[str], j: int) -> Text:
 
 
 def top_keys(n: int, ranked: list[np.ndarray], top: int = TOP_KEYS, keep: tuple[int, ...] = ()) -> list[int]:
-    """Every key of a short text; of a long one, those among the `top` largest of each array in
-    ranked (a head's row of scores or weights, -inf or 0 where the mask hides a key), and keep."""
+    """Every key of a short text, in text order; of a long one, those among the `top` largest of
+    each array in ranked (a head's row of scores or weights, -inf or 0 where the mask hides a key),
+    and keep. Of one array they come as its title says, keep first, then the largest first; of
+    several (heads side by side), in text order."""
     if n <= MANY_TOKENS:
         return list(range(n))
-    keys = set(keep)
-    for values in ranked:
-        keys.update(int(j) for j in np.argsort(-values, kind="stable")[:top] if values[j] > -np.inf)
-    return sorted(keys)
+    largest = [[int(j) for j in np.argsort(-values, kind="stable")[:top] if values[j] > -np.inf] for values in ranked]
+    if len(ranked) == 1:
+        return list(keep) + [j for j in largest[0] if j not in keep]
+    return sorted(set(keep).union(*largest))
 
 
 def weighed_most(t: Trace, i: int, h: int) -> list[int]:
@@ -555,7 +557,7 @@ def _weights_table(t, tokens, i, heads):
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
     if len(keys) < len(tokens):  # (fewer than top where the mask leaves the query fewer keys)
-        table.title = f"{title}: " + (f"the {len(keys)} largest weights" if len(heads) == 1 else f"each head's {top} largest weights")
+        table.title = f"{title}: " + (f"the {len(keys)} largest weights" if len(heads) == 1 else f"each head's {top} largest weights, in text order")
     for j in keys:
         cells = []
         for h in heads:

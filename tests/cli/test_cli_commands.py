@@ -97,7 +97,8 @@ def test_layers_are_grouped_by_kind_and_the_sliding_window_ones_named():
 @pytest.mark.parametrize(
     ("token", "text", "label"),
     [("Ġfox", " fox", "␣fox"), ("▁▁mat", "  mat", "␣␣mat"), ("Ċ", "\n", "↵"), ("Ġ", " ", "␣"), ("\t", "\t", "⇥"),
-     ("##ing", "ing", "ing"), ("<0xE2>", "\ufffd", "<0xE2>"), ("[CLS]", "[CLS]", "[CLS]")],
+     ("##ing", "ing", "ing"), ("<0xE2>", "\ufffd", "<0xE2>"), ("[CLS]", "[CLS]", "[CLS]"),
+     ("ĊĠĠĠ", "\n   ", "↵␣␣␣"), ("ĠĠĊ", "  \n", "␣␣↵"), ("fox▁", "fox ", "fox␣"), ("a▁b", "a b", "a b")],
 )
 def test_token_labels_follow_the_pages_token_labels(token, text, label):
     assert token_label(token, text) == label
