@@ -1095,6 +1095,38 @@ def test_an_empty_seed_is_refused_not_taken_as_zero(page, server_url):
     assert page.locator(".layout").inner_text() == before and "seed=5" in link(page)
 
 
+@pytest.mark.parametrize(
+    "field, typed, said",
+    [("d_head", "2,5", "“2,5” is not a whole number: type d_head as one from 1 to 64."),
+     ("d_model", "abc", "“abc” is not a whole number: type d_model as one from 1 to 64."),
+     ("Seed", "1.5", "“1.5” is not a whole number: type the seed as one from 0 to 4294967295.")],
+)
+def test_a_setting_that_is_no_whole_number_is_kept_as_typed_and_said(page, server_url, field, typed, said):
+    """A browser's number field read "2,5" as 25 and computed with it, and dropped letters: the
+    settings are text fields that keep what was typed and say why it is not used."""
+    open_lab(page, server_url)
+    before, address = page.locator(".layout").inner_text(), link(page)
+    set_field(page, field, typed)
+    key = "seed" if field == "Seed" else field
+    assert page.get_by_label(field, exact=True).input_value() == typed
+    assert page.locator(f"#lab-error-{key}").inner_text() == said
+    assert page.get_by_label(field, exact=True).get_attribute("aria-invalid") == "true"
+    assert page.locator(".layout").inner_text() == before and link(page) == address  # nothing computed with it
+
+
+def test_the_arrow_keys_step_a_setting_within_its_range(page, server_url):
+    open_lab(page, server_url)
+    field = page.get_by_label("d_head", exact=True)
+    start = int(field.input_value())
+    field.focus()
+    page.keyboard.press("ArrowUp")
+    settle(page)
+    assert field.input_value() == str(start + 1) and f"d_head={start + 1}" in link(page)
+    field.fill("1")
+    page.keyboard.press("ArrowDown")  # not below the smallest
+    assert field.input_value() == "1"
+
+
 def test_a_value_typed_while_the_settings_have_an_error_waits_for_them(page, server_url):
     """A cell edited while a field above is wrong is not lost: the cell says it waits, and the value
     is used as soon as the settings work again."""

@@ -24,6 +24,24 @@ const CONFIG_FIELDS = [ // name (its label too), smallest, largest
 ];
 const BLOCK = 8; // columns per block of the value grid: what is drawn or skipped together
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
+const WHOLE = /^[-+]?\d+$/;
+// A field's text as a whole number; NaN for anything else (empty, "2,5", "abc"), which the checks
+// then name. Text fields, not number fields: a browser's number field reads "2,5" as 25 and drops
+// letters typed into it, so neither could be said back to the user.
+const wholeOf = (text) => (WHOLE.test(text.trim()) ? Number(text.trim()) : NaN);
+function wholeField({ lo, hi, value, ...attrs }) {
+  const input = h("input", { ...attrs, type: "text", inputmode: "numeric", autocomplete: "off", spellcheck: "false", value });
+  // ↑ and ↓ step the number, as in a number field, within its range
+  input.addEventListener("keydown", (event) => {
+    const step = { ArrowUp: 1, ArrowDown: -1 }[event.key];
+    const v = wholeOf(input.value);
+    if (!step || event.altKey || event.ctrlKey || event.metaKey || Number.isNaN(v)) return;
+    event.preventDefault();
+    input.value = String(Math.min(hi, Math.max(lo, v + step)));
+    input.dispatchEvent(new Event("change", { bubbles: true }));
+  });
+  return input;
+}
 
 // Parse one cell as the user typed it: a finite number, or a message saying what to type.
 function parseCell(text) {
@@ -84,7 +102,7 @@ function checkConfig(config, tokens) {
   const errors = {};
   for (const [name, lo, hi] of CONFIG_FIELDS) {
     const v = config[name];
-    if (!Number.isInteger(v)) errors[name] = `${name} must be a whole number.`;
+    if (!Number.isInteger(v)) errors[name] = `${name} must be a whole number from ${lo} to ${hi}.`;
     else if (v < lo || v > hi) errors[name] = `${name} must be between ${lo} and ${hi}.`;
   }
   if (!errors.n_heads && !errors.n_kv_heads) {
@@ -137,13 +155,13 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // both fields are read with both messages
   const describedBy = (name) => (name === "n_heads" || name === "n_kv_heads" ? "lab-error-n_heads lab-error-n_kv_heads" : `lab-error-${name}`);
   const configInputs = Object.fromEntries(
-    CONFIG_FIELDS.map(([name, lo, hi]) => [name, h("input", { id: `lab-${name}`, type: "number", min: lo, max: hi, step: 1, value: lab.config[name], "aria-describedby": describedBy(name) })]),
+    CONFIG_FIELDS.map(([name, lo, hi]) => [name, wholeField({ id: `lab-${name}`, lo, hi, value: lab.config[name], "aria-describedby": describedBy(name) })]),
   );
   const causal = h("input", { id: "lab-causal", type: "checkbox" });
   const bias = h("input", { id: "lab-bias", type: "checkbox" });
   causal.checked = lab.config.causal;
   bias.checked = lab.config.bias;
-  const seedInput = h("input", { id: "lab-seed", type: "number", min: 0, max: 2 ** 32 - 1, step: 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
+  const seedInput = wholeField({ id: "lab-seed", lo: 0, hi: 2 ** 32 - 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
   const draw = h("button", { type: "button" }, "Draw new values");
   // back to the values before the user's edits (the seed's, or the teaching example's own)
   const undo = h("button", { type: "button", hidden: true }, "Undo my edits");
@@ -212,11 +230,11 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   }
 
   function readForm() {
-    const config = Object.fromEntries(CONFIG_FIELDS.map(([name]) => [name, Number(configInputs[name].value === "" ? NaN : configInputs[name].value)]));
+    const config = Object.fromEntries(CONFIG_FIELDS.map(([name]) => [name, wholeOf(configInputs[name].value)]));
     config.causal = causal.checked;
     config.bias = bias.checked;
     const tokens = tokensInput.value.split(/\s+/).filter(Boolean);
-    const seed = seedInput.value === "" ? NaN : Number(seedInput.value); // empty (or not a number: the field is then empty) is not 0
+    const seed = wholeOf(seedInput.value); // empty is not 0
     return { config, tokens, seed };
   }
 
@@ -338,6 +356,11 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   function formErrors(next) {
     const errors = checkConfig(next.config, next.tokens);
     if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed >= 2 ** 32) errors.seed = `The seed must be a whole number from 0 to ${2 ** 32 - 1}.`;
+    // a field's text that is no whole number is quoted: "2,5" is not read as 25, nor "abc" as nothing
+    for (const [name, lo, hi] of [...CONFIG_FIELDS, ["seed", 0, 2 ** 32 - 1]]) {
+      const typed = (name === "seed" ? seedInput : configInputs[name]).value.trim();
+      if (typed && !WHOLE.test(typed)) errors[name] = `“${typed.length > 20 ? typed.slice(0, 20) + "…" : typed}” is not a whole number: type ${name === "seed" ? "the seed" : name} as one from ${lo} to ${hi}.`;
+    }
     return errors;
   }
 
