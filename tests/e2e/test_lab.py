@@ -1659,3 +1659,18 @@ def test_undo_my_edits_brings_back_the_values_before_them(page, server_url):
     set_field(page, "Tokens (separated by spaces)", "cats like warm milk now")
     settle(page)
     assert page.locator('.edit-grid input[data-key="x:4,0"]').input_value() != "3"  # the value set aside went too
+
+
+def test_every_query_at_the_mask_greys_the_minus_infinities_its_caption_calls_grey(page, server_url):
+    """The All queries table of the Mask stage says "grey = −∞": every −∞ cell is striped grey, the
+    query's row too, and no other cell is."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=0&stage=mask&head=0&query=1")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    settle(page)
+    page.get_by_role("button", name="All queries").click()
+    table = page.locator(".stage table.matrix").filter(has=page.locator("caption", has_text="grey = −∞"))
+    cells = table.locator("tbody td").evaluate_all(
+        "tds => tds.map(td => [td.textContent, getComputedStyle(td).backgroundImage.startsWith('repeating-linear-gradient')])"
+    )
+    assert len(cells) == 36 and sum(text == "−∞" for text, _ in cells) == 15  # 6 tokens: 5 + 4 + ... + 0 keys after each query
+    assert all(grey == (text == "−∞") for text, grey in cells), cells
