@@ -1674,3 +1674,17 @@ def test_every_query_at_the_mask_greys_the_minus_infinities_its_caption_calls_gr
     )
     assert len(cells) == 36 and sum(text == "−∞" for text, _ in cells) == 15  # 6 tokens: 5 + 4 + ... + 0 keys after each query
     assert all(grey == (text == "−∞") for text, grey in cells), cells
+
+
+def test_a_long_token_in_the_weights_bars_keeps_to_one_line_and_the_bars_stay_aligned(page, server_url):
+    """The label column is as wide as its longest label needs (up to 14em): "extraordinarily" was
+    cut mid-word into "extraordina / rily" by a fixed 7em column. Every bar still starts at one x."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=the+extraordinarily+cat&seed=0&stage=weights&head=0&query=2")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    settle(page)
+    rows = page.locator(".stage .bars .bar-row").evaluate_all(
+        "rows => rows.map(r => { const t = r.querySelector('.tok'); return [t.textContent, t.getClientRects().length === 1 && t.getBoundingClientRect().height < 1.6 * parseFloat(getComputedStyle(t).lineHeight), Math.round(r.querySelector('.bar-track').getBoundingClientRect().left)]; })"
+    )
+    assert [text for text, _, _ in rows] == ["the", "extraordinarily", "cat"]
+    assert all(one_line for _, one_line, _ in rows), rows
+    assert len({left for _, _, left in rows}) == 1, rows
