@@ -1334,7 +1334,9 @@ def test_one_token_is_counted_as_one_and_an_encoders_cache_is_said_to_be_a_decod
     page.get_by_text("Cost of this configuration", exact=True).click()
     costs = page.locator(".costs").inner_text()
     assert "1 tokens" not in costs and "float16, 1 token" in costs and "Arithmetic for n = 1 token" in costs
-    assert page.locator(".costs .table-title").inner_text().startswith("A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder")
+    title = page.locator(".costs .table-title").inner_text()
+    assert title.startswith("A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder")
+    assert title.endswith("per K/V head per token.")  # a sentence, with its full stop
 
 
 def test_a_lab_value_float32_could_hold_is_given_in_full_as_it_is(page, server_url):
