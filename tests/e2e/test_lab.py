@@ -1202,7 +1202,7 @@ def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):
     page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:9,0=1;x:1,2=0.5"))
     wait_kind(page, "GQA")
     settle(page)
-    assert page.locator(".lab-status").inner_text() == "An edited value does not fit this configuration; it is set aside until it fits again: x[9,0] (x is 3 × 8)."
+    assert page.locator(".lab-status").inner_text() == "An edited value does not fit this configuration; it is set aside until it fits again: x row 9, column 0 (x is 3 × 8)."
     assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
 
 
@@ -1222,20 +1222,20 @@ def test_edits_that_stop_fitting_are_set_aside_and_come_back(page, server_url):
     assert "b_O:3=1.5" in unquote(link(page))
     page.get_by_label("Bias", exact=True).uncheck()
     settle(page)
-    expect(page.locator(".lab-status")).to_have_text("An edited value does not fit this configuration; it is set aside until it fits again: b_O[3] (there is no b_O here).")
+    expect(page.locator(".lab-status")).to_have_text("An edited value does not fit this configuration; it is set aside until it fits again: b_O column 3 (there is no b_O here).")
     assert "b_O" not in unquote(link(page))  # the link holds the values in use
     set_field(page, "Tokens (separated by spaces)", "a b")
-    expect(page.locator(".lab-status")).to_have_text("An edited value does not fit this configuration; it is set aside until it fits again: x[2,0] (x is 2 × 8).")
+    expect(page.locator(".lab-status")).to_have_text("An edited value does not fit this configuration; it is set aside until it fits again: x row 2, column 0 (x is 2 × 8).")
     page.get_by_label("Bias", exact=True).check()
     settle(page)
-    expect(page.locator(".lab-status")).to_have_text("An edited value set aside fits again and is back: b_O[3].")
+    expect(page.locator(".lab-status")).to_have_text("An edited value set aside fits again and is back: b_O column 3.")
     page.get_by_label("Edit the values of").select_option("b_O")
     assert page.locator('.edit-grid input[data-key="b_O:3"]').input_value() == "1.5"
     # back on another token's row: said, as for an edit kept when its token changes
     set_field(page, "Tokens (separated by spaces)", "a b zebra")
     expect(page.locator(".lab-status")).to_have_text(
-        "An edited value set aside fits again and is back: x[2,0]. "
-        "An edited value keeps its row and column numbers, which now stand for other tokens or components: x[2,0]."
+        "An edited value set aside fits again and is back: x row 2, column 0. "
+        "An edited value keeps its row and column numbers, which now stand for other tokens or components: x row 2, column 0."
     )
     assert "b_O:3=1.5" in unquote(link(page)) and "x:2,0=0.75" in unquote(link(page))
     # the numbers computed are those of the values back in place
@@ -1286,7 +1286,7 @@ def test_edits_kept_where_their_rows_now_mean_other_tokens_or_components_are_nam
     tokens.fill(" ".join(words[1:] + ["z"]))  # the first token out: row 1 is now another token
     tokens.blur()
     settle(page)
-    assert page.locator(".lab-status").inner_text() == "An edited value keeps its row and column numbers, which now stand for other tokens or components: x[1,2]."
+    assert page.locator(".lab-status").inner_text() == "An edited value keeps its row and column numbers, which now stand for other tokens or components: x row 1, column 2."
     assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
     set_field(page, "Seed", 4)  # nothing moves: nothing is said
     assert page.locator(".lab-status").inner_text() == ""
@@ -1690,3 +1690,20 @@ def test_a_long_token_in_the_weights_bars_keeps_to_one_line_and_the_bars_stay_al
     assert [text for text, _, _ in rows] == ["the", "extraordinarily", "cat"]
     assert all(one_line for _, one_line, _ in rows), rows
     assert len({left for _, _, left in rows}) == 1, rows
+
+
+def test_a_weight_set_aside_is_named_as_the_grid_names_its_cell(page, server_url):
+    """W_Q[3,0,0] read as three bare numbers; the status line names the head, row and column, as the
+    grid's cells are named (their names now say the head too)."""
+    open_lab(page, server_url)  # GQA: 4 query heads
+    page.get_by_label("Edit the values of").select_option(label="W_Q head 3")
+    cell = page.get_by_label("W_Q head 3, row 0, column 0", exact=True)
+    cell.fill("0.5")
+    cell.blur()
+    settle(page)
+    set_field(page, "n_kv_heads", 1)
+    set_field(page, "n_heads", 2)
+    assert page.locator(".lab-status").inner_text() == (
+        "An edited value does not fit this configuration; it is set aside until it fits again: "
+        "W_Q head 3, row 0, column 0 (W_Q is 2 heads of 8 × 2)."
+    )

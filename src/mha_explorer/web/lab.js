@@ -28,6 +28,19 @@ const WHOLE = /^[-+]?\d+$/;
 // A field's text as a whole number; NaN for anything else (empty, "2,5", "abc"), which the checks
 // then name. Text fields, not number fields: a browser's number field reads "2,5" as 25 and drops
 // letters typed into it, so neither could be said back to the user.
+// An edit's key ("W_K:1,2,0", as a link writes it) in words, as the grids name their cells:
+// "W_K K/V head 1, row 2, column 0"; and an array's shape: "2 K/V heads of 8 × 2".
+const headWord = (name) => (name.endsWith("Q") ? "head" : "K/V head");
+function cellName(key) {
+  const [name, index] = key.split(":");
+  const at = index.split(",");
+  const head = /^[Wb]_[QKV]$/.test(name) ? `${headWord(name)} ${at.shift()}, ` : "";
+  return `${name} ${head}${at.length === 2 ? `row ${at[0]}, ` : ""}column ${at.at(-1)}`;
+}
+function shapeName(name, shape) {
+  if (!/^[Wb]_[QKV]$/.test(name)) return shape.join(" × ");
+  return `${shape[0]} ${headWord(name)}${shape[0] === 1 ? "" : "s"} of ${shape.slice(1).join(" × ")}`;
+}
 const wholeOf = (text) => (WHOLE.test(text.trim()) ? Number(text.trim()) : NaN);
 function wholeField({ lo, hi, value, ...attrs }) {
   const input = h("input", { ...attrs, type: "text", inputmode: "numeric", autocomplete: "off", spellcheck: "false", value });
@@ -299,10 +312,10 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     // a value typed while the settings were wrong is no edit when it is the one drawn; an edit
     // made before stays one, even where new settings (another seed) happen to draw its value
     const kept = new Map([...fits].filter(([key, value]) => value !== drawnAt(key) || (lab.edits.has(key) && !waitingValues.has(key)) || fromExample?.get(key) === value));
-    // the edits dropped, each with the shape it missed: "x[9,0] (x is 3 × 8)"
+    // the edits dropped, each with the shape it missed: "x row 9, column 0 (x is 3 × 8)"
     const dropped = [...next.edits.keys()].filter((key) => !fits.has(key)).map((key) => {
-      const [name, index] = key.split(":");
-      return `${name}[${index}] (${shapes[name] ? `${name} is ${shapes[name].join(" × ")}` : `there is no ${name} here`})`;
+      const name = key.split(":")[0];
+      return `${cellName(key)} (${shapes[name] ? `${name} is ${shapeName(name, shapes[name])}` : `there is no ${name} here`})`;
     });
     // the edits kept at the same numbers, which now stand for something else: a row of x whose
     // token changed, a row of W^O (head i's component e is row i·d_v + e) under another d_v
@@ -336,7 +349,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     valuesPart.hidden = false;
     presetSelect.value = presetNow(); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
-    const named = (keys) => keys.map((key) => key.replace(/^(\w+):(.*)$/, "$1[$2]"));
+    const named = (keys) => keys.map(cellName);
     const shownKeys = named(moved);
     const returned = named(back.filter((key) => kept.has(key)));
     status.textContent = [
@@ -443,7 +456,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       // autocomplete off: else the browser copies every cell's state into the history entry on
       // each history.replaceState (the link), 17 ms for 64 × 64 cells. The full keyboard (no
       // inputmode="decimal"): an iPhone's decimal pad has no minus sign.
-      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${names[r] || ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: userEdit(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${headText === undefined ? "" : `${headWord(name)} ${headText},`} ${names[r] ? names[r] + "," : ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: userEdit(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
       const message = h("span", { class: "cell-error", role: "alert", id: said }, draft !== undefined ? parseCell(draft).error : waitingValues.has(key) ? WAITING : null);
       input.addEventListener("change", () => editCell(input, message, key));
       return h("span", { class: "cell", role: "cell" }, input, message);
