@@ -704,7 +704,7 @@ def test_a_thumbnail_paints_masked_cells_grey_as_the_big_maps_do(page, server_ur
     """A causal layer's thumbnails: the cells above the diagonal are masked, grey as on the big
     maps, not white (which reads as little attention)."""
     trace_model(page, server_url, "smollm2", "The cat sat on the mat because it was warm.", 0)
-    assert "; grey is masked;" in page.locator(".overview p.hint").inner_text()
+    assert "; grey is masked;" in page.locator(".overview p.hint").first.inner_text()
     corners = """() => { const canvas = document.querySelector('.thumb-button[data-head="0"] canvas');
         const n = canvas.width, data = canvas.getContext('2d').getImageData(0, 0, n, n).data;
         const at = (r, c) => [...data.slice(4 * (r * n + c), 4 * (r * n + c) + 3)];
@@ -763,6 +763,17 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     trace_model(page, server_url, "minilm", text, 2)
     n = len(page.locator(".token-strip .token").all_inner_texts())
     assert n == 512
+    # the strip, scrolled to the query, shows whole rows (a row cut in half at its top read as lying
+    # under the thumbnails), the query's among them; the lead that counts the tokens stays above it
+    strip = page.locator(".token-strip").evaluate("""(s) => {
+      const box = s.getBoundingClientRect();
+      const cut = [...s.querySelectorAll(".token")].filter((t) => { const r = t.getBoundingClientRect(); return r.top < box.top && r.bottom > box.top; });
+      const query = s.querySelector(".token[aria-pressed=true]").getBoundingClientRect();
+      return { scrolled: s.scrollTop > 0, cut: cut.length, queryInside: query.top >= box.top && query.bottom <= box.bottom };
+    }""")
+    assert strip == {"scrolled": True, "cut": 0, "queryInside": True}, strip
+    lead = page.locator(".overview .strip-lead")
+    assert lead.inner_text() == "512 tokens; pick one as the query:" and lead.is_visible()
     sent = page.evaluate("() => performance.getEntriesByType('resource').filter(e => e.name.endsWith('api/model-trace')).map(e => e.transferSize)")
     assert sent and max(sent) < 10_000_000, sent
     for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():

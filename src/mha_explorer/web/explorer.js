@@ -1073,7 +1073,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
     chipOn = chip;
     const top = placeMark(chip);
     const strip = chip?.parentElement;
-    if (chip && (top < 0 || top + chip.offsetHeight > strip.clientHeight)) strip.scrollTop += top - (strip.clientHeight - chip.offsetHeight) / 2;
+    if (chip && (top < 0 || top + chip.offsetHeight > strip.clientHeight)) {
+      strip.scrollTop += top - (strip.clientHeight - chip.offsetHeight) / 2; // the query's row in the middle (snapped to a row)
+    }
   }
 
   // The ring over the query's token, where that token now lies; returns the token's top in the
@@ -2809,11 +2811,14 @@ function modelOverview(payload, pick) {
   const tokens = payload.tokens.map((label, j) =>
     h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
   );
+  const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}; pick one as the query:`);
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
-    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them" }, h("span", { class: "hint" }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}; pick one as the query: `), tokens, h("span", { class: "token-mark", "aria-hidden": "true", hidden: true })),
+    // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight
+    lead,
+    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them", "aria-describedby": lead.id }, tokens, h("span", { class: "token-mark", "aria-hidden": "true", hidden: true })),
   ];
 }
 
