@@ -684,6 +684,23 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
 
 
 @needs("smollm2")
+def test_a_q_row_wider_than_the_stage_scrolls_by_itself_not_the_whole_figure(page, server_url):
+    """SmolLM2's q is 64 numbers in a row (about 3,000 px): it scrolls in its own box, and the maps
+    and the hint around it stay where they are (the whole figure scrolled sideways with it)."""
+    trace_model(page, server_url, "smollm2", "The quick brown fox jumps.", 0)
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    figure = page.locator(".stage .figure").evaluate("f => [f.scrollWidth, f.clientWidth]")
+    assert figure[0] <= figure[1], figure
+    q = page.locator(".stage table.matrix").filter(has=page.locator("caption", has_text="q"))
+    assert q.locator("tbody td").count() == 64
+    widths = q.evaluate("t => [t.scrollWidth, t.clientWidth]")
+    assert widths[0] > 2 * widths[1], widths
+    q.locator("tbody td .num").first.focus()
+    page.keyboard.press("End")  # the keyboard reaches the last number, scrolled into sight in q's own box
+    assert page.evaluate("() => document.activeElement.closest('td')?.dataset.col") == "63"
+    assert q.evaluate("t => t.scrollLeft") > 0 and page.locator(".stage .figure").evaluate("f => f.scrollLeft") == 0
+
+
 def test_byte_pieces_of_a_character_are_named_by_it(page, server_url):
     trace_model(page, server_url, "smollm2", "A cat 🐱 sat", 0)
     labels = ["A", "␣cat", "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3", "␣sat"]
