@@ -85,15 +85,18 @@ def need_model(text, layer) -> None:
     fail(f"{given} need{'' if ' and ' in given else 's'} --model: choose one of {', '.join(NAMES)} or a checkpoint path")
 
 
-def check_stage(stage: str | None, config, layer: str = "this layer") -> None:
+TEACHING = "the teaching example"
+
+
+def check_stage(stage: str | None, config, layer: str = TEACHING) -> None:
     """--stage names a stage the layer (as the message calls it) has, or a one-line error and exit 2."""
     allowed = [s.id for s in page_stages(config)]
     if stage is not None and stage not in allowed:
-        if stage == "mask" and layer == "this layer":
+        if stage == "mask" and layer == TEACHING:
             fail("the mask stage needs --causal: add it to mask the keys after the query")
         if stage in LACKS:  # a stage some layers have
             fail(f"{layer} has no {stage} stage ({LACKS[stage]}); choose one of: {', '.join(allowed)}")
-        fail(f"unknown stage {stage!r}{'' if layer == 'this layer' else f' for {layer}'}; choose one of: {', '.join(allowed)}")
+        fail(f"unknown stage {stage!r}{'' if layer == TEACHING else f' for {layer}'}; choose one of: {', '.join(allowed)}")
 
 
 LACKS = {  # why a layer may lack one of the optional stages

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -263,3 +266,17 @@ def test_a_longer_spelling_takes_its_room_from_the_padding_after_it():
 def test_no_command_prints_the_help_and_succeeds():
     result = invoke()
     assert result.exit_code == 0 and "Commands:" in result.stdout and "trace" in result.stdout
+
+
+def test_a_stage_the_teaching_example_lacks_is_said_of_the_example_not_of_a_layer():
+    said = one_error(invoke("trace", "--stage", "rope"))
+    assert said == "error: the teaching example has no rope stage (it has no rotary positions); choose one of: projections, scores, weights, mixing, concat, output"
+
+
+def test_python_dash_m_runs_the_same_command_line():
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-m", "mha_explorer", "trace", "--stage", "weights", "--head", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == invoke("trace", "--stage", "weights", "--head", "1").output
+    usage = subprocess.run([sys.executable, "-m", "mha_explorer", "--help"], capture_output=True, text=True, timeout=120, env=env)
+    assert usage.stdout.startswith("Usage: mha-explorer ")
