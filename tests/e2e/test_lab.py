@@ -1502,7 +1502,7 @@ def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page,
     table = page.locator(".stage table.softmax")
     assert "Infinity" not in table.inner_text() and "NaN" not in table.inner_text()
     expect(table.locator("caption")).to_contain_text("the largest score, m = 4.81e99, is taken off first (the weights stay the same)")
-    assert table.locator("thead th").all_inner_texts() == ["key", "scaled score s", "e^(s − m)", "÷ Σ", "weight"]
+    assert table.locator("thead th").all_inner_texts() == ["key", "scaled score\u00a0s", "e^(s − m)", "÷ Σ", "weight"]
     shifted = [row[1] for row in (r.locator("td").all_inner_texts() for r in table.locator("tbody tr").all())]
     assert shifted == ["0.000", "1.000", "0.000", "0.000", "0.000", "0.000"]
     body = lab_state(page) | {"edits": {"x:1,0": 1e50}}

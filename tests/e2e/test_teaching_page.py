@@ -466,6 +466,14 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
         assert wide == [], f"{title}: {wide}"
         # the teaching example's formulas fit a phone whole (a real layer's longer ones scroll)
         assert page.evaluate("() => { const f = document.querySelector('.stage .formula'); return f.scrollWidth <= f.clientWidth + 1; }"), title
+        if title == "Weights":  # "Σ = 1.00" and the header "scaled score s" keep to one line each
+            assert page.locator(".stage .sum").evaluate("(s) => new Set([...s.getClientRects()].map((r) => Math.round(r.bottom))).size") == 1
+            header = page.locator(".stage table.calc-table thead th").nth(1)
+            # (the header may wrap, but its s stays on the line of "score")
+            tops = header.evaluate("""(th) => { const text = th.firstChild, at = text.data.indexOf("score"), r = document.createRange();
+              const top = (i) => { r.setStart(text, i); r.setEnd(text, i + 1); return Math.round(r.getBoundingClientRect().top); };
+              return [top(at), top(text.data.length - 1)]; }""")
+            assert tops[0] == tops[1], tops
         if title == "Value mixing":
             page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
         # an equation too wide for a line breaks before an operator, never after one: each × or =

@@ -1561,7 +1561,7 @@ function softmaxTable(view, query, head) {
         ? `The softmax by hand, head ${head}: eˢ itself would ${shift > 0 ? "pass the largest number a computer holds" : "be 0 for every key"}, so the largest score, m = ${fmt(shift)}, is taken off first (the weights stay the same): e^(s − m) of each s as shown, then each over their sum`
         : `The softmax by hand, head ${head}: eˢ of each s as shown, then each eˢ over their sum`,
     ),
-    h("thead", {}, h("tr", {}, ["key", "scaled score s", shift ? "e^(s − m)" : "eˢ", shift ? "÷ Σ" : "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
+    h("thead", {}, h("tr", {}, ["key", "scaled score\u00a0s" /* the s keeps to its words */, shift ? "e^(s − m)" : "eˢ", shift ? "÷ Σ" : "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
   return { table, off, digits: big ? "three significant digits" : "three" };
