@@ -909,3 +909,18 @@ def test_on_a_phone_a_numbers_full_value_is_not_cut_at_the_figures_edge(browser,
         number.hover()
         assert page.evaluate(tip, number.element_handle()) == [True, True], number.get_attribute("data-full")
     page.close()
+
+
+def test_every_query_at_once_rules_the_querys_row_so_that_it_shows_from_afar(page, server_url):
+    """The query's row among every query's was a tint barely off white: it is also ruled above and
+    below, and its label is in ink, not grey."""
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Value mixing")
+    page.get_by_role("button", name="All queries").click()
+    rows = page.locator(".stage table.matrix tbody tr").evaluate_all(
+        """(trs) => trs.map((tr) => [tr.querySelector("th").textContent, getComputedStyle(tr.querySelector("td")).boxShadow !== "none",
+            getComputedStyle(tr.querySelector("th")).color])"""
+    )
+    assert [name for name, _, _ in rows] == ["cats", "like", "warm", "milk"]
+    assert [ruled for _, ruled, _ in rows] == [False, True, False, False]
+    assert len({colour for _, _, colour in rows}) == 2  # the query's label stands apart
