@@ -1707,3 +1707,27 @@ def test_a_weight_set_aside_is_named_as_the_grid_names_its_cell(page, server_url
         "An edited value does not fit this configuration; it is set aside until it fits again: "
         "W_Q head 3, row 0, column 0 (W_Q is 2 heads of 8 × 2)."
     )
+
+
+def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, server_url):
+    """Head 3 of 4 heads, then 2 heads: head 0 is shown; 4 heads again: head 3 again (it stayed at 0).
+    The Mask stage, the mask unchecked and checked again, likewise. A head picked meanwhile wins."""
+    open_lab(page, server_url)  # GQA: 4 heads, 2 K/V heads, causal
+    page.get_by_label("Inspect head").select_option("3")
+    page.get_by_label("Calculation stage").select_option(label="Mask")
+    set_field(page, "n_kv_heads", 1)
+    set_field(page, "n_heads", 2)
+    assert page.get_by_label("Inspect head").input_value() == "0"
+    set_field(page, "n_heads", 4)
+    assert page.get_by_label("Inspect head").input_value() == "3" and "head=3" in link(page)
+    assert "Mask" in page.locator(".stage h2").inner_text()
+    page.get_by_label("Causal mask", exact=True).uncheck()
+    settle(page)
+    assert "Projections" in page.locator(".stage h2").inner_text()
+    page.get_by_label("Causal mask", exact=True).check()
+    settle(page)
+    assert "Mask" in page.locator(".stage h2").inner_text()
+    set_field(page, "n_heads", 2)
+    page.get_by_label("Inspect head").select_option("1")  # picked meanwhile: kept
+    set_field(page, "n_heads", 4)
+    assert page.get_by_label("Inspect head").input_value() == "1"

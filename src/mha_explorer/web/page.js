@@ -242,6 +242,18 @@ async function main() {
     },
   };
 
+  // A stage, head or query the lab's settings took away (the Mask stage without the mask, head 2 of
+  // 2 heads, a token removed) comes back with the first settings that have it again, unless
+  // another was picked meanwhile: [what was chosen, what is shown instead], by trait.
+  const takenAway = {};
+  const fitLab = (trait, value, fits, instead) => {
+    const [chosen, shown] = takenAway[trait] ?? [];
+    const wanted = chosen !== undefined && value === shown ? chosen : value; // nothing else picked meanwhile
+    delete takenAway[trait];
+    if (fits(wanted)) return wanted;
+    takenAway[trait] = [wanted, instead];
+    return instead;
+  };
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
   let pendingView = link.mode !== "teaching" ? link : null;
   const editor = createLab({
@@ -260,9 +272,9 @@ async function main() {
       }
       const ids = payload.page_stages.map((s) => s.id);
       model.set("payload", payload);
-      model.set("stage", ids.includes(view.stage) ? view.stage : ids[0]);
-      model.set("head", view.head < payload.config.n_heads ? view.head : 0);
-      model.set("query", view.query < payload.tokens.length ? view.query : 0);
+      model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), ids[0]));
+      model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0));
+      model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0));
       model.set("all_queries", Boolean(view.all_queries));
       writeLink(model, editor.lab);
     },
