@@ -852,6 +852,36 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     assert shown == {f"concat:{query},{e}" for e in range(32)}, sorted(shown)[:3]
 
 
+@needs("minilm")
+def test_a_load_step_that_cannot_count_itself_shows_a_moving_bar_not_a_stuck_one(page, server_url):
+    """Gemma 3 reads its vocabulary for about 20 s at one fraction (31%): a bar standing still for
+    that long reads as stuck. After 2 s at one fraction the bar turns indeterminate (it moves), and
+    the status keeps the fraction; a new fraction makes it a measure again. Here the server's answers
+    are held at 31% for a few seconds."""
+    import time
+
+    real = httpx.get(server_url + "api/models/minilm").json()
+    held = {**real, "state": "loading", "fraction": 0.31, "message": "reading the vocabulary (9 s so far)"}
+    start = time.monotonic()
+
+    def stalled(route):
+        if time.monotonic() - start < 4:
+            route.fulfill(json=held)
+        else:
+            route.continue_()
+
+    page.route("**/api/models/minilm", stalled)  # the state asked for; the load itself goes to the server
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    bar = page.locator("#model-progress")
+    page.wait_for_function("() => document.getElementById('model-progress')?.value === 0.31")
+    page.wait_for_function("() => !document.getElementById('model-progress').hasAttribute('value')", timeout=4000)
+    assert bar.is_visible() and "(31%): reading the vocabulary" in page.locator(".model-status").inner_text()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    assert bar.is_hidden()
+
+
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):
     page.goto(server_url + "#mode=model&model=../../etc&layer=0&text=hi")
     page.wait_for_function("() => !document.getElementById('notice').hidden")

@@ -145,6 +145,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     fillLayers(info?.config, Number(layer.value || initial.layer || 0));
   }
 
+  const STALLED_MS = 2000; // a fraction unchanged for this long: the bar shows work without a measure
   async function ensureLoaded(name) {
     let state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     const listed = models.find((m) => m.name === name);
@@ -152,8 +153,14 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (state.state === "ready") return state;
     state = await answer(await ask(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
     bar.hidden = false;
+    let fraction = -1, since = 0; // the last fraction heard, and when it came
     while (state.state === "loading") {
-      bar.value = state.fraction;
+      if (state.fraction !== fraction) {
+        [fraction, since] = [state.fraction, performance.now()];
+        bar.value = fraction;
+      } else if (performance.now() - since > STALLED_MS) {
+        bar.removeAttribute("value"); // a step that cannot count itself (Gemma's vocabulary): the bar moves to say it is busy, not stuck
+      }
       status.textContent = `Loading ${state.title} (${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
       await wait(250);
       state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
