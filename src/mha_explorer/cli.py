@@ -71,9 +71,14 @@ def check_layers(model_name: str, layers: list[str]) -> None:
             fail(f"--layer {layer.strip()} is out of range; choose a layer of the model, numbered from 0")
 
 
+def every_head(head: str | None) -> bool:
+    """--head all (or none given): every head."""
+    return head is None or head.strip().lower() == "all"
+
+
 def chosen_heads(head: str | None, config) -> list[int]:
     """Every head, or the one --head names."""
-    return list(range(config.n_heads)) if head is None else [whole_number("--head", head, config.n_heads, "head")]
+    return list(range(config.n_heads)) if every_head(head) else [whole_number("--head", head, config.n_heads, "head")]
 
 
 def need_model(text, layer) -> None:
@@ -187,7 +192,7 @@ def main(ctx: click.Context) -> None:
     "(default: the example's, 'like'; with --model, "
     "the middle word of the text)",
 )
-@click.option("--head", default=None, metavar="N", help="show only this head, numbered from 0 (default: every head)")
+@click.option("--head", default=None, metavar="N", help="show only this head, numbered from 0, or all (default: every head; with --json and --model, head 0)")
 @click.option(
     "--stage",
     default=None,
@@ -202,7 +207,7 @@ def main(ctx: click.Context) -> None:
     is_flag=True,
     help="print the trace as JSON, in the server's schema, instead of the walkthrough: the teaching example "
     "whole (every head and stage); with --model, what the server's /api/model-trace sends: every stage of "
-    "one head, --head (default 0), and the model, layer, text and readable tokens; its arrays are base64 "
+    "one head, --head (default 0; all: every head's), and the model, layer, text and readable tokens; its arrays are base64 "
     "float32 (mha_explorer.schema.to_numpy reads them); a per-head array holds the slices its `heads` names, and its "
     "`shape` is the whole layer's",
 )
@@ -251,10 +256,10 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
     check_layers(model_name, [] if layer is None else [layer])
     spec = spec_of(model_name)
-    choose = "choose a head of the layer, numbered from 0"
-    if head is not None and spec is not None:
+    choose = "choose a head of the layer, numbered from 0, or all"
+    if not every_head(head) and spec is not None:
         whole_number("--head", head, spec.n_heads, "head")
-    elif head is not None and parse_whole("--head", head, choose) < 0:
+    elif not every_head(head) and parse_whole("--head", head, choose) < 0:
         fail(f"--head {head.strip()} is out of range; {choose}")
     if not text.strip():
         fail(EMPTY_TEXT)
@@ -275,7 +280,8 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
         if as_json:
             if stage is not None:
                 note("--json writes every stage; --stage chooses what the walkthrough shows")
-            click.echo(model_payload(model, text, layer, heads[0], query).model_dump_json(indent=1))
+            whole = head is not None and every_head(head)  # --head all: every head's arrays, as a static copy holds them
+            click.echo(model_payload(model, text, layer, None if whole else heads[0], query).model_dump_json(indent=1))
             return
         run = model.run(text, layer)
     except ModelError as e:

@@ -530,3 +530,18 @@ def test_a_query_with_accents_finds_the_token_an_accent_stripping_tokenizer_made
     text = "Le café à Zürich"
     assert payload("--model", "minilm", "--text", text, "--query", "Zürich").query == 4
     assert payload("--model", "minilm", "--text", text, "--query", "café").query == 2
+
+
+@needs["smollm2"]
+def test_json_of_every_head_holds_each_heads_arrays_as_its_own_json_does():
+    """--head all --json writes every head's arrays (GQA: 9 query heads, 3 K/V heads), each equal
+    to what --head N --json writes; --head all in the walkthrough is its default, every head."""
+    whole = payload("--model", "smollm2", "--text", FOX, "--layer", "2", "--head", "all")
+    weights, k = to_numpy(whole.stages["weights"]), to_numpy(whole.stages["k"])
+    assert weights.shape[0] == 9 and k.shape[0] == 3
+    for head in (0, 4, 8):
+        one = payload("--model", "smollm2", "--text", FOX, "--layer", "2", "--head", str(head))
+        assert one.stages["weights"].heads == [head] and one.stages["k"].heads == [head // 3]  # the slices it holds
+        assert np.array_equal(to_numpy(one.stages["weights"])[0], weights[head])
+        assert np.array_equal(to_numpy(one.stages["k"])[0], k[head // 3])
+    assert ok("--model", "smollm2", "--text", FOX, "--head", "ALL", "--stage", "weights") == ok("--model", "smollm2", "--text", FOX, "--stage", "weights")
