@@ -186,7 +186,7 @@ def main(ctx: click.Context) -> None:
     "query_token",
     default=None,
     metavar="TOKEN",
-    help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a leading space) "
+    help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a space at either end) "
     "or as the tokenizer spells it (Ġfox), its first place; fox@4 is fox at position 4, as the tables "
     "label a repeated token (fox @4); or a position from 0, where the text has no such number as a token "
     "(default: the example's, 'like'; with --model, "

@@ -117,7 +117,7 @@ class ModelLayer(BaseModel):
     readable: list[str] = Field(description="the text each token stands for")
     labels: list[str] = Field(
         default_factory=list,
-        description="each token as the view labels it: its text with ␣ for a leading space; a byte piece of a character as that character and which piece (␣🐱 1/3)",
+        description="each token as the view labels it: its text with ␣ for a space at its start or end; a byte piece of a character as that character and which piece (␣🐱 1/3)",
     )
     kv_cache_all_layers: dict[str, int] = Field(
         default_factory=dict,

@@ -222,7 +222,7 @@ export function withDerived(answer) {
 }
 
 // A real model's tokens as the view labels them, as the server worked them out
-// (modelview.token_labels): the text each stands for, with a leading space shown as ␣ and a line
+// (modelview.token_labels): the text each stands for, a space at its start or end shown as ␣ and a line
 // break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the"; "##ing" stays), and a byte piece of a
 // character as that character and its place ("␣🐱 1/3"). The raw tokens where an answer has none.
 function tokenLabels(payload) {
@@ -2803,15 +2803,15 @@ function modelOverview(payload, pick) {
     return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, map, h("span", {}, `Head ${i}`));
   });
   // the text as the tokenizer split it, where the token's label (payload.tokens) is that text with
-  // its leading spaces marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
+  // the spaces it starts or ends with marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
   // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
   // token with the text it stands for ([UNK] 🐱)
-  const marked = (text) => text.replace(/^ +/, (spaces) => "␣".repeat(spaces.length));
+  const marked = (text) => text.replace(/^ +| +$/g, (spaces) => "␣".repeat(spaces.length));
   const shown = (label, text) => (INVISIBLE.test(label) ? visibleToken(label) /* by its code (U+0007), as in the menus */ : text && text.trim() && marked(text) === label ? text : label);
   const tokens = payload.tokens.map((label, j) =>
     h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
   );
-  const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => tok.startsWith("␣")) ? " (elsewhere on the page, ␣ marks a token's leading space)" : ""}; pick one as the query:`);
+  const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => /^␣|␣$/.test(tok)) ? " (elsewhere on the page, ␣ marks a space a token starts or ends with)" : ""}; pick one as the query:`);
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
