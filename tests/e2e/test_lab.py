@@ -1731,3 +1731,43 @@ def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, serve
     page.get_by_label("Inspect head").select_option("1")  # picked meanwhile: kept
     set_field(page, "n_heads", 4)
     assert page.get_by_label("Inspect head").input_value() == "1"
+    # a pick that comes back to the stand-in is a pick too: Mask, no mask (Projections), Scores,
+    # Projections again, the mask again: Projections stays
+    page.get_by_label("Calculation stage").select_option(label="Mask")
+    page.get_by_label("Causal mask", exact=True).uncheck()
+    settle(page)
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    page.get_by_label("Causal mask", exact=True).check()
+    settle(page)
+    assert "Projections" in page.locator(".stage h2").inner_text()
+
+
+def test_on_a_phone_a_long_label_leaves_the_bars_room_and_wide_tables_scroll_each_in_its_own_box(browser, server_url):
+    """At 390 px: a label column as wide as "supercalifragilisticexpialidocious_token" left the bars
+    22 px; it takes at most 40% of the row. A 16-wide lab's tables (x, W, q) each scroll in their
+    own box, the equation's first one too: the figure itself does not scroll sideways."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=1&bias=0&tokens=the+supercalifragilisticexpialidocious_token+cat+sat&seed=0&stage=weights&head=0&query=2")
+        page.wait_for_selector(".mha-explorer .stage h2")
+        settle(page)
+        tracks = page.locator(".stage .bars .bar-track").evaluate_all("(ts) => ts.map((t) => t.getBoundingClientRect().width)")
+        assert len(tracks) == 4 and min(tracks) > 80, tracks
+        page.goto(server_url + "#mode=lab&d_model=16&n_heads=2&n_kv_heads=2&d_head=8&d_v=8&causal=0&bias=0&tokens=the+cat+sat&seed=0&stage=projections&head=0&query=0")
+        page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('Projections')")
+        settle(page)
+        figure = page.locator(".stage .figure").evaluate("(f) => [f.scrollWidth, f.clientWidth]")
+        assert figure[0] <= figure[1], figure
+        first = page.locator(".stage .equation > table.matrix").first.evaluate("(t) => [t.scrollWidth, t.clientWidth]")
+        assert first[0] > first[1], first  # x of 16 numbers scrolls by itself
+    finally:
+        page.close()
+
+
+def test_a_links_edit_of_other_indices_than_its_array_has_is_named_as_written(page, server_url):
+    """W_Q:5 (one index of three) cannot be named "W_Q head 5, column …": it is named as the link wrote it."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c&seed=0&edits=W_Q:5=1;x:1,2,3=0.5")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    settle(page)
+    assert page.locator(".lab-status").inner_text().endswith("set aside until they fit again: W_Q[5] (W_Q is 4 heads of 8 × 2); x[1,2,3] (x is 3 × 8).")

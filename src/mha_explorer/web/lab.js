@@ -31,9 +31,11 @@ const WHOLE = /^[-+]?\d+$/;
 // An edit's key ("W_K:1,2,0", as a link writes it) in words, as the grids name their cells:
 // "W_K K/V head 1, row 2, column 0"; and an array's shape: "2 K/V heads of 8 × 2".
 const headWord = (name) => (name.endsWith("Q") ? "head" : "K/V head");
+const INDICES = { x: 2, W_Q: 3, W_K: 3, W_V: 3, W_O: 2, b_Q: 2, b_K: 2, b_V: 2, b_O: 1 }; // an array's, in a key
 function cellName(key) {
   const [name, index] = key.split(":");
   const at = index.split(",");
+  if (at.length !== INDICES[name]) return `${name}[${index}]`; // a link's key of other indices than the array has
   const head = /^[Wb]_[QKV]$/.test(name) ? `${headWord(name)} ${at.shift()}, ` : "";
   return `${name} ${head}${at.length === 2 ? `row ${at[0]}, ` : ""}column ${at.at(-1)}`;
 }
@@ -48,7 +50,7 @@ function wholeField({ lo, hi, value, ...attrs }) {
   input.addEventListener("keydown", (event) => {
     const step = { ArrowUp: 1, ArrowDown: -1 }[event.key];
     const v = wholeOf(input.value);
-    if (!step || event.altKey || event.ctrlKey || event.metaKey || Number.isNaN(v)) return;
+    if (!step || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey || Number.isNaN(v)) return; // Shift+↑ selects text
     event.preventDefault();
     input.value = String(Math.min(hi, Math.max(lo, v + step)));
     input.dispatchEvent(new Event("change", { bubbles: true }));

@@ -243,17 +243,18 @@ async function main() {
   };
 
   // A stage, head or query the lab's settings took away (the Mask stage without the mask, head 2 of
-  // 2 heads, a token removed) comes back with the first settings that have it again, unless
-  // another was picked meanwhile: [what was chosen, what is shown instead], by trait.
+  // 2 heads, a token removed) comes back with the first settings that have it again, unless the
+  // user picked one meanwhile (any pick, the stand-in too, forgets it): what was chosen, by trait.
   const takenAway = {};
+  let fitting = false; // the lab's own setting of them, as a new payload comes
   const fitLab = (trait, value, fits, instead) => {
-    const [chosen, shown] = takenAway[trait] ?? [];
-    const wanted = chosen !== undefined && value === shown ? chosen : value; // nothing else picked meanwhile
+    const wanted = takenAway[trait] ?? value;
     delete takenAway[trait];
     if (fits(wanted)) return wanted;
-    takenAway[trait] = [wanted, instead];
+    takenAway[trait] = wanted;
     return instead;
   };
+  for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => fitting || delete takenAway[trait]);
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
   let pendingView = link.mode !== "teaching" ? link : null;
   const editor = createLab({
@@ -271,11 +272,16 @@ async function main() {
         pendingView = null;
       }
       const ids = payload.page_stages.map((s) => s.id);
-      model.set("payload", payload);
-      model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), ids[0]));
-      model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0));
-      model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0));
-      model.set("all_queries", Boolean(view.all_queries));
+      fitting = true;
+      try {
+        model.set("payload", payload);
+        model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), ids[0]));
+        model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0));
+        model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0));
+        model.set("all_queries", Boolean(view.all_queries));
+      } finally {
+        fitting = false;
+      }
       writeLink(model, editor.lab);
     },
   });
