@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import textwrap
 from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 
@@ -197,11 +198,19 @@ def render(
             body = views[s.id](t, tokens, query, heads)
             explanation = s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O")  # as the tables write them
             console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
-    console.print(
+    print_wrapped(
+        console,
         "Numbers show two decimals; every result is worked out from the full numbers, so a sum or product of the"
         " shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
         style="dim",
     )
+
+
+def print_wrapped(console: Console, text: str, style: str | None = None) -> None:
+    """Plain text wrapped to the terminal's width, no line ending in a space (rich leaves one at
+    each break, which a copied line keeps)."""
+    for line in textwrap.wrap(text, width=console.width) or [""]:
+        console.print(Text(line, style=style), soft_wrap=True)
 
 
 def _fits(console: Console, width: int, table) -> bool:

@@ -545,3 +545,10 @@ def test_json_of_every_head_holds_each_heads_arrays_as_its_own_json_does():
         assert np.array_equal(to_numpy(one.stages["weights"])[0], weights[head])
         assert np.array_equal(to_numpy(one.stages["k"])[0], k[head // 3])
     assert ok("--model", "smollm2", "--text", FOX, "--head", "ALL", "--stage", "weights") == ok("--model", "smollm2", "--text", FOX, "--stage", "weights")
+
+
+@needs["minilm"]
+def test_no_line_ends_in_a_space_a_copied_line_would_keep():
+    """Rich left a space at each line break of the notes above and below the tables."""
+    for out in (ok("--model", "minilm", "--text", FOX, width=80), ok(width=80)):
+        assert not [line for line in out.splitlines() if line.endswith(" ")]
