@@ -237,9 +237,14 @@ def token_label(token: str, text: str) -> str:
     ␣ for each space at its start or end (a space between two words shows as it is), ↵ for a
     newline, ⇥ for a tab: a newline and an indent ("ĊĠĠĠ") is "↵␣␣␣", not "↵" as a newline alone.
     The token itself when that text is blank or holds a broken character (a piece of a
-    multi-byte one)."""
+    multi-byte one). A text of characters that draw nothing (a zero-width space) is named by their
+    codes, "U+200B", as the page's menus name such a token."""
     shown = re.sub(r"^ +| +$", lambda spaces: "␣" * len(spaces[0]), text.replace("\n", "↵").replace("\t", "⇥"))
-    return shown if shown.strip() and "\ufffd" not in shown else token
+    if not shown.strip() or "\ufffd" in shown:
+        return token
+    if all(unicodedata.category(c)[0] in "CZ" for c in shown):  # format, control and separator characters only
+        return " ".join(f"U+{ord(c):04X}" for c in shown)
+    return shown
 
 
 BYTES_PER_CHARACTER = 4  # UTF-8: a character is at most 4 bytes, so at most 4 byte pieces

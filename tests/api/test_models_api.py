@@ -312,3 +312,11 @@ def test_a_checkpoint_files_failed_load_names_neither_it_nor_its_folder_by_path(
         time.sleep(0.05)
     assert state["state"] == "error" and "has no config.json beside weights.safetensors" in state["message"], state
     assert str(tmp_path) not in state["message"] and str(tmp_path.resolve()) not in state["message"]
+
+
+@pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
+def test_the_byte_pieces_of_a_character_that_draws_nothing_are_named_by_its_code():
+    """A zero-width space cut into two byte pieces read " 1/2" and " 2/2" (the space drawing nothing)."""
+    client = loaded("smollm2")
+    payload = TracePayload.model_validate_json(client.post("/api/model-trace", json={"model": "smollm2", "text": "a\u200bb", "layer": 0}).content)
+    assert payload.model.labels == ["a", "U+200B 1/2", "U+200B 2/2", "b"]
