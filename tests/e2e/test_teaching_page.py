@@ -924,3 +924,22 @@ def test_every_query_at_once_rules_the_querys_row_so_that_it_shows_from_afar(pag
     assert [name for name, _, _ in rows] == ["cats", "like", "warm", "milk"]
     assert [ruled for _, ruled, _ in rows] == [False, True, False, False]
     assert len({colour for _, _, colour in rows}) == 2  # the query's label stands apart
+
+
+def test_print_all_stages_of_every_query_says_its_lead_once(page, server_url):
+    """The All queries handout said "Every query at once: …" at each of its six stages; on paper it
+    is said at the first. On screen, each stage keeps it."""
+    page.goto(server_url + "#stage=scores&all=1")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.evaluate("""() => { window.leads = []; window.print = () => {
+        dispatchEvent(new Event("beforeprint"));
+        window.leads = [...document.querySelectorAll(".mha-explorer .stage")].map((s) => [...s.querySelectorAll("p.lead")]
+          .filter((p) => p.textContent.startsWith("Every query at once") && getComputedStyle(p, null).display !== "none").length);
+        dispatchEvent(new Event("afterprint")); }; }""")
+    page.emulate_media(media="print")
+    try:
+        page.evaluate("() => document.getElementById('print-all').click()")  # hidden on paper: pressed as on screen
+        assert page.evaluate("window.leads") == [1, 0, 0, 0, 0, 0]
+    finally:
+        page.emulate_media(media="screen")
+    assert page.locator(".stage p.lead", has_text="Every query at once").is_visible()

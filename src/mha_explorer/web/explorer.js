@@ -829,7 +829,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       // a head that shares its keys and values (GQA, MQA) says whose they are, in numbers, at each
       // stage that reads them (the formulas say it in letters: k_{g,j})
       const shared = READS_KV.has(stage) ? sharedKV(v.payload, head, `Head ${head}'s`) : "";
-      if (shared) leads.push(h("p", { class: "lead" }, shared.trim()));
+      if (shared) leads.push(h("p", { class: "lead once" }, shared.trim()));
       const [above, box, below] = fixedParts(v, stage, all);
       // the last two stages take every head's output: the inspected one is marked "(inspected)" there
       const heads = stage === "concat" || stage === "output" ? `all heads (head ${head} inspected)` : `head ${head}`;
@@ -2526,7 +2526,7 @@ function allQueries(view, query, head, stage) {
     ],
   };
   return [
-    h("p", { class: "lead" }, `Every query at once: one row per query token. The marked row is “`, tok(query), "”, the query of the one-query view. In practice all rows are computed together, as matrix products."),
+    h("p", { class: "lead once" }, `Every query at once: one row per query token. The marked row is “`, tok(query), "”, the query of the one-query view. In practice all rows are computed together, as matrix products."),
     h("div", { class: "maps" }, views[stage]()),
   ];
 }
