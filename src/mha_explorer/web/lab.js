@@ -24,10 +24,6 @@ const CONFIG_FIELDS = [ // name (its label too), smallest, largest
 ];
 const BLOCK = 8; // columns per block of the value grid: what is drawn or skipped together
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
-const WHOLE = /^[-+]?\d+$/;
-// A field's text as a whole number; NaN for anything else (empty, "2,5", "abc"), which the checks
-// then name. Text fields, not number fields: a browser's number field reads "2,5" as 25 and drops
-// letters typed into it, so neither could be said back to the user.
 // An edit's key ("W_K:1,2,0", as a link writes it) in words, as the grids name their cells:
 // "W_K K/V head 1, row 2, column 0"; and an array's shape: "2 K/V heads of 8 × 2".
 const headWord = (name) => (name.endsWith("Q") ? "head" : "K/V head");
@@ -43,6 +39,10 @@ function shapeName(name, shape) {
   if (!/^[Wb]_[QKV]$/.test(name)) return shape.join(" × ");
   return `${shape[0]} ${headWord(name)}${shape[0] === 1 ? "" : "s"} of ${shape.slice(1).join(" × ")}`;
 }
+const WHOLE = /^[-+]?\d+$/;
+// A field's text as a whole number; NaN for anything else (empty, "2,5", "abc"), which the checks
+// then name. Text fields, not number fields: a browser's number field reads "2,5" as 25 and drops
+// letters typed into it, so neither could be said back to the user.
 const wholeOf = (text) => (WHOLE.test(text.trim()) ? Number(text.trim()) : NaN);
 function wholeField({ lo, hi, value, ...attrs }) {
   const input = h("input", { ...attrs, type: "text", inputmode: "numeric", autocomplete: "off", spellcheck: "false", value });
