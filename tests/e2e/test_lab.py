@@ -1771,3 +1771,19 @@ def test_a_links_edit_of_other_indices_than_its_array_has_is_named_as_written(pa
     page.wait_for_selector(".mha-explorer .stage h2")
     settle(page)
     assert page.locator(".lab-status").inner_text().endswith("set aside until they fit again: W_Q[5] (W_Q is 4 heads of 8 × 2); x[1,2,3] (x is 3 × 8).")
+
+
+def test_the_current_stage_tab_wraps_no_more_than_the_others(browser, server_url):
+    """Seven stages at 1366 px: "7 Output projection" fits its tab in the others' weight; in bold,
+    as the current stage, it wrapped onto two lines, the one tab taller than the rest."""
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    try:
+        page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=1&tokens=the+cat+sat&seed=0&stage=output&head=0&query=2")
+        page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.startsWith('7. Output projection')")
+        heights = page.locator(".steps button").evaluate_all("(bs) => bs.map((b) => [b.textContent, b.getAttribute('aria-current'), Math.round(b.getBoundingClientRect().height)])")
+        assert len(heights) == 7 and heights[-1][1] == "step"
+        assert len({height for _, _, height in heights}) == 1, heights
+        line = page.locator(".steps button").last.evaluate("(b) => parseFloat(getComputedStyle(b).lineHeight)")
+        assert heights[-1][2] < 2 * line + 10, heights  # one line and its padding
+    finally:
+        page.close()
