@@ -184,7 +184,7 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "multiplies (one per score)"]
     assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
     # the total adds operations of different kinds: it says so
-    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "the counts above added, each as its row counts it: a softmax entry (its exponential and division) is one"]
+    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one"]
     assert "masked ones too" in page.locator(".costs .hint").inner_text()
 
 
@@ -1316,7 +1316,7 @@ def test_the_arithmetic_says_it_leaves_the_biases_out(page, server_url):
     assert weights == ["700", "400"], weights
     page.get_by_label("Bias").uncheck()
     expect(total).not_to_contain_text(said)
-    assert total.text_content().startswith("the counts above added")
+    assert total.text_content().startswith("the rows above added")
 
 
 def test_a_links_bad_cell_is_said_with_one_full_stop(page, server_url):

@@ -2614,7 +2614,7 @@ function costPanel(payload) {
         {},
         stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, COUNTED[name] ?? "multiply-adds"))),
         // the rows count different operations: the sum says so
-        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "the counts above added, each as its row counts it: a softmax entry (its exponential and division) is one", c.bias ? "; the biases' additions, one per number of q, k, v and y, are not counted" : "")),
+        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one", c.bias ? "; the biases' additions, one per number of q, k, v and y, are not counted" : "")),
       ),
     ),
     // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
