@@ -257,10 +257,11 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     check_layers(model_name, [] if layer is None else [layer])
     spec = spec_of(model_name)
     choose = "choose a head of the layer, numbered from 0, or all"
-    if not every_head(head) and spec is not None:
-        whole_number("--head", head, spec.n_heads, "head")
-    elif not every_head(head) and parse_whole("--head", head, choose) < 0:
-        fail(f"--head {head.strip()} is out of range; {choose}")
+    if not every_head(head):
+        if spec is not None:
+            whole_number("--head", head, spec.n_heads, "head")
+        elif parse_whole("--head", head, choose) < 0:
+            fail(f"--head {head.strip()} is out of range; {choose}")
     if not text.strip():
         fail(EMPTY_TEXT)
     try:

@@ -631,7 +631,7 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
     c = t.config
     b_O = weights.b_O if c.bias else None
     d = c.d_model
-    lengths = [np.linalg.norm(t["contributions"][h, i]) for h in range(c.n_heads)]  # (h,), over every component
+    lengths = list(np.linalg.norm(t["contributions"][:, i], axis=-1))  # (h,), over every component
     lengths += [np.linalg.norm(v) for v in (b_O, t["output"][i]) if v is not None]  # the bias's, then y's
     for shown in range(min(d, MAX_SHOWN), 0, -1):
         table = _output_table(t, i, b_O, shown, lengths)

@@ -2806,8 +2806,7 @@ function modelOverview(payload, pick) {
   // the spaces it starts or ends with marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
   // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
   // token with the text it stands for ([UNK] 🐱)
-  const marked = (text) => text.replace(/^ +| +$/g, (spaces) => "␣".repeat(spaces.length));
-  const shown = (label, text) => (INVISIBLE.test(label) ? visibleToken(label) /* by its code (U+0007), as in the menus */ : text && text.trim() && marked(text) === label ? text : label);
+  const shown = (label, text) => (INVISIBLE.test(label) ? visibleToken(label) /* by its code (U+0007), as in the menus */ : text && text.trim() && label.replaceAll("␣", " ") === text ? text : label);
   const tokens = payload.tokens.map((label, j) =>
     h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
   );

@@ -22,6 +22,7 @@ const CONFIG_FIELDS = [ // name (its label too), smallest, largest
   ["d_head", 1, LAB_LIMITS.width],
   ["d_v", 1, LAB_LIMITS.width],
 ];
+const SEED_MAX = 2 ** 32 - 1; // seeds are 32-bit
 const BLOCK = 8; // columns per block of the value grid: what is drawn or skipped together
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 // An edit's key ("W_K:1,2,0", as a link writes it) in words, as the grids name their cells:
@@ -176,7 +177,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const bias = h("input", { id: "lab-bias", type: "checkbox" });
   causal.checked = lab.config.causal;
   bias.checked = lab.config.bias;
-  const seedInput = wholeField({ id: "lab-seed", lo: 0, hi: 2 ** 32 - 1, value: lab.seed, "aria-describedby": "lab-error-seed" });
+  const seedInput = wholeField({ id: "lab-seed", lo: 0, hi: SEED_MAX, value: lab.seed, "aria-describedby": "lab-error-seed" });
   const draw = h("button", { type: "button" }, "Draw new values");
   // back to the values before the user's edits (the seed's, or the teaching example's own)
   const undo = h("button", { type: "button", hidden: true }, "Undo my edits");
@@ -370,9 +371,9 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // what is wrong with the configuration, tokens and seed: { field: message }, empty when nothing
   function formErrors(next) {
     const errors = checkConfig(next.config, next.tokens);
-    if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed >= 2 ** 32) errors.seed = `The seed must be a whole number from 0 to ${2 ** 32 - 1}.`;
+    if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed > SEED_MAX) errors.seed = `The seed must be a whole number from 0 to ${SEED_MAX}.`;
     // a field's text that is no whole number is quoted: "2,5" is not read as 25, nor "abc" as nothing
-    for (const [name, lo, hi] of [...CONFIG_FIELDS, ["seed", 0, 2 ** 32 - 1]]) {
+    for (const [name, lo, hi] of [...CONFIG_FIELDS, ["seed", 0, SEED_MAX]]) {
       const typed = (name === "seed" ? seedInput : configInputs[name]).value.trim();
       if (typed && !WHOLE.test(typed)) errors[name] = `“${typed.length > 20 ? typed.slice(0, 20) + "…" : typed}” is not a whole number: type ${name === "seed" ? "the seed" : name} as one from ${lo} to ${hi}.`;
     }
@@ -662,7 +663,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     drafts.clear();
     forgetWaiting();
     fromExample = null;
-    seedInput.value = String(((Number(seedInput.value) || 0) + 1) % 2 ** 32); // the largest seed is 2^32 - 1: then 0 again
+    seedInput.value = String(((Number(seedInput.value) || 0) + 1) % (SEED_MAX + 1)); // after the largest seed, 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
   // With edits to lose, the arrow keys on the closed menu only move through the presets: the one
