@@ -99,9 +99,15 @@ def fitted(build, fits) -> Table:
     return table
 
 
+def factor(x: float) -> str:
+    """A factor of a written product as a person writes it: a negative one in brackets, "0.50×(-1.25)"."""
+    shown = fmt(x)
+    return f"({shown})" if shown.startswith("-") else shown
+
+
 def dot_terms(a: np.ndarray, b: np.ndarray, lead: int = 3) -> str:
     """a·b as its products, whole when short; else the first `lead` (the header counts them)."""
-    terms = [f"{fmt(x)}×{fmt(y)}" for x, y in zip(a[:MAX_SHOWN], b[:MAX_SHOWN])]
+    terms = [f"{factor(x)}×{factor(y)}" for x, y in zip(a[:MAX_SHOWN], b[:MAX_SHOWN])]
     if len(a) > MAX_SHOWN:
         return " + ".join(terms[:lead]) + " + …"
     return " + ".join(terms)

@@ -72,6 +72,12 @@ def two(v: float) -> str:
     return "0.00" if s == "-0.00" else s
 
 
+def factor(v: float) -> str:
+    """A factor of a product as written by hand: a negative one in brackets, "0.50×(-1.25)"."""
+    s = two(v)
+    return f"({s})" if s.startswith("-") else s
+
+
 # --- running the command -----------------------------------------------------
 
 
@@ -163,7 +169,7 @@ def test_score_rows_show_the_dot_product_terms_and_the_scores():
     for h in (0, 1):
         assert f"head {h}: q·k_j, then ÷√{e}" in out
         for j, tok in enumerate(ex["tokens"]):
-            terms = " + ".join(f"{two(a)}×{two(b)}" for a, b in zip(ref["q"][h][i], ref["k"][h][j]))
+            terms = " + ".join(f"{factor(a)}×{factor(b)}" for a, b in zip(ref["q"][h][i], ref["k"][h][j]))
             score = ref["scores"][h][i][j]
             assert has_row(out, [tok, terms, two(score), two(score / math.sqrt(e))]), (h, tok, terms)
 
@@ -242,7 +248,7 @@ def test_query_option_changes_the_query():
     ex, out = example(), ok("--query", "cats", "--stage", "scores")
     ref = loop_attention(ex, causal=False)
     assert "query cats (position 0)" in out
-    terms = " + ".join(f"{two(a)}×{two(b)}" for a, b in zip(ref["q"][1][0], ref["k"][1][3]))
+    terms = " + ".join(f"{factor(a)}×{factor(b)}" for a, b in zip(ref["q"][1][0], ref["k"][1][3]))
     assert has_row(out, ["milk", terms, two(ref["scores"][1][0][3])])
 
 

@@ -7,6 +7,16 @@ import numpy as np
 
 from mha_explorer.walkthrough import fmt
 
+
+def factor(x: float) -> str:
+    """A factor of a product as written by hand: a negative one in brackets, "0.50×(-1.25)"."""
+    shown = fmt(x)
+    return f"({shown})" if shown.startswith("-") else shown
+
+
+# a sign right after a × or a + (a negative factor without its brackets)
+BARE_SIGN = r"[×+] ?-"
+
 # data-src="name:i,j,k" on every number
 # numbers taken from the trace (data-src names where); a few the page works out itself (e^s of the
 # softmax) have no source and are checked where they are shown

@@ -14,7 +14,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import check_numbers, file_page
+from .pagecheck import BARE_SIGN, check_numbers, file_page
 
 pytestmark = pytest.mark.e2e
 
@@ -222,8 +222,9 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     # the hover sum adds the bias as a number, so that it checks by hand
     page.locator(".stage .equation [data-src='q:2,2,0']").first.hover()
     calc = page.locator(".stage .calc").inner_text()
-    terms = re.findall(r"(-?\d+\.\d+)×(-?\d+\.\d+)", calc)
-    bias = float(re.search(r"\+ (-?\d+\.\d+) \(bias\)", calc).group(1))
+    assert not re.search(BARE_SIGN, calc), calc  # "0.50×(-1.25)": a negative factor in brackets
+    terms = re.findall(r"\(?(-?\d+\.\d+)\)?×\(?(-?\d+\.\d+)\)?", calc)
+    bias = float(re.search(r"\+ \(?(-?\d+\.\d+)\)? \(bias\)", calc).group(1))
     assert bias == round(float(arrays["b_Q"][2, 0]), 2)
     by_hand = sum(float(a) * float(b) for a, b in terms) + bias
     assert abs(by_hand - arrays["q"][2, 2, 0]) < 0.05, calc  # two-decimal factors

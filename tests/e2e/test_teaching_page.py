@@ -18,7 +18,7 @@ from mha_explorer.lab import random_weights, random_x
 from mha_explorer.schema import TracePayload, payload_arrays, trace_payload
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import check_numbers
+from .pagecheck import BARE_SIGN, check_numbers, factor
 
 pytestmark = pytest.mark.e2e
 
@@ -277,7 +277,7 @@ def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
     assert w_hl == [fmt(v) for v in arrays["W_K"][0, :, 0]]
     calc = page.locator(".figure .calc").inner_text()
     assert calc.startswith("k[milk][0] = ") and calc.endswith(f"= {fmt(arrays['k'][0, 3, 0])}")
-    products = " + ".join(f"{fmt(x)}×{fmt(w)}" for x, w in zip(arrays["x"][3], arrays["W_K"][0, :, 0]))
+    products = " + ".join(f"{factor(x)}×{factor(w)}" for x, w in zip(arrays["x"][3], arrays["W_K"][0, :, 0]))
     assert calc.startswith(f"k[milk][0] = {products}"), calc  # the sum as written by hand, no stray commas
 
 
@@ -771,7 +771,8 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
         for j, row in enumerate(page.locator(".stage table.calc-table tbody tr").all_inner_texts()):
             _, products, score, divisor, scaled = row.split("\t")
             assert divisor.strip() == "÷ 1.414" and score == fmt(arrays["scores"][head, q, j]) and scaled == fmt(arrays["scaled"][head, q, j])
-            dot = sum(Decimal(a) * Decimal(b) for a, b in (p.split("×") for p in products.split(" + ")))
+            assert not re.search(BARE_SIGN, products), products  # "0.50×(-1.25)": a negative factor in brackets
+            dot = sum(Decimal(a.strip("()")) * Decimal(b.strip("()")) for a, b in (p.split("×") for p in products.split(" + ")))
             if by_hand(dot) != score or by_hand(Decimal(score) / Decimal("1.414")) != scaled:
                 off.append(f"the row of “{payload.tokens[j]}”")
         named(off, "Every number here is rounded to two decimals, the divisor 1.414 to three, and each result is worked out from the full numbers")

@@ -502,8 +502,12 @@ const QK_LABEL = { q: "q · k", q_normed: "q̂ · k̂", q_rotated: "q̃ · k̃" 
 
 function products(a, b, srcA, srcB) {
   // "a0×b0 + a1×b1 + …" with every factor a checkable number
-  return a.flatMap((x, i) => [i ? " + " : "", num(x, srcA(i)), "×", num(b[i], srcB(i))]);
+  return a.flatMap((x, i) => [i ? " + " : "", ...factor(x, num(x, srcA(i))), "×", ...factor(b[i], num(b[i], srcB(i)))]);
 }
+
+// A factor of a written product as a person writes it: a negative one in brackets, "0.50×(-1.25)",
+// so that no sign stands beside the × or the +.
+const factor = (value, shown = fmt(value)) => (fmt(value).startsWith("-") ? ["(", shown, ")"] : [shown]);
 
 const KEPT_PANELS = 64; // stage panels kept per payload: every stage of the last seven places or so (up to nine stages each)
 const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond takes the colour of head i % 16
@@ -1257,9 +1261,9 @@ function projections(view, query, head) {
         const terms = c.d_model <= 16 ? range(c.d_model) : range(c.d_model).sort((a, b) => Math.abs(x[b] * wc[b]) - Math.abs(x[a] * wc[a])).slice(0, 5);
         calc.replaceChildren(
           `${name}[${tokenName(payload, outRows[r])}][${j}] = `,
-          ...terms.flatMap((k, i) => [i ? " + " : "", fmt(x[k]), "×", fmt(wc[k])]),
+          ...terms.flatMap((k, i) => [i ? " + " : "", ...factor(x[k]), "×", ...factor(wc[k])]),
           c.d_model > 16 ? ` + … (the 5 largest of ${c.d_model} products x[m]×W[m][${j}])` : "",
-          bias ? ` + ${fmt(bias.at(own, j))} (bias)` : "",
+          bias ? ` + ${factor(bias.at(own, j)).join("")} (bias)` : "",
           ` = ${fmt(value)}`,
         );
       },
