@@ -447,6 +447,24 @@ def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, a
     assert page.locator(".stage .num[tabindex='0'][data-src^='k:']").count() == 1
 
 
+def test_a_touch_phone_keeps_every_column_of_the_scores_on_screen(browser, server_url, api):
+    """A phone's touch screen (larger targets, its own font sizes): the scores' five columns fit, with
+    every negative factor of the products in brackets, for each query and head."""
+    payload, _ = api
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
+    try:
+        page = context.new_page()
+        open_page(page, server_url)
+        select(page, "Calculation stage", "Scores")
+        for query, head in itertools.product(payload.tokens, ("Head 0", "Head 1")):
+            select(page, "Query token", query)
+            select(page, "Inspect head", head)
+            figure = page.locator(".stage .figure").evaluate("(f) => [f.scrollWidth, f.clientWidth]")
+            assert figure[0] <= figure[1] + 1, (query, head, figure)
+    finally:
+        context.close()
+
+
 def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url, artifacts):
     page.set_viewport_size({"width": 390, "height": 844})
     open_page(page, server_url)
@@ -459,8 +477,16 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
     assert page.locator(".stage h2").evaluate("(h) => h.getBoundingClientRect().bottom") < 700
     tabs = page.locator(".steps button").evaluate_all("(bs) => bs.map((b) => b.getBoundingClientRect().height)")
     assert max(tabs) < 50, tabs  # one line each, however long the title ("5 Concatenation")
+    # in one row that scrolls sideways, every title whole (cut with "…" three abreast, they could not be read)
+    rows = page.locator(".steps button").evaluate_all("(bs) => bs.map((b) => [Math.round(b.getBoundingClientRect().top), b.scrollWidth <= b.clientWidth])")
+    assert len({top for top, _ in rows}) == 1 and all(whole for _, whole in rows), rows
     for title in STAGES:
         select(page, "Calculation stage", title)
+        # the current stage's tab is brought into the row's box (the row only: the page stays where it is)
+        page.wait_for_function("""() => { const row = document.querySelector('.steps').getBoundingClientRect();
+          const tab = document.querySelector('.steps [aria-current="step"]').getBoundingClientRect();
+          return tab.left >= row.left - 1 && tab.right <= row.right + 1; }""")
+        assert page.evaluate("() => window.scrollX") == 0, title
         wide = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .figure, .mha-explorer .stage, .mha-explorer .outputs')]
             .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => [e.className, e.scrollWidth, e.clientWidth])""")
         assert wide == [], f"{title}: {wide}"

@@ -985,6 +985,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
       setAttr(li.firstChild, "aria-current", li.dataset.stage === stage ? "step" : null);
       setAttr(li.firstChild, "tabindex", li.dataset.stage === stage ? "0" : "-1");
     }
+    if (stage !== stepShown) {
+      stepShown = stage;
+      requestAnimationFrame(showStep);
+    }
     clearTimeout(unanswered);
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for
@@ -1094,6 +1098,17 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const top = c.top - s.top - strip.clientTop;
     Object.assign(mark.style, { width: `${c.width}px`, height: `${c.height}px`, transform: `translate(${c.left - s.left - strip.clientLeft + strip.scrollLeft}px, ${top + strip.scrollTop}px)` });
     return top;
+  }
+
+  // On a phone the stage tabs are one row that scrolls sideways: the current one is brought into
+  // it (the row only, never the page), read in the next frame, whose layout is already done
+  let stepShown = null;
+  const oneRow = window.matchMedia("(max-width: 520px)"); // the stylesheet's phone
+  function showStep() {
+    const tab = steps.querySelector('[aria-current="step"]');
+    if (!oneRow.matches || !tab || steps.scrollWidth <= steps.clientWidth) return;
+    const [box, at] = [steps.getBoundingClientRect(), tab.getBoundingClientRect()];
+    if (at.left < box.left || at.right > box.right) steps.scrollLeft += at.left - box.left - (box.width - at.width) / 2;
   }
 
   // A real model's head outputs scroll in a box of their own: the inspected head is brought into
