@@ -186,6 +186,20 @@ def test_from_packed_names_the_arrays_it_lacks():
         AttentionWeights.from_packed(packed, config)
 
 
+def test_from_packed_refuses_biases_a_config_without_bias_would_drop():
+    """nn.MultiheadAttention has biases by default: read with bias=False they were dropped without a
+    word, and every output changed. Zero biases change nothing and are taken."""
+    with_bias = AttentionConfig(d_model=4, n_heads=2, bias=True)
+    packed = AttentionWeights.random(with_bias, seed=1).to_packed(with_bias)
+    packed["in_proj_bias"][:] = 0
+    without = AttentionConfig(d_model=4, n_heads=2)
+    with pytest.raises(ConfigError, match=r"^the packed weights have biases that are not zero \(out_proj.bias\) and the config has bias=False: give a config with bias=True"):
+        AttentionWeights.from_packed(packed, without)
+    packed["out_proj.bias"][:] = 0
+    w = AttentionWeights.from_packed(packed, without)
+    assert w.b_Q is None and w.b_O is None
+
+
 # --- split and merge heads -------------------------------------------------
 
 
