@@ -292,6 +292,22 @@ def test_all_queries_shows_every_number_as_tables(page, server_url, api):
         shown = check_numbers(page, ".stage .maps", arrays)
         assert {src.split(":")[0] for src in shown} == set(names), title
         assert page.locator(".stage .maps tr.inspected th").first.inner_text() == "like"
+        if title == "Scores":  # a scaled number that is not the shown score ÷ 1.414, as a person works it, is named, in both heads
+            for head in (1, 0):
+                select(page, "Inspect head", f"Head {head}")
+                off = [
+                    f"the row of “{a}” at key “{b}”"
+                    for (i, a), (j, b) in itertools.product(enumerate(payload.tokens), repeat=2)
+                    if by_hand(Decimal(fmt(arrays["scores"][head, i, j])) / Decimal("1.414")) != fmt(arrays["scaled"][head, i, j])
+                ]
+                hint = page.locator(".stage .maps p.hint")
+                if head == 1:
+                    assert off, "head 1 has such numbers (-0.63 ÷ 1.414 = -0.45, shown -0.44)"
+                    said = "Every number here is rounded to two decimals, the divisor 1.414 to three, and each result is worked out from the full numbers"
+                    assert hint.inner_text().startswith(f"{said}: so in {', '.join(off)}, working from"), hint.inner_text()
+                else:
+                    assert hint.count() == (1 if off else 0), off
+            select(page, "Inspect head", "Head 0")
         if title == "Weights":  # a row whose shown weights do not make 1.00 is named, with what they make
             off = {}
             for q, tok in enumerate(payload.tokens):

@@ -2520,6 +2520,16 @@ function allQueries(view, query, head, stage) {
     if (!off.length) return null;
     return h("p", { class: "hint" }, `The weights are rounded to two decimals: as shown, ${off.map((r) => `the row of “${tok(r)}” adds up to ${shownSums[r]}`).join(", ")}; in full, every row adds up to 1.`);
   };
+  // a scaled table whose numbers are not the shown scores over the divisor as shown (1.414) says where
+  const scaledOff = () => {
+    if (n * n > HAND_SIZED) return null;
+    const divisor = fmtConstant(1 / scaleOf(c));
+    const off = range(n).flatMap((r) => range(n).filter((j) => byHandFmt(rounded(t.scores.at(head, r, j)) / Number(divisor)) !== fmt(t.scaled.at(head, r, j))).map((j) => [r, j]));
+    return roundingHint(
+      off.map(([r, j]) => `the row of “${tok(r)}” at key “${tok(j)}”`),
+      divisor.includes(".") ? roundedAs(`, the divisor ${divisor} to three`) : undefined,
+    );
+  };
   const views = {
     projections: () => [
       map(`Q of head ${head} (n × d_head)`, "q", (r, j) => [head, r, j], c.d_head, comp("q")),
@@ -2529,6 +2539,7 @@ function allQueries(view, query, head, stage) {
     scores: () => [
       map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken),
       map(c.scale != null ? `Scaled: × ${Number(c.scale.toPrecision(4))}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
+      scaledOff(),
     ],
     mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later)],
     weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later), sumsOff()],
