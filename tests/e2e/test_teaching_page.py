@@ -967,6 +967,12 @@ def test_every_query_at_once_rules_the_querys_row_so_that_it_shows_from_afar(pag
     assert [name for name, _, _ in rows] == ["cats", "like", "warm", "milk"]
     assert [ruled for _, ruled, _ in rows] == [False, True, False, False]
     assert len({colour for _, _, colour in rows}) == 2  # the query's label stands apart
+    # the inspected head's rows of W^O are edged in that head's colour only, not ruled in the accent (head 0's blue)
+    page.get_by_role("button", name="All queries").click()  # back to the one query
+    select(page, "Calculation stage", "Output projection")
+    select(page, "Inspect head", "Head 1")
+    ruled = page.locator(".stage table.matrix tr.block-row.inspected td").evaluate_all("(tds) => tds.map((td) => getComputedStyle(td).boxShadow)")
+    assert ruled and set(ruled) == {"none"}, ruled
 
 
 def test_print_all_stages_of_every_query_says_its_lead_once(page, server_url):
