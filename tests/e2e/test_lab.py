@@ -1788,3 +1788,32 @@ def test_the_current_stage_tab_wraps_no_more_than_the_others(browser, server_url
         assert heights[-1][2] < 2 * line + 10, heights  # one line and its padding
     finally:
         page.close()
+
+
+def test_a_thin_rowed_maps_row_labels_come_in_a_round_step_with_none_left_out(browser, server_url):
+    """W^Q of d_model 64 is a map of 5 px rows: its labels read 0, 4, 6, 8, … (the 2 fell under the
+    0, moved down inside the map, and was left out). They come in a round step now, all of them."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    try:
+        # every label a map writes, with the map it is written on
+        page.add_init_script("""(() => {
+          const fill = CanvasRenderingContext2D.prototype.fillText;
+          window.labelsOf = new Map();
+          CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+            if (!window.labelsOf.has(this.canvas)) window.labelsOf.set(this.canvas, []);
+            window.labelsOf.get(this.canvas).push(String(text));
+            return fill.call(this, text, ...rest);
+          };
+        })()""")
+        page.goto(server_url + "#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=0&bias=0&tokens=a+b+c&seed=0&stage=projections&head=0&query=0")
+        page.wait_for_selector(".mha-explorer .stage h2")
+        settle(page)
+        figure = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text="W")).first
+        figure.wait_for()
+        labels = figure.locator("canvas.heatmap").evaluate("(c) => window.labelsOf.get(c) ?? []")
+        numbers = [int(x) for x in labels if x.isdigit()]
+        assert numbers[:3] == [0, 5, 10], labels  # 5 px rows and 8 px labels: one in five rows
+        step = numbers[1] - numbers[0]
+        assert numbers == list(range(0, 64, step))[: len(numbers)] and len(numbers) >= 64 // step - 1, labels
+    finally:
+        page.close()

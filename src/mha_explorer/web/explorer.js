@@ -94,6 +94,11 @@ export function visibleToken(tok) {
 
 // ---- numbers -------------------------------------------------------------------------
 
+// The least of 1, 2, 5, 10, 20, 50, … that is at least x (x >= 1): a step a reader counts in.
+function roundStep(x) {
+  for (let power = 1; ; power *= 10) for (const step of [1, 2, 5]) if (step * power >= x) return step * power;
+}
+
 // "1 key", "3 keys"
 export const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
 
@@ -2177,7 +2182,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   // every query's weights over a long text: most are far below the largest, and a linear scale
   // leaves the map white; a square root (as the thumbnails) shows the faint ones
   const root = kind === "weights" && rows > 1 && cols > 64;
-  const every = ch >= fontSize + 2 ? 1 : Math.ceil((fontSize + 2) / ch); // labels a line of text apart, at least
+  // labels a line of text apart, at least, and the second clear of the first (moved down inside
+  // the map), in a round step (0, 20, 40: with a step of 10, the 10 fell under the 0 and was left out)
+  const every = ch >= fontSize + 2 ? 1 : roundStep(Math.max(fontSize + 2, 1.5 * fontSize + 2 - ch / 2) / ch);
   // the rows labelled, and with what: each; one in `every`; or, given blockLabel, where blocks start
   // (labels kept 10 px apart at least)
   const height = rows * ch;
