@@ -1817,3 +1817,21 @@ def test_a_thin_rowed_maps_row_labels_come_in_a_round_step_with_none_left_out(br
         assert numbers == list(range(0, 64, step))[: len(numbers)] and len(numbers) >= 64 // step - 1, labels
     finally:
         page.close()
+
+
+def test_the_teaching_example_keeps_its_place_while_the_lab_is_shown(page, server_url):
+    """A teacher who shows the lab mid-lesson comes back to the stage, head and query left, as the
+    lab and a real model do; it was the first view again. Reset example still gives that."""
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    page.get_by_label("Inspect head").select_option(label="Head 1")
+    page.get_by_label("Query token").select_option(label="milk")
+    expect(page.locator(".stage h2")).to_have_text("3. Weights · head 1 · query “milk”")
+    page.get_by_role("button", name="Attention lab").click()
+    wait_kind(page, "GQA")
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator(".stage h2")).to_have_text("3. Weights · head 1 · query “milk”")
+    page.wait_for_function("() => !location.hash.includes('mode=lab') && ['stage=weights', 'head=1', 'query=3'].every((part) => location.hash.includes(part))")
+    page.get_by_role("button", name="Reset example").click()
+    expect(page.locator(".stage h2")).to_have_text("1. Projections · head 0 · query “like”")

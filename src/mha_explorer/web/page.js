@@ -316,9 +316,14 @@ async function main() {
 
   let stageProblems = []; // what a model link's stage could not be, once its layer is traced
 
-  // the lab's and the real model's views when the user went to another mode: shown again on coming back
+  // each mode's view when the user went to another mode: shown again on coming back (a teacher
+  // who shows the lab mid-lesson finds the teaching example at the stage, head and query left)
   const VIEW_TRAITS = ["payload", "stage", "head", "query", "all_queries"];
-  const ownPayload = { lab: (payload) => payload !== teaching && !payload.model, model: (payload) => Boolean(payload.model) };
+  const ownPayload = {
+    teaching: (payload) => payload === teaching,
+    lab: (payload) => payload !== teaching && !payload.model,
+    model: (payload) => Boolean(payload.model),
+  };
   const left = {}; // mode -> its view when last left
   function setMode(next) {
     if (next !== mode && ownPayload[mode]?.(model.get("payload"))) left[mode] = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
@@ -333,7 +338,7 @@ async function main() {
     // "Reset example" restores the teaching example; elsewhere the mode buttons lead back to it
     for (const reset of app.querySelectorAll(".mha-explorer button.reset")) reset.hidden = mode !== "teaching";
     if (mode === "teaching") {
-      if (model.get("payload") !== teaching) {
+      if (model.get("payload") !== teaching) { // never left: its first view
         model.set("payload", teaching);
         model.set("stage", teaching.page_stages[0].id);
         model.set("head", 0);
