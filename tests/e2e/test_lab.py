@@ -1719,12 +1719,16 @@ def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, serve
     set_field(page, "n_kv_heads", 1)
     set_field(page, "n_heads", 2)
     assert page.get_by_label("Inspect head").input_value() == "0"
+    # said, not done silently: what went, what stands in for it, and that it comes back
+    status = page.locator(".lab-status")
+    assert status.inner_text() == "Not in these settings: head 3 (head 0 is shown). It comes back with the first settings that have it."
     set_field(page, "n_heads", 4)
     assert page.get_by_label("Inspect head").input_value() == "3" and "head=3" in link(page)
-    assert "Mask" in page.locator(".stage h2").inner_text()
+    assert "Mask" in page.locator(".stage h2").inner_text() and status.inner_text() == ""
     page.get_by_label("Causal mask", exact=True).uncheck()
     settle(page)
     assert "Projections" in page.locator(".stage h2").inner_text()
+    assert status.inner_text() == "Not in these settings: the Mask stage (Projections is shown). It comes back with the first settings that have it."
     page.get_by_label("Causal mask", exact=True).check()
     settle(page)
     assert "Mask" in page.locator(".stage h2").inner_text()

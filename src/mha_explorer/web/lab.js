@@ -360,7 +360,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       returned.length ? `${returned.length === 1 ? "An edited value set aside fits again and is" : `${returned.length} edited values set aside fit again and are`} back: ${some(returned)}.` : "",
       moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
     ].filter(Boolean).join(" ");
-    onPayload(payload);
+    const said = onPayload(payload); // what the settings took away from the view, if anything
+    if (said) status.textContent = [status.textContent, said].filter(Boolean).join(" ");
     shown = true;
     showUndo();
     // a cell edit changes nothing else in the grid: the cell already shows what was typed

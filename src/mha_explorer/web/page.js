@@ -247,11 +247,14 @@ async function main() {
   // user picked one meanwhile (any pick, the stand-in too, forgets it): what was chosen, by trait.
   const takenAway = {};
   let fitting = false; // the lab's own setting of them, as a new payload comes
-  const fitLab = (trait, value, fits, instead) => {
-    const wanted = takenAway[trait] ?? value;
+  const gone = []; // what these settings took away just now, in words, with what stands in for it
+  const fitLab = (trait, value, fits, instead, words) => {
+    const before = takenAway[trait];
+    const wanted = before ?? value;
     delete takenAway[trait];
     if (fits(wanted)) return wanted;
     takenAway[trait] = wanted;
+    if (before === undefined) gone.push(words(wanted, instead)); // said once, when it goes
     return instead;
   };
   for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => fitting || delete takenAway[trait]);
@@ -272,17 +275,24 @@ async function main() {
         pendingView = null;
       }
       const ids = payload.page_stages.map((s) => s.id);
+      const before = model.get("payload"); // whose stage titles and tokens name what goes
+      const title = (p, id) => p.page_stages.find((s) => s.id === id)?.title ?? id;
       fitting = true;
+      gone.length = 0;
       try {
         model.set("payload", payload);
-        model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), ids[0]));
-        model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0));
-        model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0));
+        model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), ids[0], (stage, instead) => `the ${title(before, stage)} stage (${title(payload, instead)} is shown)`));
+        model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0, (head) => `head ${head} (head 0 is shown)`));
+        model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0, (query) => `the query at position ${query}${before.tokens[query] === undefined ? "" : ` “${before.tokens[query]}”`} (“${payload.tokens[0]}” is shown)`));
         model.set("all_queries", Boolean(view.all_queries));
       } finally {
         fitting = false;
       }
       writeLink(model, editor.lab);
+      // said with the lab's status: a change that takes away what is shown says so
+      // (a view brought from the teaching example or a real model, not the lab's, is not said)
+      if (!gone.length || before === teaching || before.model) return "";
+      return `Not in these settings: ${gone.join("; ")}. ${gone.length === 1 ? "It comes" : "Each comes"} back with the first settings that have it.`;
     },
   });
 
