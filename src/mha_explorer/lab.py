@@ -99,8 +99,8 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
     packer and the payload holds their offsets."""
     config, x, weights = lab_inputs(request)
     t, too_large = checked_trace(x, weights, config)
-    if too_large:
-        raise LabError("values", too_large)
+    if too_large:  # said of what the request gave: its edits, else its x or weights (a seed draws none so large)
+        raise LabError("edits" if request.edits else "weights" if request.weights is not None and request.x is None else "x", too_large)
     encode = None if packer is None else (lambda name, a: packer.array(a))
     return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))
 

@@ -272,6 +272,8 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
         message = "is not valid Unicode text (a lone surrogate such as \\ud800); send UTF-8 text"
     elif kind == "finite_number":
         message = f"must be {NOT_FINITE}"
+    elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float") and isinstance(given, float) and given.is_integer():
+        message = f"{shown} is a whole number written as a decimal; send it without a point or an exponent, as {whole_number_wanted(request_model, path)}"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
         message = f"{shown} is not a whole number; send {whole_number_wanted(request_model, path)}"
     elif kind in ("float_type", "float_parsing") and isinstance(given, int) and not isinstance(given, bool):
