@@ -118,7 +118,7 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     as the page and the widget take one). Otherwise a one-line error and exit 2."""
     labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
     found, position = named_positions(tokens, texts, wanted, labels)
-    if not found and re.fullmatch(r"[0-9]+", wanted.strip()) and int(wanted) < len(tokens):  # ASCII digits only: int("²") fails
+    if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
         return int(wanted)
     if not found and re.fullmatch(r"[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
         fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {', '.join(dict.fromkeys(labels))}")

@@ -258,6 +258,12 @@ def test_a_query_position_past_the_text_says_the_range():
     assert result.stderr.strip() == "error: --query 14 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
     before = run("--query", "-1")  # before the first: out of range too, not an unknown token
     assert before.exit_code == 2 and before.stderr.strip().startswith("error: --query -1 is out of range: the text has 4 tokens, at positions 0 to 3")
+    assert "query cats (position 0)" in ok("--query", "-0")  # -0 is 0, which is in range: it was called out of range
+
+
+def test_an_empty_model_name_is_said_to_be_empty():
+    result = run("--model", "")
+    assert result.exit_code == 2 and result.stderr.startswith("error: the model name is empty: choose one of minilm, smollm2, gemma3"), result.stderr
 
 
 def test_head_option_shows_only_that_head():

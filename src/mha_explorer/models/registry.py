@@ -224,7 +224,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
         path = Path(key).expanduser()
         choices = f"choose one of {', '.join(NAMES)}, or give the path of a local checkpoint ({SUPPORTED})"
         if not key.strip():  # not the current directory, which Path("") would be
-            raise ModelError(f"no model named: {choices}")
+            raise ModelError(f"the model name is empty: {choices}")
         if not path.exists():
             if _looks_like_a_path(key):
                 raise ModelError(f"no such file or directory: {key}; {choices}")
