@@ -529,8 +529,8 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     logits = t["mask"][h, i] if "mask" in t.stages else t["scaled"][h, i]
     # each step from the one before as shown: e^s of s to two decimals, summed as the e^s shown
     e = np.array([math.exp(float(fmt(s))) if np.isfinite(s) else 0.0 for s in logits])  # (n,)
-    shown = _e_format(e)
-    total = sum(float(shown(x)) for x in e)
+    shown, kept = _e_format(e)
+    total = sum(float(kept(x)) for x in e)
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
@@ -538,7 +538,7 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     for j in range(len(tokens)):
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
-    by_hand = lambda j: str((Decimal(shown(e[j])) / Decimal(shown(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    by_hand = lambda j: str((Decimal(kept(e[j])) / Decimal(kept(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
     # (no check where every e^s is 0 even in full: scores below -745, which the layer's own softmax
     # takes relative to the largest; only an edited lab layer makes them)
     off = [named(tokens, j).plain for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])] if total > 0 else []
@@ -553,12 +553,23 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
 
 
 def _e_format(e: np.ndarray):
-    """How the softmax table writes e^s, as the page does: to three decimals; when their sum is
-    100,000 or more, or three decimals would write one of them 0.000 (a score below -7.6), every one
-    to three significant digits with its exponent (4.44e4, 1.35e-1, 2.76e-6)."""
+    """How the softmax table writes e^s, as the page does, and the number so written: to three
+    decimals; when their sum is 100,000 or more, or three decimals would write one of them 0.000 (a
+    score below -7.6), every one to three significant digits times a power of ten (4.44×10⁴,
+    1.35×10⁻¹, 2.76×10⁻⁶: in a column of e^s, 1.35e-1 reads as 1.35 times e to the -1)."""
     if e.sum() < 1e5 and not ((e > 0) & (e < 5e-4)).any():
-        return lambda x: f"{x:.3f}"
-    return lambda x: "0" if x == 0 else re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.2e}")
+        decimals = lambda x: f"{x:.3f}"
+        return decimals, decimals
+    return (lambda x: "0" if x == 0 else power_of_ten(x)), (lambda x: "0" if x == 0 else f"{x:.2e}")
+
+
+SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def power_of_ten(x: float) -> str:
+    """x to three significant digits times a power of ten, as written by hand: 4.44×10⁴, 1.35×10⁻¹."""
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"
 
 
 def _weights_table(t, tokens, i, heads):

@@ -72,6 +72,13 @@ def two(v: float) -> str:
     return "0.00" if s == "-0.00" else s
 
 
+def times_ten(v: float) -> str:
+    """Three significant digits times a power of ten, as by hand: 4.44×10⁴, 1.35×10⁻¹ (1.35e-1, in a
+    column of e^s, reads as 1.35 times e to the -1)."""
+    mantissa, exponent = f"{v:.2e}".split("e")
+    return mantissa + "×10" + str(int(exponent)).translate(str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"))
+
+
 def factor(v: float) -> str:
     """A factor of a product as written by hand: a negative one in brackets, "0.50×(-1.25)"."""
     s = two(v)
@@ -479,9 +486,8 @@ def test_a_softmax_of_large_scores_writes_every_exponential_one_way():
     rows = [r for r in cells(console.export_text()) if len(r) == 5 and r[0] in ("a", "b", "c")]
     e = [math.exp(float(fmt(s))) for s in t["scaled"][0, 0]]
     assert sum(e) >= 1e5
-    written = lambda v: f"{v:.2e}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")  # 4.44e4, 1.35e-1
-    total = sum(float(written(v)) for v in e)
-    assert [(r[2], r[3]) for r in rows] == [(written(v), f"÷ {written(total)}") for v in e], rows
+    total = sum(float(f"{v:.2e}") for v in e)  # each as written: three significant digits
+    assert [(r[2], r[3]) for r in rows] == [(times_ten(v), f"÷ {times_ten(total)}") for v in e], rows
 
 
 @pytest.mark.parametrize("query", ["cats", "like", "warm", "milk"])
@@ -522,7 +528,8 @@ def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out():
     render(t, ["a", "b", "c"], 0, [0], "weights", console)
     rows = [r for r in cells(console.export_text()) if len(r) == 5 and r[0] in ("a", "b", "c")]
     e = math.exp(float(fmt(t["scaled"][0, 0, 0])))
-    written = f"{e:.2e}"  # 1.46e-10: two exponent digits, none padded
+    written = times_ten(e)  # 1.46×10⁻¹⁰
+    assert written.endswith("×10⁻¹⁰"), written
     assert rows == [["a", fmt(t["scaled"][0, 0, 0]), written, f"÷ {written}", "1.00"], ["b", "−∞", "0", f"÷ {written}", "0.00"], ["c", "−∞", "0", f"÷ {written}", "0.00"]], rows
 
 

@@ -14,6 +14,12 @@ def factor(x: float) -> str:
     return f"({shown})" if shown.startswith("-") else shown
 
 
+def times_ten(v: float) -> str:
+    """Three significant digits times a power of ten, as by hand: 4.44×10⁴, 1.35×10⁻¹."""
+    mantissa, exponent = f"{v:.2e}".split("e")
+    return mantissa + "×10" + str(int(exponent)).translate(str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"))
+
+
 # a sign right after a × or a + (a negative factor without its brackets)
 BARE_SIGN = r"[×+] ?-"
 

@@ -14,7 +14,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import BARE_SIGN, check_numbers, file_page
+from .pagecheck import BARE_SIGN, check_numbers, file_page, times_ten
 
 pytestmark = pytest.mark.e2e
 
@@ -935,10 +935,9 @@ def test_a_softmax_of_large_scores_writes_every_exponential_one_way(page, server
     arrays = arrays_of(TracePayload.model_validate(httpx.post(server_url + "api/trace", json=request).json()))
     e = [float(np.exp(float(fmt(s)))) for s in arrays["scaled"][0, 0]]
     assert sum(e) >= 1e5
-    written = lambda v: f"{v:.2e}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")  # 4.44e4, 1.35e-1
-    total = sum(float(written(v)) for v in e)
+    total = sum(float(f"{v:.2e}") for v in e)  # each as written: three significant digits
     shown = [r.split("\t")[2:4] for r in rows.all_inner_texts()]
-    assert shown == [[written(v), f"÷ {written(total)}"] for v in e], shown
+    assert shown == [[times_ten(v), f"÷ {times_ten(total)}"] for v in e], shown
 
 
 def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out(page, server_url):
@@ -952,7 +951,7 @@ def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out(pa
     expect(rows).to_have_count(3)
     arrays = arrays_of(TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page) | {"edits": edits}).json()))
     e = float(np.exp(float(fmt(arrays["mask"][0, 0, 0]))))
-    written = f"{e:.2e}"  # 1.46e-10
+    written = times_ten(e)  # 1.46×10⁻¹⁰
     assert [r.split("\t")[1:] for r in rows.all_inner_texts()] == [
         [fmt(arrays["mask"][0, 0, 0]), written, f"÷ {written}", "1.00"],
         ["−∞", "0", f"÷ {written}", "0.00"],
@@ -1489,7 +1488,7 @@ def test_a_weight_that_underflows_to_zero_is_not_called_masked(page, server_url)
     wait_kind(page, "MHA")
     settle(page)
     cat = page.locator(".stage table.softmax tbody tr").nth(1)
-    assert cat.locator("td").all_inner_texts()[::2] == ["-1651.80", "÷ 4.29e21"]  # s, then the sum: its eˢ underflowed
+    assert cat.locator("td").all_inner_texts()[::2] == ["-1651.80", "÷ 4.29×10²¹"]  # s, then the sum: its eˢ underflowed
     assert cat.locator("td").last.inner_text() == "0.00"
     assert page.locator(".stage .bar-row.masked, .stage tr.masked").count() == 0
 

@@ -94,6 +94,12 @@ export function visibleToken(tok) {
 
 // ---- numbers -------------------------------------------------------------------------
 
+// x to three significant digits times a power of ten, as written by hand: 4.44×10⁴, 1.35×10⁻¹
+function powerOfTen(x) {
+  const [mantissa, exponent] = x.toExponential(2).split("e");
+  return `${mantissa}×10${[...String(Number(exponent))].map((c) => "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"["0123456789-".indexOf(c)]).join("")}`;
+}
+
 // The least of 1, 2, 5, 10, 20, 50, … that is at least x (x >= 1): a step a reader counts in.
 function roundStep(x) {
   for (let power = 1; ; power *= 10) for (const step of [1, 2, 5]) if (step * power >= x) return step * power;
@@ -1559,11 +1565,13 @@ function softmaxTable(view, query, head) {
   // a sum of 100,000 or more, or an eˢ three decimals would write 0.000 (a key the query sees, with
   // a score below -7.6): every eˢ, and the sum, to three significant digits with the exponent
   // (4.44e4, 2.60e5, 1.35e-1, 2.76e-6), not some written one way and some the other
+  // (times a power of ten, 1.35×10⁻¹: in a column of eˢ, 1.35e-1 reads as 1.35 times e to the -1)
   const big = e.reduce((total, x) => total + x, 0) >= 1e5 || e.some((x) => x > 0 && x < 5e-4);
-  const text = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2).replace("e+", "e"));
-  const sum = e.reduce((total, x) => total + Number(text(x)), 0);
+  const kept = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2)); // the number written
+  const text = (x) => (!big || x === 0 ? kept(x) : powerOfTen(x));
+  const sum = e.reduce((total, x) => total + Number(kept(x)), 0);
   const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
-  const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && byHandFmt(Number(text(e[j])) / Number(text(sum))) !== fmt(t.weights.at(head, query, j))) : [];
+  const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && byHandFmt(Number(kept(e[j])) / Number(kept(sum))) !== fmt(t.weights.at(head, query, j))) : [];
   const rows = range(n).map((j) =>
     h(
       "tr",
