@@ -465,7 +465,8 @@ def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, a
 
 def test_a_touch_phone_keeps_every_column_of_the_scores_on_screen(browser, server_url, api):
     """A phone's touch screen (larger targets, its own font sizes): the scores' five columns fit, with
-    every negative factor of the products in brackets, for each query and head."""
+    every negative factor of the products in brackets, for each query and head; so do the value
+    mixing's, each vector on one line."""
     payload, _ = api
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
     try:
@@ -477,6 +478,14 @@ def test_a_touch_phone_keeps_every_column_of_the_scores_on_screen(browser, serve
             select(page, "Inspect head", head)
             figure = page.locator(".stage .figure").evaluate("(f) => [f.scrollWidth, f.clientWidth]")
             assert figure[0] <= figure[1] + 1, (query, head, figure)
+        # the value mixing's rows of two numbers each keep to one line: wrapped, a row read as a column
+        select(page, "Calculation stage", "Value mixing")
+        for head in ("Head 0", "Head 1"):
+            select(page, "Inspect head", head)
+            lines = page.locator(".stage table.calc-table .vec").evaluate_all("(vs) => vs.map((v) => new Set([...v.getClientRects()].map((r) => Math.round(r.top))).size)")
+            assert len(lines) == 9 and set(lines) == {1}, (head, lines)  # 4 value rows, 4 weighted, z
+            figure = page.locator(".stage .figure").evaluate("(f) => [f.scrollWidth, f.clientWidth]")
+            assert figure[0] <= figure[1] + 1, (head, figure)
     finally:
         context.close()
 

@@ -278,7 +278,7 @@ function num(value, src) {
 }
 
 // A vector written out: [a, b, c], its entries elements or text.
-const vec = (values) => h("span", { class: "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
+const vec = (values) => h("span", { class: values.length <= 2 ? "vec pair" : "vec" }, "[", values.flatMap((x, e) => [e ? ", " : "", x]), "]");
 
 // Keyboard: the numbers of one table, vector or list of bars are a single Tab stop, so that Tab
 // goes from figure to figure (a stage holds up to a hundred numbers). Inside, the arrow keys move
@@ -1642,7 +1642,7 @@ function mixing(view, query, head) {
       h("td", { class: "op" }, "×"),
       h("td", {}, vec(range(dv).map((e) => num(t.v.at(g, j, e), `v:${g},${j},${e}`)))),
       h("td", { class: "op" }, "="),
-      h("td", {}, vec(weighted[j].map(fmt))),
+      h("td", {}, vec(weighted[j].map((x) => h("span", { class: "worked" }, fmt(x))))), // worked out here, set as the numbers beside it
     );
   });
   const z = h(
