@@ -67,6 +67,8 @@ ERRORS = {
     },
     503: {"model": ErrorResponse, "description": "too many traces under way; retry after the Retry-After seconds"},
 }
+# a route that reads no body: only the parameters of its address can be wrong
+ADDRESS_ERRORS = {422: {"model": ErrorResponse, "description": "a parameter of the address that the route does not take, or one out of its values (`detail` names it)"}}
 
 
 def problem(status: int, field: str, message: str, headers: dict | None = None) -> JSONResponse:
@@ -412,13 +414,17 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     def list_models() -> list[ModelStatus]:
         return [status(info) for info in service.infos()]
 
-    @app.get("/api/models/{name}", response_model=ModelStatus, responses=ERRORS | NO_SUCH_MODEL)
+    @app.get("/api/models/{name}", response_model=ModelStatus, responses=ADDRESS_ERRORS | NO_SUCH_MODEL)
     def model_status(name: str) -> ModelStatus:
         return status(registry_entry(name, in_path=True, installed=False))  # one not installed says so, as in the list
 
-    @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=ERRORS | NO_SUCH_MODEL | NOT_INSTALLED)
-    def load(name: str) -> ModelStatus:
-        info = registry_entry(name, in_path=True)
+    load_errors = {413: ERRORS[413], 415: ERRORS[415], 422: {"model": ErrorResponse, "description": "a body was sent (the route takes none), or a parameter of the address that it does not take"}}
+
+    @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=load_errors | NO_SUCH_MODEL | NOT_INSTALLED)
+    async def load(name: str, http: Request) -> ModelStatus:
+        if (await http.body()).strip() not in (b"", b"{}"):  # as every route, nothing it would not use is taken in silence
+            raise Refused(422, "body", "this route takes no body: send none (the model is named in the path)")
+        info = await run_in_threadpool(registry_entry, name, in_path=True)
         service.start(name)
         return status(info)
 
@@ -479,7 +485,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/api/example", response_model=TracePayload, responses={422: ERRORS[422]})
+    @app.get("/api/example", response_model=TracePayload, responses=ADDRESS_ERRORS)
     def teaching_example(encoding: Literal["json", "base64"] = "json") -> Response:
         return Response(example_json[encoding], media_type="application/json")
 

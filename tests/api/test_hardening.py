@@ -307,6 +307,26 @@ def test_a_model_the_path_names_that_is_not_there_is_404_and_one_not_installed_i
     assert client.get("/api/models/smollm2").json()["state"] == "idle"  # nothing was started
 
 
+def test_the_schema_lists_only_the_errors_a_route_can_answer():
+    """A GET reads no body: no 400, 413 or 415 for it, nor a 422 said of a body (clients are generated from this)."""
+    spec = TestClient(create_app()).get("/openapi.json").json()
+    for path in ("/api/example", "/api/models/{name}"):
+        answers = spec["paths"][path]["get"]["responses"]
+        assert not {"400", "413", "415", "503"} & set(answers), (path, answers)
+        assert "body" not in answers["422"]["description"] and "address" in answers["422"]["description"], path
+    assert "400" not in spec["paths"]["/api/models/{name}/load"]["post"]["responses"]
+
+
+def test_loading_a_model_takes_no_body_and_says_so_when_one_comes():
+    """Every other route refuses what it would not use; the load route took any body in silence."""
+    client = TestClient(create_app())
+    for body in (b"garbage", b'{"x": 1}'):
+        refused = client.post("/api/models/bert-large/load", content=body, headers={"content-type": "application/json"})
+        assert refused.status_code == 422, body
+        assert refused.json()["detail"] == [{"field": "body", "message": "this route takes no body: send none (the model is named in the path)"}]
+    assert client.post("/api/models/bert-large/load", json={}).status_code == 404  # none, or an empty object: the path is read
+
+
 def test_a_body_that_cannot_be_read_as_json_says_the_ways_it_can_fail():
     """Nested a thousand deep (deeper than a JSON reader follows), or gzip-compressed: a 400 that
     names both, as well as UTF-8, so the sender knows what to change."""
