@@ -115,8 +115,9 @@ def dot_terms(a: np.ndarray, b: np.ndarray, lead: int = 3) -> str:
 
 def named(tokens: list[str], j: int) -> Text:
     """Token j as the tables name it: with its position when the text has it more than once
-    ("the @4"), as the page names it."""
-    return Text(tokens[j] if tokens.count(tokens[j]) == 1 else f"{tokens[j]} @{j}")
+    ("the @4"), as the page names it, and in any text too long to list whole, whose tables list
+    a few keys out of text order ("ota @17": a piece of a word is no name of its own)."""
+    return Text(tokens[j] if tokens.count(tokens[j]) == 1 and len(tokens) <= MANY_TOKENS else f"{tokens[j]} @{j}")
 
 
 def top_keys(n: int, ranked: list[np.ndarray], top: int = TOP_KEYS, keep: tuple[int, ...] = ()) -> list[int]:

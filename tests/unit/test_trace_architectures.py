@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import re
 
 import numpy as np
 import pytest
@@ -258,6 +259,22 @@ def test_the_terminal_walkthrough_shows_every_extra_stage():
     # the sliding window of 2 leaves the last query two keys: the mixing names both, by position
     assert "no (masked)" in text and "+ … (2 visible keys of 9; the 2 largest weights shown)" in " ".join(text.split())
     assert "×v(t7 @7)[" in text and "×v(t8 @8)[" in text and "×v(t0 @0)" not in text
+
+
+def test_the_terminal_names_a_long_texts_keys_by_position_too():
+    """Past 24 tokens the tables list a few keys, largest first: a piece of a word ("ota") is no
+    name of its own there, so every key carries its position, as the page's lists do."""
+    c = AttentionConfig(d_model=8, n_heads=1)
+    x = np.random.default_rng(5).standard_normal((30, 8))
+    tokens = [f"w{i}" for i in range(30)]  # each once
+    out = io.StringIO()
+    render(trace(x, AttentionWeights.random(c, seed=5), c), tokens, 3, [0], "weights", Console(file=out, width=200))
+    text = out.getvalue()
+    listed = re.findall(r"│ (w\d+(?: @\d+)?) +│", text)
+    assert len(listed) == 8 and all(re.fullmatch(r"w(\d+) @\1", key) for key in listed), listed
+    short = io.StringIO()
+    render(trace(x[:4], AttentionWeights.random(c, seed=5), c), tokens[:4], 3, [0], "weights", Console(file=short, width=200))
+    assert "w0 @0" not in short.getvalue() and "│ w0 " in short.getvalue()  # a short text lists every key in order, by name
 
 
 @pytest.mark.parametrize(
