@@ -919,7 +919,7 @@ def test_a_half_worked_out_by_hand_is_rounded_as_a_person_rounds_it(page, server
     row = page.locator(".stage table.calc-table tbody tr", has_text="sat")
     expect(row.locator("td").nth(1)).to_have_text("0.61")
     assert row.locator("td").nth(3).inner_text() == "0.30"
-    expect(page.locator(".stage p", has_text="working from the rounded numbers")).to_contain_text("the row of “sat”")
+    expect(page.locator(".stage p", has_text="Worked from the rounded numbers")).to_contain_text("the scaled score of “sat” comes to 0.31 (shown: 0.30)")
 
 
 def test_a_softmax_of_large_scores_writes_every_exponential_one_way(page, server_url):
@@ -957,7 +957,7 @@ def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out(pa
         ["−∞", "0", f"÷ {written}", "0.00"],
         ["−∞", "0", f"÷ {written}", "0.00"],
     ]
-    assert page.locator(".stage p.hint", has_text="working from the rounded numbers").count() == 0
+    assert page.locator(".stage p.hint", has_text="Worked from the rounded numbers").count() == 0
 
 
 SMALL_LAB = "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal={causal}&bias=0&tokens={tokens}&seed=0"
@@ -991,7 +991,7 @@ def test_huge_values_show_their_power_of_ten_at_every_stage(page, server_url):
     # a note on rounding says how such numbers are rounded
     page.goto("about:blank")
     page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1234567.891&stage=scores")  # q and k past a million
-    note = page.locator(".stage p.hint", has_text="working from the rounded numbers")
+    note = page.locator(".stage p.hint", has_text="Worked from the rounded numbers")
     expect(note).to_contain_text("Every number here is rounded: to two decimals, from a million on to three significant digits, and each result")
     out = page.locator(".stage")  # the contributions table stays inside its card
     assert page.evaluate("(el) => el.scrollWidth <= el.clientWidth + 1", out.element_handle())
@@ -1427,7 +1427,7 @@ def test_on_a_phone_a_wide_tables_caption_wraps_short_of_the_fade(browser, serve
     """A table wider than a phone fades at the box's right edge (more to scroll): its caption,
     read at rest, wraps before that fade."""
     page = browser.new_page(viewport={"width": 390, "height": 844})
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=0&stage=weights&head=3&query=5&all=1")
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat+all+day&seed=0&stage=weights&head=3&query=5&all=1")  # 8 keys: wider than a phone
     expect(page.locator(".stage h2")).to_contain_text("query “mat”")  # the lab's view, not the teaching example drawn first
     page.wait_for_selector(".stage table.matrix caption")
     figure = page.locator(".stage .figure")

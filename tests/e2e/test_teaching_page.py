@@ -295,16 +295,17 @@ def test_all_queries_shows_every_number_as_tables(page, server_url, api):
         if title == "Scores":  # a scaled number that is not the shown score ÷ 1.414, as a person works it, is named, in both heads
             for head in (1, 0):
                 select(page, "Inspect head", f"Head {head}")
+                worked = lambda i, j: by_hand(Decimal(fmt(arrays["scores"][head, i, j])) / Decimal("1.414"))  # noqa: B023
                 off = [
-                    f"the row of “{a}” at key “{b}”"
+                    f"the scaled score of “{a}” at key “{b}” comes to {worked(i, j)} (shown: {fmt(arrays['scaled'][head, i, j])})"
                     for (i, a), (j, b) in itertools.product(enumerate(payload.tokens), repeat=2)
-                    if by_hand(Decimal(fmt(arrays["scores"][head, i, j])) / Decimal("1.414")) != fmt(arrays["scaled"][head, i, j])
+                    if worked(i, j) != fmt(arrays["scaled"][head, i, j])
                 ]
                 hint = page.locator(".stage .maps p.hint")
                 if head == 1:
                     assert off, "head 1 has such numbers (-0.63 ÷ 1.414 = -0.45, shown -0.44)"
                     said = "Every number here is rounded to two decimals, the divisor 1.414 to three, and each result is worked out from the full numbers"
-                    assert hint.inner_text().startswith(f"{said}: so in {', '.join(off)}, working from"), hint.inner_text()
+                    assert hint.inner_text().startswith(f"{said}. Worked from the rounded numbers instead, {'; '.join(off)}."), hint.inner_text()
                 else:
                     assert hint.count() == (1 if off else 0), off
             select(page, "Inspect head", "Head 0")
@@ -784,12 +785,12 @@ def test_where_rounded_contributions_do_not_add_up_the_page_says_so(page, server
     select(page, "Calculation stage", "Output projection")
     q, d_v = payload.query, payload.config.d_v
     part = lambda i, m: by_hand(sum(Decimal(fmt(arrays["concat"][q, i * d_v + e])) * Decimal(fmt(arrays["W_O"][i * d_v + e, m])) for e in range(d_v)))
-    parts = [f"head {i}'s part of y[{m}]" for i in range(2) for m in range(4) if part(i, m) != fmt(arrays["contributions"][i, q, m])]
+    parts = [f"head {i}'s part of y[{m}] comes to {part(i, m)} (shown: {fmt(arrays['contributions'][i, q, m])})" for i in range(2) for m in range(4) if part(i, m) != fmt(arrays["contributions"][i, q, m])]
     total = lambda m: sum(Decimal(fmt(arrays["contributions"][i, q, m])) for i in range(2))
-    off = [f"y[{m}]" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])]
+    off = [f"y[{m}] comes to {by_hand(total(m))} (shown: {fmt(arrays['output'][q, m])})" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])]
     assert off  # the example has some (query "like": y[1], y[2], y[3])
-    note = page.locator(".stage p", has_text="working from the rounded numbers").inner_text()
-    assert note.startswith(f"{FULL_NUMBERS}: so in {', '.join(parts + off)}, working from the rounded numbers"), note
+    note = page.locator(".stage p", has_text="Worked from the rounded numbers").inner_text()
+    assert note.startswith(f"{FULL_NUMBERS}. Worked from the rounded numbers instead, {'; '.join(parts + off)}."), note
 
 
 def test_every_hand_check_lands_or_is_explained(page, server_url, api):
@@ -803,12 +804,13 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
     open_page(page, server_url)
     n, d_v = len(payload.tokens), payload.config.d_v
     explained = []
-    note = page.locator(".stage p", has_text="working from the rounded numbers")
+    note = page.locator(".stage p", has_text="Worked from the rounded numbers")
 
     def named(where: list[str], why: str = FULL_NUMBERS) -> None:
+        """where: each miss as "what comes to (by hand) (shown: …)"."""
         assert note.count() == bool(where), where
         if where:
-            assert note.inner_text().startswith(f"{why}: so in {', '.join(where)}, working from the rounded numbers"), (note.inner_text(), where)
+            assert note.inner_text().startswith(f"{why}. Worked from the rounded numbers instead, {'; '.join(where)}."), (note.inner_text(), where)
             explained.extend(where)
 
     def numbers(text: str) -> list[str]:
@@ -824,20 +826,23 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
             assert divisor.strip() == "÷ 1.414" and score == fmt(arrays["scores"][head, q, j]) and scaled == fmt(arrays["scaled"][head, q, j])
             assert not re.search(BARE_SIGN, products), products  # "0.50×(-1.25)": a negative factor in brackets
             dot = sum(Decimal(a.strip("()")) * Decimal(b.strip("()")) for a, b in (p.split("×") for p in products.split(" + ")))
-            if by_hand(dot) != score or by_hand(Decimal(score) / Decimal("1.414")) != scaled:
-                off.append(f"the row of “{payload.tokens[j]}”")
+            if by_hand(dot) != score:
+                off.append(f"q · k of “{payload.tokens[j]}” comes to {by_hand(dot)} (shown: {score})")
+            if by_hand(Decimal(score) / Decimal("1.414")) != scaled:
+                off.append(f"the scaled score of “{payload.tokens[j]}” comes to {by_hand(Decimal(score) / Decimal('1.414'))} (shown: {scaled})")
         named(off, "Every number here is rounded to two decimals, the divisor 1.414 to three, and each result is worked out from the full numbers")
         select(page, "Calculation stage", "Weights")
         s = arrays["scaled"][head, q]
         e = np.exp([float(fmt(x)) for x in s])  # of each s as shown, so that a learner can redo every step
         total = sum(float(f"{x:.3f}") for x in e)  # as the e^s shown add up
-        off = [] if by_hand(sum(Decimal(fmt(a)) for a in arrays["weights"][head, q])) == "1.00" else ["the sum of the weights (Σ)"]
+        added = by_hand(sum(Decimal(fmt(a)) for a in arrays["weights"][head, q]))
+        off = [] if added == "1.00" else [f"Σ, the weights as shown added, comes to {added} (shown: 1.00)"]
         rows = [r.split("\t") for r in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
         assert len(rows) == n
         for j, (_, shown_s, shown_e, over, weight) in enumerate(rows):
             assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(arrays["weights"][head, q, j]))
             if by_hand(Decimal(shown_e) / Decimal(over.strip("÷ "))) != weight:
-                off.append(f"the weight of “{payload.tokens[j]}”")
+                off.append(f"the weight of “{payload.tokens[j]}” comes to {by_hand(Decimal(shown_e) / Decimal(over.strip('÷ ')))} (shown: {weight})")
         named(off, "The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to three; each weight, and their sum, from the full numbers")
         select(page, "Calculation stage", "Value mixing")
         g = payload.kv_group[head]
@@ -846,20 +851,22 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
         for j, (_, weight, _, value, _, weighted) in enumerate(rows):
             assert weight == fmt(arrays["weights"][head, q, j]) and numbers(value) == [fmt(x) for x in arrays["v"][g, j]]
             assert numbers(weighted) == [fmt(arrays["weights"][head, q, j] * x) for x in arrays["v"][g, j]]
-            if [by_hand(Decimal(weight) * Decimal(x)) for x in numbers(value)] != numbers(weighted):
-                off.append(f"the weighted row of “{payload.tokens[j]}”")
+            times = [by_hand(Decimal(weight) * Decimal(x)) for x in numbers(value)]
+            if times != numbers(weighted):
+                off.append(f"the weighted row of “{payload.tokens[j]}” comes to [{', '.join(times)}] (shown: {weighted.strip()})")
         weighted = arrays["weights"][head, q][:, None] * arrays["v"][g]  # (n, d_v)
-        named(off + [f"head {head}'s z[{c}]" for c in range(d_v) if by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) != fmt(arrays["z"][head, q, c])])
+        z_hand = [by_hand(sum(Decimal(fmt(w)) for w in weighted[:, c])) for c in range(d_v)]
+        named(off + [f"head {head}'s z[{c}] comes to {z_hand[c]} (shown: {fmt(arrays['z'][head, q, c])})" for c in range(d_v) if z_hand[c] != fmt(arrays["z"][head, q, c])])
     assert any(w.startswith("the weighted row") for w in explained)  # the example has some (milk, head 0: like and warm)
-    assert any(w.startswith("the weight of") for w in explained) and any(w.startswith("the row of") for w in explained)
+    assert any(w.startswith("the weight of") for w in explained) and any(w.startswith("the scaled score of") for w in explained)
 
     for q in range(n):  # the output: every head's part of each component, then their sum
         select(page, "Query token", payload.tokens[q])
         select(page, "Calculation stage", "Output projection")
         part = lambda i, m: by_hand(sum(Decimal(fmt(arrays["concat"][q, i * d_v + e])) * Decimal(fmt(arrays["W_O"][i * d_v + e, m])) for e in range(d_v)))
-        parts = [f"head {i}'s part of y[{m}]" for i in range(2) for m in range(4) if part(i, m) != fmt(arrays["contributions"][i, q, m])]
-        total = lambda m: sum(Decimal(fmt(arrays["contributions"][i, q, m])) for i in range(2))
-        named(parts + [f"y[{m}]" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])])
+        parts = [f"head {i}'s part of y[{m}] comes to {part(i, m)} (shown: {fmt(arrays['contributions'][i, q, m])})" for i in range(2) for m in range(4) if part(i, m) != fmt(arrays["contributions"][i, q, m])]
+        total = lambda m: sum(Decimal(fmt(arrays["contributions"][i, q, m])) for i in range(2))  # noqa: B023
+        named(parts + [f"y[{m}] comes to {by_hand(total(m))} (shown: {fmt(arrays['output'][q, m])})" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])])
     assert any("'s part of" in w for w in explained)  # the example has some (cats: head 0's part of y[2])
 
 

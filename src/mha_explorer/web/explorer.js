@@ -144,12 +144,14 @@ function fmtConstant(value) {
 const roundedAs = (also = "") =>
   `${hugeShown ? "Every number here is rounded: to two decimals, from a million on to three significant digits" : `Every number here is rounded to two decimals${also}`}, and each result is worked out from the full numbers`;
 
-// Where a hand check from the rounded numbers misses the rounded result: a hint saying why, or null.
-// `why` says how the numbers are rounded and worked out (the softmax table works eˢ out from the
-// scores as shown).
-function roundingHint(where, why = roundedAs()) {
-  if (!where.length) return null;
-  return h("p", { class: "hint" }, `${why}: so in ${where.join(", ")}, working from the rounded numbers gives a result a little off the one shown.`, h("span", { class: "screen-only" }, " Point at a number to see it in full."));
+// Where a hand check from the rounded numbers misses the rounded result: a hint saying why and what
+// the rounded numbers give there, or null. Each miss is [what, as worked from the rounded numbers,
+// as shown]; `why` says how the numbers are rounded and worked out (the softmax table works eˢ out
+// from the scores as shown).
+function roundingHint(misses, why = roundedAs()) {
+  if (!misses.length) return null;
+  const given = misses.map(([what, byHand, shown]) => `${what} comes to ${byHand} (shown: ${shown})`).join("; ");
+  return h("p", { class: "hint" }, `${why}. Worked from the rounded numbers instead, ${given}.`, h("span", { class: "screen-only" }, " Point at a number to see it in full."));
 }
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
@@ -1383,10 +1385,15 @@ function scores(view, query, head) {
     ),
   );
   // by hand: the rounded products added, then divided by the divisor as shown
-  const off = range(n).filter((j) => {
+  const off = range(n).flatMap((j) => {
     const k = t[kName].row(g, j);
-    const dot = q.reduce((sum, x, e) => sum + rounded(x) * rounded(k[e]), 0);
-    return byHandFmt(dot) !== fmt(t.scores.at(head, query, j)) || byHandFmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor))) !== fmt(t.scaled.at(head, query, j));
+    const dot = byHandFmt(q.reduce((sum, x, e) => sum + rounded(x) * rounded(k[e]), 0));
+    const scaled = byHandFmt(rounded(t.scores.at(head, query, j)) / Number(fmtConstant(divisor)));
+    const [score, scaledShown] = [fmt(t.scores.at(head, query, j)), fmt(t.scaled.at(head, query, j))];
+    return [
+      ...(dot !== score ? [[`${QK_LABEL[qName]} of “${tokenName(payload, j)}”`, dot, score]] : []),
+      ...(scaled !== scaledShown ? [[`the scaled score of “${tokenName(payload, j)}”`, scaled, scaledShown]] : []),
+    ];
   });
   return [
     h("p", { class: "lead" }, "q = ", vec(q.map((x, e) => num(x, `q:${head},${query},${e}`))), ` for “`, tokenName(payload, query), `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
@@ -1399,10 +1406,7 @@ function scores(view, query, head) {
     ),
     seen.size < n ? h("p", { class: "hint" }, "Keys marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞, so their weights are 0.") : null,
     // √2 is shown as 1.414: the note says so where the divisor has decimals
-    roundingHint(
-      off.map((j) => `the row of “${tokenName(payload, j)}”`),
-      fmtConstant(divisor).includes(".") ? roundedAs(`, the divisor ${fmtConstant(divisor)} to three`) : undefined,
-    ),
+    roundingHint(off, fmtConstant(divisor).includes(".") ? roundedAs(`, the divisor ${fmtConstant(divisor)} to three`) : undefined),
   ];
 }
 
@@ -1535,7 +1539,7 @@ function weights(view, query, head) {
     stack,
     e.table,
     roundingHint(
-      [...(byHandFmt(byHand) !== fmt(total) ? ["the sum of the weights (Σ)"] : []), ...e.off.map((j) => `the weight of “${tokenName(payload, j)}”`)],
+      [...(byHandFmt(byHand) !== fmt(total) ? [["Σ, the weights as shown added,", byHandFmt(byHand), fmt(total)]] : []), ...e.off.map(([j, byHand]) => [`the weight of “${tokenName(payload, j)}”`, byHand, fmt(t.weights.at(head, query, j))])],
       `The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to ${e.digits}; each weight, and their sum, from the full numbers`,
     ),
   ];
@@ -1571,7 +1575,9 @@ function softmaxTable(view, query, head) {
   const text = (x) => (!big || x === 0 ? kept(x) : powerOfTen(x));
   const sum = e.reduce((total, x) => total + Number(kept(x)), 0);
   const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
-  const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && byHandFmt(Number(kept(e[j])) / Number(kept(sum))) !== fmt(t.weights.at(head, query, j))) : [];
+  // [key, its eˢ over the sum as shown] where that misses the weight
+  const weighed = (j) => byHandFmt(Number(kept(e[j])) / Number(kept(sum)));
+  const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && weighed(j) !== fmt(t.weights.at(head, query, j))).map((j) => [j, weighed(j)]) : [];
   const rows = range(n).map((j) =>
     h(
       "tr",
@@ -1655,7 +1661,9 @@ function mixing(view, query, head) {
   );
   const byHand = (e) => range(n).reduce((sum, j) => sum + rounded(weighted[j][e]), 0);
   // a row whose weight times its value row, as shown, misses the weighted row shown
-  const rowsOff = range(n).filter((j) => range(dv).some((e) => byHandFmt(rounded(t.weights.at(head, query, j)) * rounded(t.v.at(g, j, e))) !== fmt(weighted[j][e])));
+  const timesHand = (j) => range(dv).map((e) => byHandFmt(rounded(t.weights.at(head, query, j)) * rounded(t.v.at(g, j, e))));
+  const rowsOff = range(n).filter((j) => timesHand(j).some((x, e) => x !== fmt(weighted[j][e])));
+  const written = (xs) => `[${xs.join(", ")}]`;
   return [
     h(
       "table",
@@ -1665,8 +1673,9 @@ function mixing(view, query, head) {
       h("tbody", {}, rows, z),
     ),
     roundingHint([
-      ...rowsOff.map((j) => `the weighted row of “${tokenName(payload, j)}”`),
-      ...range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => `head ${head}'s z[${e}]`), // z[e] alone would read as head e's z
+      ...rowsOff.map((j) => [`the weighted row of “${tokenName(payload, j)}”`, written(timesHand(j)), written(weighted[j].map(fmt))]),
+      // z[e] alone would read as head e's z
+      ...range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => [`head ${head}'s z[${e}]`, byHandFmt(byHand(e)), fmt(t.z.at(head, query, e))]),
     ]),
   ];
 }
@@ -1879,8 +1888,8 @@ function output(view, query, head) {
   // a head's part of y[m]: its z, as concat shows it, times its rows of W^O's column m, as shown
   const part = (i, m) => range(d_v).reduce((sum, e) => sum + rounded(t.concat.at(query, i * d_v + e)) * rounded(w.W_O.at(i * d_v + e, m)), 0);
   const checkable = !wide && !manyHeads(payload.config) && n_heads * d_v * d_model <= TABLE_LIMIT; // concat and W^O shown as numbers
-  const partsOff = !checkable ? [] : shown.flatMap((i, r) => range(d_model).filter((m) => byHandFmt(part(i, m)) !== fmt(contrib[r][m])).map((m) => `head ${i}'s part of y[${m}]`));
-  const rounding = roundingHint([...partsOff, ...off.map((m) => `y[${m}]`)]);
+  const partsOff = !checkable ? [] : shown.flatMap((i, r) => range(d_model).filter((m) => byHandFmt(part(i, m)) !== fmt(contrib[r][m])).map((m) => [`head ${i}'s part of y[${m}]`, byHandFmt(part(i, m)), fmt(contrib[r][m])]));
+  const rounding = roundingHint([...partsOff, ...off.map((m) => [`y[${m}]`, byHandFmt(byHand(m)), fmt(y[m])])]);
   return [
     equation(concat, ["×", wo]),
     wide ? contribMap() : table(),
@@ -2541,7 +2550,7 @@ function allQueries(view, query, head, stage) {
     const divisor = fmtConstant(1 / scaleOf(c));
     const off = range(n).flatMap((r) => range(n).filter((j) => byHandFmt(rounded(t.scores.at(head, r, j)) / Number(divisor)) !== fmt(t.scaled.at(head, r, j))).map((j) => [r, j]));
     return roundingHint(
-      off.map(([r, j]) => `the row of “${tok(r)}” at key “${tok(j)}”`),
+      off.map(([r, j]) => [`the scaled score of “${tok(r)}” at key “${tok(j)}”`, byHandFmt(rounded(t.scores.at(head, r, j)) / Number(divisor)), fmt(t.scaled.at(head, r, j))]),
       divisor.includes(".") ? roundedAs(`, the divisor ${divisor} to three`) : undefined,
     );
   };
