@@ -133,6 +133,9 @@ class AttentionWeights:
     # so its first d_model rows are the transpose of all W_Q heads side by side.
 
     def to_packed(self, config: AttentionConfig) -> dict[str, np.ndarray]:
+        """These weights as torch.nn.MultiheadAttention's state_dict holds them: in_proj_weight
+        (3*d_model, d_model), out_proj.weight (d_model, d_model), and with bias in_proj_bias and
+        out_proj.bias. MHA only, with n_heads * d_head = d_model and d_v = d_head."""
         _require_packable(config)
         W, b = self.packed_qkv()  # (d_model, 3*d_model), (3*d_model,) or None
         packed = {
@@ -146,6 +149,8 @@ class AttentionWeights:
 
     @classmethod
     def from_packed(cls, packed: dict[str, np.ndarray], config: AttentionConfig) -> AttentionWeights:
+        """Per-head weights from nn.MultiheadAttention's state_dict (NumPy arrays or CPU tensors),
+        copied. The config says whether there are biases: biases it would drop are refused."""
         _require_packable(config)
         d, h = config.d_model, config.n_heads
         needed = ["in_proj_weight", "out_proj.weight", *(["in_proj_bias", "out_proj.bias"] if config.bias else [])]

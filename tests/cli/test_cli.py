@@ -552,8 +552,8 @@ def test_a_long_texts_weights_list_the_top_keys_of_one_head_and_three_of_each_of
         render(t, tokens, 7, heads, "weights", console)  # query w7
         text = console.export_text()
         assert title in " ".join(text.split())
-        listed = set(re.findall(r"│ (w\d+) +│", text))
-        top = set().union(*({f"w{j}" for j in np.argsort(-t["weights"][h, 7])[:each]} for h in heads))
+        listed = set(re.findall(r"│ (w\d+ @\d+) +│", text))  # past 24 tokens, each key with its position
+        top = set().union(*({f"w{j} @{j}" for j in np.argsort(-t["weights"][h, 7])[:each]} for h in heads))
         assert listed == top, (listed, top)
 
 
@@ -572,4 +572,4 @@ def test_an_early_causal_query_lists_the_keys_it_sees_and_says_the_rest_are_mask
     out = console.export_text()
     text = " ".join(out.split())
     assert "the 3 largest weights" in text and "… 37 other keys, 37 of them masked" in text
-    assert set(re.findall(r"│ (w\d+) +│", out)) == {"w0", "w1", "w2"}
+    assert set(re.findall(r"│ (w\d+ @\d+) +│", out)) == {"w0 @0", "w1 @1", "w2 @2"}

@@ -427,7 +427,7 @@ def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
     scaled = to_numpy(p.stages["mask"])[0, i]  # -inf where masked
     weights = to_numpy(p.stages["weights"])[0, i]
     labels = [t.replace("Ġ", "␣") for t in p.tokens]
-    name = lambda j: f"{labels[j]} @{j}" if labels.count(labels[j]) > 1 else labels[j]
+    name = lambda j: f"{labels[j]} @{j}"  # past 24 tokens, every key with its position
 
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "scores")
     listed = [row[0] for row in cells(out) if len(row) == 4 and NUMBER.fullmatch(row[2])]
@@ -459,7 +459,7 @@ def test_a_long_texts_early_query_lists_only_keys_it_sees_and_its_mask_table_is_
     labels = [t.replace("Ġ", "␣") for t in tokens]
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--query", "2", "--stage", "projections")
     listed = [row[0] for row in cells(out) if len(row) == 5 and row[1].startswith("[")]
-    seen = [labels[j] if labels.count(labels[j]) == 1 else f"{labels[j]} @{j}" for j in range(3)]
+    seen = [f"{labels[j]} @{j}" for j in range(3)]  # a long text's keys, each with its position
     assert listed[0] == seen[2] and sorted(listed) == sorted(seen), listed  # the query, then the keys it weighs most
     assert f"… {n - 3} other tokens" in out
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--query", "2", "--stage", "mask")

@@ -1585,6 +1585,8 @@ def test_on_a_phone_a_grid_rows_label_is_level_with_its_cells(browser, server_ur
     })""")
     for label, cell, height in middles:
         assert height >= 44 and abs(label - cell) <= 3, middles  # cells a finger tall, each label beside its cells' middle
+    # a touch screen is not told about keys it has not got
+    assert not page.locator(".grid-caption .grid-keys").is_visible() and page.locator(".grid-caption").is_visible()
     context.close()
 
 

@@ -151,9 +151,11 @@ class LoadedModel:
         return self.tokenizer.readable(token)
 
     def layer_config(self, layer: int) -> AttentionConfig:
+        """The attention config of layer (from 0): its heads, widths, mask, rotary positions, norms."""
         return self.arch.attention_config(self._check_layer(layer))
 
     def layer_weights(self, layer: int) -> AttentionWeights:
+        """The attention weights of layer (from 0), per head, read-only: W_Q (n_heads, d_model, d_head) and so on."""
         return self.arch.attention_weights(self._check_layer(layer))
 
     def run(self, text: str, layer: int) -> LayerRun:
