@@ -1840,3 +1840,15 @@ def test_the_teaching_example_keeps_its_place_while_the_lab_is_shown(page, serve
     page.wait_for_function("() => !location.hash.includes('mode=lab') && ['stage=weights', 'head=1', 'query=3'].every((part) => location.hash.includes(part))")
     page.get_by_role("button", name="Reset example").click()
     expect(page.locator(".stage h2")).to_have_text("1. Projections · head 0 · query “like”")
+
+
+def test_another_seed_keeps_the_edits_and_says_so(page, server_url):
+    """Draw new values asks before it replaces the edits; a seed typed keeps them over its values,
+    which it did in silence."""
+    open_lab(page, server_url)
+    edit(page, "x", "x:0,1", "0.5")
+    set_field(page, "Seed", 5)
+    assert page.locator(".lab-status").inner_text() == "Your edited value stays over seed 5's values; Draw new values replaces it."
+    assert page.locator('.edit-grid input[data-key="x:0,1"]').input_value() == "0.5" and "seed=5" in link(page)
+    set_field(page, "Seed", 6)  # still kept, still said
+    assert page.locator(".lab-status").inner_text().startswith("Your edited value stays over seed 6's values")

@@ -355,7 +355,10 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     const named = (keys) => keys.map(cellName);
     const shownKeys = named(moved);
     const returned = named(back.filter((key) => kept.has(key)));
+    // another seed draws new values under the edits, which stay (Draw new values asks before it replaces them)
+    const stay = changed === "seed" ? [...kept.keys()].filter((key) => userEdit(key)).length : 0;
     status.textContent = [
+      stay ? `${stay === 1 ? "Your edited value stays" : `Your ${stay} edited values stay`} over seed ${next.seed}'s values; Draw new values replaces ${stay === 1 ? "it" : "them"}.` : "",
       dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration; ${dropped.length === 1 ? "it is" : "they are"} set aside until ${dropped.length === 1 ? "it fits" : "they fit"} again: ${some(dropped)}.` : "",
       returned.length ? `${returned.length === 1 ? "An edited value set aside fits again and is" : `${returned.length} edited values set aside fit again and are`} back: ${some(returned)}.` : "",
       moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
