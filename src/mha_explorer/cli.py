@@ -143,8 +143,6 @@ def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
     signs = text[error.start : error.end]
     wide = [unicodedata.east_asian_width(c) in "WF" for c in signs]  # two columns on screen (🐱, 爱): "? " keeps them
     spelled = "".join(ASCII_SIGNS.get(c) or ("? " if w else "?") for c, w in zip(signs, wide))
-    if all(ord(c) in _SUPERSCRIPTS for c in signs):  # a power of ten, 10⁻²: 10^-2
-        spelled = "^" + signs.translate(_SUPERSCRIPTS)
     longer = len(spelled) - len(signs) - sum(wide)  # in columns
     line_end = text.find("\n", error.end) % (len(text) + 1)  # the end of the text when no line break follows
     padding = _PADDING.search(text, error.end, line_end) if longer > 0 else None
@@ -159,7 +157,6 @@ def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
 
 
 _PADDING = re.compile(r"  +")
-_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 
 codecs.register_error("mha-explorer-ascii", _ascii_signs)

@@ -99,10 +99,21 @@ def lab_payload(request: TraceRequest, packer: Packer | None = None) -> TracePay
     packer and the payload holds their offsets."""
     config, x, weights = lab_inputs(request)
     t, too_large = checked_trace(x, weights, config)
-    if too_large:  # said of what the request gave: its edits, else its x or weights (a seed draws none so large)
-        raise LabError("edits" if request.edits else "weights" if request.weights is not None and request.x is None else "x", too_large)
+    if too_large:
+        raise LabError(largest_given(request, x, weights), too_large)
     encode = None if packer is None else (lambda name, a: packer.array(a))
     return trace_payload(t, request.tokens, weights, request.query, request.encoding, encode, derived=left_out(packer))
+
+
+def largest_given(request: TraceRequest, x: np.ndarray, weights: AttentionWeights) -> str:
+    """The field of the request that gave the largest value (edits, x or weights): what an overflow
+    is said of. A seed draws none so large."""
+    given = {"x": np.abs(x).max() if request.x is not None else 0.0}
+    if request.weights is not None:
+        given["weights"] = max(float(np.abs(a).max()) for a in weights.arrays().values())
+    if request.edits:
+        given["edits"] = max(abs(v) for v in request.edits.values())
+    return max(given, key=given.get)
 
 
 def checked_trace(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> tuple[Trace | None, str | None]:

@@ -275,7 +275,13 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
     elif kind == "finite_number":
         message = f"must be {NOT_FINITE}"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float") and isinstance(given, float) and given.is_integer():
-        message = f"{shown} is a whole number written as a decimal; send it without a point or an exponent, as {whole_number_wanted(request_model, path)}"
+        limits = field_limits(request_model, path)  # a whole number past the range is said to be past it first
+        if "le" in limits and given > limits["le"]:
+            message = f"{shown} is more than the limit of {limits['le']}; send {whole_number_wanted(request_model, path)}"
+        elif "ge" in limits and given < limits["ge"]:
+            message = f"{shown} is less than {limits['ge']}; send {whole_number_wanted(request_model, path)}"
+        else:
+            message = f"{shown} is a whole number written as a decimal; send it without a point or an exponent, as {whole_number_wanted(request_model, path)}"
     elif kind in ("int_type", "int_parsing", "int_parsing_size", "int_from_float"):
         message = f"{shown} is not a whole number; send {whole_number_wanted(request_model, path)}"
     elif kind in ("float_type", "float_parsing") and isinstance(given, int) and not isinstance(given, bool):
@@ -308,16 +314,31 @@ def shown_json(value, longest: int = 60) -> str:
     return shown if len(shown) <= longest else f"{shown[: longest - 20]}…{shown[-12:]} ({size:,} characters)"
 
 
-def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> str:
-    """'a whole number from 1 to 64': the field's own range, where the request model gives one."""
+def _empty_body(body: bytes) -> bool:
+    """No body, or one that says nothing: {} or null, spaced any way."""
+    if not body.strip():
+        return True
+    try:
+        return json.loads(body) in ({}, None)
+    except ValueError:
+        return False
+
+
+def field_limits(request_model: type[BaseModel] | None, path: list) -> dict:
+    """The field's own bounds, {"ge": 1, "le": 64}, where the request model gives them."""
     model, field = request_model, None
     for name in path:
         fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
         if name not in fields:
-            return "a whole number such as 2"
+            return {}
         field = fields[name]
         model = field.annotation
-    limits = {} if field is None else {k: getattr(m, k) for m in field.metadata for k in ("ge", "le") if hasattr(m, k)}
+    return {} if field is None else {k: getattr(m, k) for m in field.metadata for k in ("ge", "le") if hasattr(m, k)}
+
+
+def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> str:
+    """'a whole number from 1 to 64': the field's own range, where the request model gives one."""
+    limits = field_limits(request_model, path)
     if "ge" in limits and "le" in limits:
         return f"a whole number from {limits['ge']} to {limits['le']}"
     return f"a whole number, {limits['ge']} or more" if "ge" in limits else "a whole number such as 2"
@@ -422,7 +443,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=load_errors | NO_SUCH_MODEL | NOT_INSTALLED)
     async def load(name: str, http: Request) -> ModelStatus:
-        if (await http.body()).strip() not in (b"", b"{}"):  # as every route, nothing it would not use is taken in silence
+        if not _empty_body(await http.body()):  # as every route, nothing it would not use is taken in silence
             raise Refused(422, "body", "this route takes no body: send none (the model is named in the path)")
         info = await run_in_threadpool(registry_entry, name, in_path=True)
         service.start(name)

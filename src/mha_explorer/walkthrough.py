@@ -195,11 +195,13 @@ def render(
     if features:
         console.print(features)
     console.print(f"d_model={c.d_model}, n_heads={c.n_heads}, n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}")
-    console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] (position {query})")  # as the tables name it; a line of its own: never cut in two
+    console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] (position {query})")  # as the tables name it (the position says what @ means); a line of its own: never cut in two
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = {name: partial(view, fits=fits) for name, view in _STAGE_VIEWS.items()}
     for name in ("projections", "qk_norm", "output"):
         views[name] = partial(views[name], weights=weights)
+    # a terminal that cannot write every superscript (ASCII; cp1252 has ¹²³ only) gets 10^-2, not 10⁻² in pieces
+    views["weights"] = partial(views["weights"], superscripts=_writes(console, "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"))
     for s in page_stages(c):
         if stage is None or stage == s.id:
             body = views[s.id](t, tokens, query, heads)
@@ -211,6 +213,15 @@ def render(
         " shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
         style="dim",
     )
+
+
+def _writes(console: Console, signs: str) -> bool:
+    """Whether the console's encoding has every one of signs."""
+    try:
+        signs.encode(console.encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def print_wrapped(console: Console, text: str, style: str | None = None) -> None:
@@ -517,20 +528,20 @@ def _mask_table(t, tokens, i, heads):
     return table
 
 
-def _weights(t, tokens, i, heads, fits):
+def _weights(t, tokens, i, heads, fits, superscripts: bool = True):
     tables = _side_by_side(lambda some: _weights_table(t, tokens, i, some), heads, fits)
     if len(tokens) <= MAX_SHOWN:  # short enough to check each weight by hand
-        tables += [_softmax_by_hand(t, tokens, i, h) for h in heads]
+        tables += [_softmax_by_hand(t, tokens, i, h, superscripts) for h in heads]
     return tables
 
 
-def _softmax_by_hand(t, tokens, i, h) -> Table:
+def _softmax_by_hand(t, tokens, i, h, superscripts: bool = True) -> Table:
     """The page's softmax table: each scaled score s, e^s (to three decimals, so that a division
     by hand lands on the weight), their sum, and the weight. A hidden key has e^-inf = 0."""
     logits = t["mask"][h, i] if "mask" in t.stages else t["scaled"][h, i]
     # each step from the one before as shown: e^s of s to two decimals, summed as the e^s shown
     e = np.array([math.exp(float(fmt(s))) if np.isfinite(s) else 0.0 for s in logits])  # (n,)
-    shown, kept = _e_format(e)
+    shown, kept = _e_format(e, superscripts)
     total = sum(float(kept(x)) for x in e)
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
@@ -542,18 +553,15 @@ def _softmax_by_hand(t, tokens, i, h) -> Table:
     by_hand = lambda j: str((Decimal(kept(e[j])) / Decimal(kept(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
     # (no check where every e^s is 0 even in full: scores below -745, which the layer's own softmax
     # takes relative to the largest; only an edited lab layer makes them)
-    off = [named(tokens, j).plain for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])] if total > 0 else []
+    off = [j for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])] if total > 0 else []
     if off:
-        rows = ", ".join(f"“{name}”" for name in off)
-        table.caption = (
-            f"In the row{'s' if len(off) > 1 else ''} of {rows}, e^s ÷ Σ e^s as shown gives a weight a little off the one shown: "
-            "the weights are worked out from the full numbers."
-        )
+        given = "; ".join(f"the weight of “{named(tokens, j).plain}” comes to {by_hand(j)} (shown: {fmt(t['weights'][h, i, j])})" for j in off)
+        table.caption = f"The weights are worked out from the full numbers. Worked from e^s ÷ Σ e^s as shown instead, {given}."
         table.caption_justify = "left"
     return table
 
 
-def _e_format(e: np.ndarray):
+def _e_format(e: np.ndarray, superscripts: bool = True):
     """How the softmax table writes e^s, as the page does, and the number so written: to three
     decimals; when their sum is 100,000 or more, or three decimals would write one of them 0.000 (a
     score below -7.6), every one to three significant digits times a power of ten (4.44×10⁴,
@@ -561,16 +569,18 @@ def _e_format(e: np.ndarray):
     if e.sum() < 1e5 and not ((e > 0) & (e < 5e-4)).any():
         decimals = lambda x: f"{x:.3f}"
         return decimals, decimals
-    return (lambda x: "0" if x == 0 else power_of_ten(x)), (lambda x: "0" if x == 0 else f"{x:.2e}")
+    return (lambda x: "0" if x == 0 else power_of_ten(x, superscripts)), (lambda x: "0" if x == 0 else f"{x:.2e}")
 
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
 
-def power_of_ten(x: float) -> str:
-    """x to three significant digits times a power of ten, as written by hand: 4.44×10⁴, 1.35×10⁻¹."""
+def power_of_ten(x: float, superscripts: bool = True) -> str:
+    """x to three significant digits times a power of ten, as written by hand: 4.44×10⁴, 1.35×10⁻¹
+    (without superscripts, 1.35×10^-1)."""
     mantissa, exponent = f"{x:.2e}".split("e")
-    return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"
+    power = str(int(exponent))
+    return f"{mantissa}×10{power.translate(SUPERSCRIPT) if superscripts else '^' + power}"
 
 
 def _weights_table(t, tokens, i, heads):

@@ -157,10 +157,10 @@ class AttentionWeights:
         missing = [name for name in needed if name not in packed]
         if missing:
             raise ConfigError(f"the packed weights lack {', '.join(missing)}: give {', '.join(needed)} (a state_dict of nn.MultiheadAttention has them)")
-        ignored = [name for name in ("in_proj_bias", "out_proj.bias") if not config.bias and packed.get(name) is not None and np.any(np.asarray(packed[name]))]
-        if ignored:  # nn.MultiheadAttention has biases unless told bias=False: leaving them out would change every output
+        dropped = [name for name in ("in_proj_bias", "out_proj.bias") if not config.bias and packed.get(name) is not None and np.any(np.asarray(packed[name]))]
+        if dropped:  # nn.MultiheadAttention has biases unless told bias=False: leaving them out would change every output
             raise ConfigError(
-                f"the packed weights have biases that are not zero ({', '.join(ignored)}) and the config has bias=False: "
+                f"the packed weights have biases that are not zero ({', '.join(dropped)}) and the config has bias=False: "
                 "give a config with bias=True to use them, or drop them from the dict if they should not count"
             )
         in_proj = np.asarray(packed["in_proj_weight"])

@@ -231,6 +231,7 @@ IN_OUR_WORDS = {
     "letter for a query": ("/api/trace", LAB | {"query": "b"}, "query", '"b" is not a whole number; send a whole number, 0 or more'),
     "huge query": ("/api/trace", LAB | {"query": 1e30}, "query", "1e+30 is a whole number written as a decimal; send it without a point or an exponent, as a whole number, 0 or more"),
     "whole width with a point": ("/api/trace", LAB | {"config": {"d_model": 4.0, "n_heads": 2}}, "config.d_model", "4.0 is a whole number written as a decimal; send it without a point or an exponent, as a whole number from 1 to 64"),
+    "huge width as a decimal": ("/api/trace", LAB | {"config": {"d_model": 1e9, "n_heads": 2}}, "config.d_model", "1000000000.0 is more than the limit of 64; send a whole number from 1 to 64"),
     "layer with a point": ("/api/model-trace", MODEL | {"layer": 2.0}, "layer", "2.0 is a whole number written as a decimal; send it without a point or an exponent, as a whole number such as 2"),
     "word for a layer": ("/api/model-trace", MODEL | {"layer": "zero"}, "layer", '"zero" is not a whole number; send a whole number such as 2'),
     "2 for a flag": ("/api/trace", LAB | {"config": {"d_model": 4, "n_heads": 2, "causal": 2}}, "config.causal", "2 is not true or false; send JSON true or false"),
@@ -276,6 +277,12 @@ def test_values_that_overflow_get_a_422_not_a_wrong_trace(client, encoding):
     # said of what the request gave, a field it has: its edits
     edited = client.post("/api/trace", json={"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a", "b"], "seed": 0, "edits": {"x:0,0": 1e200, "x:0,1": 1e200}, "encoding": encoding})
     assert edited.status_code == 422 and edited.json()["detail"][0]["field"] == "edits"
+    # of the field that gave the largest value: huge weights with a small x, a huge x with a small edit
+    w = {"W_Q": [[[1e200], [1e200]]], "W_K": [[[1e200], [1e200]]], "W_V": [[[1.0], [1.0]]], "W_O": [[1.0, 1.0]]}
+    heavy = client.post("/api/trace", json={"config": {"d_model": 2, "n_heads": 1, "d_head": 1}, "tokens": ["a", "b"], "x": [[1, 1], [1, 2]], "weights": w, "encoding": encoding})
+    assert heavy.status_code == 422 and heavy.json()["detail"][0]["field"] == "weights"
+    wide = client.post("/api/trace", json={**big, "edits": {"x:2,0": 0.25}})
+    assert wide.status_code == 422 and wide.json()["detail"][0]["field"] == "x"
     fine = client.post("/api/trace", json={**big, "x": [[1e99, 1e99], [1e99, -1e99], [0.5, 0.5]]})
     assert fine.status_code == 200  # values the page's cells take (under 1e100) are fine alone
     causal = client.post("/api/trace", json={**big, "config": {"d_model": 2, "n_heads": 1, "causal": True}, "x": [[1, 2], [3, 4], [5, 6]]})

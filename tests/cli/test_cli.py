@@ -488,6 +488,30 @@ def test_a_softmax_of_large_scores_writes_every_exponential_one_way():
     assert sum(e) >= 1e5
     total = sum(float(f"{v:.2e}") for v in e)  # each as written: three significant digits
     assert [(r[2], r[3]) for r in rows] == [(times_ten(v), f"÷ {times_ten(total)}") for v in e], rows
+    assert rows[0][2] == "2.34×10⁷", rows  # e^16.97, written out
+
+
+@pytest.mark.parametrize("encoding, power", [("utf-8", "×10⁻¹⁰"), ("cp1252", "×10^-10"), ("ascii", "x10^-10")])  # cp1252 has ×
+def test_a_power_of_ten_is_written_whole_in_any_terminal(encoding, power):
+    """cp1252 has ¹²³ but not ⁰ or ⁻: a power of ten spelled sign by sign read 10^-¹^0. A terminal
+    without every superscript gets 10^-10."""
+    from rich.console import Console
+
+    import mha_explorer.cli  # noqa: F401  (registers the spelling of signs the terminal lacks)
+    from mha_explorer.config import AttentionConfig
+    from mha_explorer.trace import trace
+    from mha_explorer.walkthrough import render
+    from mha_explorer.weights import AttentionWeights
+
+    config = AttentionConfig(d_model=2, n_heads=1, d_head=2, causal=True)
+    x = np.array([[2.0, 2.0], [1.0, 0.5], [0.0, 0.1]])
+    t = trace(x, AttentionWeights(W_Q=np.eye(2)[None] * -4, W_K=np.eye(2)[None], W_V=np.eye(2)[None], W_O=np.eye(2)), config)
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding, errors="mha-explorer-ascii")
+    render(t, ["a", "b", "c"], 0, [0], "weights", Console(file=stream, width=200, highlight=False, color_system=None))
+    stream.flush()
+    text = raw.getvalue().decode(encoding)
+    assert re.search(rf"\| 1\.49{re.escape(power)} +\|", text.replace("│", "|")), text  # e^-22.63, in its cell
 
 
 @pytest.mark.parametrize("query", ["cats", "like", "warm", "milk"])
@@ -497,18 +521,19 @@ def test_the_softmax_by_hand_names_the_rows_that_do_not_land_on_the_weight(query
 
     ref = loop_attention(example(), causal=False)
     i = ["cats", "like", "warm", "milk"].index(query)
-    out = " ".join(ok("--query", query, "--stage", "weights").split())
+    out = " ".join(ok("--query", query, "--stage", "weights").replace("│", " ").split())  # the note's lines, read across the panel's edges
     for h in (0, 1):
         s = [two(x / math.sqrt(2)) for x in ref["scores"][h][i]]
         e = [f"{math.exp(float(x)):.3f}" for x in s]
         total = Decimal(f"{sum(float(x) for x in e):.3f}")
         weights = [two(w) for w in ref["weights"][h][i]]
-        off = [tok for tok, x, w in zip(["cats", "like", "warm", "milk"], e, weights) if str((Decimal(x) / total).quantize(Decimal("0.01"), ROUND_HALF_UP)) != w]
-        said = f"In the row{'s' if len(off) > 1 else ''} of {', '.join(f'“{t}”' for t in off)}, e^s ÷ Σ e^s as shown"
+        by_hand = [str((Decimal(x) / total).quantize(Decimal("0.01"), ROUND_HALF_UP)) for x in e]
+        off = [f"the weight of “{tok}” comes to {b} (shown: {w})" for tok, b, w in zip(["cats", "like", "warm", "milk"], by_hand, weights) if b != w]
+        said = f"The weights are worked out from the full numbers. Worked from e^s ÷ Σ e^s as shown instead, {'; '.join(off)}."
         table = out.split(f"head {h}: the softmax by hand")[1].split("head 1: the softmax by hand")[0]
-        assert (said in table) == bool(off), (h, off)
+        assert (said in table) == bool(off), (h, off, table)
         if not off:
-            assert "as shown gives a weight" not in table
+            assert "Worked from" not in table
 
 
 def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out():

@@ -262,7 +262,6 @@ def test_a_longer_spelling_takes_its_room_from_the_padding_after_it():
     assert "| −∞    |".encode("ascii", "mha-explorer-ascii") == b"| -inf  |"
     assert "√x|".encode("ascii", "mha-explorer-ascii") == b"sqrtx|"  # no padding: the line grows
     assert "| 🐱 1 |  |".encode("ascii", "mha-explorer-ascii") == b"| ?  1 |  |"  # a wide character keeps its two columns
-    assert "1.46×10⁻¹⁰   |".encode("ascii", "mha-explorer-ascii") == b"1.46x10^-10  |"  # a power of ten (a column wider by one)
     assert "h·n²".encode("ascii", "mha-explorer-ascii") == b"h.n^2"
 
 

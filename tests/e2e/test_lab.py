@@ -1288,8 +1288,8 @@ def test_edits_kept_where_their_rows_now_mean_other_tokens_or_components_are_nam
     settle(page)
     assert page.locator(".lab-status").inner_text() == "An edited value keeps its row and column numbers, which now stand for other tokens or components: x row 1, column 2."
     assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
-    set_field(page, "Seed", 4)  # nothing moves: nothing is said
-    assert page.locator(".lab-status").inner_text() == ""
+    set_field(page, "Seed", 4)  # nothing moves: only that the edit stays over the new seed's values is said
+    assert page.locator(".lab-status").inner_text() == "Your edited value stays over seed 4's values; Draw new values replaces it."
 
 
 def test_each_stage_that_reads_keys_or_values_says_whose_a_shared_head_reads(page, server_url):

@@ -297,7 +297,7 @@ def test_all_queries_shows_every_number_as_tables(page, server_url, api):
                 select(page, "Inspect head", f"Head {head}")
                 worked = lambda i, j: by_hand(Decimal(fmt(arrays["scores"][head, i, j])) / Decimal("1.414"))  # noqa: B023
                 off = [
-                    f"the scaled score of “{a}” at key “{b}” comes to {worked(i, j)} (shown: {fmt(arrays['scaled'][head, i, j])})"
+                    f"the scaled score of query “{a}”, key “{b}” comes to {worked(i, j)} (shown: {fmt(arrays['scaled'][head, i, j])})"
                     for (i, a), (j, b) in itertools.product(enumerate(payload.tokens), repeat=2)
                     if worked(i, j) != fmt(arrays["scaled"][head, i, j])
                 ]
@@ -836,7 +836,7 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
         e = np.exp([float(fmt(x)) for x in s])  # of each s as shown, so that a learner can redo every step
         total = sum(float(f"{x:.3f}") for x in e)  # as the e^s shown add up
         added = by_hand(sum(Decimal(fmt(a)) for a in arrays["weights"][head, q]))
-        off = [] if added == "1.00" else [f"Σ, the weights as shown added, comes to {added} (shown: 1.00)"]
+        off = [] if added == "1.00" else [f"the sum Σ of the weights as shown comes to {added} (shown: 1.00)"]
         rows = [r.split("\t") for r in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
         assert len(rows) == n
         for j, (_, shown_s, shown_e, over, weight) in enumerate(rows):

@@ -799,6 +799,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     fillMenu(headSelect, range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     fillMenu(stageSelect, payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
+    stepShown = null; // new tabs (a Mask stage added before it): the current one is brought into the row again
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
     const costsOpen = costs.firstChild?.open; // a panel opened stays open for the new numbers (n_kv_heads changed in the lab)
     costs.replaceChildren(costPanel(payload));
@@ -1539,7 +1540,7 @@ function weights(view, query, head) {
     stack,
     e.table,
     roundingHint(
-      [...(byHandFmt(byHand) !== fmt(total) ? [["Σ, the weights as shown added,", byHandFmt(byHand), fmt(total)]] : []), ...e.off.map(([j, byHand]) => [`the weight of “${tokenName(payload, j)}”`, byHand, fmt(t.weights.at(head, query, j))])],
+      [...(byHandFmt(byHand) !== fmt(total) ? [["the sum Σ of the weights as shown", byHandFmt(byHand), fmt(total)]] : []), ...e.off.map(([j, byHand]) => [`the weight of “${tokenName(payload, j)}”`, byHand, fmt(t.weights.at(head, query, j))])],
       `The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to ${e.digits}; each weight, and their sum, from the full numbers`,
     ),
   ];
@@ -1567,9 +1568,9 @@ function softmaxTable(view, query, head) {
   const shift = top > 709 - Math.log(seen.length) || top < -700 ? top : 0;
   const e = s.map((x) => (x === null || x === -Infinity ? 0 : Math.exp(rounded(x) - shift)));
   // a sum of 100,000 or more, or an eˢ three decimals would write 0.000 (a key the query sees, with
-  // a score below -7.6): every eˢ, and the sum, to three significant digits with the exponent
-  // (4.44e4, 2.60e5, 1.35e-1, 2.76e-6), not some written one way and some the other
-  // (times a power of ten, 1.35×10⁻¹: in a column of eˢ, 1.35e-1 reads as 1.35 times e to the -1)
+  // a score below -7.6): every eˢ, and the sum, to three significant digits times a power of ten
+  // (4.44×10⁴, 1.35×10⁻¹: in a column of eˢ, 1.35e-1 reads as 1.35 times e to the -1), not some
+  // written one way and some the other
   const big = e.reduce((total, x) => total + x, 0) >= 1e5 || e.some((x) => x > 0 && x < 5e-4);
   const kept = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2)); // the number written
   const text = (x) => (!big || x === 0 ? kept(x) : powerOfTen(x));
@@ -2544,15 +2545,16 @@ function allQueries(view, query, head, stage) {
     if (!off.length) return null;
     return h("p", { class: "hint" }, `The weights are rounded to two decimals: as shown, ${off.map((r) => `the row of “${tok(r)}” adds up to ${shownSums[r]}`).join(", ")}; in full, every row adds up to 1.`);
   };
-  // a scaled table whose numbers are not the shown scores over the divisor as shown (1.414) says where
+  // a scaled table whose numbers are not the shown scores scaled as its caption gives it (over √d_head
+  // as 1.414, or times the layer's own scale to four digits) says where
+  const scaleShown = c.scale != null ? Number(c.scale.toPrecision(4)) : null;
+  const divisor = fmtConstant(1 / scaleOf(c));
   const scaledOff = () => {
     if (n * n > HAND_SIZED) return null;
-    const divisor = fmtConstant(1 / scaleOf(c));
-    const off = range(n).flatMap((r) => range(n).filter((j) => byHandFmt(rounded(t.scores.at(head, r, j)) / Number(divisor)) !== fmt(t.scaled.at(head, r, j))).map((j) => [r, j]));
-    return roundingHint(
-      off.map(([r, j]) => [`the scaled score of “${tok(r)}” at key “${tok(j)}”`, byHandFmt(rounded(t.scores.at(head, r, j)) / Number(divisor)), fmt(t.scaled.at(head, r, j))]),
-      divisor.includes(".") ? roundedAs(`, the divisor ${divisor} to three`) : undefined,
-    );
+    const worked = (r, j) => byHandFmt(scaleShown != null ? rounded(t.scores.at(head, r, j)) * scaleShown : rounded(t.scores.at(head, r, j)) / Number(divisor));
+    const off = range(n).flatMap((r) => range(n).filter((j) => worked(r, j) !== fmt(t.scaled.at(head, r, j))).map((j) => [r, j]));
+    const why = scaleShown != null ? (scaleShown !== c.scale ? roundedAs(`, the scale ${scaleShown} to four digits`) : undefined) : divisor.includes(".") ? roundedAs(`, the divisor ${divisor} to three`) : undefined;
+    return roundingHint(off.map(([r, j]) => [`the scaled score of query “${tok(r)}”, key “${tok(j)}”`, worked(r, j), fmt(t.scaled.at(head, r, j))]), why);
   };
   const views = {
     projections: () => [
@@ -2562,7 +2564,7 @@ function allQueries(view, query, head, stage) {
     ],
     scores: () => [
       map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken),
-      map(c.scale != null ? `Scaled: × ${Number(c.scale.toPrecision(4))}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
+      map(scaleShown != null ? `Scaled: × ${scaleShown}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
       scaledOff(),
     ],
     mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later)],

@@ -139,6 +139,8 @@ function checkConfig(config, tokens) {
 // { payload } or { errors: {field: message} } and never throws.
 // example: the teaching example's payload, offered as a preset with its own values (as edits
 // over the seed's), so that one of its numbers can be changed; none in a static copy.
+// onPayload(payload) shows each result; what it returns, if anything, is said in the status line
+// (a head or stage the settings took from the view).
 export function createLab({ container, initial, compute, onPayload, editable, example }) {
   const fields = [...CONFIG_FIELDS.map(([name]) => name), "causal", "bias"];
   const own = editable && example ? { config: Object.fromEntries(fields.map((name) => [name, example.config[name]])), tokens: [...example.tokens], edits: editsOf(arraysOf(example)) } : null;
