@@ -683,6 +683,26 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert peak == float(page_text(float(w_o.max()))) and abs(scale - np.percentile(w_o, 99)) < 0.02 and 4 * scale < peak, (scale, peak)
 
 
+@needs("minilm")
+def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_under_it_clear(browser, server_url):
+    """MiniLM on a 17-token sentence at 390 px: the strip of every key's score is wider than the
+    phone. It scrolled the whole figure, whose fade then dimmed the last column of the table under it
+    (the scaled scores), which fits. It scrolls in its own box now."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        trace_model(page, server_url, "minilm", "The quick brown fox jumps over the lazy dog while the cat sleeps.", 2)
+        for stage in ("Scores", "Weights"):
+            page.get_by_label("Calculation stage").select_option(label=stage)
+            figure = page.locator(".stage .figure").evaluate("f => [f.scrollWidth, f.clientWidth, getComputedStyle(f).maskImage]")
+            assert figure[0] <= figure[1] + 1 and figure[2] == "none", (stage, figure)
+            if stage == "Scores":  # the strip itself is wider, and scrolls
+                strip = page.locator(".stage .wide-table:has(.heatmap-figure)").evaluate("b => [b.scrollWidth, b.clientWidth]")
+                assert strip[0] > strip[1], strip
+    finally:
+        context.close()
+
+
 @needs("smollm2")
 def test_a_q_row_wider_than_the_stage_scrolls_by_itself_not_the_whole_figure(page, server_url):
     """SmolLM2's q is 64 numbers in a row (about 3,000 px): it scrolls in its own box, and the maps

@@ -688,6 +688,11 @@ def test_a_system_in_dark_mode_gets_a_dark_page_with_no_serious_accessibility_vi
     bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]
     assert bad == [], bad
     page.screenshot(path=str(artifacts / "lab-dark.png"))
+    # the frame over a heatmap (which keeps its light scale) is dark, with a light halo where it runs onto the page
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h+i&seed=0&stage=weights&query=4&all=1")
+    mark = page.locator(".stage .heatmap-mark").first
+    expect(mark).to_be_visible()
+    assert mark.evaluate("(m) => [getComputedStyle(m).borderTopColor, getComputedStyle(m).boxShadow]") == ["rgb(29, 35, 48)", "rgb(228, 231, 237) 0px 0px 0px 1px"]
     page.goto(server_url + "#stage=nowhere")  # a notice says what of the link was not used
     page.wait_for_selector("#notice:not([hidden])")
     bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]

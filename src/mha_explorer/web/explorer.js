@@ -1361,7 +1361,9 @@ function keyStrip(view, query, head, name, caption, kind) {
   const n = payload.tokens.length;
   // the weights of keys the mask hid are grey and struck through, not a white zero like a weak key's
   const masked = kind === "weights" && t.mask ? (_, j) => hiddenKey(t, head, query, j) : undefined;
-  return heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”`, kind, masked });
+  // in a box of its own: wider than a phone, it scrolls there, and the table under it, which fits,
+  // is not dimmed by the fade of a figure scrolled sideways
+  return h("div", { class: "wide-table" }, heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”`, kind, masked }));
 }
 
 function scores(view, query, head) {
