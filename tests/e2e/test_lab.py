@@ -938,6 +938,10 @@ def test_a_softmax_of_large_scores_writes_every_exponential_one_way(page, server
     total = sum(float(f"{v:.2e}") for v in e)  # each as written: three significant digits
     shown = [r.split("\t")[2:4] for r in rows.all_inner_texts()]
     assert shown == [[times_ten(v), f"÷ {times_ten(total)}"] for v in e], shown
+    # the notation is said once, in the caption, and an exponent is set larger than its superscript digits
+    expect(page.locator(".stage table.softmax caption")).to_contain_text("each to three digits times a power of ten (1.35×10⁻¹ is 0.135)")
+    exponent = page.locator(".stage table.softmax tbody .num .exp").first
+    assert exponent.inner_text() == "⁷" and exponent.evaluate("(e) => parseFloat(getComputedStyle(e).fontSize) > parseFloat(getComputedStyle(e.parentElement).fontSize)")
 
 
 def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out(page, server_url):
@@ -1852,3 +1856,11 @@ def test_another_seed_keeps_the_edits_and_says_so(page, server_url):
     assert page.locator('.edit-grid input[data-key="x:0,1"]').input_value() == "0.5" and "seed=5" in link(page)
     set_field(page, "Seed", 6)  # still kept, still said
     assert page.locator(".lab-status").inner_text().startswith("Your edited value stays over seed 6's values")
+
+
+def test_a_focused_grid_cell_has_its_ring_inside_where_no_neighbour_covers_it(page, server_url):
+    open_lab(page, server_url)
+    cell = page.locator(".edit-grid input").nth(1)
+    cell.click()
+    ring = cell.evaluate("(c) => [c.matches(':focus-visible'), getComputedStyle(c).outlineOffset, getComputedStyle(c).outlineWidth]")
+    assert ring == [True, "-3px", "3px"], ring

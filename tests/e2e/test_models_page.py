@@ -771,6 +771,9 @@ def test_a_token_of_the_strip_picks_the_query_and_the_strip_marks_it(page, serve
     chips.nth(3).focus()
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
+    # its focus ring is drawn inside the chip: outside, the strip's scroll box cut its top and bottom
+    ring = page.evaluate("() => [document.activeElement.matches(':focus-visible'), getComputedStyle(document.activeElement).outlineOffset]")
+    assert ring == [True, "-3px"], ring
     page.keyboard.press("Enter")
     expect(page.locator(".stage h2")).to_contain_text("query “jumps @5”")
     expect(pressed()).to_have_attribute("data-query", "5")

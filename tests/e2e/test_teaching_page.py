@@ -848,7 +848,7 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
             assert (shown_s, shown_e, over.strip(), weight) == (fmt(s[j]), f"{e[j]:.3f}", f"÷ {total:.3f}", fmt(arrays["weights"][head, q, j]))
             if by_hand(Decimal(shown_e) / Decimal(over.strip("÷ "))) != weight:
                 off.append(f"the weight of “{payload.tokens[j]}” comes to {by_hand(Decimal(shown_e) / Decimal(over.strip('÷ ')))} (shown: {weight})")
-        named(off, "The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to three; each weight, and their sum, from the full numbers")
+        named(off, "The scores and weights here are rounded to two decimals. Each eˢ is worked out from its score as shown, and Σ eˢ from the eˢ as shown, to three decimals; each weight, and their sum, from the full numbers")
         select(page, "Calculation stage", "Value mixing")
         g = payload.kv_group[head]
         rows = [r.split("\t") for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()][:n]

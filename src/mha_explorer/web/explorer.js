@@ -151,7 +151,7 @@ const roundedAs = (also = "") =>
 function roundingHint(misses, why = roundedAs()) {
   if (!misses.length) return null;
   const given = misses.map(([what, byHand, shown]) => `${what} comes to ${byHand} (shown: ${shown})`).join("; ");
-  return h("p", { class: "hint" }, `${why}. Worked from the rounded numbers instead, ${given}.`, h("span", { class: "screen-only" }, " Point at a number to see it in full."));
+  return h("p", { class: "hint" }, `${why}. Worked from the rounded numbers instead, ${given}.`, h("span", { class: "screen-only" }, " Point at a number, or tap it, to see it in full."));
 }
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
@@ -1553,6 +1553,7 @@ function weights(view, query, head) {
 // that a division by hand lands on the weight shown; past a sum of 1e5, or below 0.0005, to three
 // significant digits.
 // Returns the table and the keys where that division still misses.
+const POWERS = ", each to three digits times a power of ten (1.35×10⁻¹ is 0.135)";
 function softmaxTable(view, query, head) {
   const { payload, t } = view;
   const n = payload.tokens.length;
@@ -1577,7 +1578,12 @@ function softmaxTable(view, query, head) {
   const kept = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2)); // the number written
   const text = (x) => (!big || x === 0 ? kept(x) : powerOfTen(x));
   const sum = e.reduce((total, x) => total + Number(kept(x)), 0);
-  const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, text(x));
+  // a power of ten's exponent in a span of its own, set larger: superscript digits are small
+  const shown = (x) => {
+    const written = text(x);
+    const at = written.indexOf("×10");
+    return h("span", { class: "num", tabindex: -1, "data-full": String(x) }, ...(at < 0 ? [written] : [written.slice(0, at + 3), h("span", { class: "exp" }, written.slice(at + 3))]));
+  };
   // [key, its eˢ over the sum as shown] where that misses the weight
   const weighed = (j) => byHandFmt(Number(kept(e[j])) / Number(kept(sum)));
   const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && weighed(j) !== fmt(t.weights.at(head, query, j))).map((j) => [j, weighed(j)]) : [];
@@ -1599,13 +1605,13 @@ function softmaxTable(view, query, head) {
       "caption",
       {},
       shift
-        ? `The softmax by hand, head ${head}: eˢ itself would ${shift > 0 ? "pass the largest number a computer holds" : "be 0 for every key"}, so the largest score, m = ${fmt(shift)}, is taken off first (the weights stay the same): e^(s − m) of each s as shown, then each over their sum`
-        : `The softmax by hand, head ${head}: eˢ of each s as shown, then each eˢ over their sum`,
+        ? `The softmax by hand, head ${head}: eˢ itself would ${shift > 0 ? "pass the largest number a computer holds" : "be 0 for every key"}, so the largest score, m = ${fmt(shift)}, is taken off first (the weights stay the same): e^(s − m) of each s as shown, then each over their sum${big ? POWERS : ""}`
+        : `The softmax by hand, head ${head}: eˢ of each s as shown, then each eˢ over their sum${big ? POWERS : ""}`,
     ),
     h("thead", {}, h("tr", {}, ["key", "scaled score\u00a0s" /* the s keeps to its words */, shift ? "e^(s − m)" : "eˢ", shift ? "÷ Σ" : "÷ Σ eˢ", "weight"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
-  return { table, off, digits: big ? "three significant digits" : "three" };
+  return { table, off, digits: big ? "three significant digits" : "three decimals" };
 }
 
 function weightsMany(view, query, head) {
