@@ -692,6 +692,8 @@ def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_
     try:
         page = context.new_page()
         trace_model(page, server_url, "minilm", "The quick brown fox jumps over the lazy dog while the cat sleeps.", 2)
+        chip = page.locator(".token-strip .token").first.bounding_box()
+        assert chip["height"] >= 30, chip  # a finger's chip in the strip (it was 24 px)
         for stage in ("Scores", "Weights"):
             page.get_by_label("Calculation stage").select_option(label=stage)
             figure = page.locator(".stage .figure").evaluate("f => [f.scrollWidth, f.clientWidth, getComputedStyle(f).maskImage]")
