@@ -1864,3 +1864,26 @@ def test_a_focused_grid_cell_has_its_ring_inside_where_no_neighbour_covers_it(pa
     cell.click()
     ring = cell.evaluate("(c) => [c.matches(':focus-visible'), getComputedStyle(c).outlineOffset, getComputedStyle(c).outlineWidth]")
     assert ring == [True, "-3px", "3px"], ring
+
+
+@pytest.mark.parametrize("width", [390, 1366])
+def test_a_settings_message_is_under_its_setting_on_a_phone_and_under_the_row_elsewhere(browser, server_url, width):
+    """On a phone the settings' row wraps into four lines: d_model's message came under the last
+    of them, about 250 px below the field (out of sight with the keyboard open). It comes right
+    under d_model's own line now; a wide screen keeps the messages under the whole row."""
+    page = browser.new_page(viewport={"width": width, "height": 844})
+    try:
+        open_lab(page, server_url)
+        field = page.get_by_label("d_model", exact=True)
+        field.fill("2,5")
+        field.blur()
+        message = page.locator("#lab-error-d_model")
+        expect(message).to_have_text("“2,5” is not a whole number: type d_model as one from 1 to 64.")
+        under = message.bounding_box()["y"] - (field.bounding_box()["y"] + field.bounding_box()["height"])
+        lowest = max(b["y"] + b["height"] for b in (page.get_by_label(name, exact=True).bounding_box() for name in ("d_v", "Seed")))
+        if width == 390:
+            assert 0 <= under < 12 and message.bounding_box()["y"] < lowest, (under, lowest)
+        else:
+            assert message.bounding_box()["y"] >= lowest, (message.bounding_box(), lowest)  # under the whole row, as before
+    finally:
+        page.close()

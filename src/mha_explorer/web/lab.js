@@ -206,16 +206,18 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       field("lab-preset", "Preset", presetSelect),
       h("div", { class: "field wide" }, h("label", { for: "lab-tokens" }, "Tokens (separated by spaces)"), tokensInput, fieldError("tokens")),
     ),
+    // each setting's message follows it: below the whole row on a wide screen, right under the
+    // setting's own line on a phone (the stylesheet orders them), not a wrapped row further down
     h(
       "div",
-      { class: "lab-row" },
-      CONFIG_FIELDS.map(([name]) => field(`lab-${name}`, name, configInputs[name])),
+      { class: "lab-row settings" },
+      CONFIG_FIELDS.map(([name]) => [field(`lab-${name}`, name, configInputs[name]), fieldError(name)]),
       h("div", { class: "field check" }, h("label", { for: "lab-causal" }, "Causal mask"), causal),
       h("div", { class: "field check" }, h("label", { for: "lab-bias" }, "Bias"), bias),
       field("lab-seed", "Seed", seedInput),
+      fieldError("seed"),
       h("div", { class: "field" }, h("span", { class: "spacer" }, " "), draw),
     ),
-    h("div", { class: "row-errors" }, [...CONFIG_FIELDS.map(([name]) => name), "seed"].map(fieldError)),
     general,
     valuesPart,
     status,
