@@ -94,10 +94,11 @@ export function visibleToken(tok) {
 
 // ---- numbers -------------------------------------------------------------------------
 
-// x to three significant digits times a power of ten, as written by hand: 4.44×10⁴, 1.35×10⁻¹
+// x to three significant digits times a power of ten, as written by hand: 4.44×10⁴, 1.35×10⁻¹;
+// the exponent in a span of its own, set larger (superscript digits are small)
 function powerOfTen(x) {
   const [mantissa, exponent] = x.toExponential(2).split("e");
-  return `${mantissa}×10${[...String(Number(exponent))].map((c) => "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"["0123456789-".indexOf(c)]).join("")}`;
+  return [`${mantissa}×10`, h("span", { class: "exp" }, [...String(Number(exponent))].map((c) => "⁰¹²³⁴⁵⁶⁷⁸⁹⁻"["0123456789-".indexOf(c)]).join(""))];
 }
 
 // The least of 1, 2, 5, 10, 20, 50, … that is at least x (x >= 1): a step a reader counts in.
@@ -1576,14 +1577,8 @@ function softmaxTable(view, query, head) {
   // written one way and some the other
   const big = e.reduce((total, x) => total + x, 0) >= 1e5 || e.some((x) => x > 0 && x < 5e-4);
   const kept = (x) => (!big ? x.toFixed(3) : x === 0 ? "0" : x.toExponential(2)); // the number written
-  const text = (x) => (!big || x === 0 ? kept(x) : powerOfTen(x));
   const sum = e.reduce((total, x) => total + Number(kept(x)), 0);
-  // a power of ten's exponent in a span of its own, set larger: superscript digits are small
-  const shown = (x) => {
-    const written = text(x);
-    const at = written.indexOf("×10");
-    return h("span", { class: "num", tabindex: -1, "data-full": String(x) }, ...(at < 0 ? [written] : [written.slice(0, at + 3), h("span", { class: "exp" }, written.slice(at + 3))]));
-  };
+  const shown = (x) => h("span", { class: "num", tabindex: -1, "data-full": String(x) }, ...(!big || x === 0 ? [kept(x)] : powerOfTen(x)));
   // [key, its eˢ over the sum as shown] where that misses the weight
   const weighed = (j) => byHandFmt(Number(kept(e[j])) / Number(kept(sum)));
   const off = sum > 0 ? range(n).filter((j) => e[j] > 0 && weighed(j) !== fmt(t.weights.at(head, query, j))).map((j) => [j, weighed(j)]) : [];
@@ -1670,8 +1665,8 @@ function mixing(view, query, head) {
   );
   const byHand = (e) => range(n).reduce((sum, j) => sum + rounded(weighted[j][e]), 0);
   // a row whose weight times its value row, as shown, misses the weighted row shown
-  const timesHand = (j) => range(dv).map((e) => byHandFmt(rounded(t.weights.at(head, query, j)) * rounded(t.v.at(g, j, e))));
-  const rowsOff = range(n).filter((j) => timesHand(j).some((x, e) => x !== fmt(weighted[j][e])));
+  const timesHand = range(n).map((j) => range(dv).map((e) => byHandFmt(rounded(t.weights.at(head, query, j)) * rounded(t.v.at(g, j, e)))));
+  const rowsOff = range(n).filter((j) => timesHand[j].some((x, e) => x !== fmt(weighted[j][e])));
   const written = (xs) => `[${xs.join(", ")}]`;
   return [
     h(
@@ -1682,7 +1677,7 @@ function mixing(view, query, head) {
       h("tbody", {}, rows, z),
     ),
     roundingHint([
-      ...rowsOff.map((j) => [`the weighted row of “${tokenName(payload, j)}”`, written(timesHand(j)), written(weighted[j].map(fmt))]),
+      ...rowsOff.map((j) => [`the weighted row of “${tokenName(payload, j)}”`, written(timesHand[j]), written(weighted[j].map(fmt))]),
       // z[e] alone would read as head e's z
       ...range(dv).filter((e) => byHandFmt(byHand(e)) !== fmt(t.z.at(head, query, e))).map((e) => [`head ${head}'s z[${e}]`, byHandFmt(byHand(e)), fmt(t.z.at(head, query, e))]),
     ]),
@@ -2556,9 +2551,9 @@ function allQueries(view, query, head, stage) {
   // a scaled table whose numbers are not the shown scores scaled as its caption gives it (over √d_head
   // as 1.414, or times the layer's own scale to four digits) says where
   const scaleShown = c.scale != null ? Number(c.scale.toPrecision(4)) : null;
-  const divisor = fmtConstant(1 / scaleOf(c));
   const scaledOff = () => {
     if (n * n > HAND_SIZED) return null;
+    const divisor = fmtConstant(1 / scaleOf(c));
     const worked = (r, j) => byHandFmt(scaleShown != null ? rounded(t.scores.at(head, r, j)) * scaleShown : rounded(t.scores.at(head, r, j)) / Number(divisor));
     const off = range(n).flatMap((r) => range(n).filter((j) => worked(r, j) !== fmt(t.scaled.at(head, r, j))).map((j) => [r, j]));
     const why = scaleShown != null ? (scaleShown !== c.scale ? roundedAs(`, the scale ${scaleShown} to four digits`) : undefined) : divisor.includes(".") ? roundedAs(`, the divisor ${divisor} to three`) : undefined;
