@@ -1013,3 +1013,31 @@ def test_print_all_stages_of_every_query_says_its_lead_once(page, server_url):
     finally:
         page.emulate_media(media="screen")
     assert page.locator(".stage p.lead", has_text="Every query at once").is_visible()
+
+
+# for each hand-check table: every column of numbers, the right edges of its heading's text and of
+# its numbers' text (a heading left-aligned over right-aligned numbers reads as the column before's)
+COLUMN_EDGES = """table => {
+  const right = (node) => { const r = document.createRange(); r.selectNodeContents(node); return r.getBoundingClientRect().right; };
+  const heads = [...table.tHead.rows[0].cells];
+  return heads.map((th, i) => {
+    const cells = [...table.tBodies[0].rows].map((tr) => tr.cells[i]).filter((td) => td && td.children.length === 1 && td.firstElementChild.matches(".num"));
+    return cells.length ? { heading: th.textContent, head: right(th), numbers: cells.map(right) } : null;
+  }).filter(Boolean);
+}"""
+
+
+def test_a_column_of_numbers_has_its_heading_over_their_right_edge(page, server_url):
+    """The hand-check tables right-align their numbers so that the decimal points line up; each
+    column's heading sits over the same right edge."""
+    open_page(page, server_url)
+    checked = []
+    for stage in ("Scores", "Weights", "Output projection"):
+        select(page, "Calculation stage", stage)
+        for table in page.locator(".stage table.calc-table").all():
+            for column in table.evaluate(COLUMN_EDGES):
+                assert all(abs(edge - column["numbers"][0]) < 1 for edge in column["numbers"]), (stage, column)  # the numbers line up
+                assert abs(column["head"] - column["numbers"][0]) < 1, (stage, column)  # and their heading with them
+                checked.append((stage, column["heading"]))
+    # q · k and scaled; s, eˢ, ÷ Σ eˢ and the weight; y[0] to y[3]
+    assert len(checked) >= 2 + 4 + 4, checked
