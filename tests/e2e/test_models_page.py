@@ -627,10 +627,10 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # marks the keys the mask hides next
     page.get_by_label("Calculation stage").select_option(label="Scores")
     rows = page.locator(".stage table.calc-table tbody tr")
-    listed = [int(re.search(r"@(\d+)", r).group(1)) for r in rows.all_inner_texts()]
-    assert listed == list(range(11)), listed
-    marked = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
-    assert marked == list(range(3, 11)) and all("masked next" in r for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts())
+    listed = [r.split("\t")[0].removesuffix(" · masked next") for r in rows.all_inner_texts()]
+    assert listed == options, (listed, options)  # named as the query menu names them
+    marked = [r.split("\t")[0] for r in page.locator(".stage table.calc-table tbody tr.masked").all_inner_texts()]
+    assert marked == [f"{name} · masked next" for name in options[3:]]
     # weights that are not the published float32 ones are said
     assert page.locator(".model-status").inner_text().endswith("tokens. Weights: GGUF Q4_1 (matrices in Q4_1, Q8_0), dequantized to float32.")
     # the scores compare the rotated q and k, and the formula and the table say so
@@ -1141,13 +1141,16 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     (only the vectors are too long to write out)."""
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
     page.get_by_label("Calculation stage").select_option(label="Scores")
-    listed = [int(re.search(r"@(\d+)", r).group(1)) for r in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
-    assert listed == list(range(9)) and "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
+    listed = [row.split("\t")[0] for row in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
+    assert "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
     assert "q · k" in page.locator(".stage table.calc-table thead").inner_text()
-    # a token that occurs twice is named by its position in the tables too, as in the bars and menus
+    # a token that occurs twice is named by its position, in the tables as in the bars and menus;
+    # the others by their text alone, in every stage alike
+    assert listed == page.get_by_label("Query token").locator("option").all_inner_texts(), listed
+    assert listed[:3] == ["[CLS]", "the @1", "cat"] and listed[5] == "the @5", listed
     page.get_by_label("Calculation stage").select_option(label="Weights")
     keys = [row.split("\t")[0] for row in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
-    assert keys[1] == "the @1" and keys[5] == "the @5", keys
+    assert keys == listed, keys
     # an encoder keeps no KV cache: the cost panel says its numbers are a decoder's
     page.locator("summary", has_text="Cost of this configuration").click()
     assert page.locator(".costs .table-title").first.inner_text().startswith("This encoder keeps no KV cache; a decoder of its widths would keep, per layer, one key")

@@ -1479,7 +1479,9 @@ function scoresMany(view, query, head) {
     h(
       "tr",
       { class: seen.has(j) ? null : "masked" },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
+      // in order, a key is named as the other stages name it (its position only when its token repeats);
+      // out of order, always by its position
+      h("th", { scope: "row" }, few ? h("span", { class: "tok" }, tokenName(payload, j)) : [h("span", { class: "tok" }, visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`)], seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${payload.config.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, `÷ ${fmtConstant(1 / scale)}`),
