@@ -1151,6 +1151,15 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     page.get_by_label("Calculation stage").select_option(label="Weights")
     keys = [row.split("\t")[0] for row in page.locator(".stage table.softmax tbody tr").all_inner_texts()]
     assert keys == listed, keys
+    # every query's weights: a map of 9 by 9 names each key under its column, as its row is named
+    page.get_by_role("button", name="All queries").click()
+    assert page.locator(".stage canvas.heatmap").count() == 1
+    names = page.locator(".stage .heatmap-axis.names span")
+    assert names.all_inner_texts() == listed
+    box = page.locator(".stage canvas.heatmap").bounding_box()
+    first, last = names.first.bounding_box(), names.last.bounding_box()
+    assert abs(first["x"] - (box["x"] + box["width"] - 9 * first["width"])) < 1.5 and abs(last["x"] + last["width"] - (box["x"] + box["width"])) < 1.5
+    page.get_by_role("button", name="All queries").click()
     # an encoder keeps no KV cache: the cost panel says its numbers are a decoder's
     page.locator("summary", has_text="Cost of this configuration").click()
     assert page.locator(".costs .table-title").first.inner_text().startswith("This encoder keeps no KV cache; a decoder of its widths would keep, per layer, one key")

@@ -2185,7 +2185,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
 // blockLabel(r): where rows are too thin for a label each, the label drawn at row r, or null for
 // none (W^O's thousand rows: "head 2" where each head's block starts); the readout still names the row.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, masked, source, blockLabel }) {
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2443,9 +2443,15 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
       else show(mark ?? 0, 0);
     },
   };
-  // what the columns are: the first and the last, under the map's left and right edges
-  const axis = cols > 1 ? h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1))) : null;
+  // what the columns are: given colName (a map whose columns are the keys), each one's name under it
+  // where the columns are wide enough for a line of text on its side; else the first and the last,
+  // under the map's left and right edges
+  const named = colName && cw >= COLUMN_NAMED;
+  const axis = cols < 2 ? null
+    : named ? h("p", { class: "heatmap-axis names", "aria-hidden": "true" }, range(cols).map((c) => h("span", {}, colName(c))))
+    : h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1)));
   if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
+  if (named) axis.style.setProperty("--column", `${cw}px`);
   const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak, root), axis, readout);
   function claim(ahead = false) {
     const taken = heatmapCanvas(place, handlers, cells, ahead);
@@ -2474,6 +2480,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, mark, kind, m
   else claim(); // built outside a panel: a canvas of its own, drawn now
   return figure;
 }
+
+const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written under it, on its side
 
 // The colour scale of a map: its largest |value|, unless that is more than OUTLIER times the
 // 99th percentile of |value|. A weight matrix with a few huge entries (W^O of a decoder) would
@@ -2526,7 +2534,7 @@ function allQueries(view, query, head, stage) {
   const later = t.mask ? (r, j) => hiddenKey(t, head, r, j) : null; // a key the mask hid (after the query, or outside the window)
   // a map of few numbers (the teaching example's) is a table of them, each checkable by hand;
   // a bigger one is a heatmap
-  const map = (caption, name, index, cols, colLabel, kind, masked) =>
+  const map = (caption, name, index, cols, colLabel, kind, masked, colName) =>
     n * cols <= HAND_SIZED
       ? matrix({
           caption,
@@ -2539,7 +2547,7 @@ function allQueries(view, query, head, stage) {
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
-      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, colLabel, mark: query, kind, masked });
+      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, colLabel, colName, mark: query, kind, masked });
   const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
@@ -2568,12 +2576,12 @@ function allQueries(view, query, head, stage) {
       map(`V of K/V head ${g}`, "v", (r, j) => [g, r, j], c.d_v, comp("v")),
     ],
     scores: () => [
-      map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken),
-      map(scaleShown != null ? `Scaled: × ${scaleShown}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken),
+      map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
+      map(scaleShown != null ? `Scaled: × ${scaleShown}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
       scaledOff(),
     ],
-    mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later)],
-    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later), sumsOff()],
+    mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later, tok)],
+    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later, tok), sumsOff()],
     mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
     concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
     output: () => [map("output Y (n × d_model)", "output", (r, j) => [r, j], c.d_model, comp("y"))],
