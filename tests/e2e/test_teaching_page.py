@@ -1041,3 +1041,32 @@ def test_a_column_of_numbers_has_its_heading_over_their_right_edge(page, server_
                 checked.append((stage, column["heading"]))
     # q · k and scaled; s, eˢ, ÷ Σ eˢ and the weight; y[0] to y[3]
     assert len(checked) >= 2 + 4 + 4, checked
+
+
+# where a number's tip (its full value, the ::after box) lies: its left and right edges on the page,
+# and those of the panel that clips it
+TIP_EDGES = """(number) => {
+  const tip = getComputedStyle(number, "::after");
+  const at = number.getBoundingClientRect();
+  const shift = new DOMMatrixReadOnly(tip.transform === "none" ? undefined : tip.transform).m41;
+  const left = tip.left === "auto" ? at.width - parseFloat(tip.right) - parseFloat(tip.width) : parseFloat(tip.left);
+  const start = at.left + left + shift;
+  const panel = number.closest(".stage, .outputs").getBoundingClientRect();
+  return { text: tip.content, start, end: start + parseFloat(tip.width), panel: [panel.left, panel.right] };
+}"""
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_numbers_full_value_shows_whole_inside_its_panel(page, server_url, width):
+    """The panels clip what overflows them: a tip centred over a number near a panel's edge (the
+    head outputs' first z, the lead's q) keeps to the panel instead of losing its first digits."""
+    page.set_viewport_size({"width": width, "height": 900})
+    open_page(page, server_url)
+    numbers = page.locator(".outputs .num, .stage p.lead .num")
+    assert numbers.count() >= 8
+    for i in range(numbers.count()):
+        number = numbers.nth(i)
+        number.hover()
+        tip = number.evaluate(TIP_EDGES)
+        assert tip["text"].strip('"') == number.get_attribute("data-full")
+        assert tip["panel"][0] <= tip["start"] and tip["end"] <= tip["panel"][1], (width, tip)

@@ -304,10 +304,11 @@ function roving(nodes) {
 }
 
 // A number's full value shows above it, or below it where the top of a scrolling figure would cut
-// it off (its first row).
+// it off (its first row). Its box: the scrolling figure, or else the panel, which clips what
+// overflows it (paint containment) as a scroll box does.
 function placeTip(event) {
   const number = event.target.closest?.(".num");
-  const box = number?.closest(".figure, .wide-table");
+  const box = number?.closest(".figure, .wide-table, .stage, .outputs");
   if (!box) return;
   const [at, edges] = [number.getBoundingClientRect(), box.getBoundingClientRect()];
   number.classList.toggle("tip-below", at.top - edges.top < 28);
