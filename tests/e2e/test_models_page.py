@@ -1298,6 +1298,20 @@ def test_the_head_thumbnails_are_one_tab_stop_and_the_arrow_keys_pick_among_them
     assert page.locator(".thumb-button[tabindex='0']").get_attribute("data-head") == "3"
 
 
+@needs("smollm2")
+def test_a_links_query_out_of_range_names_the_query_shown_as_the_page_does(page, server_url):
+    """The notice names the query shown by its label, as the menus do ("␣jumps", not the
+    tokenizer's "Ġjumps"), with its position when its token repeats."""
+    page.goto(server_url + "#mode=model&model=smollm2&layer=0&text=The+quick+brown+fox+jumps+over+the+quick+dog.&query=99")
+    page.wait_for_function("() => !document.getElementById('notice').hidden", timeout=60_000)
+    shown = page.get_by_label("Query token").locator("option:checked").inner_text()
+    n = page.get_by_label("Query token").locator("option").count()
+    assert shown.startswith("␣") and n < 99
+    expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: query 99 is out of range: there are {n} tokens, so query “{shown}” is shown.")
+    expect(page.locator(".stage h2")).to_contain_text(f"query “{shown}”")
+    page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the refused trace
+
+
 @needs("minilm")
 def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url):
     """The model, text and layer of the link are traced; its head and query fall back to the first view's."""

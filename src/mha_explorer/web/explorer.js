@@ -190,9 +190,10 @@ export function unpack(buffer) {
 // A link's head or query that a payload lacks, as the page's notice says it (the first view's is shown).
 export function outOfRange(field, asked, payload) {
   const n = field === "head" ? payload.config.n_heads : payload.tokens.length;
+  const named = payload.model ? { ...payload, tokens: tokenLabels(payload) } : payload; // its tokens as the view names them ("␣jumps", not "Ġjumps")
   return field === "head"
     ? `head ${asked} is out of range: there ${n === 1 ? "is 1 head" : `are ${n} heads`}, so head 0 is shown`
-    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${visibleToken(payload.tokens[payload.query])}” is shown`;
+    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${tokenName(named, payload.query)}” is shown`;
 }
 
 // A widget's real-model payload or head arrays: the JSON with `buffer`, every array's bytes (a
