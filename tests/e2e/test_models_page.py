@@ -946,7 +946,7 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     page.get_by_label("Text", exact=True).fill("")
     go.click()
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('empty')")
-    empty = "the text is empty: give a sentence to run through the model. The last good result stays on screen."
+    empty = "The text is empty: give a sentence to run through the model. The last good result stays on screen."
     assert page.locator("#models .lab-error").inner_text() == empty
     assert page.locator(".model-status").inner_text() == shown  # it still says what is on screen
     page.get_by_label("Text", exact=True).fill(" \n ")  # only spaces: the same words
@@ -1490,7 +1490,7 @@ def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
     routed(page, held, 2)
     held[1].abort()
     expect(page.locator("#models .lab-error")).to_have_text(
-        "this copy could not read layer 0, static/layer-0.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it. The last good result stays on screen."
+        "This copy could not read layer 0, static/layer-0.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it. The last good result stays on screen."
     )
     assert "layer 2" in page.locator(".overview").inner_text()
     page.unroute("**/static/layer-*.js?v=*")

@@ -25,6 +25,10 @@ function said({ field, message }) {
   return message.includes(field) ? message : `${field}: ${message}`;
 }
 
+// A message shown as a sentence of its own starts with a capital ("The text is empty: …"); one
+// that starts with a file's name ("static/layer-2.js is …") keeps it as written.
+const sentence = (message) => (/^[a-z]+ /.test(message) ? message[0].toUpperCase() + message.slice(1) : message);
+
 async function answer(response) {
   if (response.ok && response.headers.get("content-type") === BINARY) return unpack(await response.arrayBuffer());
   const body = await response.json().catch(() => ({}));
@@ -211,7 +215,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     } catch (failure) {
       if (stale()) return null;
       failed = failure;
-      error.textContent = current ? `${failure.message}. The last good result stays on screen.` : `${failure.message}.`;
+      error.textContent = current ? `${sentence(failure.message)}. The last good result stays on screen.` : `${sentence(failure.message)}.`;
       status.textContent = current ? shownStatus : ""; // what is on screen is still that
       bar.hidden = true;
       return false;
@@ -246,7 +250,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       return true;
     } catch (failure) {
       if (picker.value !== name) return null;
-      error.textContent = `${failure.message}.`;
+      error.textContent = `${sentence(failure.message)}.`;
       status.textContent = "";
       bar.hidden = true;
       return false;
