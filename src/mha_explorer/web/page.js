@@ -374,18 +374,19 @@ async function main() {
       }
     } else {
       editor.start().then((ok) => {
-        if (!ok && pendingView) {
+        if (!ok && STATIC) {
+          // a copy cannot compute the settings it was given (a link made on a server), nor let them be
+          // edited: the lab the link asked for, on its GQA preset, with what the copy holds said
+          pendingView = null; // the link's stage, head and query were of those settings
+          say("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.");
+          editor.loadPreset("gqa");
+        } else if (!ok && pendingView) {
           pendingView = null;
           // the lab is hidden from here on: its messages go into the notice
           // (each without its full stop: the notice has its own)
           const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
           say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
           setMode("teaching");
-        } else if (!ok && STATIC) {
-          // a copy cannot compute the settings it was given, nor let them be edited: its GQA
-          // preset instead of an empty lab, with what it holds said
-          say("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.");
-          editor.loadPreset("gqa");
         }
       });
     }
