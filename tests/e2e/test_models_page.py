@@ -1090,6 +1090,8 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         expect(page.locator(".stage h2")).to_contain_text(title)
         assert page.locator("#mode-model").get_attribute("aria-pressed") == "true"
         assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 2")
+        # the heading names the layers the copy holds among the model's
+        assert page.locator(".overview h2").inner_text() == "all-MiniLM-L6-v2 · layer 2 (layers 0–5; this copy holds 0, 2) · every head's weights"
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()

@@ -2883,7 +2883,7 @@ function modelOverview(payload, pick) {
   );
   const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => /^␣|␣$/.test(tok)) ? " (elsewhere on the page, ␣ marks a space a token starts or ends with)" : ""}; pick one as the query:`);
   return [
-    h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}) · every head's weights`),
+    h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}${m.held_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight
