@@ -1070,3 +1070,16 @@ def test_a_numbers_full_value_shows_whole_inside_its_panel(page, server_url, wid
         tip = number.evaluate(TIP_EDGES)
         assert tip["text"].strip('"') == number.get_attribute("data-full")
         assert tip["panel"][0] <= tip["start"] and tip["end"] <= tip["panel"][1], (width, tip)
+
+
+def test_on_a_phone_numbers_side_by_side_keep_apart(page, server_url):
+    """A phone's tables have narrow columns; right-aligned numbers still keep a gap from the number
+    before them ("0.21 -0.09" read as one)."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Output projection")
+    gaps = page.locator(".stage table.calc-table").last.evaluate("""(table) => [...table.tBodies[0].rows].flatMap((tr) => {
+      const numbers = [...tr.querySelectorAll("td > .num:only-child")].map((n) => n.getBoundingClientRect());
+      return numbers.slice(1).map((box, i) => box.left - numbers[i].right);
+    })""")
+    assert len(gaps) == 3 * 3 and min(gaps) >= 8, gaps
