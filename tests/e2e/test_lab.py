@@ -1020,11 +1020,11 @@ def test_a_token_of_invisible_characters_is_named_by_its_code_points(page, serve
     expect(page.locator(".stage h2")).to_contain_text("query “U+200B”")
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["a", "U+200B", "b"]
     assert page.locator(".edit-grid .row-head").all_inner_texts()[1:] == ["a", "U+200B", "b"]  # after the corner
-    # heads wider than 8: the scores and mixing tables name each key with its position
+    # heads wider than 8: the scores table (sums too long to write out) names each key as the menu does
     page.goto("about:blank")
     page.goto(server_url + "#mode=lab&d_model=16&n_heads=1&n_kv_heads=1&d_head=16&d_v=16&causal=0&bias=0&tokens=a+%E2%80%8B+b&seed=0&stage=scores")
     expect(page.locator(".stage h2")).to_contain_text("Scores")
-    assert page.locator(".stage table.calc-table tbody th").all_inner_texts() == ["a @0", "U+200B @1", "b @2"]
+    assert page.locator(".stage table.calc-table tbody th").all_inner_texts() == ["a", "U+200B", "b"]
 
 
 # where, on screen, the "@" of a label lies against its token's first letter (both in one element)
@@ -1886,3 +1886,20 @@ def test_a_settings_message_is_under_its_setting_on_a_phone_and_under_the_row_el
             assert message.bounding_box()["y"] >= lowest, (message.bounding_box(), lowest)  # under the whole row, as before
     finally:
         page.close()
+
+
+def test_every_querys_table_breaks_a_keys_heading_only_before_its_name(page, server_url):
+    """On a phone, All queries' table of weights has narrow columns: a key's heading wraps between
+    "key 0" and its quoted name, never inside the name ("“the" over "@0”")."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_lab(page, server_url)
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    page.get_by_role("button", name="All queries").click()
+    lines = page.locator(".stage table.matrix thead th").evaluate_all("""(cells) => cells.filter((th) => th.textContent.includes("“")).map((th) => {
+      const text = th.firstChild, start = text.data.indexOf("“");
+      const name = document.createRange();
+      name.setStart(text, start);
+      name.setEnd(text, text.data.length);
+      return [th.textContent, new Set([...name.getClientRects()].map((r) => Math.round(r.top))).size];
+    })""")
+    assert len(lines) == 6 and all(count == 1 for _, count in lines), lines

@@ -2545,7 +2545,8 @@ function allQueries(view, query, head, stage) {
           value: (r, j) => t[name].at(...index(r, j)),
           src: (r, j) => `${name}:${index(r, j).join(",")}`,
           rowLabel: (r) => h("span", { class: "tok" }, tok(r)),
-          colLabel,
+          // a narrow column's heading breaks only before a quoted name ("key 0" over "“the @0”")
+          colLabel: (j) => colLabel(j).replaceAll(" ", "\u00a0").replace("\u00a0“", " “"),
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
