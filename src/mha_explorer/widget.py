@@ -9,7 +9,7 @@ shipped in the package: nothing comes from a CDN. Its synced traits are the page
                  array gives its `offset` there; schema.to_numpy(array, payload["buffer"]) reads one)
     head_arrays  a real model's other head, when the view shows one the payload lacks
                  (modelview.HeadArrays), its bytes in `buffer` the same way
-    stage        a page stage id: "projections", "scores", ("mask",) "weights", ...
+    stage        a page stage id: "projections", "scores", ("mask",) "weights", ... (or its title, "Weights")
     head         the inspected head, from 0
     query        the query token's index, from 0
     all_queries  show every query at once as heatmaps
@@ -45,8 +45,9 @@ WEB = pathlib.Path(__file__).parent / "web"
 MAX_TOKENS, MAX_D_MODEL = 1024, 4096
 
 
-class Index(traitlets.Any):
-    """An index that the widget's own validator checks (and makes from a token): never None."""
+class Checked(traitlets.Any):
+    """A value that the widget's own validator checks, and says what to give when it is not one
+    (a type check first would only say the type expected): never None."""
 
     allow_none = False
 
@@ -66,11 +67,11 @@ class Explorer(anywidget.AnyWidget):
     _css = WEB / "explorer.css"
 
     payload = traitlets.Dict().tag(sync=True)
-    stage = traitlets.Unicode("").tag(sync=True)
-    head = Index(0).tag(sync=True)
+    stage = Checked("").tag(sync=True)  # a stage id; its title ("Weights") on the way in
+    head = Checked(0).tag(sync=True)
     # An index or a token on the way in, always an int index once stored (see _valid_query).
-    query = Index(0).tag(sync=True)
-    all_queries = traitlets.Bool(False).tag(sync=True)
+    query = Checked(0).tag(sync=True)
+    all_queries = Checked(False).tag(sync=True)
     # A real model's payload holds one head; when the view shows another, this holds that head's
     # arrays alone (modelview.HeadArrays), which the front end merges in: not a whole new payload.
     head_arrays = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
@@ -297,15 +298,31 @@ class Explorer(anywidget.AnyWidget):
 
     @traitlets.validate("stage")
     def _valid_stage(self, proposal):
+        """A stage id, or the stage's title as the page gives it ("Weights", "output projection")."""
+        value = proposal["value"]
         ids = _stage_ids(self.payload)
-        if proposal["value"] not in ids:
-            raise traitlets.TraitError(f"stage {proposal['value']!r} is not a stage of this trace; choose one of {', '.join(ids)}")
-        return proposal["value"]
+        if value in ids:
+            return value
+        titled = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]}
+        if isinstance(value, str) and value.strip().casefold() in titled:
+            return titled[value.strip().casefold()]
+        if not isinstance(value, str):
+            raise traitlets.TraitError(f"stage must be the name of a stage, one of {', '.join(ids)}, not {value!r}")
+        raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace; choose one of {', '.join(ids)}")
+
+    @traitlets.validate("all_queries")
+    def _valid_all_queries(self, proposal):
+        value = proposal["value"]
+        if not isinstance(value, (bool, np.bool_)):
+            raise traitlets.TraitError(f"all_queries must be True (every query at once) or False (one query), not {value!r}")
+        return bool(value)
 
     @traitlets.validate("head")
     def _valid_head(self, proposal):
         value = proposal["value"]
         n_heads = self.payload["config"]["n_heads"]
+        if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):  # "1", as the query takes "2"
+            value = int(value)
         if not _is_index(value):
             raise traitlets.TraitError(f"head must be a whole number from 0 to {n_heads - 1}, not {value!r}")
         if not 0 <= value < n_heads:

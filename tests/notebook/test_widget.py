@@ -264,7 +264,7 @@ def test_a_real_model_sends_the_head_the_view_asks_for(minilm):
     w.set_state({"head": 2})  # the payload's own head again: nothing to merge
     assert w.head_arrays is None
     # a head that is not one is refused by the widget's own check, which names the range
-    for bad, words in (("1", "whole number from 0 to 11"), (12, "out of range")):
+    for bad, words in (("one", "whole number from 0 to 11"), (12, "out of range")):
         with pytest.raises(traitlets.TraitError, match=words):
             Explorer.from_model(minilm, text="cats like warm milk", layer=3, head=bad)
 
@@ -323,11 +323,28 @@ def test_stage_and_head_are_validated():
         w.head = 2
     with pytest.raises(traitlets.TraitError, match="head -1 is out of range"):
         w.head = -1
-    for value in ("1", None, 1.0, True):
+    for value in ("one", None, 1.0, True):
         with pytest.raises(traitlets.TraitError, match=re.escape(f"head must be a whole number from 0 to 1, not {value!r}")):
             w.head = value
     w.head = np.int64(1)
     assert w.head == 1 and type(w.head) is int
+    w.head = "0"  # a number typed as text, as the query takes "2"
+    assert w.head == 0 and type(w.head) is int
+    # a stage by its id, or by its title as the page gives it; anything else says what to give
+    w.stage = "Output projection"
+    assert w.stage == "output"
+    w.stage = " weights "
+    assert w.stage == "weights"
+    with pytest.raises(traitlets.TraitError, match=re.escape("stage must be the name of a stage, one of projections, scores, weights, mixing, concat, output, not 2")):
+        w.stage = 2
+    assert w.stage == "weights"
+    # every query at once: True or False, nothing that merely looks like one
+    for value in ("yes", 1, None):
+        with pytest.raises(traitlets.TraitError, match=re.escape(f"all_queries must be True (every query at once) or False (one query), not {value!r}")):
+            w.all_queries = value
+    w.all_queries = np.bool_(True)
+    assert w.all_queries is True
+    w.stage, w.all_queries = "projections", False
     w.head = 0
     with pytest.raises(traitlets.TraitError, match="payload is not a trace payload: it lacks tokens"):
         w.payload = {"hello": 1}
