@@ -362,6 +362,7 @@ PRINT_MAPS = """() => {
     dispatchEvent(new Event("beforeprint"));
     const all = [...document.querySelectorAll(".mha-explorer .layout > .stage canvas.heatmap")];
     window.printed = {
+      open: Object.fromEntries([...document.querySelectorAll(".mha-explorer details")].map((d) => [d.className, d.open])),
       distinct: new Set(all).size === all.length,
       stages: [...document.querySelectorAll(".mha-explorer .layout > .stage")].map((section) => ({
         title: section.querySelector("h2").textContent,
@@ -393,6 +394,8 @@ def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_u
     titles = [s["title"].split(" ·")[0] for s in printed["stages"]]
     assert titles == [f"{i + 1}. {t}" for i, t in enumerate(["Projections", "Scores", "Weights", "Value mixing", "Concatenation", "Output projection"])], titles
     assert printed["distinct"]
+    # the costs are opened for the paper; Matrices and the packed view, maps of hundreds of rows, are not
+    assert printed["open"] == {"matrices": False, "costs": True}, printed["open"]
     # every map of every stage on a canvas that holds its drawing (the first four stages draw maps at this length)
     assert all(s["figures"] > 0 for s in printed["stages"][:4]), printed["stages"]
     assert all(s["maps"] == [True] * s["figures"] for s in printed["stages"]), printed["stages"]

@@ -599,7 +599,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
 
   // Printed, the view is a handout: Matrices, the costs and the packed view are opened for it
   // (Matrices built at once: the print is laid out before a toggle event would come), and closed
-  // again afterwards.
+  // again afterwards. A real model's Matrices and packed view, maps of hundreds of rows that took
+  // some thirty pages, are printed only when open on screen.
   // Print all stages puts every other stage's panel, for the same head and query, around the one
   // on screen, in order, for that print only.
   let openedForPrint = [];
@@ -608,7 +609,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let foldedForPrint = [];
   const beforePrint = () => {
     if (everyStage && !printedStages.length) addStages();
-    openedForPrint = [...root.querySelectorAll("details:not([open])")];
+    openedForPrint = [...root.querySelectorAll("details:not([open])")].filter((details) => !(view.payload.model && details.matches(".matrices, .packed")));
     for (const details of openedForPrint) details.open = true;
     if (matrices.open && matrices.children.length === 1) fillMatrices();
     if (!foldedForPrint.length) foldedForPrint = foldForPaper(root);
