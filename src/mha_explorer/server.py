@@ -376,6 +376,7 @@ class ModelStatus(BaseModel):
     fraction: float
     message: str
     config: dict | None = None
+    outline: dict | None = Field(default=None, description="a named model's layers before it loads: n_layers, and each layer's sliding_window")
 
 
 def accepts_gzip(request: Request) -> bool:
@@ -414,7 +415,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     def status(info) -> ModelStatus:
         state, loaded = service.snapshot(info.name)
         return ModelStatus(
-            **{k: getattr(info, k) for k in ("name", "title", "family", "package", "installed", "heavy")},
+            **{k: getattr(info, k) for k in ("name", "title", "family", "package", "installed", "heavy", "outline")},
             **state,
             config=None if loaded is None else loaded.shared_summary(info.name),
         )

@@ -22,6 +22,12 @@ def test_the_list_names_every_model_and_where_it_comes_from():
     models = TestClient(create_app()).get("/api/models").json()
     assert [m["name"] for m in models] == ["minilm", "smollm2", "gemma3"]
     assert all(m["package"] and m["state"] in ("idle", "ready") for m in models)
+    # each one's layers before it loads, for the page's layer menu: Gemma 3's windows, global every sixth
+    outline = {m["name"]: m["outline"] for m in models}
+    assert [outline[name]["n_layers"] for name in ("minilm", "smollm2", "gemma3")] == [6, 30, 18]
+    assert all(layer["sliding_window"] is None for name in ("minilm", "smollm2") for layer in outline[name]["layers"])
+    windows = [layer["sliding_window"] for layer in outline["gemma3"]["layers"]]
+    assert [i for i, w in enumerate(windows) if w is None] == [5, 11, 17] and set(windows) == {None, 512}
 
 
 @pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")

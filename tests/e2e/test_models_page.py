@@ -997,6 +997,11 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
     if heavy:
         picker.select_option(heavy[0]["name"])
         expect(page.locator(".model-status")).to_have_text(f"{heavy[0]['title']} is large: press Trace to load it (half a minute or more) and trace the text.")
+        # its layers can be picked before it loads, each marked local or global
+        layers = page.get_by_label("Layer (from 0)")
+        assert layers.is_enabled() and layers.locator("option").count() == heavy[0]["outline"]["n_layers"]
+        if heavy[0]["name"] == "gemma3":
+            assert layers.locator("option").nth(5).inner_text() == "Layer 5 · global" and layers.locator("option").nth(4).inner_text() == "Layer 4 · local (window 512)"
         assert httpx.get(server_url + f"api/models/{heavy[0]['name']}").json()["state"] == "idle"  # nothing loading
     # a trace, then the teaching example, then back: the trace and its view are there again
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 2)
@@ -1011,6 +1016,14 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
     expect(page.locator(".stage h2")).to_have_text(title)
     expect(page.locator("#app")).to_be_visible()
     page.wait_for_function("() => location.hash.includes('model=minilm') && location.hash.includes('layer=2')")
+    if heavy:
+        # a layer picked for the large model waits with it for Trace: the trace on screen stays MiniLM's
+        picker.select_option(heavy[0]["name"])
+        page.get_by_label("Layer (from 0)").select_option("3")
+        page.wait_for_timeout(300)
+        assert page.locator(".model-status").inner_text().startswith(f"{heavy[0]['title']} is large: press Trace")
+        assert page.locator(".overview h2").inner_text().startswith("all-MiniLM-L6-v2 · layer 2") and page.locator("#models .lab-error").inner_text() == ""
+        assert httpx.get(server_url + f"api/models/{heavy[0]['name']}").json()["state"] == "idle"
 
 
 @needs("minilm")

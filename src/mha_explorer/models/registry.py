@@ -49,6 +49,13 @@ class ModelSpec:
     parts: tuple[tuple[str, str], ...] = ()  # (package, path) of the pieces of a file split across packages
     joined_name: str = ""  # the file the pieces join into
     heavy: bool = False  # slow to load: only when chosen
+    windows: tuple[int | None, ...] = ()  # each layer's sliding window where layers differ (None: every key), for its layer menu before it loads
+
+    def outline(self) -> dict:
+        """What its layer menu needs before the model loads, in the shape of config_summary(): its
+        layers, and each one's sliding window."""
+        windows = self.windows or (None,) * self.n_layers
+        return {"n_layers": self.n_layers, "layers": [{"sliding_window": w} for w in windows]}
 
 
 SPECS: tuple[ModelSpec, ...] = (
@@ -93,6 +100,7 @@ SPECS: tuple[ModelSpec, ...] = (
         ),
         joined_name="gemma-3-270m-q4_k_m.gguf",
         heavy=True,
+        windows=tuple(None if layer % 6 == 5 else 512 for layer in range(18)),  # every sixth layer global
     ),
 )
 NAMES = tuple(s.name for s in SPECS)
@@ -109,6 +117,7 @@ class ModelInfo:
     installed: bool
     location: str | None  # its files, when installed
     heavy: bool
+    outline: dict | None = None  # its layers before it loads (ModelSpec.outline); a local checkpoint's are read when it loads
 
 
 def available_models() -> list[ModelInfo]:
@@ -127,6 +136,7 @@ def available_models() -> list[ModelInfo]:
                 installed=found is not None,
                 location=None if found is None else str(found),
                 heavy=spec.heavy,
+                outline=spec.outline(),
             )
         )
     return out

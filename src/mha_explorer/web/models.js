@@ -146,7 +146,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     picker.value = models.some((m) => m.name === keep && m.installed) ? keep : (models.find((m) => m.installed) || {}).name || "";
     chosen = picker.value;
     const info = models.find((m) => m.name === picker.value);
-    fillLayers(info?.config, Number(layer.value || initial.layer || 0));
+    fillLayers(info?.config ?? info?.outline, Number(layer.value || initial.layer || 0));
   }
 
   const STALLED_MS = 2000; // a fraction unchanged for this long: the bar shows work without a measure
@@ -306,7 +306,6 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   }
 
   let chosen = null;
-  let layerBeforeWait = null; // the layer picked before a large model's menu waited for it to load
   picker.addEventListener("change", () => {
     if (picker.value === chosen) return; // the same model again: its layers, and the layer picked, stay
     chosen = picker.value;
@@ -320,16 +319,16 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
       error.textContent = "";
       status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
-      if (!layer.disabled) layerBeforeWait = Number(layer.value); // picking the model before again finds it
-      fillLayers(null, 0); // not the layers of the model picked before
+      fillLayers(info.outline ?? null, Number(layer.value) || 0); // its own layers, known before it loads, to trace the one picked
       return;
     }
-    prepare(name, layer.disabled && layerBeforeWait !== null ? layerBeforeWait : Number(layer.value) || 0).then((ok) => {
+    prepare(name, Number(layer.value) || 0).then((ok) => {
       if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });
   });
   layer.addEventListener("change", () => {
-    if (!current) return;
+    // a large model picked and not yet loaded: its layer waits for Trace, as the model does
+    if (!current || picker.value !== current.model) return;
     // the text in the box, even if edited since the last trace: what is shown is always what it says
     const same = text.value === current.text;
     trace({ ...current, text: text.value, layer: Number(layer.value), head: getView().head, query: same ? getView().query : null });
