@@ -666,6 +666,10 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # the shown "before" numbers gives the shown "after" ones (to the shown two decimals)
     shown = check_numbers(page, ".stage", arrays)
     assert {"q:0,2,0", "q:0,2,32", "q_rotated:0,2,0", "q_rotated:0,2,63"} <= shown
+    # the lead says how many of q's 32 pairs turn visibly at position 2: angle 2 θ^(-2m/64) over 0.1
+    theta = float(re.search(r"Here θ = (\S+):", page.locator(".stage p.lead").first.inner_text())[1])
+    turned = sum(2 * theta ** (-2 * m / 64) > 0.1 for m in range(32))
+    assert 0 < turned < 32 and f"At position 2, {turned} of the 32 pairs turn by more than 0.1 radian (about 6°)" in page.locator(".stage p.lead").first.inner_text()
     for row in page.locator(".stage table.calc-table tbody tr").all_inner_texts():
         *_, by_hand, after = row.split("\t")
         for x, y in zip(by_hand.split(","), after.split(",")):

@@ -1747,8 +1747,14 @@ function rope(view, query, head) {
   const n = payload.tokens.length;
   const qIn = t.q_normed ? "q_normed" : "q";
   const kIn = t.k_normed ? "k_normed" : "k";
+  // how much of q the rotation visibly moves here: a large θ (Gemma's global layers, 1,000,000)
+  // leaves most pairs where they were, and the two strips look alike
+  const turned = range(d / 2).filter((m) => query * Math.pow(payload.config.rope_theta, (-2 * m) / d) > 0.1).length;
+  const moved = query === 0
+    ? " At position 0 no pair turns: q is the same after the rotation."
+    : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°)${turned < d / 4 ? "; the others barely move, so q after the rotation looks much like q before" : ""}.`;
   return [
-    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.`),
+    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${moved}`),
     vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
     vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
     turnedPairs(view, query, head, qIn),
