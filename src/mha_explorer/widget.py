@@ -303,9 +303,9 @@ class Explorer(anywidget.AnyWidget):
         ids = _stage_ids(self.payload)
         if value in ids:
             return value
-        titled = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]}
-        if isinstance(value, str) and value.strip().casefold() in titled:
-            return titled[value.strip().casefold()]
+        named = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]} | {i: i for i in ids}
+        if isinstance(value, str) and value.strip().casefold() in named:  # " Mixing ", "Output projection"
+            return named[value.strip().casefold()]
         if not isinstance(value, str):
             raise traitlets.TraitError(f"stage must be the name of a stage, one of {', '.join(ids)}, not {value!r}")
         raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace; choose one of {', '.join(ids)}")
@@ -313,7 +313,7 @@ class Explorer(anywidget.AnyWidget):
     @traitlets.validate("all_queries")
     def _valid_all_queries(self, proposal):
         value = proposal["value"]
-        if not isinstance(value, (bool, np.bool_)):
+        if not isinstance(value, (bool, np.bool_)) and not (_is_index(value) and value in (0, 1)):  # 1 and 0 stand for them, as traitlets' Bool takes them
             raise traitlets.TraitError(f"all_queries must be True (every query at once) or False (one query), not {value!r}")
         return bool(value)
 

@@ -666,10 +666,15 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # the shown "before" numbers gives the shown "after" ones (to the shown two decimals)
     shown = check_numbers(page, ".stage", arrays)
     assert {"q:0,2,0", "q:0,2,32", "q_rotated:0,2,0", "q_rotated:0,2,63"} <= shown
-    # the lead says how many of q's 32 pairs turn visibly at position 2: angle 2 θ^(-2m/64) over 0.1
-    theta = float(re.search(r"Here θ = (\S+):", page.locator(".stage p.lead").first.inner_text())[1])
+    # the lead says how many of q's 32 pairs turn visibly at position 2 (angle 2 θ^(-2m/64) over 0.1),
+    # and how far the rotation moves q, against its length
+    lead = page.locator(".stage p.lead").first.inner_text()
+    theta = float(re.search(r"Here θ = (\S+):", lead)[1])
     turned = sum(2 * theta ** (-2 * m / 64) > 0.1 for m in range(32))
-    assert 0 < turned < 32 and f"At position 2, {turned} of the 32 pairs turn by more than 0.1 radian (about 6°)" in page.locator(".stage p.lead").first.inner_text()
+    q, q_rotated = arrays["q"][0, 2].astype(np.float64), arrays["q_rotated"][0, 2].astype(np.float64)
+    moved = round(100 * float(np.linalg.norm(q_rotated - q) / np.linalg.norm(q)))
+    assert 0 < turned < 32 and f"At position 2, {turned} of the 32 pairs turn by more than 0.1 radian (about 6°), and q moves by {moved}% of its length (|q̃ − q| / |q|)" in lead, lead
+    assert (": the strips of q before and after look much alike." in lead) == (moved < 25), lead
     for row in page.locator(".stage table.calc-table tbody tr").all_inner_texts():
         *_, by_hand, after = row.split("\t")
         for x, y in zip(by_hand.split(","), after.split(",")):
@@ -1200,6 +1205,14 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     assert order[:2] == ["equation", "calc"] and len(order) == 4, order
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
+    # its rows of a·v are named as the other stages name the keys: "cat", "the @1"
+    scaled_rows = page.locator(".stage canvas.heatmap").nth(1)
+    scaled_rows.focus()
+    readout = page.locator(".stage .readout").nth(1)
+    for row, name in ((0, "[CLS]"), (1, "the @1"), (2, "cat")):
+        expect(readout).to_contain_text(f"{name} · a·v[0]: ")
+        assert readout.inner_text().startswith(f"{name} · a·v[0]: "), (row, readout.inner_text())
+        page.keyboard.press("ArrowDown")
     assert page.locator(".stage canvas.heatmap").first.get_attribute("aria-label").startswith("Value rows, one per key, each to be scaled by its weight: 9 × 32; use the arrow keys")
 
 
@@ -1381,10 +1394,11 @@ def test_a_link_to_a_model_that_is_not_here_says_so_and_traces_nothing(page, ser
 
 
 @needs("gemma3")
+@needs("smollm2")
 def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, artifacts):
     """Gemma 3 (heavy: loaded when Trace is pressed): the layer menu tells local layers from global
-    ones; the q/k norm stage shows q before and after and says what its learned vectors are; the
-    projections say all four query heads share one K/V head; every number is the API's."""
+    ones, before it loads too; the q/k norm stage shows q before and after and says what its learned
+    vectors are; the projections say all four query heads share one K/V head; every number is the API's."""
     text = "<start_of_turn>user\nThe cat sat on the mat.<end_of_turn>"
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
@@ -1393,15 +1407,28 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     layers = page.get_by_label("Layer (from 0)")
     layers.select_option("3")
     page.get_by_label("Model", exact=True).select_option("gemma3")
-    # not loaded yet: its layers are not known, and MiniLM's are not listed under its name
-    expect(layers).to_be_disabled()
-    assert layers.locator("option").all_inner_texts() == ["Layer 0"]
+    # not loaded yet (nothing loads until Trace), its own layers are listed, each local or global,
+    # on the layer picked
+    assert httpx.get(server_url + "api/models/gemma3").json()["state"] == "idle"
+    expect(layers).to_be_enabled()
+    options = layers.locator("option").all_inner_texts()
+    assert len(options) == 18 and options[0] == "Layer 0 · local (window 512)" and options[5] == "Layer 5 · global"
+    expect(layers).to_have_value("3")
     # MiniLM picked again finds its layer where it was
     page.get_by_label("Model", exact=True).select_option("minilm")
-    expect(layers).to_be_enabled()
     expect(layers).to_have_value("3")
+    # passing over Gemma 3 (the menu's arrow keys choose at once) loses no layer it lacks: SmolLM2's 25
+    # shows as Gemma's last, 17, and is 25 again with SmolLM2
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.startsWith('SmolLM2-135M-Instruct is loaded')", timeout=120_000)
+    layers.select_option("25")
     page.get_by_label("Model", exact=True).select_option("gemma3")
-    expect(layers).to_be_disabled()
+    expect(layers).to_have_value("17")
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    expect(layers).to_have_value("25")
+    page.get_by_label("Model", exact=True).select_option("gemma3")
+    layers.select_option("0")  # a layer picked for it: Trace runs that one
+    assert httpx.get(server_url + "api/models/gemma3").json()["state"] == "idle"
     page.get_by_label("Text", exact=True).fill(text)
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 0')", timeout=300_000)

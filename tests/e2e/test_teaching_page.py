@@ -1041,6 +1041,13 @@ def test_a_column_of_numbers_has_its_heading_over_their_right_edge(page, server_
                 checked.append((stage, column["heading"]))
     # q · k and scaled; s, eˢ, ÷ Σ eˢ and the weight; y[0] to y[3]
     assert len(checked) >= 2 + 4 + 4, checked
+    # the lab's first preset has d_model 8: its Output table, y[0] to y[7]
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    select(page, "Calculation stage", "Output projection")
+    columns = page.locator(".stage table.calc-table.contributions").evaluate(COLUMN_EDGES)
+    assert [c["heading"] for c in columns] == [f"y[{m}]" for m in range(8)]
+    assert all(abs(c["head"] - c["numbers"][0]) < 1 for c in columns), columns
 
 
 # where a number's tip (its full value, the ::after box) lies: its left and right edges on the page,

@@ -333,13 +333,19 @@ def test_stage_and_head_are_validated():
     # a stage by its id, or by its title as the page gives it; anything else says what to give
     w.stage = "Output projection"
     assert w.stage == "output"
+    w.stage = " Mixing "
+    assert w.stage == "mixing"
     w.stage = " weights "
     assert w.stage == "weights"
     with pytest.raises(traitlets.TraitError, match=re.escape("stage must be the name of a stage, one of projections, scores, weights, mixing, concat, output, not 2")):
         w.stage = 2
     assert w.stage == "weights"
     # every query at once: True or False, nothing that merely looks like one
-    for value in ("yes", 1, None):
+    w.all_queries = 1  # 1 and 0 stand for True and False, as before
+    assert w.all_queries is True
+    w.all_queries = 0
+    assert w.all_queries is False
+    for value in ("yes", 2, None):
         with pytest.raises(traitlets.TraitError, match=re.escape(f"all_queries must be True (every query at once) or False (one query), not {value!r}")):
             w.all_queries = value
     w.all_queries = np.bool_(True)

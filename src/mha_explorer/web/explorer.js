@@ -1696,6 +1696,8 @@ function mixingMany(view, query, head) {
   const visible = visibleKeys(view, query, head);
   const few = payload.tokens.length <= MANY_TOKENS; // every row fits: all of them, in order
   const top = few ? visible : topKeys(view, query, head);
+  // in order, a key is named as the other stages name it; the top keys, out of order, by their positions
+  const keyName = (j) => (few ? tokenName(payload, j) : `${visibleToken(payload.tokens[j])} @${j}`);
   return [
     h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of K/V head ${g} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
     heatmap({
@@ -1703,7 +1705,7 @@ function mixingMany(view, query, head) {
       rows: top.length,
       cols: dv,
       value: (r, e) => t.v.at(g, top[r], e),
-      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${visibleToken(payload.tokens[top[r]])} @${top[r]}`,
+      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${keyName(top[r])}`,
       colLabel: (e) => `v[${e}]`,
     }),
     // the rows scaled: a row of little weight, however bright above, fades here
@@ -1712,7 +1714,7 @@ function mixingMany(view, query, head) {
       rows: top.length,
       cols: dv,
       value: (r, e) => t.weights.at(head, query, top[r]) * t.v.at(g, top[r], e),
-      rowLabel: (r) => `${visibleToken(payload.tokens[top[r]])} @${top[r]}`,
+      rowLabel: (r) => keyName(top[r]),
       colLabel: (e) => `a·v[${e}]`,
     }),
     vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`),
@@ -1747,14 +1749,21 @@ function rope(view, query, head) {
   const n = payload.tokens.length;
   const qIn = t.q_normed ? "q_normed" : "q";
   const kIn = t.k_normed ? "k_normed" : "k";
-  // how much of q the rotation visibly moves here: a large θ (Gemma's global layers, 1,000,000)
-  // leaves most pairs where they were, and the two strips look alike
+  // how much the rotation moves q here: with a large θ (Gemma's global layers, 1,000,000) most pairs
+  // barely turn, and where q's length lies in them the two strips below look alike
   const turned = range(d / 2).filter((m) => query * Math.pow(payload.config.rope_theta, (-2 * m) / d) > 0.1).length;
-  const moved = query === 0
+  let change = 0, length = 0;
+  for (let e = 0; e < d; e++) {
+    const [before, after] = [t[qIn].at(head, query, e), t.q_rotated.at(head, query, e)];
+    change += (after - before) ** 2;
+    length += before ** 2;
+  }
+  const moved = Math.sqrt(change / (length || 1)); // |q̃ − q| / |q|
+  const said = query === 0
     ? " At position 0 no pair turns: q is the same after the rotation."
-    : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°)${turned < d / 4 ? "; the others barely move, so q after the rotation looks much like q before" : ""}.`;
+    : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and q moves by ${Math.round(100 * moved)}% of its length (|q̃ − q| / |q|)${moved < 0.25 ? ": the strips of q before and after look much alike" : ""}.`;
   return [
-    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${moved}`),
+    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${said}`),
     vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
     vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
     turnedPairs(view, query, head, qIn),
@@ -2553,7 +2562,7 @@ function allQueries(view, query, head, stage) {
           src: (r, j) => `${name}:${index(r, j).join(",")}`,
           rowLabel: (r) => h("span", { class: "tok" }, tok(r)),
           // a narrow column's heading breaks only before a quoted name ("key 0" over "“the @0”")
-          colLabel: (j) => colLabel(j).replaceAll(" ", "\u00a0").replace("\u00a0“", " “"),
+          colLabel: (j) => (colLabel(j).includes("“") ? colLabel(j).replaceAll(" ", "\u00a0").replace("\u00a0“", " “") : colLabel(j)),
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
@@ -2891,7 +2900,7 @@ function modelOverview(payload, pick) {
   );
   const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => /^␣|␣$/.test(tok)) ? " (elsewhere on the page, ␣ marks a space a token starts or ends with)" : ""}; pick one as the query:`);
   return [
-    h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}${m.held_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
+    h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}${m.held_layers?.length < m.n_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight

@@ -25,10 +25,6 @@ function said({ field, message }) {
   return message.includes(field) ? message : `${field}: ${message}`;
 }
 
-// A message shown as a sentence of its own starts with a capital ("The text is empty: …"); one
-// that starts with a file's name ("static/layer-2.js is …") keeps it as written.
-const sentence = (message) => (/^[a-z]+ /.test(message) ? message[0].toUpperCase() + message.slice(1) : message);
-
 async function answer(response) {
   if (response.ok && response.headers.get("content-type") === BINARY) return unpack(await response.arrayBuffer());
   const body = await response.json().catch(() => ({}));
@@ -121,7 +117,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const mixed = layers.some((l) => l.sliding_window) && layers.some((l) => !l.sliding_window);
     return (i) => (!mixed ? `Layer ${i}` : layers[i].sliding_window ? `Layer ${i} · local (window ${layers[i].sliding_window})` : `Layer ${i} · global`);
   }
-  // Before a model is loaded its layers are not known: the menu waits, disabled, on "Layer 0".
+  // config: the loaded model's, or before it loads a named model's outline (its layers and their
+  // windows). Without either (a local checkpoint not yet loaded) the menu waits, disabled, on "Layer 0".
   function fillLayers(config, keep) {
     const numbers = fixed?.layers[picker.value] ?? Array.from({ length: config?.n_layers || 1 }, (_, i) => i);
     layer.disabled = !config && !fixed?.layers[picker.value];
@@ -179,6 +176,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // held down on the layer menu) would otherwise let the older answer land last, under menus that
   // name the newer. trace() resolves true when shown, false when it failed, null when a newer
   // trace took its place.
+  // A message shown as a sentence of its own starts with a capital ("The text is empty: …"); one
+  // that starts with a file's name ("static/layer-2.js is …") or a model's ("minilm is not
+  // installed") keeps it as written.
+  const sentence = (message) =>
+    /^[a-z]+ /.test(message) && !models.some((m) => message.startsWith(`${m.name} `)) ? message[0].toUpperCase() + message.slice(1) : message;
   let latest = 0;
   let tracing = false; // a trace is on its way
   let pickedDuring = null; // a head picked meanwhile: the new layer shows it
@@ -241,7 +243,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       const state = await ensureLoaded(name);
       if (picker.value !== name) return null;
-      fillLayers(state.config, keepLayer);
+      fillLayers(state.config, layer.disabled ? keepLayer : Number(layer.value)); // a layer picked from its outline while it loaded stays
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
       status.textContent = held
@@ -306,6 +308,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   }
 
   let chosen = null;
+  // the layer asked for before a large model's menu, waiting for Trace, took its place: picking
+  // another model then finds it (SmolLM2's 25, shown as Gemma's last, 17), unless a layer was picked meanwhile
+  let layerBeforeWait = null;
   picker.addEventListener("change", () => {
     if (picker.value === chosen) return; // the same model again: its layers, and the layer picked, stay
     chosen = picker.value;
@@ -319,14 +324,19 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
       error.textContent = "";
       status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
-      fillLayers(info.outline ?? null, Number(layer.value) || 0); // its own layers, known before it loads, to trace the one picked
+      layerBeforeWait ??= Number(layer.value) || 0;
+      fillLayers(info.outline ?? null, layerBeforeWait); // its own layers, known before it loads, to trace the one picked
       return;
     }
-    prepare(name, Number(layer.value) || 0).then((ok) => {
+    const keep = layerBeforeWait ?? (Number(layer.value) || 0);
+    layerBeforeWait = null;
+    fillLayers(info?.config ?? info?.outline ?? null, keep); // its layers while it loads, not the model's before
+    prepare(name, keep).then((ok) => {
       if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });
   });
   layer.addEventListener("change", () => {
+    layerBeforeWait = null; // this layer is the one asked for now
     // a large model picked and not yet loaded: its layer waits for Trace, as the model does
     if (!current || picker.value !== current.model) return;
     // the text in the box, even if edited since the last trace: what is shown is always what it says
