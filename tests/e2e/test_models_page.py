@@ -1205,6 +1205,13 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     assert order[:2] == ["equation", "calc"] and len(order) == 4, order
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     assert "Below: those value rows, each with its weight, then z." in page.locator(".stage p.lead").first.inner_text()
+    # the first map's readout says how to read a cell, set as words; a value read out is in the numbers' type
+    first = page.locator(".stage .readout").first
+    font = "(p) => getComputedStyle(p).fontFamily"
+    assert first.inner_text().startswith("Point at a cell") and "monospace" not in first.evaluate(font)
+    page.locator(".stage canvas.heatmap").first.focus()
+    expect(first).to_contain_text(" · v[0]: ")
+    assert "monospace" in first.evaluate(font)
     # its rows of a·v are named as the other stages name the keys: "cat", "the @1"
     scaled_rows = page.locator(".stage canvas.heatmap").nth(1)
     scaled_rows.focus()

@@ -263,9 +263,13 @@ def test_the_total_tick_never_crosses_a_head_label(page, server_url, api):
 def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
     payload, arrays = api
     open_page(page, server_url)
+    # before a number is pointed at, the box says how, set as words (not in the numbers' type)
+    font = "(p) => getComputedStyle(p).fontFamily"
+    assert page.locator(".figure .calc").inner_text().startswith("Point at a number") and "monospace" not in page.locator(".figure .calc").evaluate(font)
     # the K table is the second equation; its cell (milk, 0) comes from X[milk] and column 0 of W_K[0]
     q_cell = page.locator(".figure .equation").nth(0).locator("table").nth(2).locator('td[data-row="0"][data-col="1"]')
     q_cell.hover()
+    assert "monospace" in page.locator(".figure .calc").evaluate(font)  # a sum of numbers now
     assert page.locator(".figure .equation").nth(0).locator("td.hl").count() == 4 + 4 + 1  # x, W^Q's column, q[1]
     k_cell = page.locator('.figure .equation').nth(1).locator('table').nth(2).locator('td[data-row="3"][data-col="0"]')
     k_cell.hover()

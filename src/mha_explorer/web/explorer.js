@@ -1231,7 +1231,7 @@ function projections(view, query, head) {
   const n = payload.tokens.length;
   const pointable = ["q", n * c.d_head <= TABLE_LIMIT && "K", n * c.d_v <= TABLE_LIMIT && "V"].filter(Boolean);
   const which = pointable.length === 1 ? "q" : `${pointable.slice(0, -1).join(", ")} or ${pointable.at(-1)}`;
-  const calc = h("p", { class: "calc", "aria-live": "off" }, c.d_model <= 16 ? `Point at a number of ${which} to see the row of X and the column of W that made it.` : `Point at a number of ${which} to see the largest products of x and the column of W that made it.`);
+  const calc = h("p", { class: "calc how", "aria-live": "off" }, c.d_model <= 16 ? `Point at a number of ${which} to see the row of X and the column of W that made it.` : `Point at a number of ${which} to see the largest products of x and the column of W that made it.`);
   const links = [];
   const lit = []; // the cells lit for the number pointed at last, in any of the three equations
 
@@ -1292,6 +1292,7 @@ function projections(view, query, head) {
         const value = t[name].at(own, outRows[r], j);
         // every product when they are few; of hundreds (a real model's d_model), the largest five
         const terms = c.d_model <= 16 ? range(c.d_model) : range(c.d_model).sort((a, b) => Math.abs(x[b] * wc[b]) - Math.abs(x[a] * wc[a])).slice(0, 5);
+        calc.classList.remove("how"); // a sum of numbers now, not the instruction
         calc.replaceChildren(
           `${name}[${tokenName(payload, outRows[r])}][${j}] = `,
           ...terms.flatMap((k, i) => [i ? " + " : "", ...factor(x[k]), "×", ...factor(wc[k])]),
@@ -2263,7 +2264,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   const firstOfPanel = !slots || slots.next === 0; // says how to read a map; the maps after it need not
   const place = slots ? `${slots.panel}|${slots.next++}|${width}x${height}x${ratio}` : null;
   let entry = null; // its canvases, once claimed
-  const readout = h("p", { class: "readout", "aria-live": "polite" }, firstOfPanel ? "Point at a cell (or tap it), or focus the map and use the arrow keys." : "");
+  // until a cell is read, the first map's readout says how to read one, in the page's words' type
+  const readout = h("p", { class: firstOfPanel ? "readout how" : "readout", "aria-live": "polite" }, firstOfPanel ? "Point at a cell (or tap it), or focus the map and use the arrow keys." : "");
   let cursor = null;
 
   // The cells' colours are worked out once, one RGBA pixel each (kept for other queries), then
@@ -2425,6 +2427,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     const note = masked && masked(r, c) ? " (masked)" : "";
     readout.setAttribute("aria-live", spoken ? "polite" : "off");
     readout.textContent = `${rowLabel(r)} · ${colLabel(c)}: ${fmt(v)} (${full(v === -Infinity ? null : v, single)})${note}`;
+    readout.classList.remove("how");
     draw();
   }
 
