@@ -172,6 +172,9 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     figure = page.locator("svg.sharing")
     assert figure.get_attribute("aria-label").startswith("4 query heads reading 2 key/value heads")
     assert "head 3 reads K/V 1" in figure.get_attribute("aria-label")
+    # drawn at its own size (4 heads: 220 by 96), not blown up to the figure's width
+    box = figure.bounding_box()
+    assert box["height"] <= 100 and box["width"] <= 230, box
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=lab_state(page)).json())
     costs = payload.costs
     for kind, kv in (("GQA", costs.kv_cache), ("MHA", costs.kv_cache_mha), ("MQA", costs.kv_cache_mqa)):

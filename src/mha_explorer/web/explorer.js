@@ -2642,6 +2642,7 @@ function sharing(payload) {
     chart.append(svg("rect", { x: x(g, n_kv_heads) - 14, y: 70, width: 28, height: 18, rx: 3, class: "kv" }));
     chart.append(svg("text", { x: x(g, n_kv_heads), y: 83, "text-anchor": "middle", class: "node-label dark" }, `${g}`));
   }
+  chart.style.maxWidth = `${width}px`; // drawn at its own size: a few heads, blown up to the figure's width, took some 200 px
   return h("figure", { class: "sharing-figure" }, chart, h("figcaption", {}, "query heads (top) read key/value heads (bottom)"));
 }
 
