@@ -172,15 +172,16 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     return state;
   }
 
-  // Only the newest trace shows its answer: a layer or model picked while an older one runs (a key
-  // held down on the layer menu) would otherwise let the older answer land last, under menus that
-  // name the newer. trace() resolves true when shown, false when it failed, null when a newer
-  // trace took its place.
   // A message shown as a sentence of its own starts with a capital ("The text is empty: …"); one
   // that starts with a file's name ("static/layer-2.js is …") or a model's ("minilm is not
   // installed") keeps it as written.
   const sentence = (message) =>
     /^[a-z]+ /.test(message) && !models.some((m) => message.startsWith(`${m.name} `)) ? message[0].toUpperCase() + message.slice(1) : message;
+
+  // Only the newest trace shows its answer: a layer or model picked while an older one runs (a key
+  // held down on the layer menu) would otherwise let the older answer land last, under menus that
+  // name the newer. trace() resolves true when shown, false when it failed, null when a newer
+  // trace took its place.
   let latest = 0;
   let tracing = false; // a trace is on its way
   let pickedDuring = null; // a head picked meanwhile: the new layer shows it
