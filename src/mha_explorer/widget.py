@@ -301,14 +301,13 @@ class Explorer(anywidget.AnyWidget):
         """A stage id, or the stage's title as the page gives it ("Weights", "output projection")."""
         value = proposal["value"]
         ids = _stage_ids(self.payload)
-        if value in ids:
-            return value
-        named = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]} | {i: i for i in ids}
-        if isinstance(value, str) and value.strip().casefold() in named:  # " Mixing ", "Output projection"
-            return named[value.strip().casefold()]
         if not isinstance(value, str):
             raise traitlets.TraitError(f"stage must be the name of a stage, one of {', '.join(ids)}, not {value!r}")
-        raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace; choose one of {', '.join(ids)}")
+        named = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]} | {i: i for i in ids}
+        found = named.get(value.strip().casefold())  # "weights", " Mixing ", "Output projection"
+        if found is None:
+            raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace; choose one of {', '.join(ids)}")
+        return found
 
     @traitlets.validate("all_queries")
     def _valid_all_queries(self, proposal):

@@ -2565,7 +2565,10 @@ function allQueries(view, query, head, stage) {
           src: (r, j) => `${name}:${index(r, j).join(",")}`,
           rowLabel: (r) => h("span", { class: "tok" }, tok(r)),
           // a narrow column's heading breaks only before a quoted name ("key 0" over "“the @0”")
-          colLabel: (j) => (colLabel(j).includes("“") ? colLabel(j).replaceAll(" ", "\u00a0").replace("\u00a0“", " “") : colLabel(j)),
+          colLabel: (j) => {
+            const label = colLabel(j);
+            return label.includes("“") ? label.replaceAll(" ", "\u00a0").replace("\u00a0“", " “") : label;
+          },
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
