@@ -68,14 +68,3 @@ def matmul(a: np.ndarray, b: np.ndarray, each: Each) -> np.ndarray:
     out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
     each(lambda rows: np.matmul(a[rows], b, out=out[rows]), row_blocks(a.shape[0]))
     return out
-
-
-def by_rows(fn: Callable[..., np.ndarray], arrays: tuple[np.ndarray, ...], each: Each) -> np.ndarray:
-    """fn(*arrays) for a row-wise fn (output row i depends on row i of each array only), computed
-    one block of rows per task."""
-    if each is serially:
-        return fn(*arrays)
-    blocks = row_blocks(arrays[0].shape[0])
-    parts: list = [None] * len(blocks)
-    each(lambda i: parts.__setitem__(i, fn(*(a[blocks[i]] for a in arrays))), range(len(blocks)))
-    return np.concatenate(parts)

@@ -10,6 +10,7 @@ Shapes use these letters:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -146,6 +147,74 @@ def attention(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig)
     return _run(x, weights, config, None, record=False)["output"]
 
 
+def attention_layers(
+    h: np.ndarray,
+    layers: Sequence[tuple[AttentionWeights, AttentionConfig]],
+    before: Callable[[int, np.ndarray], np.ndarray],
+    after: Callable[[int, np.ndarray, np.ndarray], np.ndarray],
+) -> list[np.ndarray]:
+    """A stack of layers as a real model runs them before the traced one: for each (weights, config)
+    in layers, numbered i from 0, x = before(i, h) and h = after(i, h, attention(x)). before and
+    after work row by row (row r of what they return depends on row r of their arguments alone:
+    norms, MLPs, residuals). Returns h after each layer, (n, d) each. Positions 0..n-1.
+
+    The numbers are attention()'s, layer by layer. Only the work is grouped otherwise: from one
+    layer's output projection to the next one's q, k, v projection, every step is row-wise, so a
+    block of rows goes through all of them as one task, in its core's cache, and the cores wait
+    for each other twice a layer instead of five times."""
+    n = h.shape[0]
+    for w, config in layers:
+        w.check(config)
+    dtype = np.result_type(h, *(a for w, _ in layers for a in w.arrays().values()))
+    positions = np.arange(n)
+    streams: list[np.ndarray] = []
+    with parallel.cores(n >= PARALLEL_ROWS) as each, np.errstate(over="ignore", invalid="ignore"):
+        blocks = [slice(0, n)] if each is parallel.serially else parallel.row_blocks(n)
+
+        def project(i: int, h_rows: np.ndarray, qkv_rows: np.ndarray) -> None:  # (r, d) -> (r, h*e + g*e + g*f), in place
+            w, config = layers[i]
+            packed, bias = w.packed_qkv()
+            np.matmul(before(i, h_rows), packed, out=qkv_rows)
+            if config.bias:
+                qkv_rows += bias
+
+        qkv = _qkv_of(n, layers[0][1], dtype)  # (n, h*e + g*e + g*f)
+        each(lambda rows: project(0, h[rows], qkv[rows]), blocks)
+        for i, (w, config) in enumerate(layers):
+            heads_each = each if config.n_heads * n * n >= PARALLEL_ENTRIES else parallel.serially
+            stages, bounded = _heads(*_split(qkv, config, record=False), w, config, positions, heads_each, record=False)
+            if not bounded:
+                raise Overflow(past_range("scores", dtype, "may go"))
+            concat = stages["z"].transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
+            qkv = _qkv_of(n, layers[i + 1][1], dtype) if i + 1 < len(layers) else None
+            parts: list = [None] * len(blocks)  # (r, d) each: h after this layer, by block of rows
+
+            def finish(b: int) -> None:
+                rows = blocks[b]
+                y = concat[rows] @ w.W_O  # (r, d)
+                if config.bias:
+                    y = _add(y, w.b_O)
+                parts[b] = after(i, h[rows], y) if np.isfinite(y).all() else None
+                if qkv is not None and parts[b] is not None:
+                    project(i + 1, parts[b], qkv[rows])
+
+            each(finish, range(len(blocks)))
+            if any(part is None for part in parts):
+                raise Overflow(past_range("output", dtype))
+            h = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (n, d)
+            streams.append(h)
+    return streams
+
+
+def _qkv_of(n: int, config: AttentionConfig, dtype) -> np.ndarray:
+    """An empty (n, h*e + g*e + g*f) for a layer's projections."""
+    return np.empty((n, config.n_heads * config.d_head + config.n_kv_heads * (config.d_head + config.d_v)), dtype)
+
+
+# From this many tokens on, attention_layers() runs its row-wise work on every core.
+PARALLEL_ROWS = 64
+
+
 def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, record: bool) -> dict[str, np.ndarray]:
     """Check that x, the positions and the weights fit the config, then attend, on every core
     when the layer is big enough."""
@@ -211,10 +280,28 @@ def _attend(
 ) -> dict[str, np.ndarray]:
     """The body of trace(): every stage in STAGES order, or with record=False only those the
     output needs (the scores are then scaled in place and no contributions are formed)."""
-    n = x.shape[0]
+    q, k, v = _split(_project(x, w, config, each), config, record)  # (h, n, e), (g, n, e), (g, n, f)
+    stages, bounded = _heads(q, k, v, w, config, positions, each, record)
+    z = stages["z"]  # (h, n, f)
+    concat = z.transpose(1, 0, 2).reshape(x.shape[0], config.n_heads * config.d_v)  # (n, h*f)
+    output = parallel.matmul(concat, w.W_O, each)  # (n, d)
+    if config.bias:
+        output = _add(output, w.b_O)
+    if not record:
+        return {"output": output}, bounded
+    stages = {"x": x} | stages
+    stages |= {"concat": concat, "output": output, "contributions": stages.pop("contributions")}
+    return stages, bounded
+
+
+def _heads(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, w: AttentionWeights, config: AttentionConfig, positions: np.ndarray, each: parallel.Each, record: bool
+) -> tuple[dict[str, np.ndarray], bool]:
+    """From q, k and v to every head's z: the stages in between (all of them with record, else z
+    alone), and whether no score can pass the dtype's range."""
+    n = q.shape[1]
     group = np.asarray(config.kv_group)
-    q, k, v = _project(x, w, config, each, record)  # (h, n, e), (g, n, e), (g, n, f): every head projects the full input
-    stages = {"x": x, "q": q, "k": k, "v": v}
+    stages = {"q": q, "k": k, "v": v}
 
     if config.qk_norm:
         q = rms_norm(q, w.q_norm, config.qk_norm_eps)  # (h, n, e)
@@ -293,16 +380,12 @@ def _attend(
             z[i] *= row_sums[:, None]
 
     each(one_head, range(config.n_heads))
-    concat = z.transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
-    output = parallel.matmul(concat, w.W_O, each)  # (n, d)
-    if config.bias:
-        output = _add(output, w.b_O)
     if not record:
-        return {"output": output}, bounded
+        return {"z": z}, bounded
     stages |= {"scores": scores, "scaled": scaled}
     if config.masked:
         stages["mask"] = logits
-    stages |= {"weights": weights_, "z": z, "concat": concat, "output": output, "contributions": contributions}
+    stages |= {"weights": weights_, "z": z, "contributions": contributions}
     return stages, bounded
 
 
@@ -311,19 +394,21 @@ def _attend(
 _EXP_SAFE = 60.0
 
 
-def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each, record: bool) -> tuple[np.ndarray, ...]:
+def _project(x: np.ndarray, w: AttentionWeights, config: AttentionConfig, each) -> np.ndarray:
     """Q, K and V of every head as one product with the packed [W^Q | W^K | W^V], the way
-    nn.MultiheadAttention computes them, then split per head: (h, n, e), (g, n, e), (g, n, f).
-    Recorded stages are contiguous copies; otherwise they are views into the one product (BLAS
-    reads a head's strided (n, e) block as it is)."""
-    h, g, e, f = config.n_heads, config.n_kv_heads, config.d_head, config.d_v
+    nn.MultiheadAttention computes them: (n, d) -> (n, h*e + g*e + g*f)."""
     packed, bias = w.packed_qkv()  # (d, h*e + g*e + g*f), (h*e + g*e + g*f,) or None
     qkv = parallel.matmul(x, packed, each)  # (n, h*e + g*e + g*f)
-    if config.bias:
-        qkv = _add(qkv, bias)
-    n = x.shape[0]
-    ends = np.cumsum([h * e, g * e])
-    q, k, v = np.split(qkv, ends, axis=1)
+    return _add(qkv, bias) if config.bias else qkv
+
+
+def _split(qkv: np.ndarray, config: AttentionConfig, record: bool) -> tuple[np.ndarray, ...]:
+    """(n, h*e + g*e + g*f) -> q, k and v per head: (h, n, e), (g, n, e), (g, n, f). Recorded
+    stages are contiguous copies; otherwise they are views into the one product (BLAS reads a
+    head's strided (n, e) block as it is)."""
+    h, g, e, f = config.n_heads, config.n_kv_heads, config.d_head, config.d_v
+    n = qkv.shape[0]
+    q, k, v = np.split(qkv, np.cumsum([h * e, g * e]), axis=1)
     split = (a.reshape(n, heads, width).transpose(1, 0, 2) for a, heads, width in ((q, h, e), (k, g, e), (v, g, f)))
     return tuple(np.ascontiguousarray(a) if record else a for a in split)
 

@@ -3,8 +3,8 @@
 Every converter (bert.py, llama.py, gemma3.py) builds an Architecture: the embeddings, the
 per-layer attention config and weights, and what happens around attention (norms, MLP,
 residuals). The attention itself is always trace.py's: the layers before the chosen one run through
-attention(), trace()'s computation without its recorded stages, so the chosen layer's input is
-what the real model computes, and nothing but trace.py computes attention.
+attention_layers(), trace()'s computation without its recorded stages, so the chosen layer's
+input is what the real model computes, and nothing but trace.py computes attention.
 
 Layers are numbered from 0. Arrays are float32, as the reference runs.
 """
@@ -19,15 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import AttentionConfig
-from .. import parallel
-from ..trace import Overflow, Trace, attention, trace
+from ..trace import Overflow, Trace, attention_layers, trace
 from ..weights import AttentionWeights
 from .errors import EMPTY_TEXT, CheckpointError, ModelError
 from .tokenize import TextTokenizer
 
 MAX_TOKENS = 1024  # a trace keeps several (n_heads, n, n) arrays; beyond this they get large
 _CACHED_TEXTS = 4  # residual streams kept per model, for moving between layers of one text
-PARALLEL_TOKENS = 64  # from this length on, the layers before the traced one use every core
 
 
 class Architecture:
@@ -221,13 +219,14 @@ class LoadedModel:
                 while len(self._streams) > _CACHED_TEXTS:
                     self._streams.popitem(last=False)
             arch = self.arch
-            # every step but attention is row-wise (one token at a time): blocks of rows run in parallel
-            with parallel.cores(len(encoded.ids) >= PARALLEL_TOKENS) as each:
-                while len(stream) <= layer:
-                    i = len(stream) - 1
-                    x = parallel.by_rows(lambda h: arch.attention_input(h, i), (stream[i],), each)
-                    out = attention(x, arch.attention_weights(i), arch.attention_config(i))
-                    stream.append(parallel.by_rows(lambda h, o: arch.after_attention(h, o, i), (stream[i], out), each))
+            start = len(stream) - 1  # the last layer whose input is kept
+            if start < layer:
+                stream += attention_layers(
+                    stream[start],
+                    [(arch.attention_weights(i), arch.attention_config(i)) for i in range(start, layer)],
+                    before=lambda i, h: arch.attention_input(h, start + i),
+                    after=lambda i, h, out: arch.after_attention(h, out, start + i),
+                )
             return encoded, stream[layer]
 
 
