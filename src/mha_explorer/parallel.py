@@ -1,8 +1,9 @@
 """Big NumPy work split over the machine's cores.
 
 NumPy runs each call on one core, except matrix products, which BLAS spreads over threads of its
-own. A big layer instead splits its work into independent parts (heads, or blocks of rows) and
-runs them on a small pool of threads; NumPy releases the GIL inside each call. Meanwhile BLAS is
+own. A big layer instead splits its work into independent parts (heads, or blocks of rows): the
+calling thread and a small pool of threads take them in turn, one thread a core; NumPy releases
+the GIL inside each call. Meanwhile BLAS is
 held to one thread: its threads keep spinning between calls and would take the pool's cores.
 
 That limit is process-wide, so parallel parts take turns: a server tracing two requests at once
@@ -25,7 +26,8 @@ from threadpoolctl import ThreadpoolController
 
 WORKERS = min(os.cpu_count() or 1, 8)
 _PREFIX = "mha-part"
-_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=_PREFIX) if WORKERS > 1 else None
+_pool = ThreadPoolExecutor(max_workers=WORKERS - 1, thread_name_prefix=_PREFIX) if WORKERS > 1 else None  # the caller is the last
+_working = threading.local()  # .now is True in a calling thread while it takes parts itself
 _blas = ThreadpoolController()
 _turn = threading.RLock()  # held by the thread whose parts run on the pool (re-entrant: nested calls)
 
@@ -38,17 +40,43 @@ def serially(task: Callable, items: Iterable) -> None:
 
 
 def in_parallel(task: Callable, items: Iterable) -> None:
-    # each task runs in a copy of the caller's context, so np.errstate and the like hold there too
-    for done in [_pool.submit(contextvars.copy_context().run, task, item) for item in items]:
-        done.result()
+    """task(item) for every item: the calling thread and the pool's take the items in turn. The
+    first exception is raised once every thread has stopped; no item is started after it."""
+    pending, taking, failures = iter(list(items)), threading.Lock(), []
+
+    def work() -> None:
+        while True:
+            with taking:
+                item = _NONE if failures else next(pending, _NONE)
+            if item is _NONE:
+                return
+            try:
+                task(item)
+            except BaseException as failure:  # noqa: BLE001 - raised by the caller below
+                failures.append(failure)
+
+    # a helper runs in a copy of the caller's context, so np.errstate and the like hold there too
+    helpers = [_pool.submit(contextvars.copy_context().run, work) for _ in range(WORKERS - 1)]
+    _working.now = True
+    try:
+        work()
+    finally:
+        _working.now = False
+        for helper in helpers:
+            helper.result()
+    if failures:
+        raise failures[0]
+
+
+_NONE = object()  # no item left
 
 
 @contextmanager
 def cores(big: bool) -> Iterator[Each]:
     """Yield how to run independent parts: on every core (BLAS on one thread) when the work is
-    big enough to repay the threads, else one after another. Inside a task of the pool it is
-    always one after another: the pool's threads are taken."""
-    if _pool is None or not big or threading.current_thread().name.startswith(_PREFIX):
+    big enough to repay the threads, else one after another. Inside a part it is always one after
+    another: the pool's threads are taken."""
+    if _pool is None or not big or getattr(_working, "now", False) or threading.current_thread().name.startswith(_PREFIX):
         yield serially
         return
     with _turn, _blas.limit(limits=1, user_api="blas"):

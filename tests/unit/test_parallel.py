@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -60,3 +61,31 @@ def test_inside_a_pool_task_parts_run_one_after_another():
     with parallel.cores(True) as each:
         each(task, range(2))
     assert seen == [parallel.serially, parallel.serially]
+
+
+def test_every_part_runs_once_and_the_first_failure_is_raised_after_every_thread_stops():
+    if parallel.WORKERS < 2:
+        pytest.skip("one core: there is no pool")
+    ran: list[int] = []
+    with parallel.cores(True) as each:
+        each(ran.append, range(50))
+    assert sorted(ran) == list(range(50))  # the caller and the pool took them in turn
+
+    started: list[int] = []
+    running = threading.Event()
+
+    def task(i: int) -> None:
+        started.append(i)
+        if i == 0:
+            raise ValueError("part 0 failed")
+        running.wait(0.01)
+
+    with parallel.cores(True) as each, pytest.raises(ValueError, match="part 0 failed"):
+        each(task, range(200))
+    count = len(started)
+    time.sleep(0.1)
+    assert len(started) == count < 200  # every thread had stopped, and took no part once one had failed
+    with parallel.cores(True) as each:  # the pool is free again
+        ran.clear()
+        each(ran.append, range(4))
+    assert sorted(ran) == [0, 1, 2, 3]
