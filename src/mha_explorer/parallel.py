@@ -41,7 +41,10 @@ def serially(task: Callable, items: Iterable) -> None:
 
 def in_parallel(task: Callable, items: Iterable) -> None:
     """task(item) for every item: the calling thread and the pool's take the items in turn. The
-    first exception is raised once every thread has stopped; no item is started after it."""
+    first exception is raised once every thread has stopped; no item is started after it. Called
+    from inside a part, it runs the items one after another: the pool's threads are taken."""
+    if _inside_a_part():
+        return serially(task, items)
     pending, taking, failures = iter(list(items)), threading.Lock(), []
 
     def work() -> None:
@@ -57,13 +60,22 @@ def in_parallel(task: Callable, items: Iterable) -> None:
 
     # a helper runs in a copy of the caller's context, so np.errstate and the like hold there too
     helpers = [_pool.submit(contextvars.copy_context().run, work) for _ in range(WORKERS - 1)]
-    _working.now = True
+    was, _working.now = getattr(_working, "now", False), True
     try:
         work()
+    except BaseException as failure:  # noqa: BLE001 - a KeyboardInterrupt between two parts
+        failures.append(failure)
     finally:
-        _working.now = False
-        for helper in helpers:
-            helper.result()
+        _working.now = was
+    for helper in helpers:  # every helper stops before anything is raised: no part outlives the call
+        while True:
+            try:
+                helper.result()
+                break
+            except BaseException as failure:  # noqa: BLE001 - a KeyboardInterrupt while waiting: the helpers stop after their part
+                failures.append(failure)
+                if helper.done():
+                    break
     if failures:
         raise failures[0]
 
@@ -71,12 +83,16 @@ def in_parallel(task: Callable, items: Iterable) -> None:
 _NONE = object()  # no item left
 
 
+def _inside_a_part() -> bool:
+    return getattr(_working, "now", False) or threading.current_thread().name.startswith(_PREFIX)
+
+
 @contextmanager
 def cores(big: bool) -> Iterator[Each]:
     """Yield how to run independent parts: on every core (BLAS on one thread) when the work is
     big enough to repay the threads, else one after another. Inside a part it is always one after
     another: the pool's threads are taken."""
-    if _pool is None or not big or getattr(_working, "now", False) or threading.current_thread().name.startswith(_PREFIX):
+    if _pool is None or not big or _inside_a_part():
         yield serially
         return
     with _turn, _blas.limit(limits=1, user_api="blas"):

@@ -158,25 +158,35 @@ def attention_layers(
     after work row by row (row r of what they return depends on row r of their arguments alone:
     norms, MLPs, residuals). Returns h after each layer, (n, d) each. Positions 0..n-1.
 
-    The numbers are attention()'s, layer by layer. Only the work is grouped otherwise: from one
-    layer's output projection to the next one's q, k, v projection, every step is row-wise, so a
-    block of rows goes through all of them as one task, in its core's cache, and the cores wait
+    The computation is attention()'s, layer by layer, and so are the numbers, up to rounding in the
+    last bits where a product is cut into blocks of rows. Only the work is grouped otherwise: from
+    one layer's output projection to the next one's q, k, v projection, every step is row-wise, so
+    a block of rows goes through all of them as one task, in its core's cache, and the cores wait
     for each other twice a layer instead of five times."""
-    n = h.shape[0]
+    h = as_array("h", h)
+    if not layers:
+        return []
+    if h.ndim != 2 or h.shape[0] < 1 or h.shape[1] != layers[0][1].d_model:
+        raise ConfigError(f"h has shape {h.shape}; the first layer needs (n, {layers[0][1].d_model}) with n >= 1")
     for w, config in layers:
         w.check(config)
+        if not w.__dict__.get("_frozen"):  # frozen weights (a loaded model's) were checked once, by frozen()
+            w.check_finite()
     dtype = np.result_type(h, *(a for w, _ in layers for a in w.arrays().values()))
+    if dtype not in (np.float32, np.float64):  # as _run: float16's range is too small for the softmax
+        raise ConfigError(f"h and the weights make {dtype}; attention computes in float32 or float64: cast them, e.g. h.astype(np.float32)")
+    n = h.shape[0]
     positions = np.arange(n)
+    packed = [w.packed_qkv() for w, _ in layers]  # (d, h*e + g*e + g*f) and its bias, per layer
+    many_heads = any(config.n_heads * n * n >= PARALLEL_ENTRIES for _, config in layers)
     streams: list[np.ndarray] = []
-    with parallel.cores(n >= PARALLEL_ROWS) as each, np.errstate(over="ignore", invalid="ignore"):
+    with parallel.cores(n >= PARALLEL_ROWS or many_heads) as each, np.errstate(over="ignore", invalid="ignore"):
         blocks = [slice(0, n)] if each is parallel.serially else parallel.row_blocks(n)
 
         def project(i: int, h_rows: np.ndarray, qkv_rows: np.ndarray) -> None:  # (r, d) -> (r, h*e + g*e + g*f), in place
-            w, config = layers[i]
-            packed, bias = w.packed_qkv()
-            np.matmul(before(i, h_rows), packed, out=qkv_rows)
-            if config.bias:
-                qkv_rows += bias
+            np.matmul(before(i, h_rows), packed[i][0], out=qkv_rows)
+            if layers[i][1].bias:
+                qkv_rows += packed[i][1]
 
         qkv = _qkv_of(n, layers[0][1], dtype)  # (n, h*e + g*e + g*f)
         each(lambda rows: project(0, h[rows], qkv[rows]), blocks)
@@ -188,19 +198,25 @@ def attention_layers(
             concat = stages["z"].transpose(1, 0, 2).reshape(n, config.n_heads * config.d_v)  # (n, h*f)
             qkv = _qkv_of(n, layers[i + 1][1], dtype) if i + 1 < len(layers) else None
             parts: list = [None] * len(blocks)  # (r, d) each: h after this layer, by block of rows
+            overflowed: list[str] = []  # where the numbers passed the dtype's range, if they did
 
             def finish(b: int) -> None:
                 rows = blocks[b]
                 y = concat[rows] @ w.W_O  # (r, d)
                 if config.bias:
                     y = _add(y, w.b_O)
-                parts[b] = after(i, h[rows], y) if np.isfinite(y).all() else None
-                if qkv is not None and parts[b] is not None:
+                if not np.isfinite(y).all():
+                    overflowed.append(past_range("output", dtype))
+                    return
+                parts[b] = after(i, h[rows], y)
+                if not np.isfinite(parts[b]).all():
+                    overflowed.append(past_range(None, dtype, step="what the layer does after attention (norms, MLP, residual)"))
+                elif qkv is not None:
                     project(i + 1, parts[b], qkv[rows])
 
             each(finish, range(len(blocks)))
-            if any(part is None for part in parts):
-                raise Overflow(past_range("output", dtype))
+            if overflowed:
+                raise Overflow(overflowed[0])
             h = parts[0] if len(parts) == 1 else np.concatenate(parts)  # (n, d)
             streams.append(h)
     return streams
@@ -265,12 +281,13 @@ def overflowed(stages: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def past_range(stage: str, dtype, goes: str = "goes") -> str:
+def past_range(stage: str | None, dtype, goes: str = "goes", step: str = "") -> str:
+    """What to change when a stage (or a step said otherwise) passes the dtype's range."""
     kind = np.finfo(dtype)
     largest = f"{kind.max:.1e}".replace("e+", "e")  # 1.8e308
     wider = ", or compute in float64" if kind.dtype == np.float32 else ""
     return (
-        f"the {stage} stage {goes} past the largest {kind.dtype} (about {largest}): these values of X and "
+        f"{step or f'the {stage} stage'} {goes} past the largest {kind.dtype} (about {largest}): these values of X and "
         f"the weights are too large to compute with together; make the largest of them smaller{wider}"
     )
 

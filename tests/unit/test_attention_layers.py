@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_explorer.config import AttentionConfig
+from mha_explorer.config import AttentionConfig, ConfigError
 from mha_explorer.trace import PARALLEL_ROWS, Overflow, attention, attention_layers
 from mha_explorer.weights import AttentionWeights
 
@@ -59,3 +59,30 @@ def test_a_stack_whose_numbers_outgrow_the_dtype_says_which_stage():
     scores = AttentionWeights(**w.arrays() | {"W_Q": np.full((2, 4, 2), 1e30, np.float32)})  # q . k past the range
     with pytest.raises(Overflow, match="the scores stage may go past the largest float32"):
         attention_layers(x, [(w, config), (scores, config)], lambda i, h: h, lambda i, h, out: h + out)
+
+
+def test_numbers_past_the_range_after_attention_are_said_as_that_step():
+    config = AttentionConfig(d_model=4, n_heads=2)
+    layers = [(AttentionWeights.random(config, seed=s, dtype=np.float32), config) for s in range(2)]
+    x = np.ones((100, 4), np.float32)
+    for last in (0, 1):  # in the stack's last layer too, where no layer follows to notice
+        def after(i, h, out, last=last):
+            grow = np.float32(1e30) if i == last else np.float32(1)
+            return (h + out) * grow * grow  # an MLP whose numbers outgrow float32
+
+        with pytest.raises(Overflow, match=r"what the layer does after attention \(norms, MLP, residual\) goes past the largest float32"):
+            attention_layers(x, layers[: last + 1], lambda i, h: h, after)
+
+
+def test_a_stack_refuses_what_attention_refuses_and_takes_no_layers():
+    config = AttentionConfig(d_model=4, n_heads=2)
+    w = AttentionWeights.random(config, seed=0, dtype=np.float32)
+    keep = lambda i, h: h  # noqa: E731
+    add = lambda i, h, out: h + out  # noqa: E731
+    assert attention_layers(np.ones((3, 4)), [], keep, add) == []
+    with pytest.raises(ConfigError, match=r"h has shape \(3, 5\); the first layer needs \(n, 4\)"):
+        attention_layers(np.ones((3, 5)), [(w, config)], keep, add)
+    with pytest.raises(ConfigError, match="make float16; attention computes in float32 or float64"):
+        attention_layers(np.ones((3, 4), np.float16), [(w.astype(np.float16), config)], keep, add)
+    with pytest.raises(ConfigError, match="W_Q"):  # a weight that is not finite is named
+        attention_layers(np.ones((3, 4)), [(AttentionWeights(**w.arrays() | {"W_Q": np.full((2, 4, 2), np.nan)}), config)], keep, add)

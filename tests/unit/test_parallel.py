@@ -63,7 +63,8 @@ def test_inside_a_pool_task_parts_run_one_after_another():
     assert seen == [parallel.serially, parallel.serially]
 
 
-def test_every_part_runs_once_and_the_first_failure_is_raised_after_every_thread_stops():
+@pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt])
+def test_every_part_runs_once_and_the_first_failure_is_raised_after_every_thread_stops(error):
     if parallel.WORKERS < 2:
         pytest.skip("one core: there is no pool")
     ran: list[int] = []
@@ -77,10 +78,10 @@ def test_every_part_runs_once_and_the_first_failure_is_raised_after_every_thread
     def task(i: int) -> None:
         started.append(i)
         if i == 0:
-            raise ValueError("part 0 failed")
+            raise error("part 0 failed")
         running.wait(0.01)
 
-    with parallel.cores(True) as each, pytest.raises(ValueError, match="part 0 failed"):
+    with parallel.cores(True) as each, pytest.raises(error, match="part 0 failed"):
         each(task, range(200))
     count = len(started)
     time.sleep(0.1)
@@ -89,3 +90,28 @@ def test_every_part_runs_once_and_the_first_failure_is_raised_after_every_thread
         ran.clear()
         each(ran.append, range(4))
     assert sorted(ran) == [0, 1, 2, 3]
+
+
+def test_a_part_that_hands_out_parts_itself_runs_them_one_after_another():
+    """Directly, with the `each` it was given, or through cores(): never waiting for a pool whose
+    threads are all taken (which would never end), and on whichever thread the part runs."""
+    if parallel.WORKERS < 2:
+        pytest.skip("one core: there is no pool")
+    seen, ran, given = [], [], {}
+
+    def part(i: int) -> None:
+        given["each"](ran.append, [i])
+        with parallel.cores(True) as inner:  # after the direct call, as before it
+            seen.append(inner)
+
+    def run() -> None:
+        with parallel.cores(True) as each:
+            given["each"] = each
+            each(part, range(6))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the parts waited for each other"
+    assert sorted(ran) == list(range(6))
+    assert seen == [parallel.serially] * 6
