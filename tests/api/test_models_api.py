@@ -290,7 +290,7 @@ def test_a_text_whose_numbers_outgrow_float32_is_a_422_on_the_text_not_a_server_
     def overflowing(*args, **kwargs):
         raise Overflow(past_range("scores", np.float32))
 
-    monkeypatch.setattr(forward, "attention", overflowing)  # the layers before the traced one
+    monkeypatch.setattr(forward, "attention_layers", overflowing)  # the layers before the traced one
     client = TestClient(create_app())
     client.post("/api/models/minilm/load")
     while client.get("/api/models/minilm").json()["state"] == "loading":

@@ -511,6 +511,29 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
 
 
 @needs["minilm"]
+def test_a_text_with_bytes_that_are_not_utf8_is_refused_saying_so(tmp_path):
+    """A shell passes bytes that are not UTF-8 (a Latin-1 file's é) as a lone surrogate: said, not
+    a traceback; so in Python, and for a checkpoint folder whose name holds such a byte."""
+    from mha_explorer.models import ModelError
+
+    result = trace("--model", "minilm", "--text", "caf\udce9 au lait")
+    assert result.exit_code == 2, result.output
+    assert "the text is not valid Unicode: character 3 is '\\udce9', a byte that was not UTF-8 (a file in another encoding?); give UTF-8 text" in result.stderr
+    with pytest.raises(ModelError, match="the text is not valid Unicode: character 1 is"):
+        load_model("minilm").trace("a\ud800b", 0)
+    folder = Path(INSTALLED["minilm"].location)
+    folder = folder if folder.is_dir() else folder.parent
+    latin = tmp_path / "lat\udce9"  # b"lat\xe9" on disk
+    latin.mkdir()
+    for file in folder.iterdir():
+        (latin / file.name).symlink_to(file)
+    with pytest.raises(ModelError, match=r"the path .*lat\\xe9 holds a byte that is not UTF-8: rename it with UTF-8 characters"):
+        load_model(latin)
+    result = CliRunner().invoke(main, ["serve", "--port", "1", "--model", str(latin)])
+    assert result.exit_code == 2 and "holds a byte that is not UTF-8" in result.stderr, result.output
+
+
+@needs["minilm"]
 def test_an_unknown_token_is_labelled_and_named_by_the_text_it_stands_for():
     """MiniLM's vocabulary lacks most CJK characters and every emoji: each becomes [UNK], which
     the labels tell apart by the text it stands for, in the terminal and in the server's answer,

@@ -965,6 +965,13 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     page.evaluate("() => { document.querySelector('#models .lab-error').textContent = ''; }")
     go.click()
     expect(page.locator("#models .lab-error")).to_have_text(empty)
+    # a message that ends in a full stop (a pickled checkpoint's refusal) keeps one
+    refusal = "pytorch_model.bin is a pickled checkpoint (.bin): it is refused and never opened. Use a GGUF file."
+    page.route("**/api/model-trace", lambda route: route.fulfill(status=422, json={"detail": [{"field": "model", "message": refusal}]}))
+    page.get_by_label("Text", exact=True).fill("The cat sat.")
+    go.click()
+    expect(page.locator("#models .lab-error")).to_have_text(f"{refusal} The last good result stays on screen.")  # a file's name keeps its case
+    page.unroute("**/api/model-trace")
     # an edited text is said to be new until traced; Ctrl+Enter in the box traces it, and a layer
     # change traces the text in the box, not the one traced before
     box = page.get_by_label("Text", exact=True)

@@ -249,6 +249,14 @@ DAMAGED_CONFIGS = {
     "no layers": ({"num_hidden_layers": 0}, "config.json: num_hidden_layers is 0; give a whole number, 1 or more"),
     "a negative epsilon": ({"rms_norm_eps": -1e-5}, "config.json: rms_norm_eps is -1e-05; give a number above 0"),
     "heads that do not share": ({"num_key_value_heads": 3}, "config.json gives an attention layer that cannot be built: n_heads=4 is not a multiple of n_kv_heads=3"),
+    "heads that do not divide the width": (
+        {"num_attention_heads": 5, "num_key_value_heads": 5, "head_dim": None},
+        "config.json: hidden_size 64 is not divisible by num_attention_heads 5; give a head count that divides it, or the head width as head_dim",
+    ),
+    "a word for the rope base": (
+        {"rope_parameters": {"rope_type": "default", "rope_theta": "x"}, "rope_theta": None},
+        "config.json: rope_parameters' rope_theta is 'x'; give a number above 0",
+    ),
 }
 
 

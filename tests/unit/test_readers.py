@@ -8,6 +8,7 @@ name and never opened. No torch.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -353,6 +354,32 @@ def test_every_named_model_says_where_it_comes_from():
 def test_an_unknown_gguf_architecture_is_refused_with_the_supported_ones(tmp_path):
     path = write_gguf(tmp_path / "q.gguf", arch="qwen2", tensors={"t": np.ones(4, np.float32)})
     with pytest.raises(CheckpointError, match="general.architecture 'qwen2' is not supported; supported: .*llama or gemma3"):
+        load_model(path)
+
+
+# a Llama GGUF's sizes, then one changed: each is refused naming its key, as config.json's are
+GGUF_SIZES = dict(
+    llama__embedding_length=64, llama__attention__head_count=4, llama__feed_forward_length=96, llama__block_count=1,
+    llama__attention__layer_norm_rms_epsilon=1e-5, llama__context_length=256,
+)
+DAMAGED_GGUF = {
+    "no heads": ({"llama__attention__head_count": 0}, "metadata llama.attention.head_count is 0; give a whole number, 1 or more"),
+    "a word for a size": ({"llama__attention__head_count": "four"}, "metadata llama.attention.head_count is 'four'; give a whole number"),
+    "a list for a size": ({"llama__attention__head_count_kv": [2, 2]}, "metadata llama.attention.head_count_kv is [2, 2]; give a whole number"),
+    "no room for a token": ({"llama__context_length": 0}, "metadata llama.context_length is 0; give a whole number, 1 or more"),
+    "a negative epsilon": ({"llama__attention__layer_norm_rms_epsilon": -1.0}, "metadata llama.attention.layer_norm_rms_epsilon is -1.0; give a number above 0"),
+    "heads that do not divide the width": (
+        {"llama__attention__head_count": 3},
+        "llama.embedding_length 64 is not divisible by llama.attention.head_count 3; give a head count that divides it, or the head width as llama.attention.key_length",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_GGUF)
+def test_a_gguf_size_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, damage):
+    changes, message = DAMAGED_GGUF[damage]
+    path = write_gguf(tmp_path / "m.gguf", tensors={"t": np.ones(4, np.float32)}, **(GGUF_SIZES | changes))
+    with pytest.raises(CheckpointError, match=re.escape(f"m.gguf: {message}") if "divisible" not in message else re.escape(message)):
         load_model(path)
 
 

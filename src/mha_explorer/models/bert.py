@@ -53,7 +53,7 @@ class Bert(Architecture):
 
         self._tensors, self._word = tensors, p + "embeddings.word_embeddings.weight"
         if len(tensors.shape(self._word)) != 2 or tensors.shape(self._word)[1] != d:
-            raise CheckpointError(f"{where}: {self._word} has shape {tensors.shape(self._word)}; expected (vocab, {d})")
+            raise CheckpointError(f"{where}: {self._word} has shape {tensors.shape(self._word)}; expected (vocab, {d}), the model width config.json's hidden_size gives")
         self.n_vocab = tensors.shape(self._word)[0]
         self.positions = get("embeddings.position_embeddings.weight", (self.max_positions, d))
         self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size") or 2), d))[0]

@@ -197,6 +197,13 @@ class LoadedModel:
             raise ModelError(f"the text is {type(text).__name__}, not str: give a sentence as a str" + (" (decode bytes first)" if isinstance(text, bytes) else ""))
         if not text.strip():
             raise ModelError(EMPTY_TEXT)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate: bytes that were not UTF-8, read with surrogateescape
+            raise ModelError(
+                f"the text is not valid Unicode: character {error.start} is {text[error.start]!r}, a byte that was not "
+                "UTF-8 (a file in another encoding?); give UTF-8 text"
+            ) from None
         encoded = self.tokenizer.encode(text)
         if all(encoded.added):  # "\u200b": characters the tokenizer drops, leaving only the [CLS] and [SEP] it adds
             raise ModelError(f"the text has nothing {self.title}'s tokenizer keeps (only {' '.join(encoded.tokens)}): give a sentence of words")

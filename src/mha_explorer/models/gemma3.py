@@ -105,7 +105,8 @@ class Gemma3(Architecture):
 
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
-            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d})")
+            gives = "config.json's hidden_size" if source.path.is_dir() else "the metadata's embedding_length"
+            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
         self.n_vocab = source.shape(self._embed_name)[0]
         # the reference keeps sqrt(d_model) as a float32 number and multiplies in float32
         self.embed_scale = np.float32(np.sqrt(d))
@@ -167,7 +168,7 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
     act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
     if act != "gelu_pytorch_tanh":
         raise CheckpointError(f"{where}: hidden_activation is {act!r}; the Gemma 3 converter supports gelu_pytorch_tanh")
-    common = llama.hf_sizes(cfg, HF_DEFAULTS)
+    common = llama.hf_sizes(cfg, where, HF_DEFAULTS)
     types = cfg.get("layer_types")
     if not types:
         every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or GGUF_GLOBAL_EVERY)
@@ -194,16 +195,16 @@ def from_gguf(gguf: GGUFFile, progress) -> Gemma3:
         raise CheckpointError(f"{where} has attention biases; the Gemma 3 converter reads models without them")
     common = llama.gguf_sizes(gguf, a)
     d, h, n, e = common["d_model"], common["n_heads"], common["n_layers"], common["d_head"]
-    if int(gguf.value(f"{a}.attention.value_length", e)) != e:
+    if llama.gguf_number(gguf, f"{a}.attention.value_length", e) != e:
         raise CheckpointError(f"{where}: key and value widths differ; the Gemma 3 converter expects them equal")
     sizes = Sizes(
         **common,
         rope_theta={
-            "full_attention": float(gguf.value(f"{a}.rope.freq_base", 1_000_000.0)),
+            "full_attention": llama.gguf_number(gguf, f"{a}.rope.freq_base", 1_000_000.0, kind=float),
             "sliding_attention": GGUF_LOCAL_ROPE_THETA,
         },
         scale=float(d // h if n == 62 else e) ** -0.5,
-        sliding_window=int(gguf.value(f"{a}.attention.sliding_window")),
+        sliding_window=llama.gguf_number(gguf, f"{a}.attention.sliding_window"),
         layer_types=_pattern(n, GGUF_GLOBAL_EVERY),
     )
     return Gemma3(sizes, gguf, GGUF_NAMES, norm_offset=0.0, progress=progress)

@@ -21,6 +21,7 @@ puts them back in the rotate-half order that trace() and Hugging Face use.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,7 +73,7 @@ class Sizes:
     max_positions: int | None
 
 
-def hf_sizes(cfg: dict, defaults: dict | None = None) -> dict:
+def hf_sizes(cfg: dict, where: str, defaults: dict | None = None) -> dict:
     """The sizes every decoder family reads alike from a Hugging Face config, as Sizes' keywords.
     defaults: the family's own for keys the config leaves out (transformers uses them too)."""
     cfg = {**(defaults or {}), **cfg}
@@ -81,7 +82,7 @@ def hf_sizes(cfg: dict, defaults: dict | None = None) -> dict:
         "d_model": d,
         "n_heads": h,
         "n_kv_heads": int(cfg.get("num_key_value_heads") or h),
-        "d_head": int(cfg.get("head_dim") or d // h),
+        "d_head": head_width(d, h, cfg.get("head_dim"), f"{where}/config.json: hidden_size", "num_attention_heads", "head_dim"),
         "d_ffn": int(cfg["intermediate_size"]),
         "n_layers": int(cfg["num_hidden_layers"]),
         "eps": float(cfg.get("rms_norm_eps") or 1e-6),  # null: not given
@@ -91,17 +92,38 @@ def hf_sizes(cfg: dict, defaults: dict | None = None) -> dict:
 
 def gguf_sizes(gguf: GGUFFile, a: str) -> dict:
     """The same from a GGUF file's metadata, whose keys start with the architecture's name a."""
-    d, h = int(gguf.value(f"{a}.embedding_length")), int(gguf.value(f"{a}.attention.head_count"))
+    d, h = gguf_number(gguf, f"{a}.embedding_length"), gguf_number(gguf, f"{a}.attention.head_count")
     return {
         "d_model": d,
         "n_heads": h,
-        "n_kv_heads": int(gguf.value(f"{a}.attention.head_count_kv", h)),
-        "d_head": int(gguf.value(f"{a}.attention.key_length", d // h)),
-        "d_ffn": int(gguf.value(f"{a}.feed_forward_length")),
-        "n_layers": int(gguf.value(f"{a}.block_count")),
-        "eps": float(gguf.value(f"{a}.attention.layer_norm_rms_epsilon")),
-        "max_positions": gguf.value(f"{a}.context_length", None),
+        "n_kv_heads": gguf_number(gguf, f"{a}.attention.head_count_kv", h),
+        "d_head": head_width(d, h, gguf_number(gguf, f"{a}.attention.key_length", None), f"{gguf.path.name}: {a}.embedding_length", f"{a}.attention.head_count", f"{a}.attention.key_length"),
+        "d_ffn": gguf_number(gguf, f"{a}.feed_forward_length"),
+        "n_layers": gguf_number(gguf, f"{a}.block_count"),
+        "eps": gguf_number(gguf, f"{a}.attention.layer_norm_rms_epsilon", kind=float),
+        "max_positions": gguf_number(gguf, f"{a}.context_length", None),
     }
+
+
+def gguf_number(gguf: GGUFFile, key: str, default=..., kind: type = int):
+    """A metadata number, checked as config.json's are: a whole number, 1 or more (kind int), or a
+    number above 0 (kind float). default: when the key is absent (none: the key is required)."""
+    value = gguf.value(key, default)
+    if value is default and default is not ...:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) or not 0 < value < math.inf:
+        wanted = "a whole number, 1 or more" if kind is int else "a number above 0"
+        raise CheckpointError(f"{gguf.path.name}: metadata {key} is {value!r}; give {wanted}")
+    return kind(value)
+
+
+def head_width(d: int, h: int, given, width_key: str, heads_key: str, head_key: str) -> int:
+    """A head's width: the config's, or d_model split evenly among the heads (where it can be)."""
+    if given is not None:
+        return int(given)
+    if d % h:
+        raise CheckpointError(f"{width_key} {d} is not divisible by {heads_key} {h}; give a head count that divides it, or the head width as {head_key}")
+    return d // h
 
 
 class Llama(Architecture):
@@ -123,7 +145,8 @@ class Llama(Architecture):
 
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
-            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d})")
+            gives = "the metadata's embedding_length" if gguf else "config.json's hidden_size"
+            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
         self.n_vocab = source.shape(self._embed_name)[0]
         self.layers = []
         for i in range(s.n_layers):
@@ -176,7 +199,7 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Llama:
     for key, allowed in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
         if cfg.get(key) is not None and cfg[key] != allowed:  # null: not given, the default
             raise CheckpointError(f"{where}: {key} is {cfg[key]!r}; the Llama converter supports {allowed!r} only")
-    sizes = Sizes(**hf_sizes(cfg), rope_theta=hf_rope_theta(cfg, where))
+    sizes = Sizes(**hf_sizes(cfg, where), rope_theta=hf_rope_theta(cfg, where))
     return Llama(sizes, tensors, hf_names(tensors, HF_NAMES), gguf=False, progress=progress)
 
 
@@ -197,8 +220,8 @@ def from_gguf(gguf: GGUFFile, progress) -> Llama:
         raise CheckpointError(f"{where} uses RoPE scaling {scaling!r}; supported: none")
     if gguf.has("blk.0.attn_q.bias"):
         raise CheckpointError(f"{where} has attention biases; the Llama converter reads models without them")
-    sizes = Sizes(**gguf_sizes(gguf, a), rope_theta=float(gguf.value(f"{a}.rope.freq_base", 10000.0)))
-    rotated = int(gguf.value(f"{a}.rope.dimension_count", sizes.d_head))
+    sizes = Sizes(**gguf_sizes(gguf, a), rope_theta=gguf_number(gguf, f"{a}.rope.freq_base", 10000.0, kind=float))
+    rotated = gguf_number(gguf, f"{a}.rope.dimension_count", sizes.d_head)
     if rotated != sizes.d_head:
         raise CheckpointError(f"{where} rotates {rotated} of {sizes.d_head} components per head; only full-width RoPE is supported")
     return Llama(sizes, gguf, GGUF_NAMES, gguf=True, progress=progress)
@@ -217,5 +240,8 @@ def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None, default:
         if kind != "default":
             raise CheckpointError(f"{where}: {key} asks for RoPE scaling {kind!r}; supported: default (none)")
     if isinstance(params, dict) and "rope_theta" in params:
-        return float(params["rope_theta"])
+        theta = params["rope_theta"]
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 0 < theta < math.inf:
+            raise CheckpointError(f"{where}/config.json: rope_parameters' rope_theta is {theta!r}; give a number above 0")
+        return float(theta)
     return float(cfg.get("rope_theta") or default)

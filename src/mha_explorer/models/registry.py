@@ -164,7 +164,7 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise refuse_pickle(path)
         if path.is_file() and path.suffix.lower() not in (".gguf", ".safetensors"):
             raise not_a_checkpoint(path)
-        path = path.resolve()
+        path = utf8_path(path.resolve())
         if path in out.values():
             continue
         base = short_name(path)
@@ -174,6 +174,17 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             name = f"{base[: 64 - len(f'-{k}')]}-{k}"  # a name stays within the 64 characters a request allows
         out[name] = path
     return out
+
+
+def utf8_path(path: Path) -> Path:
+    """path, if its name is text: a byte that is not UTF-8 (read by Python as a lone surrogate)
+    could be neither shown on the page nor sent in its answers."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise ModelError(f"the path {shown} holds a byte that is not UTF-8: rename it with UTF-8 characters, or move the checkpoint to a path that has them") from None
+    return path
 
 
 def not_a_checkpoint(path: Path) -> CheckpointError:
@@ -239,7 +250,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
             if _looks_like_a_path(key):
                 raise ModelError(f"no such file or directory: {key}; {choices}")
             raise ModelError(f"unknown model {key!r}: {choices}")
-        key = str(path.resolve())
+        key = str(utf8_path(path.resolve()))
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:

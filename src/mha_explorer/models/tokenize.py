@@ -114,9 +114,9 @@ def from_gguf(gguf: GGUFFile) -> TextTokenizer:
         return _byte_level_bpe(gguf)
     if kind == "llama":
         return _sentencepiece_bpe(gguf)
+    said = " has no tokenizer.ggml.model: the file holds no vocabulary" if kind is None else f": tokenizer.ggml.model is {kind!r}"
     raise CheckpointError(
-        f"{gguf.path.name}: tokenizer.ggml.model is {kind!r}; the explorer reads 'gpt2' (byte-level BPE) "
-        "and 'llama' (SentencePiece BPE) vocabularies"
+        f"{gguf.path.name}{said}; the explorer reads 'gpt2' (byte-level BPE) and 'llama' (SentencePiece BPE) vocabularies"
     )
 
 

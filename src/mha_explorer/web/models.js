@@ -218,7 +218,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     } catch (failure) {
       if (stale()) return null;
       failed = failure;
-      error.textContent = current ? `${sentence(failure.message)}. The last good result stays on screen.` : `${sentence(failure.message)}.`;
+      const said = sentence(failure.message).replace(/\.?$/, "."); // one full stop, whether the message ends in one or not
+      error.textContent = current ? `${said} The last good result stays on screen.` : said;
       status.textContent = current ? shownStatus : ""; // what is on screen is still that
       bar.hidden = true;
       return false;
