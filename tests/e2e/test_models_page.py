@@ -488,11 +488,27 @@ def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_hea
     page.locator(".stage .head-shares button[data-pick-head='5']").click()
     expect(page.locator(".stage h2")).to_contain_text("(head 5 inspected)")
     expect(page.locator(".stage .head-shares .bar-row.inspected")).to_contain_text("head 5")
-    # by keyboard, the focus stays on the head picked (its row, now the inspected one)
+    # by keyboard, the focus stays on the head picked (its row, now the inspected one), and the page
+    # where it was: the row in view, at the same place (the page used to jump a screen up)
     page.locator(".stage .head-shares button[data-pick-head='7']").focus()
+    page.wait_for_timeout(400)  # the head is fetched while the focus rests there
+    before = page.evaluate("() => [scrollY, document.activeElement.getBoundingClientRect().top]")
     page.keyboard.press("Enter")
     expect(page.locator(".stage h2")).to_contain_text("(head 7 inspected)")
     page.wait_for_function("() => document.activeElement?.closest('.head-shares .bar-row.inspected')?.textContent.includes('head 7')")
+    page.wait_for_timeout(200)
+    after = page.evaluate("() => [scrollY, document.activeElement.getBoundingClientRect().top, innerHeight]")
+    assert after[0] == before[0] and 0 <= after[1] < after[2] and abs(after[1] - before[1]) < 30, (before, after)
+    # a head picked from the head outputs at the Projections stage, not fetched yet: its entry takes
+    # the focus (it went to the page's body) and the page stays where it was
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    button = page.locator(".outputs button[data-pick-head='9']")
+    button.scroll_into_view_if_needed()
+    y = page.evaluate("scrollY")
+    button.click()
+    expect(page.locator(".stage h2")).to_contain_text("head 9")
+    page.wait_for_function("() => document.activeElement?.matches('.head-output.inspected[data-head=\"9\"]')")
+    assert page.evaluate("scrollY") == y
 
 
 @needs("minilm")
@@ -713,6 +729,30 @@ def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_
             if stage == "Scores":  # the strip itself is wider, and scrolls
                 strip = page.locator(".stage .wide-table:has(.heatmap-figure)").evaluate("b => [b.scrollWidth, b.clientWidth]")
                 assert strip[0] > strip[1], strip
+    finally:
+        context.close()
+
+
+@needs("minilm")
+def test_on_a_phone_the_lens_opens_inside_the_part_of_a_wide_map_in_view(browser, server_url):
+    """A map of every query (some 240 tokens) is wider than a phone and scrolls in its figure: a
+    tap on its right half opened the lens to the right of the cell, past what the phone shows."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        text = " ".join(["attention lets every token read from every other token while each head learns its own pattern"] * 15)
+        trace_model(page, server_url, "minilm", text, 1)
+        page.get_by_label("Calculation stage").select_option(label="Weights")
+        page.get_by_role("button", name="All queries").tap()
+        canvas = page.locator(".stage canvas.heatmap").first
+        canvas.scroll_into_view_if_needed()
+        shown = page.locator(".stage .figure").first.bounding_box()
+        box = canvas.bounding_box()
+        assert box["width"] > shown["width"], (box, shown)  # the map is wider than the phone shows
+        for x in (0.55, 0.75, 0.95):
+            page.touchscreen.tap(shown["x"] + x * shown["width"], box["y"] + box["height"] / 2)
+            lens = page.locator(".stage canvas.heatmap-lens:not([hidden])").bounding_box()
+            assert shown["x"] - 1 <= lens["x"] and lens["x"] + lens["width"] <= shown["x"] + shown["width"] + 1, (x, lens, shown)
     finally:
         context.close()
 
@@ -954,6 +994,10 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     go.focus()
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('last good result')")
+    # the text box is marked as refused, and says why (as a lab field is); a text traced is not
+    box = page.get_by_label("Text", exact=True)
+    assert box.get_attribute("aria-invalid") == "true" and box.get_attribute("aria-describedby") == "model-error"
+    assert box.evaluate("e => getComputedStyle(e).borderTopWidth") == "2px"
     # an empty text: the message says what is empty
     page.get_by_label("Text", exact=True).fill("")
     go.click()
@@ -980,6 +1024,7 @@ def test_trace_by_keyboard_keeps_the_focus_and_errors_speak_of_what_is_there(pag
     box.press("Control+Enter")
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.endsWith('tokens.')")
     assert "bark" in page.locator(".token-strip").inner_text()
+    assert box.get_attribute("aria-invalid") is None and box.get_attribute("aria-describedby") is None
     box.fill("Birds sing at dawn.")
     page.get_by_label("Layer (from 0)").select_option("3")
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('layer 3')")

@@ -369,6 +369,15 @@ def test_full_precision_on_hover_and_focus(page, server_url, api):
     page.mouse.move(0, 0)
     page.locator(".stage .num").nth(1).hover()
     assert page.locator(".stage .num").nth(1).evaluate(after) == json.dumps(repr(float(arrays["weights"][0, payload.query, 1])))
+    # Escape hides the full value, the focused number's and the pointed one's (it covers the number
+    # beside it), until the number is left
+    page.keyboard.press("Escape")
+    assert page.locator(".stage .num").nth(1).evaluate(after) == "none" and number.evaluate(after) == "none"
+    page.mouse.move(0, 0)
+    page.keyboard.press("ArrowRight")  # the next number shows its own
+    assert page.evaluate("() => getComputedStyle(document.activeElement, '::after').content") == json.dumps(repr(float(arrays["weights"][0, payload.query, 1])))
+    page.keyboard.press("ArrowLeft")  # and the first shows it again
+    assert number.evaluate(after) == json.dumps(repr(float(value)))
 
 
 def test_keyboard_only_walkthrough(page, server_url, artifacts):

@@ -587,6 +587,15 @@ function render({ model, el, otherConfigs, printAll = null }) {
   });
   root.addEventListener("mouseover", placeTip);
   root.addEventListener("focusin", placeTip);
+  // Escape hides a number's full value (the tip over the focused or pointed number, which covers
+  // the number beside it) until the focus or the pointer leaves that number
+  root.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    for (const number of [event.target.closest?.(".num"), ...root.querySelectorAll(".num:hover")]) number?.classList.add("tip-off");
+  });
+  const tipBack = (event) => event.target.closest?.(".num")?.classList.remove("tip-off");
+  root.addEventListener("focusout", tipBack);
+  root.addEventListener("mouseout", tipBack);
   // the Matrices view is built when first opened, once per payload
   matrices.addEventListener("toggle", () => {
     if (matrices.open && matrices.children.length === 1) fillMatrices();
@@ -1009,7 +1018,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
     }
     clearTimeout(unanswered);
     if (loading) {
-      // a real model's payload holds one head at a time; the adapter fetches the one asked for
+      // a real model's payload holds one head at a time; the adapter fetches the one asked for.
+      // Meanwhile the panel keeps its height: a page shortened for a moment would lose its place
+      stagePanel.style.minHeight = `${stagePanel.getBoundingClientRect().height}px`;
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
       // in a notebook the head comes from the Python that made the view: none answers in a saved
       // notebook reopened, or after the kernel restarted (the page's own fetch says its failures)
@@ -1022,6 +1033,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     } else {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
+      stagePanel.style.minHeight = "";
       const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
       if (share) {
         focusShare = false;
@@ -1042,8 +1054,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
       printWhenHere = null; // (another head picked meanwhile: no print)
     }
     if (outputs.firstChild !== outputNodes[0]) {
+      // a head's entry that has the focus keeps it in the entries drawn anew (the head arrived)
+      const focused = outputs.contains(document.activeElement) ? document.activeElement.closest(".head-output")?.dataset.head : undefined;
       outputs.replaceChildren(...outputNodes);
       showInspected();
+      if (focused !== undefined && focusHead === null) focusHead = Number(focused);
     }
     if (focusHead !== null) {
       const entry = outputs.querySelector(`.head-output[data-head="${focusHead}"]`);
@@ -1188,15 +1203,19 @@ function render({ model, el, otherConfigs, printAll = null }) {
 }
 
 // container's children made nodes, in order, leaving in place those already there: a node taken
-// out and put back is styled and laid out anew.
+// out and put back is styled and laid out anew. The children that go are taken out last, so that
+// the container is never shorter than it ends: a page read meanwhile (a focus leaving one of them)
+// would lose its scroll position to a page cut short.
 function placeChildren(container, nodes) {
   const kept = new Set(nodes);
-  for (const child of [...container.childNodes]) if (!kept.has(child)) child.remove();
+  const gone = new Set([...container.childNodes].filter((child) => !kept.has(child)));
   let at = container.firstChild;
   for (const node of nodes) {
+    while (gone.has(at)) at = at.nextSibling;
     if (node === at) at = at.nextSibling;
     else container.insertBefore(node, at);
   }
+  for (const child of gone) child.remove();
 }
 
 // An attribute set (null: removed) only when its value changes, so that a step touches only the
@@ -2388,10 +2407,14 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     }
     ctx.strokeStyle = "#c2410c"; // the cursor's colour on the map
     ctx.strokeRect((cursor[1] - first) * zx + 1, (cursor[0] - top) * zy + 1, zx - 2, zy - 2);
-    // beside the cursor, right of it and below, on the map; on the other side where the map ends first
+    // beside the cursor, right of it and below, on the map; on the other side where the map ends
+    // first, or the part of it in view (a map wider than a phone scrolls in its figure)
     const x = left + cursor[1] * cw;
     const gap = 14;
-    const lx = x + gap + w <= width ? x + gap : Math.max(0, x - gap - w);
+    const at = entry.box.getBoundingClientRect();
+    const view = entry.box.closest(".figure")?.getBoundingClientRect() ?? { left: 0, right: innerWidth };
+    const [seenLeft, seenRight] = [Math.max(0, view.left - at.left), Math.min(width, view.right - at.left, innerWidth - at.left)];
+    const lx = x + gap + w <= seenRight ? x + gap : Math.max(seenLeft, x - gap - w);
     const ly = rows === 1 ? height + 2 : Math.max(0, Math.min(height - ht, cursor[0] * ch + gap));
     Object.assign(lens.style, { left: `${lx}px`, top: `${ly}px` });
   }

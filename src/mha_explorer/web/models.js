@@ -48,7 +48,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   const go = h("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
   const bar = h("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
   const status = h("p", { class: "model-status", role: "status" });
-  const error = h("p", { class: "lab-error", role: "alert" });
+  const error = h("p", { class: "lab-error", id: "model-error", role: "alert" });
   const python = h("details", { class: "in-python" }, h("summary", {}, "This layer in Python"), h("pre", {}, h("code", {})));
   let models = [];
   let current = null; // the request behind the payload on screen
@@ -209,6 +209,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
+      markText(false);
       onPayload(payload, request);
       showPython();
       const picked = pickedDuring;
@@ -220,6 +221,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       failed = failure;
       const said = sentence(failure.message).replace(/\.?$/, "."); // one full stop, whether the message ends in one or not
       error.textContent = current ? `${said} The last good result stays on screen.` : said;
+      markText(failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
       status.textContent = current ? shownStatus : ""; // what is on screen is still that
       bar.hidden = true;
       return false;
@@ -352,6 +354,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       go.click();
     }
   });
+  // the text box marked as refused (with the message that says why), or not
+  const markText = (refused) => {
+    if (refused) for (const [name, value] of [["aria-invalid", "true"], ["aria-describedby", "model-error"]]) text.setAttribute(name, value);
+    else for (const name of ["aria-invalid", "aria-describedby"]) text.removeAttribute(name);
+  };
   // an edited text is not the one on screen until it is traced: the status line says so
   text.addEventListener("input", () => {
     if (current && text.value !== current.text) status.textContent = "The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.";
