@@ -354,10 +354,14 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       go.click();
     }
   });
-  // the text box marked as refused (with the message that says why), or not
+  // the text box marked as refused (described by the message that says why, and by its note in a
+  // static copy), or not
   const markText = (refused) => {
-    if (refused) for (const [name, value] of [["aria-invalid", "true"], ["aria-describedby", "model-error"]]) text.setAttribute(name, value);
-    else for (const name of ["aria-invalid", "aria-describedby"]) text.removeAttribute(name);
+    const described = [fixed ? "model-text-note" : null, refused ? "model-error" : null].filter(Boolean).join(" ");
+    if (refused) text.setAttribute("aria-invalid", "true");
+    else text.removeAttribute("aria-invalid");
+    if (described) text.setAttribute("aria-describedby", described);
+    else text.removeAttribute("aria-describedby");
   };
   // an edited text is not the one on screen until it is traced: the status line says so
   text.addEventListener("input", () => {
