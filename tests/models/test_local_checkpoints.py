@@ -253,6 +253,10 @@ DAMAGED_CONFIGS = {
         {"num_attention_heads": 5, "num_key_value_heads": 5, "head_dim": None},
         "config.json: hidden_size 64 is not divisible by num_attention_heads 5; give a head count that divides it, or the head width as head_dim",
     ),
+    "more layers than it holds": (
+        {"num_hidden_layers": 5},
+        "config.json's num_hidden_layers is 5, but the checkpoint holds no layer 3 (no model.layers.3.self_attn.q_proj.weight): give the number of layers it holds",
+    ),
     "a word for the rope base": (
         {"rope_parameters": {"rope_type": "default", "rope_theta": "x"}, "rope_theta": None},
         "config.json: rope_parameters' rope_theta is 'x'; give a number above 0",

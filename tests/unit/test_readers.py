@@ -92,7 +92,7 @@ def test_bfloat16_is_widened_exactly(tmp_path):
         (struct.pack("<Q", 4) + b"nope", "not valid JSON"),
         (header_only([1, 2]), "not a JSON object"),
         (header_only({"t": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}, b"xx"), "dtype 'F8_E4M3'"),
-        (header_only({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"1234"), "outside the 4 bytes"),
+        (header_only({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"1234"), "outside the 4 bytes of data the file holds; the file is cut short: copy or download it again"),
         (header_only({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"12345678"), "needs 12 bytes"),
         (header_only({"t": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, b"12345678"), "shape \\[-2\\]"),
         (header_only({"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}, b"12345678"), "outside"),
@@ -380,6 +380,13 @@ def test_a_gguf_size_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, damag
     changes, message = DAMAGED_GGUF[damage]
     path = write_gguf(tmp_path / "m.gguf", tensors={"t": np.ones(4, np.float32)}, **(GGUF_SIZES | changes))
     with pytest.raises(CheckpointError, match=re.escape(f"m.gguf: {message}") if "divisible" not in message else re.escape(message)):
+        load_model(path)
+
+
+def test_a_gguf_that_counts_more_layers_than_it_holds_says_so(tmp_path):
+    embed = {"token_embd.weight": np.zeros((10, 64), np.float32)}
+    path = write_gguf(tmp_path / "m.gguf", tensors=embed, **(GGUF_SIZES | {"llama__block_count": 2}))
+    with pytest.raises(CheckpointError, match=re.escape("the metadata's block_count is 2, but the checkpoint holds no layer 0 (no blk.0.attn_q.weight): give the number of layers it holds")):
         load_model(path)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..config import AttentionConfig
 from ..weights import AttentionWeights
 from .errors import CheckpointError
-from .forward import Architecture, check_shape, gelu_erf, layer_norm, linear, per_head
+from .forward import Architecture, check_layer_held, check_shape, gelu_erf, layer_norm, linear, per_head
 from .readers import SafetensorsCheckpoint
 
 
@@ -63,6 +63,7 @@ class Bert(Architecture):
         for i in range(self.n_layers):
             progress(i / self.n_layers, f"layer {i}")
             L = f"encoder.layer.{i}."
+            check_layer_held(tensors, p + L + "attention.self.query.weight", i, self.n_layers, "config.json's num_hidden_layers", where)
             attn = AttentionWeights(
                 W_Q=per_head(get(L + "attention.self.query.weight", (d, d)), h),  # (h, d, e)
                 W_K=per_head(get(L + "attention.self.key.weight", (d, d)), h),

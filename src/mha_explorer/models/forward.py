@@ -264,6 +264,13 @@ def per_head(w: np.ndarray, n_heads: int) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(n_heads, rows // n_heads, d_model).transpose(0, 2, 1))
 
 
+def check_layer_held(source, name: str, i: int, n_layers: int, key: str, where: str) -> None:
+    """A layer the config counts (key: the config's name for the count) must be in the checkpoint:
+    said so when its first tensor, name, is not, rather than as a tensor missing."""
+    if not source.has(name):
+        raise CheckpointError(f"{where}: {key} is {n_layers}, but the checkpoint holds no layer {i} (no {name}): give the number of layers it holds")
+
+
 def check_shape(where: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Converters check every tensor as they read it: its shape, and that it holds finite floating-point numbers."""
     if a.shape != shape:

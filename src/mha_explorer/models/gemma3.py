@@ -34,7 +34,7 @@ from ..config import AttentionConfig
 from ..trace import rms_norm
 from ..weights import AttentionWeights
 from .errors import CheckpointError
-from .forward import Architecture, check_shape, gelu_tanh, linear, per_head
+from .forward import Architecture, check_layer_held, check_shape, gelu_tanh, linear, per_head
 from . import llama
 from .readers import GGUFFile, SafetensorsCheckpoint
 
@@ -113,6 +113,8 @@ class Gemma3(Architecture):
         self.layers = []
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
+            held = "config.json's num_hidden_layers" if source.path.is_dir() else "the metadata's block_count"
+            check_layer_held(source, names["q"].format(i=i), i, s.n_layers, held, where)
             attn = AttentionWeights(
                 W_Q=per_head(get("q", i, (h * e, d)), h),  # (h, d, e)
                 W_K=per_head(get("k", i, (g * e, d)), g),  # (g, d, e)

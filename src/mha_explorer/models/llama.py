@@ -31,7 +31,7 @@ from ..config import AttentionConfig
 from ..trace import rms_norm
 from ..weights import AttentionWeights
 from .errors import CheckpointError
-from .forward import Architecture, check_shape, linear, per_head, silu
+from .forward import Architecture, check_layer_held, check_shape, linear, per_head, silu
 from .readers import GGUFFile, SafetensorsCheckpoint, unpermute_qk_rows
 
 HF_NAMES = {
@@ -151,6 +151,7 @@ class Llama(Architecture):
         self.layers = []
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
+            check_layer_held(source, names["q"].format(i=i), i, s.n_layers, "the metadata's block_count" if gguf else "config.json's num_hidden_layers", where)
             W_q, W_k = get("q", i, (h * e, d)), get("k", i, (g * e, d))
             if gguf:
                 W_q, W_k = unpermute_qk_rows(W_q, h), unpermute_qk_rows(W_k, g)

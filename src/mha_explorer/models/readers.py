@@ -177,6 +177,7 @@ def _check_entry(file: str, tensor: str, info: Any, data_size: int) -> TensorEnt
     if not begin <= end <= data_size:
         raise CheckpointError(
             f"{where} lies at bytes {begin}..{end}, outside the {data_size} bytes of data the file holds"
+            + ("; the file is cut short: copy or download it again" if begin <= end else "")
         )
     expected = math.prod(shape) * np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
     if end - begin != expected:
