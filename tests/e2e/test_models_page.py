@@ -262,6 +262,21 @@ def test_a_head_asked_of_a_notebooks_python_that_never_answers_says_what_to_do(p
 
 
 @needs("minilm")
+def test_a_head_that_cannot_be_fetched_is_said_once_and_leaves_no_blank_panel(page, server_url):
+    """The stage keeps its height while a head comes (the page keeps its place), for a second at
+    most: a head that does not come gives the panel its own height back."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
+    tall = page.locator(".stage").evaluate("e => e.getBoundingClientRect().height")
+    page.route("**/api/model-head", lambda route: route.fulfill(status=503, json={"detail": [{"field": "body", "message": "the server is busy."}]}))
+    page.get_by_label("Inspect head").select_option("5")
+    expect(page.locator("#models .lab-error")).to_have_text("Head 5 could not be fetched: the server is busy. Pick it again to retry.")
+    page.wait_for_timeout(1200)
+    panel = page.locator(".stage").evaluate("e => [e.style.minHeight, e.getBoundingClientRect().height]")
+    assert panel[0] == "" and panel[1] < tall / 2, (panel, tall)
+    page.console_errors[:] = [e for e in page.console_errors if "status of 503" not in e]  # the browser logs the answer
+
+
+@needs("minilm")
 def test_heads_fetched_ahead_never_push_out_the_head_on_screen(page, server_url):
     """The page keeps six heads; a pointer running over many thumbnails or options fetches more.
     The ones used longest ago go, never the head shown, which another step returns to at once."""

@@ -378,6 +378,12 @@ def test_full_precision_on_hover_and_focus(page, server_url, api):
     assert page.evaluate("() => getComputedStyle(document.activeElement, '::after').content") == json.dumps(repr(float(arrays["weights"][0, payload.query, 1])))
     page.keyboard.press("ArrowLeft")  # and the first shows it again
     assert number.evaluate(after) == json.dumps(repr(float(value)))
+    # a mouse user's focus is outside the view: Escape hides the pointed number's all the same
+    page.evaluate("() => document.activeElement.blur()")
+    page.locator(".stage .num").nth(2).hover()
+    assert page.locator(".stage .num").nth(2).evaluate(after) != "none"
+    page.keyboard.press("Escape")
+    assert page.locator(".stage .num").nth(2).evaluate(after) == "none"
 
 
 def test_keyboard_only_walkthrough(page, server_url, artifacts):

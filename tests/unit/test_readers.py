@@ -384,8 +384,9 @@ def test_a_gguf_size_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, damag
 
 
 def test_a_gguf_that_counts_more_layers_than_it_holds_says_so(tmp_path):
+    """(Its context length written as a float, 256.0, is taken as the count it is.)"""
     embed = {"token_embd.weight": np.zeros((10, 64), np.float32)}
-    path = write_gguf(tmp_path / "m.gguf", tensors=embed, **(GGUF_SIZES | {"llama__block_count": 2}))
+    path = write_gguf(tmp_path / "m.gguf", tensors=embed, **(GGUF_SIZES | {"llama__block_count": 2, "llama__context_length": 256.0}))
     with pytest.raises(CheckpointError, match=re.escape("the metadata's block_count is 2, but the checkpoint holds no layer 0 (no blk.0.attn_q.weight): give the number of layers it holds")):
         load_model(path)
 

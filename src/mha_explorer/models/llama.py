@@ -111,6 +111,8 @@ def gguf_number(gguf: GGUFFile, key: str, default=..., kind: type = int):
     value = gguf.value(key, default)
     if value is default and default is not ...:
         return default
+    if kind is int and isinstance(value, float) and value.is_integer():  # 4096.0: a writer's float for a count
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) or not 0 < value < math.inf:
         wanted = "a whole number, 1 or more" if kind is int else "a number above 0"
         raise CheckpointError(f"{gguf.path.name}: metadata {key} is {value!r}; give {wanted}")

@@ -588,12 +588,25 @@ function render({ model, el, otherConfigs, printAll = null }) {
   root.addEventListener("mouseover", placeTip);
   root.addEventListener("focusin", placeTip);
   // Escape hides a number's full value (the tip over the focused or pointed number, which covers
-  // the number beside it) until the focus or the pointer leaves that number
-  root.addEventListener("keydown", (event) => {
+  // the number beside it) until the focus or the pointer leaves that number. Heard on the whole
+  // document, as it goes down (the view keeps its keys from what is around it): a mouse user's
+  // focus is often outside the view.
+  const tipsOff = new Set();
+  const hideTips = (event) => {
     if (event.key !== "Escape") return;
-    for (const number of [event.target.closest?.(".num"), ...root.querySelectorAll(".num:hover")]) number?.classList.add("tip-off");
-  });
-  const tipBack = (event) => event.target.closest?.(".num")?.classList.remove("tip-off");
+    const focused = root.contains(event.target) ? event.target.closest?.(".num") : null;
+    for (const number of [focused, ...root.querySelectorAll(".num:hover")]) {
+      if (!number) continue;
+      number.classList.add("tip-off");
+      tipsOff.add(number);
+    }
+  };
+  document.addEventListener("keydown", hideTips, true);
+  const tipBack = (event) => {
+    const number = event.target.closest?.(".num");
+    number?.classList.remove("tip-off");
+    tipsOff.delete(number);
+  };
   root.addEventListener("focusout", tipBack);
   root.addEventListener("mouseout", tipBack);
   // the Matrices view is built when first opened, once per payload
@@ -986,7 +999,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
     }, REST);
   }
 
+  let heightKept = null; // the timer that gives a panel waiting for its head its own height back
   function update(announce) {
+    for (const number of tipsOff) number.classList.remove("tip-off"); // a full value hidden with Escape shows again on the next view
+    tipsOff.clear();
     const { payload } = view;
     const place = placeOf(view);
     const { stage, head, query, all } = place;
@@ -1019,8 +1035,12 @@ function render({ model, el, otherConfigs, printAll = null }) {
     clearTimeout(unanswered);
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for.
-      // Meanwhile the panel keeps its height: a page shortened for a moment would lose its place
-      stagePanel.style.minHeight = `${stagePanel.getBoundingClientRect().height}px`;
+      // Meanwhile the panel keeps its height for a while: a page shortened for a moment would lose
+      // its place (a head that does not come gives it back)
+      if (!stagePanel.style.minHeight) {
+        stagePanel.style.minHeight = `${stagePanel.getBoundingClientRect().height}px`;
+        heightKept = setTimeout(() => (stagePanel.style.minHeight = ""), 1000);
+      }
       stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
       // in a notebook the head comes from the Python that made the view: none answers in a saved
       // notebook reopened, or after the kernel restarted (the page's own fetch says its failures)
@@ -1033,6 +1053,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     } else {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
+      clearTimeout(heightKept);
       stagePanel.style.minHeight = "";
       const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
       if (share) {
@@ -1054,18 +1075,21 @@ function render({ model, el, otherConfigs, printAll = null }) {
       printWhenHere = null; // (another head picked meanwhile: no print)
     }
     if (outputs.firstChild !== outputNodes[0]) {
-      // a head's entry that has the focus keeps it in the entries drawn anew (the head arrived)
-      const focused = outputs.contains(document.activeElement) ? document.activeElement.closest(".head-output")?.dataset.head : undefined;
+      // what has the focus in a head's entry keeps it in the entries drawn anew (the head arrived)
+      const had = outputs.contains(document.activeElement) ? document.activeElement : null;
+      const [entryHead, pick] = [had?.closest(".head-output")?.dataset.head, had?.dataset.pickHead];
       outputs.replaceChildren(...outputNodes);
       showInspected();
-      if (focused !== undefined && focusHead === null) focusHead = Number(focused);
+      const back = pick !== undefined ? outputs.querySelector(`button[data-pick-head="${pick}"]`) : null;
+      if (back) back.focus({ preventScroll: true });
+      else if (entryHead !== undefined && focusHead === null) focusHead = Number(entryHead);
     }
     if (focusHead !== null) {
       const entry = outputs.querySelector(`.head-output[data-head="${focusHead}"]`);
       focusHead = null;
       if (entry) {
         entry.tabIndex = -1; // focusable by script only: Tab goes on from here
-        entry.focus();
+        entry.focus({ preventScroll: true }); // where the button picked was: the page stays where the user has it
       }
     }
     for (const button of overviewBox.querySelectorAll("button[data-head]")) {
@@ -1187,6 +1211,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   model.on("change:upcoming", buildAhead);
   return () => {
     alive = false;
+    document.removeEventListener("keydown", hideTips, true);
     clearTimeout(resting);
     window.removeEventListener("beforeprint", beforePrint);
     window.removeEventListener("afterprint", afterPrint);

@@ -191,7 +191,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     tracing = true;
     pickedDuring = null;
     const stale = () => ticket !== latest;
-    error.textContent = "";
+    tell("");
     failed = null;
     go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
     try {
@@ -209,7 +209,6 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
-      markText(false);
       onPayload(payload, request);
       showPython();
       const picked = pickedDuring;
@@ -219,9 +218,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     } catch (failure) {
       if (stale()) return null;
       failed = failure;
-      const said = sentence(failure.message).replace(/\.?$/, "."); // one full stop, whether the message ends in one or not
-      error.textContent = current ? `${said} The last good result stays on screen.` : said;
-      markText(failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
+      const said = ended(sentence(failure.message));
+      tell(current ? `${said} The last good result stays on screen.` : said, failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
       status.textContent = current ? shownStatus : ""; // what is on screen is still that
       bar.hidden = true;
       return false;
@@ -243,7 +241,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // true when ready, false when it failed, null when another model was picked meanwhile (its
   // layers are not this one's to list)
   async function prepare(name, keepLayer) {
-    error.textContent = "";
+    tell("");
     try {
       const state = await ensureLoaded(name);
       if (picker.value !== name) return null;
@@ -256,7 +254,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       return true;
     } catch (failure) {
       if (picker.value !== name) return null;
-      error.textContent = `${sentence(failure.message)}.`;
+      tell(ended(sentence(failure.message)));
       status.textContent = "";
       bar.hidden = true;
       return false;
@@ -296,13 +294,13 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       try {
         payload = await fetchHead(head);
       } catch (failure) {
-        if (wantedHead === head) error.textContent = `Head ${head} could not be fetched: ${failure.message}. Pick it again to retry.`;
+        if (wantedHead === head) tell(`Head ${head} could not be fetched: ${ended(failure.message)} Pick it again to retry.`);
         return false;
       }
       if (!payload) return false;
     }
     if (wantedHead !== head) return false;
-    error.textContent = "";
+    tell("");
     current = { ...current, head };
     byHead.delete(head); // kept as the one used last
     byHead.set(head, payload);
@@ -326,7 +324,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const info = models.find((m) => m.name === name);
     if (info?.heavy && info.state !== "ready") {
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
-      error.textContent = "";
+      tell("");
       status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
       layerBeforeWait ??= Number(layer.value) || 0;
       fillLayers(info.outline ?? null, layerBeforeWait); // its own layers, known before it loads, to trace the one picked
@@ -354,6 +352,12 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       go.click();
     }
   });
+  // what the panel says went wrong ("" for nothing); the text box is marked when the text was refused
+  function tell(message, textRefused = false) {
+    error.textContent = message;
+    markText(textRefused);
+  }
+  const ended = (message) => message.replace(/\.?$/, "."); // one full stop, whether the message ends in one or not
   // the text box marked as refused (described by the message that says why, and by its note in a
   // static copy), or not
   const markText = (refused) => {
@@ -373,24 +377,24 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       try {
         await refresh();
       } catch (failure) {
-        error.textContent = `The list of models could not be read (${failure.message}).`;
+        tell(`The list of models could not be read (${failure.message}).`);
         return false;
       }
       // a link to a model this server does not have (or has not installed) says so, rather than open another
       const named = models.find((m) => m.name === initial.model);
       if (!fixed && initial.model && !named?.installed) {
-        error.textContent = named
+        tell(named
           ? `${named.title} is not installed here: run make models.`
-          : `This server has no model “${initial.model}”: a link names one of ${models.filter((m) => m.installed).map((m) => `${m.name} (${m.title})`).join(", ")}.`;
+          : `This server has no model “${initial.model}”: a link names one of ${models.filter((m) => m.installed).map((m) => `${m.name} (${m.title})`).join(", ")}.`);
         return false;
       }
       // a static copy holds one text and some models: a link to another is refused, not changed
       if (fixed && initial.model && !fixed.layers[initial.model]) {
-        error.textContent = `This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`;
+        tell(`This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`);
         return false;
       }
       if (fixed && initial.text && initial.text !== fixed.text) {
-        error.textContent = `This page holds one text, “${fixed.text}”, not the link's.`;
+        tell(`This page holds one text, “${fixed.text}”, not the link's.`);
         return false;
       }
       const ready = await prepare(picker.value, initial.layer ?? 0);
