@@ -277,6 +277,28 @@ def test_a_head_that_cannot_be_fetched_is_said_once_and_leaves_no_blank_panel(pa
 
 
 @needs("minilm")
+def test_while_a_head_comes_the_focus_and_the_scroll_stay_where_the_user_put_them(page, server_url):
+    """The head outputs are drawn anew when a head arrives: the button the user tabbed to keeps
+    the focus (not its entry), and a page scrolled meanwhile is not pulled back to them."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    slow = "() => { const f = window.fetch; window.fetch = async (...a) => { if (String(a[0]).includes('model-head')) await new Promise((r) => setTimeout(r, 1500)); return f(...a); }; }"
+    page.evaluate(slow)
+    page.locator(".outputs button[data-pick-head='9']").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".stage .loading-head")).to_be_visible()
+    page.locator(".outputs button[data-pick-head='10']").focus()  # the user moves on to another head's name
+    expect(page.locator(".stage .loading-head")).to_have_count(0, timeout=10_000)
+    assert page.evaluate("() => document.activeElement.dataset.pickHead") == "10"
+    page.locator(".outputs button[data-pick-head='8']").click()
+    expect(page.locator(".stage .loading-head")).to_be_visible()
+    page.evaluate("() => scrollTo(0, 0)")
+    expect(page.locator(".stage .loading-head")).to_have_count(0, timeout=10_000)
+    page.wait_for_timeout(100)
+    assert page.evaluate("scrollY") == 0
+
+
+@needs("minilm")
 def test_heads_fetched_ahead_never_push_out_the_head_on_screen(page, server_url):
     """The page keeps six heads; a pointer running over many thumbnails or options fetches more.
     The ones used longest ago go, never the head shown, which another step returns to at once."""
