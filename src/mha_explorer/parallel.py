@@ -3,8 +3,8 @@
 NumPy runs each call on one core, except matrix products, which BLAS spreads over threads of its
 own. A big layer instead splits its work into independent parts (heads, or blocks of rows): the
 calling thread and a small pool of threads take them in turn, one thread a core; NumPy releases
-the GIL inside each call. Meanwhile BLAS is
-held to one thread: its threads keep spinning between calls and would take the pool's cores.
+the GIL inside each call. Meanwhile BLAS is held to one thread: its threads keep spinning between
+calls and would take the pool's cores.
 
 That limit is process-wide, so parallel parts take turns: a server tracing two requests at once
 runs one request's parts, then the other's (each already fills every core). Without the turns, the

@@ -168,13 +168,7 @@ def attention_layers(
         return []
     if h.ndim != 2 or h.shape[0] < 1 or h.shape[1] != layers[0][1].d_model:
         raise ConfigError(f"h has shape {h.shape}; the first layer needs (n, {layers[0][1].d_model}) with n >= 1")
-    for w, config in layers:
-        w.check(config)
-        if not w.__dict__.get("_frozen"):  # frozen weights (a loaded model's) were checked once, by frozen()
-            w.check_finite()
-    dtype = np.result_type(h, *(a for w, _ in layers for a in w.arrays().values()))
-    if dtype not in (np.float32, np.float64):  # as _run: float16's range is too small for the softmax
-        raise ConfigError(f"h and the weights make {dtype}; attention computes in float32 or float64: cast them, e.g. h.astype(np.float32)")
+    dtype = _checked_dtype("h", h, layers, "attention")
     n = h.shape[0]
     positions = np.arange(n)
     packed = [w.packed_qkv() for w, _ in layers]  # (d, h*e + g*e + g*f) and its bias, per layer
@@ -246,12 +240,7 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
     if not finite.all():
         at = tuple(int(i) for i in np.argwhere(~finite)[0])
         raise ConfigError(f"x[{at[0]}, {at[1]}] is {x[at]}; every value of x must be a finite number, no NaN or infinity")
-    weights.check(config)
-    if not weights.__dict__.get("_frozen"):  # frozen weights (a loaded model's) were checked once, by frozen()
-        weights.check_finite()
-    dtype = np.result_type(x, *weights.arrays().values())
-    if dtype not in (np.float32, np.float64):  # float16's range is too small for the softmax's exponentials
-        raise ConfigError(f"x and the weights make {dtype}; trace computes in float32 or float64: cast them, e.g. x.astype(np.float32)")
+    dtype = _checked_dtype("x", x, [(weights, config)], "trace")
     n = x.shape[0]
     positions = _positions(positions, n)
     # numbers past the dtype's range are said (Overflow), not warned about and carried on as NaN
@@ -265,6 +254,19 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
     if problem:
         raise Overflow(problem)
     return stages
+
+
+def _checked_dtype(name: str, a: np.ndarray, layers: Sequence[tuple[AttentionWeights, AttentionConfig]], who: str):
+    """The dtype attention computes in for input a (named name) and layers' weights, once each
+    weight fits its config and holds finite numbers; who computes, for the message."""
+    for w, config in layers:
+        w.check(config)
+        if not w.__dict__.get("_frozen"):  # frozen weights (a loaded model's) were checked once, by frozen()
+            w.check_finite()
+    dtype = np.result_type(a, *(array for w, _ in layers for array in w.arrays().values()))
+    if dtype not in (np.float32, np.float64):  # float16's range is too small for the softmax's exponentials
+        raise ConfigError(f"{name} and the weights make {dtype}; {who} computes in float32 or float64: cast them, e.g. {name}.astype(np.float32)")
+    return dtype
 
 
 class Overflow(ConfigError):

@@ -104,16 +104,17 @@ class Gemma3(Architecture):
             return a + np.float32(norm_offset) if key in NORMS else a  # the effective multiplier 1 + w
 
         self._source, self._embed_name = source, names["embed"]
+        hf = source.path.is_dir()  # a Hugging Face directory, else a GGUF file: how an error names the config's keys
         if source.shape(self._embed_name)[1:] != (d,):
-            gives = "config.json's hidden_size" if source.path.is_dir() else "the metadata's embedding_length"
+            gives = "config.json's hidden_size" if hf else "the metadata's embedding_length"
             raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
         self.n_vocab = source.shape(self._embed_name)[0]
         # the reference keeps sqrt(d_model) as a float32 number and multiplies in float32
         self.embed_scale = np.float32(np.sqrt(d))
         self.layers = []
+        held = "config.json's num_hidden_layers" if hf else "the metadata's block_count"
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
-            held = "config.json's num_hidden_layers" if source.path.is_dir() else "the metadata's block_count"
             check_layer_held(source, names["q"].format(i=i), i, s.n_layers, held, where)
             attn = AttentionWeights(
                 W_Q=per_head(get("q", i, (h * e, d)), h),  # (h, d, e)

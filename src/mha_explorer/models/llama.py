@@ -151,9 +151,10 @@ class Llama(Architecture):
             raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
         self.n_vocab = source.shape(self._embed_name)[0]
         self.layers = []
+        held = "the metadata's block_count" if gguf else "config.json's num_hidden_layers"
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
-            check_layer_held(source, names["q"].format(i=i), i, s.n_layers, "the metadata's block_count" if gguf else "config.json's num_hidden_layers", where)
+            check_layer_held(source, names["q"].format(i=i), i, s.n_layers, held, where)
             W_q, W_k = get("q", i, (h * e, d)), get("k", i, (g * e, d))
             if gguf:
                 W_q, W_k = unpermute_qk_rows(W_q, h), unpermute_qk_rows(W_k, g)
