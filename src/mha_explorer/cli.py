@@ -22,7 +22,7 @@ from .narrative import PAGE_STAGE_IDS, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
-from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, named_positions, token_label, token_labels
+from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, token_label, token_labels
 from .walkthrough import ASCII_SIGNS, print_wrapped, render
 
 
@@ -122,13 +122,11 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
         return int(wanted)
     if not found and re.fullmatch(r"[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
         fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {', '.join(dict.fromkeys(labels))}")
+    hint = misnamed(wanted, found, position, texts, labels)
+    if hint is not None:  # a position where the token is not, or a word cut into pieces
+        fail(f"--query {wanted}: {hint}")
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
-    if position not in found:
-        name = re.sub(r" ?@[0-9]+$", "", wanted)  # a position was asked for: "fox@3"
-        if len(found) == 1:
-            fail(f"--query {wanted}: {name!r} is at position {found[0]} only, not {position}: write {name}, or {name}@{found[0]}")
-        fail(f"--query {wanted}: {name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{found[1]}")
     return position
 
 

@@ -319,6 +319,32 @@ def named_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     return found, found[0] if found else None
 
 
+def misnamed(wanted: str, found: list[int], position: int | None, texts: list[str], labels: list[str]) -> str | None:
+    """Why `wanted` names no token, when there is more to say than the list of tokens: a token asked
+    for at a position where it is not ("'the' is at positions 0, 3, not 2; name one, as the@3", the
+    nearest), or a word the tokenizer cut into pieces ("'Engineers' is cut into 2 tokens here,
+    'Engine' + 'ers' at positions 0 to 1; name one of them"). None when neither is so."""
+    if found and position not in found:
+        name = re.sub(r" ?@[0-9]+$", "", wanted)
+        if len(found) == 1:
+            return f"{name!r} is at position {found[0]} only, not {position}: write {name}, or {name}@{found[0]}"
+        nearest = min(found, key=lambda j: abs(j - position))
+        return f"{name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{nearest}"
+    word = wanted.strip().lower()
+    if found or not word:
+        return None
+    for i in range(len(texts)):
+        joined = ""
+        for j in range(i, min(len(texts), i + 16)):  # a word is rarely cut into more than a few pieces
+            joined += texts[j] if j > i else texts[j].lstrip()
+            if len(joined.strip()) > len(word) or not word.startswith(joined.strip().lower()):
+                break
+            if j > i and joined.strip().lower() == word:
+                pieces = " + ".join(repr(label) for label in labels[i : j + 1])
+                return f"{wanted.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
+    return None
+
+
 def kv_cache_all_layers(model, n: int) -> dict[str, int]:
     """Bytes of the model's KV cache after n tokens, per dtype, summed over its layers (each with its
     own K/V heads, and its window when it has one)."""

@@ -100,6 +100,13 @@ class Trace:
         """The stage names, in order: a trace reads as a dict of its stages (dict(t) works)."""
         return self.stages.keys()
 
+    def items(self):
+        """(stage name, array) pairs, in order, as a dict's."""
+        return self.stages.items()
+
+    def values(self):
+        return self.stages.values()
+
     def __iter__(self):
         return iter(self.stages)
 

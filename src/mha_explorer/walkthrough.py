@@ -209,8 +209,9 @@ def render(
             console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
     print_wrapped(
         console,
-        "Numbers show two decimals; every result is worked out from the full numbers, so a sum or product of the"
-        " shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
+        "Numbers show two decimals; every result is worked out from the full numbers (only the softmax by hand takes"
+        " e^s of the scores as shown), so a sum or product of the shown decimals may land a little off the shown"
+        " result: 0.01 or so, more when many numbers are added.",
         style="dim",
     )
 
@@ -554,10 +555,12 @@ def _softmax_by_hand(t, tokens, i, h, superscripts: bool = True) -> Table:
     # (no check where every e^s is 0 even in full: scores below -745, which the layer's own softmax
     # takes relative to the largest; only an edited lab layer makes them)
     off = [j for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])] if total > 0 else []
+    # the page's caption says the same: which columns come from the numbers as shown
+    table.caption = "e^s is worked out from each s as shown, and Σ e^s from the e^s as shown; each weight from the full numbers."
     if off:
         given = "; ".join(f"the weight of “{named(tokens, j).plain}” comes to {by_hand(j)} (shown: {fmt(t['weights'][h, i, j])})" for j in off)
-        table.caption = f"The weights are worked out from the full numbers. Worked from e^s ÷ Σ e^s as shown instead, {given}."
-        table.caption_justify = "left"
+        table.caption += f" Worked from e^s ÷ Σ e^s as shown instead, {given}."
+    table.caption_justify = "left"
     return table
 
 
@@ -594,7 +597,7 @@ def _weights_table(t, tokens, i, heads):
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
     if len(keys) < len(tokens):  # (fewer than top where the mask leaves the query fewer keys)
-        table.title = f"{title}: " + (f"the {len(keys)} largest weights" if len(heads) == 1 else f"each head's {top} largest weights, in text order")
+        table.title = f"{title}: " + (largest(len(keys)) if len(heads) == 1 else f"each head's {top} largest weights, in text order")
     for j in keys:
         cells = []
         for h in heads:
@@ -613,6 +616,12 @@ def _weights_table(t, tokens, i, heads):
     return table
 
 
+def largest(count: int) -> str:
+    """The weights a long text's table keeps: "the 5 largest weights", "the largest weight" (a causal
+    layer's first query sees one key)."""
+    return "the largest weight" if count == 1 else f"the {count} largest weights"
+
+
 def _mixing(t, tokens, i, heads, fits):
     """z_h as its sum of weighted value rows: on one line when it fits the terminal, else one term a line."""
     visible = int((~hidden_keys(len(tokens), t.config)[i]).sum())  # keys the query sees
@@ -627,8 +636,8 @@ def _mixing(t, tokens, i, heads, fits):
         def terms(count: bool, g=g, h=h, keys=keys) -> list[str]:
             shown = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j], count=count)}" for j in keys]
             if len(tokens) > MAX_SHOWN:
-                seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible keys of {len(tokens)}"
-                shown.append(f"… ({seen}; the {len(keys)} largest weights shown)")
+                seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible key{'' if visible == 1 else 's'} of {len(tokens)}"
+                shown.append(f"… ({seen}; {largest(len(keys))} shown)")
             return shown
 
         start = f"head {h}: z_{h} = "

@@ -336,11 +336,13 @@ class Explorer(anywidget.AnyWidget):
         labels = (self.payload.get("model") or {}).get("labels") or tokens  # as the view names them: "␣cat", not "Ġcat"
         choices = ", ".join(f"{i} {t!r}" for i, t in enumerate(labels))
         if isinstance(value, str):
-            index = _find_token(self.payload, value)
+            index, hint = _find_token(self.payload, value)
             if index is not None:
                 return index
+            if hint is not None and not re.fullmatch(r"[0-9]+", value.strip()):  # a position where the token is not, or a word cut into pieces
+                raise traitlets.TraitError(f"query {value!r}: {hint}; or choose one of {choices}")
             if not re.fullmatch(r"[0-9]+", value.strip()):
-                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, \"the@4\" for the one at position 4, or an index)")
+                raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, {_repeated_example(labels)}, or an index)")
             value = int(value)  # "2", no token "2": position 2, as the CLI's --query takes it
         if not _is_index(value):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
@@ -376,14 +378,28 @@ def _is_index(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _find_token(payload: Mapping, wanted: str) -> int | None:
+def _find_token(payload: Mapping, wanted: str) -> tuple[int | None, str | None]:
     """The token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
-    all find "Ġfox", its first occurrence; "fox@4" (or "fox @4", as the view labels it) the fox at position 4."""
-    from .modelview import named_positions
+    all find "Ġfox", its first occurrence; "fox@4" (or "fox @4", as the view labels it) the fox at
+    position 4. Else None, and what the CLI would say of it (modelview.misnamed), if anything."""
+    from .modelview import misnamed, named_positions, token_label
 
     model = payload.get("model") or {}
-    found, position = named_positions(payload["tokens"], model.get("readable") or payload["tokens"], wanted, model.get("labels"))
-    return position if position in found else None
+    texts = model.get("readable") or payload["tokens"]
+    labels = model.get("labels") or [token_label(token, text) for token, text in zip(payload["tokens"], texts)]
+    found, position = named_positions(payload["tokens"], texts, wanted, labels)
+    if position in found:
+        return position, None
+    return None, misnamed(wanted, found, position, texts, labels)
+
+
+def _repeated_example(labels: list[str]) -> str:
+    """How this trace's tokens are named at a position: its first repeated token at its second
+    place ("the@4"), else its last token at its own ("milk@3")."""
+    for j, label in enumerate(labels):
+        if label in labels[:j]:
+            return f'"{label}@{j}" for the one at position {j}'
+    return f'"{labels[-1]}@{len(labels) - 1}" for the one at position {len(labels) - 1}'
 
 
 def _model_of(payload: Mapping, known):

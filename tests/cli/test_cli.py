@@ -529,8 +529,10 @@ def test_the_softmax_by_hand_names_the_rows_that_do_not_land_on_the_weight(query
         weights = [two(w) for w in ref["weights"][h][i]]
         by_hand = [str((Decimal(x) / total).quantize(Decimal("0.01"), ROUND_HALF_UP)) for x in e]
         off = [f"the weight of “{tok}” comes to {b} (shown: {w})" for tok, b, w in zip(["cats", "like", "warm", "milk"], by_hand, weights) if b != w]
-        said = f"The weights are worked out from the full numbers. Worked from e^s ÷ Σ e^s as shown instead, {'; '.join(off)}."
+        said = f"Worked from e^s ÷ Σ e^s as shown instead, {'; '.join(off)}."
         table = out.split(f"head {h}: the softmax by hand")[1].split("head 1: the softmax by hand")[0]
+        # which columns come from the numbers as shown is said under every table (the footer's "full numbers" is not all)
+        assert "e^s is worked out from each s as shown, and Σ e^s from the e^s as shown; each weight from the full numbers." in table
         assert (said in table) == bool(off), (h, off, table)
         if not off:
             assert "Worked from" not in table

@@ -251,7 +251,8 @@ def test_a_position_and_labels_as_on_the_page():
     result = trace("--model", "smollm2", "--text", CATS, "--query", "cat@3")
     assert result.exit_code == 2 and result.stdout == ""
     error = result.stderr.splitlines()[-1]
-    assert error == f"error: --query cat@3: 'cat' is at positions {first}, {second}, not 3; name one, as cat@{second}"
+    nearest = min((first, second), key=lambda j: abs(j - 3))
+    assert error == f"error: --query cat@3: 'cat' is at positions {first}, {second}, not 3; name one, as cat@{nearest}"
 
 
 @needs["smollm2"]
@@ -575,3 +576,35 @@ def test_no_line_ends_in_a_space_a_copied_line_would_keep():
     """Rich left a space at each line break of the notes above and below the tables."""
     for out in (ok("--model", "minilm", "--text", FOX, width=80), ok(width=80)):
         assert not [line for line in out.splitlines() if line.endswith(" ")]
+
+
+@needs["smollm2"]
+@needs["minilm"]
+def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
+    """A word that is no token of its own ("Engineers" is "Engine" + "ers" to SmolLM2, "hyperparameters"
+    four WordPiece tokens to MiniLM) is named as cut, with its pieces and their places, not just unknown."""
+    for model, text, word, said in (
+        ("smollm2", "Engineers rarely trust attention maps.", "Engineers", "'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"),
+        ("minilm", "tokenization of hyperparameters", "hyperparameters", "'hyperparameters' is cut into 4 tokens here, 'hyper' + '##para' + '##meter' + '##s' at positions 4 to 7; name one of them"),
+    ):
+        result = trace("--model", model, "--text", text, "--query", word)
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.splitlines()[-1] == f"error: --query {word}: {said}"
+    # a piece itself is a query
+    assert "query Engine (position 0)" in ok("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engine", "--stage", "scores")
+
+
+@needs["minilm"]
+def test_a_token_asked_for_where_it_is_not_is_offered_at_its_nearest_place():
+    result = trace("--model", "minilm", "--text", "the cat saw the dog and the bird", "--query", "the@6")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == "error: --query the@6: 'the' is at positions 1, 4, 7, not 6; name one, as the@7"
+
+
+@needs["smollm2"]
+def test_a_causal_layers_first_query_sees_one_key_and_is_told_so_in_the_singular():
+    text = " ".join(["word"] * 40)  # past the length where every key is listed
+    weights = ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "weights", "--head", "0")
+    assert "the largest weight" in weights and "the 1 largest" not in weights
+    mixing = ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "mixing", "--head", "0")
+    assert "(1 visible key of 40; the largest weight shown)" in " ".join(mixing.replace("│", " ").split())

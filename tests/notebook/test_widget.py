@@ -452,7 +452,13 @@ def test_a_query_names_a_position_or_a_lowercased_token_as_the_terminal_does(min
         w.query = 0
         w.query = query
         assert w.query == 4
-    with pytest.raises(traitlets.TraitError, match='"the@4" for the one at position 4'):
+    # a token asked for where it is not: where it is, as the terminal says it
+    with pytest.raises(traitlets.TraitError, match=re.escape("query 'the@3': 'the' is at positions 0, 4, not 3; name one, as the@4; or choose one of 0 'the'")):
         w.query = "the@3"
+    # an unknown token: the example of a position is one of this trace's
+    with pytest.raises(traitlets.TraitError, match=re.escape('(a token, "the@4" for the one at position 4, or an index)')):
+        w.query = "dog"
+    with pytest.raises(traitlets.TraitError, match=re.escape('(a token, "milk@3" for the one at position 3, or an index)')):
+        Explorer().query = "dog"  # cats like warm milk: no token twice
     m = Explorer.from_model("minilm", text="The Fox ran", layer=0, query="Fox")  # BERT's tokenizer lowercases
     assert m.query_token == "fox"

@@ -208,3 +208,10 @@ def test_a_stage_the_trace_lacks_is_named_with_those_it_has():
     assert set(dict(t)) == set(t.stages) and list(t) == list(t.stages) and len(t) == len(t.stages)
     with pytest.raises(KeyError, match="this trace has no 'mask' stage; it has: x, q, k, v, scores"):
         t["mask"]
+
+
+def test_a_trace_reads_as_a_dict_of_its_stages():
+    config = CONFIGS["mha"]
+    t = trace(np.eye(3, 4), AttentionWeights.random(config, seed=0), config)
+    assert list(t.keys()) == list(t.stages) and [name for name, _ in t.items()] == list(t.stages)
+    assert all(a is t[name] for name, a in t.items()) and [id(a) for a in t.values()] == [id(t[name]) for name in t]
