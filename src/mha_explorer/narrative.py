@@ -25,9 +25,9 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "projections",
         "Projections",
         ("x", "q", "k", "v"),
-        r"q_i = x\,W_i^Q,\quad k_{i,j} = x_j\,W_i^K,\quad v_{i,j} = x_j\,W_i^V",
+        r"q_i = x_t\,W_i^Q,\quad k_{i,j} = x_j\,W_i^K,\quad v_{i,j} = x_j\,W_i^V",
         "Each head multiplies the whole input vector of a token by its own three matrices. "
-        "The query token gets a query vector q; every token, the query included, gets a key k and a value v. "
+        "The query token t gets a query vector q; every token j, the query included, gets a key k and a value v. "
         "No head sees a slice of x: each one projects all of it.",
     ),
     PageStage(
@@ -48,7 +48,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         r"\tilde{q}_i \cdot \tilde{k}_{i,j} = q_i^\top R_{j-t}\,k_{i,j}",
         "The layer has no position vectors added to its input. Instead it turns q and k by angles that grow "
         "with the token's position (t for the query, j for a key): components m and m + d_head/2 form a pair, and each pair turns at its own "
-        "speed. A dot product of two turned vectors depends only on how far apart the tokens are.",
+        "speed. In a dot product of two turned vectors the positions count only through how far apart the tokens are, j − t; "
+        "q and k themselves count as before.",
     ),
     PageStage(
         "scores",
@@ -194,7 +195,7 @@ def _biased(stage_id: str, latex: str, also: str) -> PageStage:
 _BIASED = {
     "projections": _biased(
         "projections",
-        r"q_i = x\,W_i^Q + b_i^Q,\quad k_{i,j} = x_j\,W_i^K + b_i^K,\quad v_{i,j} = x_j\,W_i^V + b_i^V",
+        r"q_i = x_t\,W_i^Q + b_i^Q,\quad k_{i,j} = x_j\,W_i^K + b_i^K,\quad v_{i,j} = x_j\,W_i^V + b_i^V",
         "Each product then gets the head's bias vector b added.",
     ),
     "output": _biased(

@@ -1343,6 +1343,8 @@ def test_one_token_is_counted_as_one_and_an_encoders_cache_is_said_to_be_a_decod
     title = page.locator(".costs .table-title").inner_text()
     assert title.startswith("A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder")
     assert title.endswith("per K/V head per token.")  # a sentence, with its full stop
+    # ...set as one: four lines of bold on a phone read as a heading
+    assert page.locator(".costs .table-title").evaluate("(p) => getComputedStyle(p).fontWeight") == "400"
 
 
 def test_a_lab_value_float32_could_hold_is_given_in_full_as_it_is(page, server_url):

@@ -547,6 +547,9 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
             assert tops[0] == tops[1], tops
         if title == "Value mixing":
             page.locator(".stage").screenshot(path=str(artifacts / "teaching-phone-mixing.png"))
+        if title == "Concatenation":  # z_0 and z_1 side by side, as the one vector they are: wrapped, they read as stacked
+            tops = page.locator(".stage .concat .block").evaluate_all("(bs) => bs.map((b) => Math.round(b.getBoundingClientRect().top))")
+            assert len(tops) == 2 and len(set(tops)) == 1, tops
         # an equation too wide for a line breaks before an operator, never after one: each × or =
         # sits on the line of the matrix it leads to
         apart = page.evaluate("""() => [...document.querySelectorAll('.stage .equation .op')].filter((op) => {

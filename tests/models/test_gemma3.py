@@ -160,7 +160,7 @@ def test_the_qk_norm_vectors_are_one_plus_the_checkpoints_weights_as_the_page_sa
         attention = ref.model.layers[layer].self_attn
         for ours, theirs in ((model.layer_weights(layer).q_norm, attention.q_norm), (model.layer_weights(layer).k_norm, attention.k_norm)):
             np.testing.assert_allclose(ours, 1 + theirs.weight.detach().numpy(), rtol=0, atol=1e-6)
-    assert "multiplies by 1 + w" in model.arch.norm_note and "shown here for q and k are 1 + w" in model.arch.norm_note
+    assert "multiplies by 1 + g" in model.arch.norm_note and "the learned w shown here for q and k is that 1 + g" in model.arch.norm_note
 
 
 def test_the_layer_count_said_before_loading_is_the_models(model):

@@ -351,3 +351,12 @@ def test_every_formula_names_the_query_head_and_the_keys_it_reads_the_same_way(c
     turned = r"R_{t}\,\hat{q}_i" if config.qk_norm else r"R_{t}\,q_i"
     assert turned in latex["rope"]
     assert ("normed q̂ and k̂" in next(s for s in page_stages(config) if s.id == "rope").explanation) == config.qk_norm
+
+
+def test_the_rotary_stage_says_positions_count_through_their_distance_not_that_scores_depend_on_it_alone():
+    """A turned dot product still depends on q and k: what rotary positions make relative is the
+    positions' part only. "Depends only on how far apart the tokens are" read as the whole score."""
+    config = AttentionConfig(d_model=8, n_heads=2, rope_theta=10_000.0, causal=True)
+    explanation = next(s for s in page_stages(config) if s.id == "rope").explanation
+    assert "the positions count only through how far apart the tokens are, j − t" in explanation
+    assert "depends only on how far apart" not in explanation

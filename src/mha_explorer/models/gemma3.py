@@ -72,8 +72,8 @@ class Gemma3(Architecture):
     input_note = llama.Llama.input_note  # pre-norm, as Llama
     output_note = "y is the attention's output: the layer normalizes it (RMSNorm) and adds it to the residual stream, then the MLP."
     norm_note = (
-        "Gemma's RMSNorm multiplies by 1 + w, where w is the weight Hugging Face checkpoints store (GGUF files store 1 + w): "
-        "the learned vectors shown here for q and k are 1 + w, the multipliers themselves."
+        "Gemma's RMSNorm multiplies by 1 + g, where g is the weight Hugging Face checkpoints store (GGUF files store 1 + g): "
+        "the learned w shown here for q and k is that 1 + g, the multiplier itself."
     )
 
     def __init__(self, s: Sizes, source, names: dict[str, str], norm_offset: float, progress: Callable[[float, str], None]):

@@ -1876,7 +1876,7 @@ function concat(view, query, head) {
     ),
   );
   return [
-    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read left to right, the blocks below are that one vector.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read in order, as a line of text, the blocks below are that one vector.`),
     h("div", { class: "concat" }, blocks),
   ];
 }
@@ -2726,10 +2726,11 @@ function costPanel(payload) {
   // the table's title above its scroller, not a caption: a caption is as wide as the table, and on
   // a phone its end would be scrolled out of sight
   // a layer without the causal mask keeps no cache: said first, so that the table reads as what a decoder would keep
+  // (a sentence of four lines, in the text's weight: in bold it read as a heading)
   const uncached = payload.model
     ? "This encoder keeps no KV cache; a decoder of its widths would keep, per layer, "
     : "A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder generating text it would keep, per layer, ";
-  const cacheTitle = h("p", { class: "table-title", id: uid("kv-cache") }, c.causal ? "KV cache per layer: " : uncached, "one key and one value per K/V head per token", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "", c.causal ? "" : "."); // a sentence ends with a full stop; a title does not
+  const cacheTitle = h("p", { class: c.causal ? "table-title" : "table-title sentence", id: uid("kv-cache") }, c.causal ? "KV cache per layer: " : uncached, "one key and one value per K/V head per token", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "", c.causal ? "" : "."); // a sentence ends with a full stop; a title does not
   const cache = h(
     "table",
     { class: "calc-table cost", "aria-labelledby": cacheTitle.id },
