@@ -296,10 +296,27 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
 
 def page_url(host: str, port: int) -> str:
     """The page's address; an IPv6 address is written in brackets (http://[::1]:8000/). A server
-    on every address (0.0.0.0, ::) is opened on this machine at localhost."""
-    if host in ("0.0.0.0", "::", ""):
+    on every address is opened on this machine at its loopback address: 0.0.0.0 at localhost, ::
+    (IPv6 only) at [::1], where "localhost" may be tried as 127.0.0.1 and find nothing."""
+    if host in ("0.0.0.0", ""):
         host = "localhost"
+    if host == "::":
+        host = "::1"
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def network_address(host: str) -> str | None:
+    """This machine's address on its network, as other machines reach a server on every address
+    (0.0.0.0 or ::): the one its route out leaves from. A UDP socket's connect sends nothing; no
+    route (no network) is None."""
+    family, far = (socket.AF_INET6, "2001:db8::1") if host == "::" else (socket.AF_INET, "192.0.2.1")
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((far, 9))
+            address = probe.getsockname()[0]
+    except OSError:
+        return None
+    return None if address in ("0.0.0.0", "::", "127.0.0.1", "::1") else address
 
 
 class _Progress:
@@ -462,11 +479,23 @@ def _spans(indexes: list[int]) -> str:
     metavar="NAME",
     help="a host name a loopback server also answers for (a reverse proxy's, passed on in the Host header); repeat for more",
 )
-def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+@click.option(
+    "--offer",
+    "offered",
+    multiple=True,
+    metavar="NAME",
+    help="offer only this named model (repeat for more: --offer minilm --offer smollm2); the others are neither listed nor loaded. Default: all",
+)
+def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str, ...], offered: tuple[str, ...]) -> None:
     """Start the explorer in the browser."""
+    from .models import available_models
     from .models.errors import ModelError
     from .models.registry import local_models
 
+    names = [info.name for info in available_models()]
+    for name in offered:
+        if name not in names:
+            fail(f"--offer {name!r} is not a named model; choose from: {', '.join(names)}")
     try:
         local = local_models(list(checkpoints))
     except ModelError as e:
@@ -484,14 +513,17 @@ def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str
     loopback = host in ("127.0.0.1", "localhost", "::1")
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # one JSON line per request
     click.echo(f"mha-explorer: open {page_url(host, port)} (Ctrl+C stops)")
+    if host in ("0.0.0.0", "::") and (address := network_address(host)):
+        click.echo(f"mha-explorer: from other machines: {page_url(address, port)} (this machine's address on its network)")
     if not loopback:
-        click.echo(f"mha-explorer: listening on {host}: anyone who can reach this port can use the explorer", err=True)
+        shown = f"[{host}]" if ":" in host else host
+        click.echo(f"mha-explorer: listening on {shown}: anyone who can reach this port can use the explorer", err=True)
         if allowed:
             note(f"--allow-host is for a server bound to the loopback address; bound to {host}, it answers for any name")
     for name, path in local.items():
         click.echo(f"mha-explorer: {path} is offered as {name!r} (it loads when chosen on the page)")
-    names = LOOPBACK_NAMES | {name.lower() for name in allowed}
-    app = create_app(models=ModelService(local=local), hosts=names if loopback else None)
+    hosts = LOOPBACK_NAMES | {name.lower() for name in allowed}
+    app = create_app(models=ModelService(local=local, offered=offered or None), hosts=hosts if loopback else None)
     settle_server_process()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
 

@@ -85,8 +85,9 @@ def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) ->
             raise LabError(field, f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")
         a = arrays[match[1]]
         digits = match[2].split(",")
-        # an index of 10 digits or more is past any array's end (and Python reads no int of 4,300)
-        index = tuple(int(i) if len(i.lstrip("0")) < 10 else np.iinfo(np.int64).max for i in digits)
+        # an index of 10 digits or more is past any array's end (and Python reads no int of 4,300
+        # digits: its leading zeros are left out before it is read)
+        index = tuple(int(i.lstrip("0") or "0") if len(i.lstrip("0")) < 10 else np.iinfo(np.int64).max for i in digits)
         if len(index) != a.ndim or any(i >= size for i, size in zip(index, a.shape)):
             raise LabError(field, f"{match[1]} has shape {a.shape}: give {a.ndim} indices, each below its size")
         a[index] = value

@@ -38,10 +38,12 @@ log = logging.getLogger("mha_explorer.models")
 
 class ModelService:
     """Loads models once, in a background thread, and reports how far each load has come: the
-    named ones, and local checkpoints given by short name (registry.local_models)."""
+    named ones (those `offered`, when given), and local checkpoints given by short name
+    (registry.local_models)."""
 
-    def __init__(self, local: dict | None = None):
+    def __init__(self, local: dict | None = None, offered: tuple[str, ...] | None = None):
         self.local = dict(local or {})  # short name -> path of a local checkpoint
+        self.offered = offered  # the named models listed and loaded; None: every one
         self.titles = {}  # short name -> its title in the menu (two of one folder name told apart)
         if self.local:
             from .models.registry import local_titles
@@ -55,7 +57,8 @@ class ModelService:
         """What the page may list: every named model, then the local checkpoints."""
         from .models.registry import available_models, local_info
 
-        return available_models() + [local_info(name, path, self.titles[name]) for name, path in self.local.items()]
+        named = [info for info in available_models() if self.offered is None or info.name in self.offered]
+        return named + [local_info(name, path, self.titles[name]) for name, path in self.local.items()]
 
     def state(self, name: str) -> dict:
         return self.snapshot(name)[0]

@@ -35,8 +35,10 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
-    "Cross-Origin-Opener-Policy": "same-origin",
 }
+# where the browser takes it: a page over HTTPS or on this machine. Over plain HTTP from another
+# machine Chromium ignores it and says so in the console, as an error, on every load.
+OPENER_POLICY = (b"cross-origin-opener-policy", b"same-origin")
 
 
 MAX_BODY = 1_000_000  # bytes: the page's lab requests send a seed and the edited cells, never whole arrays
@@ -122,10 +124,14 @@ class Guard:
         # page from before an upgrade never runs against the new server
         static = scope["path"] == "/" or scope["path"].startswith("/static/")
 
+        host = re.sub(r":[0-9]+$", "", dict(scope["headers"]).get(b"host", b"").decode("latin-1")).lower()
+        trusted = scope.get("scheme") == "https" or host in LOOPBACK_NAMES or host.startswith("127.")
+        extra = [*([(b"cache-control", b"no-cache")] if static else []), *([OPENER_POLICY] if trusted else [])]
+
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 state["status"], state["sent"] = message["status"], True
-                message["headers"] = [*message.get("headers", []), *self.headers, *([(b"cache-control", b"no-cache")] if static else [])]
+                message["headers"] = [*message.get("headers", []), *self.headers, *extra]
             elif head and message["type"] == "http.response.body":
                 message = {**message, "body": b""}
             await send(message)
@@ -236,9 +242,17 @@ def known_parameters(request: Request) -> None:
     known = {p.alias for p in dependant.query_params} if dependant else set()
     unknown = [name for name in request.query_params if name not in known]
     if unknown:
-        fix = "send it as a field of the JSON body" if request.method == "POST" else "remove it"
+        has_body = bool(dependant and dependant.body_params)
+        fix = "send it as a field of the JSON body" if request.method == "POST" and has_body else "remove it"
         takes = f" (it takes {', '.join(sorted(known))})" if known else ""
-        raise LabError(f"url.{unknown[0]}", f"{shown_json(unknown[0])} is not a parameter of this address{takes}; {fix}")
+        raise LabError(f"url.{field_name(unknown[0])}", f"{shown_json(unknown[0])} is not a parameter of this address{takes}; {fix}")
+
+
+def field_name(name) -> str:
+    """A part of a field's name as an answer gives it back: a name the client made up is cut past
+    40 characters (a megabyte of key is not sent back)."""
+    name = str(name)
+    return name if len(name) <= 40 else f"{name[:30]}…"
 
 
 def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
@@ -300,7 +314,7 @@ def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
         message = "is not a field of this request; remove it"
     else:
         message = error["msg"]
-    return {"field": ".".join(str(p) for p in path) or "body", "message": message, "type": kind}
+    return {"field": ".".join(field_name(p) for p in path) or "body", "message": message, "type": kind}
 
 
 def shown_json(value, longest: int = 60) -> str:
@@ -536,7 +550,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             asked = request.scope.get("asked_method", request.method)
             return problem(405, "method", f"{asked} is not answered at {request.url.path}; use {allowed or 'another method'}", headers)
         if error.status_code == 404:
-            return problem(404, "path", f"there is nothing at {request.url.path[:80]}; the page is at /, and /openapi.json lists the API's paths", headers)
+            return problem(404, "path", f"there is nothing at {request.url.path if len(request.url.path) <= 80 else request.url.path[:70] + '…'}; the page is at /, and /openapi.json lists the API's paths", headers)
         return problem(error.status_code, "path", str(error.detail), headers)
 
     @app.exception_handler(Refused)

@@ -357,3 +357,51 @@ def test_a_parameter_of_the_address_no_route_takes_is_refused_not_ignored():
     assert client.get("/api/example?encoding=binary").json()["detail"][0]["field"] == "url.encoding"
     assert client.get("/api/example?encoding=base64").status_code == 200
     assert client.get("/?utm_source=mail").status_code == 200 and client.get("/api/health?t=1").status_code == 200
+    # a route that takes no body: the parameter is to be left out, not moved into one
+    force = client.post("/api/models/minilm/load?force=1").json()["detail"][0]
+    assert force == {"field": "url.force", "message": '"force" is not a parameter of this address; remove it'}
+
+
+def test_a_name_the_client_made_up_is_given_back_cut_short():
+    """An unknown field of 900 KB came back whole in `field`: a 900 KB answer to one mistake."""
+    client = TestClient(create_app(max_body=2_000_000))
+    long_name = "k" * 900_000
+    for answer in (
+        client.post("/api/trace", json=SMALL | {long_name: 1}),
+        client.post("/api/trace", json={**SMALL, "config": {"d_model": 4, "n_heads": 2, long_name: 1}}),
+        client.get(f"/api/models?{'a' * 30_000}=1"),
+    ):
+        assert answer.status_code == 422 and len(answer.content) < 2_000, len(answer.content)
+        field = answer.json()["detail"][0]["field"]
+        assert field.endswith("k" * 30 + "…") or field.endswith("a" * 30 + "…"), field
+    nothing = client.get("/" + "x" * 200).json()["detail"][0]["message"]
+    assert "x" * 69 + "…;" in nothing  # a path cut short says so
+
+
+def test_an_edit_index_padded_with_thousands_of_zeros_is_read_as_its_number():
+    """Python reads no int of 4,300 digits or more: "000…0" was a 500."""
+    client = TestClient(create_app())
+    zeros = "0" * 4_301
+    answer = client.post("/api/trace", json=SMALL | {"edits": {f"x:{zeros},0": 1.0}})
+    assert answer.status_code == 200, answer.text
+    x = client.post("/api/trace", json=SMALL | {"edits": {"x:0,0": 1.0}})
+    assert answer.json()["stages"]["x"] == x.json()["stages"]["x"]  # the same cell as x:0,0
+    past = client.post("/api/trace", json=SMALL | {"edits": {f"x:{zeros}9,0": 1.0}})
+    assert past.status_code == 422 and past.json()["detail"][0]["field"].startswith("edits.x:000")
+
+
+def test_the_opener_policy_is_sent_where_the_browser_takes_it():
+    """Over plain HTTP from another machine Chromium ignores Cross-Origin-Opener-Policy and logs
+    an error on every load: it is sent to a page on this machine, or over HTTPS, only."""
+    app = create_app()
+    for base, host, sent in (
+        ("http://testserver", "127.0.0.1:8000", True),
+        ("http://testserver", "localhost:8000", True),
+        ("https://explorer.example", "explorer.example", True),
+        ("http://testserver", "192.0.2.2:8761", False),
+        ("http://testserver", "explorer.example", False),
+    ):
+        answer = TestClient(app, base_url=base).get("/", headers={"host": host})
+        assert answer.status_code == 200
+        assert (answer.headers.get("cross-origin-opener-policy") == "same-origin") == sent, (base, host)
+        assert answer.headers["x-frame-options"] == "DENY"

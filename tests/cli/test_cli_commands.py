@@ -218,11 +218,31 @@ def test_a_token_at_a_position_is_named_as_the_tables_label_it_and_a_wrong_one_s
         ("localhost", "http://localhost:8000/"),
         ("::1", "http://[::1]:8000/"),
         ("0.0.0.0", "http://localhost:8000/"),  # every address: not one a browser opens
-        ("::", "http://localhost:8000/"),
+        ("::", "http://[::1]:8000/"),  # IPv6 only: "localhost" may be tried as 127.0.0.1, where nothing listens
     ],
 )
 def test_the_page_address_is_a_valid_url(host, url):
     assert page_url(host, 8000) == url
+
+
+def test_a_server_on_every_address_says_where_other_machines_open_it(monkeypatch):
+    """Bound to 0.0.0.0 it printed only localhost, which a student on another machine cannot use."""
+    import mha_explorer.cli as cli
+
+    monkeypatch.setattr(cli, "network_address", lambda host: "192.0.2.2")
+    monkeypatch.setattr(cli, "check_port", lambda host, port: None)
+    import uvicorn
+
+    import mha_explorer.memory
+
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # started, not served
+    monkeypatch.setattr(mha_explorer.memory, "settle_server_process", lambda: None)  # this process is the tests'
+    result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--port", "8761"])
+    assert result.exit_code == 0, result.output
+    assert "mha-explorer: open http://localhost:8761/ (Ctrl+C stops)" in result.stdout
+    assert "mha-explorer: from other machines: http://192.0.2.2:8761/ (this machine's address on its network)" in result.stdout
+    loopback = CliRunner().invoke(main, ["serve", "--port", "8761"])
+    assert "other machines" not in loopback.stdout
 
 
 def test_serve_on_a_port_in_use_says_so_before_anything_else():
@@ -282,3 +302,28 @@ def test_python_dash_m_runs_the_same_command_line():
     assert done.stdout == invoke("trace", "--stage", "weights", "--head", "1").output
     usage = subprocess.run([sys.executable, "-m", "mha_explorer", "--help"], capture_output=True, text=True, timeout=120, env=env)
     assert usage.stdout.startswith("Usage: mha-explorer ")
+
+
+def test_serve_offers_only_the_named_models_asked_for(monkeypatch):
+    """A host with little memory leaves Gemma 3 out: --offer lists the models the page may load."""
+    import uvicorn
+
+    import mha_explorer.memory
+    import mha_explorer.server
+
+    made = {}
+    real = mha_explorer.server.create_app
+    monkeypatch.setattr(mha_explorer.server, "create_app", lambda **kwargs: made.setdefault("app", real(**kwargs)))
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(mha_explorer.memory, "settle_server_process", lambda: None)
+    monkeypatch.setattr("mha_explorer.cli.check_port", lambda host, port: None)
+    result = CliRunner().invoke(main, ["serve", "--offer", "minilm", "--offer", "smollm2"])
+    assert result.exit_code == 0, result.output
+    from fastapi.testclient import TestClient
+
+    client = TestClient(made["app"], base_url="http://127.0.0.1")  # a loopback server answers for loopback names
+    assert [m["name"] for m in client.get("/api/models").json()] == ["minilm", "smollm2"]
+    refused = client.post("/api/models/gemma3/load")
+    assert refused.status_code == 404 and refused.json()["detail"][0]["message"] == "no model named \"gemma3\"; choose one of: minilm, smollm2"
+    wrong = CliRunner().invoke(main, ["serve", "--offer", "gemma"])
+    assert wrong.exit_code == 2 and "--offer 'gemma' is not a named model; choose from: minilm, smollm2, gemma3" in wrong.stderr
