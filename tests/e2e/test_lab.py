@@ -1908,3 +1908,82 @@ def test_every_querys_table_breaks_a_keys_heading_only_before_its_name(page, ser
       return [th.textContent, new Set([...name.getClientRects()].map((r) => Math.round(r.top))).size];
     })""")
     assert len(lines) == 6 and all(count == 1 for _, count in lines), lines
+
+
+def test_cells_typed_while_a_run_computes_are_all_kept(page, server_url):
+    """Each cell typed starts a run; one typed before the last came back was built on the edits
+    that had landed, so the run before it (and its cell) was dropped: the grid showed six edits,
+    the figure and the link one."""
+    open_lab(page, server_url)
+    keys = ["x:0,0", "x:0,1", "x:1,0", "x:2,3"]
+    page.evaluate(
+        """(keys) => keys.forEach((key, i) => {  // one after the other, none waiting for a run to land
+            const cell = document.querySelector(`.edit-grid input[data-key="${key}"]`);
+            cell.value = String(1.25 + i);
+            cell.dispatchEvent(new Event("change", { bubbles: true }));
+        })""",
+        keys,
+    )
+    settle(page)
+    shown = link(page)
+    for i, key in enumerate(keys):
+        assert f"{key}={1.25 + i}" in shown.replace("%3A", ":").replace("%2C", ",").replace("%3D", "="), (key, shown)
+    # every value typed is in the x the figure was computed from
+    x = page.evaluate("() => { const x = window.mhaExplorer.model.get('payload').stages.x; return { shape: x.shape, data: Array.from(x.data) }; }")
+    cols = x["shape"][1]
+    values = [x["data"][int(key[2:].split(",")[0]) * cols + int(key.split(",")[1])] for key in keys]
+    assert values == [1.25 + i for i in range(len(keys))], values
+
+
+def test_a_link_to_the_teaching_examples_values_opens_as_that_preset(page, server_url, browser):
+    """The example's own values travel in a link as 80 edits: a colleague's page counted them all as
+    the user's, and Undo threw the example away for seed 0's values."""
+    open_lab(page, server_url)
+    page.get_by_label("Preset").select_option("example")
+    wait_kind(page, "MHA")
+    settle(page)
+    edit(page, "W_O", "W_O:0,0", "0.3")
+    shared = link(page)
+    other = browser.new_page()
+    try:
+        other.goto(shared)
+        other.wait_for_selector("#lab .edit-grid")
+        settle(other)
+        assert other.get_by_label("Preset").input_value() == "example"
+        asked = []
+        other.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+        other.get_by_role("button", name="Draw new values").click()
+        assert asked == ["Drawing new values replaces the 1 value you edited. Go on?"]
+        other.get_by_role("button", name="Undo my edits").click()
+        settle(other)
+        # back to the example's own values, not a seed's
+        assert other.get_by_label("Preset").input_value() == "example"
+        example = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
+        w_o = other.evaluate("() => Array.from(window.mhaExplorer.model.get('payload').weights.W_O.data)")
+        np.testing.assert_array_equal(np.array(w_o).reshape(4, 4), arrays_of(example)["W_O"])
+    finally:
+        other.close()
+
+
+def test_small_lab_mends_a_typeset_minus_a_tiny_value_a_bad_seed_and_the_bias_in_the_summary(page, server_url):
+    open_lab(page, server_url)
+    # a minus sign as typeset (copied from a paper) is a minus
+    edit(page, "x", "x:0,0", "\u22120.5")
+    assert "x:0,0=-0.5" in link(page).replace("%3A", ":").replace("%2C", ",").replace("%3D", "=")
+    # a value below float64's smallest is said, not made 0 in silence
+    cell = page.locator('.edit-grid input[data-key="x:0,1"]')
+    cell.fill("1e-400")
+    cell.blur()
+    message = cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
+    assert message.inner_text() == "1e-400 is too small for a computer's numbers (it would be 0): type 0, or a number from 1e-300 on."
+    # Draw new values with a seed that is no number keeps it as typed, and says why nothing was drawn
+    seed = page.get_by_label("Seed", exact=True)
+    seed.fill("abc")
+    page.get_by_role("button", name="Draw new values").click()
+    assert seed.input_value() == "abc" and seed.get_attribute("aria-invalid") == "true"
+    assert page.evaluate("() => document.activeElement.id") == seed.get_attribute("id")
+    # the line that tells configurations apart names the bias
+    set_field(page, "Seed", 0)
+    page.get_by_label("Bias").check()
+    settle(page)
+    assert page.locator(".outputs .hint").inner_text().endswith(" · causal · bias")

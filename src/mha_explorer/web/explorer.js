@@ -2739,7 +2739,7 @@ function costPanel(payload) {
       "tbody",
       {},
       rows.map(([label, kv]) =>
-        h("tr", { "data-kind": kv.kind }, h("th", { scope: "row" }, label), h("td", {}, String(kv.n_kv_heads)), h("td", {}, String(kv.numbers_per_token)), h("td", {}, bytes(kv.bytes_per_token.float16)), h("td", {}, bytes(kv.bytes_per_token.float32)), h("td", {}, bytes(kv.bytes.float16)), h("td", {}, bytes(kv.bytes.float32))),
+        h("tr", { "data-kind": kv.kind }, h("th", { scope: "row" }, label), h("td", {}, String(kv.n_kv_heads)), h("td", {}, kv.numbers_per_token.toLocaleString("en")), h("td", {}, bytes(kv.bytes_per_token.float16)), h("td", {}, bytes(kv.bytes_per_token.float32)), h("td", {}, bytes(kv.bytes.float16)), h("td", {}, bytes(kv.bytes.float32))),
       ),
     ),
   );
@@ -2902,12 +2902,12 @@ function headOutputs(view, query, head) {
   return nodes;
 }
 
-// "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6 · causal": what tells the configurations apart
+// "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6 · causal · bias": what tells the configurations apart
 function configLine(c) {
   const kv = c.n_kv_heads === c.n_heads ? "" : `, ${c.n_kv_heads} K/V head${c.n_kv_heads === 1 ? "" : "s"}`;
   const dv = c.d_v === c.d_head ? "" : `, d_v ${c.d_v}`;
   const mask = c.causal ? ` · causal${c.sliding_window != null ? `, window ${c.sliding_window}` : ""}` : c.sliding_window != null ? ` · window ${c.sliding_window}` : "";
-  return `${c.kind} · d_model ${c.d_model} · ${c.n_heads} heads${kv} · d_head ${c.d_head}${dv}${mask}`;
+  return `${c.kind} · d_model ${c.d_model} · ${c.n_heads} heads${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}`;
 }
 
 // ---- a real model: every head of the layer in small, and the tokens as the tokenizer split them

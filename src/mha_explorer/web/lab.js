@@ -61,7 +61,7 @@ function wholeField({ lo, hi, value, ...attrs }) {
 
 // Parse one cell as the user typed it: a finite number, or a message saying what to type.
 function parseCell(text) {
-  const typed = text.trim();
+  const typed = text.trim().replaceAll("\u2212", "-"); // a minus sign as typeset (copied from a paper) is a minus
   if (typed === "") return { error: "Empty: type a number such as 0.5." };
   // "1,500" or "-2,000,000": a thousands comma, or (one comma) a decimal one: both readings said
   if (/^[-+]?[1-9]\d{0,2}(,\d{3})+$/.test(typed)) {
@@ -69,8 +69,10 @@ function parseCell(text) {
     return { error: `“${typed}” has a comma: write ${typed.replaceAll(",", "")}, with no comma${decimal}.` };
   }
   if (/^[-+]?\d+,\d+$/.test(typed)) return { error: `“${typed}” has a decimal comma: write it with a point, ${typed.replace(",", ".")}.` };
-  if (!NUMBER.test(text)) return { error: `“${typed.slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
-  const value = Number(text);
+  if (!NUMBER.test(typed)) return { error: `“${typed.slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
+  const value = Number(typed);
+  // below the smallest number a float64 holds (about 5e-324) a value reads as 0: said, not done in silence
+  if (value === 0 && /[1-9]/.test(typed.split(/[eE]/)[0])) return { error: `${typed.slice(0, 20)} is too small for a computer's numbers (it would be 0): type 0, or a number from 1e-300 on.` };
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
   // only together are refused by the server (its overflow check), and said at the cell
   if (!(Math.abs(value) < 1e100)) return { error: `${typed.slice(0, 20)} is too large to compute with: keep it under 1e100.` };
@@ -154,6 +156,12 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // a value the user changed: an edit that is not the example's own value there
   const userEdit = (key, edits = lab.edits) => edits.has(key) && fromExample?.get(key) !== edits.get(key);
   const lab = { config: { ...initial.config }, tokens: [...initial.tokens], seed: initial.seed, edits: new Map(initial.edits) };
+  // a link to the example's values, some of them perhaps changed, opens as the example picked
+  // from the menu: only the changed ones are the user's (counted, marked, undone to the example's)
+  if (own) {
+    fromExample = own.edits;
+    if (!onExample()) fromExample = null;
+  }
   // edits that do not fit the configuration (a bias unchecked, fewer tokens or heads): set aside
   // for this session (not in the link), and used again by the first configuration they fit
   let parked = new Map();
@@ -262,8 +270,12 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // "Computing…" shows only when a run takes long enough to notice: a quick edit repaints the
   // figure and nothing else (a frame of the whole page while the server works costs it time).
   let latest = 0;
+  // the edits of the newest run, until it lands or is refused: a cell typed meanwhile builds on
+  // them, not on the last that landed (which would drop the cells typed while a run computed)
+  let asked = null;
   async function run(next, options = {}) {
     const ticket = ++latest;
+    asked = next.edits;
     container.dataset.busy = "true";
     const slow = setTimeout(() => {
       if (ticket === latest) status.textContent = "Computing…";
@@ -273,6 +285,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     } finally {
       clearTimeout(slow);
       if (ticket === latest) {
+        asked = null;
         delete container.dataset.busy;
         if (status.textContent === "Computing…") status.textContent = "";
       }
@@ -426,7 +439,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     const [name, index] = key.split(":");
     return index.split(",").reduce((a, i) => a?.[Number(i)], base?.arrays[name]);
   };
-  const everyEdit = () => new Map([...lab.edits, ...waitingValues]); // the edits, and the values waiting for settings that work
+  const everyEdit = () => new Map([...(asked ?? lab.edits), ...waitingValues]); // the edits (those asked for last), and the values waiting for settings that work
   // the waiting values of these keys (every one, by default) no longer wait: used, or replaced
   function forgetWaiting(keys = [...waitingValues.keys()]) {
     for (const key of keys) {
@@ -625,7 +638,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     }
     waitingValues.delete(key);
     // the value drawn from the seed again: no longer an edit
-    const edits = new Map(lab.edits);
+    const edits = new Map(asked ?? lab.edits);
     if (parsed.value === drawnAt(key)) edits.delete(key);
     else edits.set(key, parsed.value);
     input.classList.toggle("edited", userEdit(key, edits));
@@ -667,11 +680,19 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     if (focused && undo.hidden) draw.focus(); // the button leaves with the edits: the focus stays beside it
   });
   draw.addEventListener("click", () => {
+    // new values are drawn from the seed after the one typed: a seed that is no number stays as
+    // typed, with its message, rather than be replaced by 1
+    const seedError = formErrors(readForm()).seed;
+    if (seedError) {
+      showErrors({ seed: seedError });
+      seedInput.focus();
+      return;
+    }
     if (!dropEdits("Drawing new values")) return;
     drafts.clear();
     forgetWaiting();
     fromExample = null;
-    seedInput.value = String(((Number(seedInput.value) || 0) + 1) % (SEED_MAX + 1)); // after the largest seed, 0 again
+    seedInput.value = String((Number(seedInput.value) + 1) % (SEED_MAX + 1)); // after the largest seed, 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
   // With edits to lose, the arrow keys on the closed menu only move through the presets: the one
