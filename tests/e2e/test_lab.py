@@ -1987,3 +1987,17 @@ def test_small_lab_mends_a_typeset_minus_a_tiny_value_a_bad_seed_and_the_bias_in
     page.get_by_label("Bias").check()
     settle(page)
     assert page.locator(".outputs .hint").inner_text().endswith(" · causal · bias")
+
+
+def test_while_a_setting_is_wrong_the_preset_menu_names_none_and_picking_one_applies_it(page, server_url):
+    """It showed "GQA: 4 query heads, 2 K/V heads" beside n_kv_heads 3, and picking GQA then did nothing."""
+    open_lab(page, server_url)
+    assert page.get_by_label("Preset").input_value() == "gqa"
+    set_field(page, "n_kv_heads", 3)
+    assert page.get_by_label("n_kv_heads", exact=True).get_attribute("aria-invalid") == "true"
+    assert page.get_by_label("Preset").input_value() == ""
+    page.get_by_label("Preset").select_option("gqa")
+    settle(page)
+    assert page.get_by_label("n_kv_heads", exact=True).input_value() == "2"
+    assert page.get_by_label("n_kv_heads", exact=True).get_attribute("aria-invalid") is None
+    assert page.get_by_label("Preset").input_value() == "gqa"

@@ -306,6 +306,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     }
     if (Object.keys(errors).length) {
       showErrors(errors);
+      presetSelect.value = ""; // no preset is what the fields say (the last good one was shown beside a wrong field); picking one applies it
       if (shown) status.textContent = "These settings were not used: the figure still shows the last good result.";
       return false;
     }
