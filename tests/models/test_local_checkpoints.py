@@ -304,10 +304,15 @@ def test_a_weight_that_is_not_a_finite_number_is_refused_at_load_naming_the_tens
         load_model(tmp_path)
 
 
-def test_a_file_inside_a_checkpoint_directory_is_answered_with_the_directory(tmp_path):
-    from mha_explorer.models import CheckpointError, load_model
+def test_a_file_inside_a_checkpoint_directory_stands_for_the_directory(tmp_path):
+    """config.json was refused ("give its directory") while model.safetensors loaded the directory,
+    titled "model": each file of it now opens the directory, titled by its name."""
+    from mha_explorer.models import load_model
 
-    build("llama", tmp_path)
-    for name in ("config.json", "tokenizer.json"):
-        with pytest.raises(CheckpointError, match=re.escape(f"{name} is one file of a checkpoint: give its directory, {tmp_path}")):
-            load_model(tmp_path / name)
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    build("llama", folder)
+    whole = load_model(folder)
+    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+        assert load_model(folder / name) is whole, name
+    assert whole.title == "my-llama"

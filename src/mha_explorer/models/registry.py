@@ -160,6 +160,7 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise ModelError(f"{given} is offered already, as every named model is; --model adds a local checkpoint: give its path ({SUPPORTED})")
         if not path.exists():
             raise ModelError(f"no such file or directory: {given}; give the path of a local checkpoint ({SUPPORTED})")
+        path = checkpoint_path(path)
         if path.is_file() and is_pickle(path):
             raise refuse_pickle(path)
         if path.is_file() and path.suffix.lower() not in (".gguf", ".safetensors"):
@@ -187,11 +188,16 @@ def utf8_path(path: Path) -> Path:
     return path
 
 
+def checkpoint_path(path: Path) -> Path:
+    """The checkpoint a path names: a file of a Hugging Face checkpoint directory (its config.json,
+    tokenizer.json or a .safetensors file) stands for the directory, named and titled as it is."""
+    if path.is_file() and path.suffix.lower() in (".json", ".safetensors") and (path.parent / "config.json").is_file() and any(path.parent.glob("*.safetensors")):
+        return path.parent
+    return path
+
+
 def not_a_checkpoint(path: Path) -> CheckpointError:
-    """The refusal of a file that is neither GGUF nor safetensors: with the directory to give, when
-    it lies in a checkpoint's (its config.json, its tokenizer.json)."""
-    if (path.parent / "config.json").is_file() and any(path.parent.glob("*.safetensors")):
-        return CheckpointError(f"{path.name} is one file of a checkpoint: give its directory, {path.parent}")
+    """The refusal of a file that is neither GGUF nor safetensors, nor one of a checkpoint directory."""
     return CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
 
 
@@ -250,7 +256,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
             if _looks_like_a_path(key):
                 raise ModelError(f"no such file or directory: {key}; {choices}")
             raise ModelError(f"unknown model {key!r}: {choices}")
-        key = str(utf8_path(path.resolve()))
+        key = str(utf8_path(checkpoint_path(path).resolve()))
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
@@ -262,7 +268,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
 
 def open_checkpoint(path: Path, progress: Progress, name: str | None = None, title: str | None = None, origin: str = "local checkpoint") -> LoadedModel:
     """Load a local checkpoint without caching it: a Hugging Face directory or a GGUF file."""
-    path = Path(path)
+    path = checkpoint_path(Path(path))
     if path.is_file():
         if is_pickle(path):
             raise refuse_pickle(path)
