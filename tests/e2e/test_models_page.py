@@ -1754,3 +1754,30 @@ def test_the_head_thumbnails_frame_the_querys_row(page, server_url, artifacts):
         for top, height, row in where():
             assert abs(top - ((query // block) * row - 1)) < 0.05 and abs(height - (row + 2)) < 0.05, (query, top, height, row)  # layout rounds to 1/64 px
     page.locator(".thumbs").screenshot(path=str(artifacts / "model-thumbnails-query.png"))
+
+
+@needs("gemma3")
+@needs("minilm")
+def test_a_large_model_loaded_since_the_list_was_read_is_taken_at_once(page, server_url):
+    """The menu's states are read when the mode opens. Gemma 3 loaded since (by another page) said
+    "press Trace to load it (half a minute or more)": the page asks again when it is picked."""
+    httpx.post(server_url + "api/models/gemma3/load", timeout=60)  # (the tests' server: a test before may have loaded it)
+    for _ in range(600):
+        if httpx.get(server_url + "api/models/gemma3", timeout=60).json()["state"] != "loading":
+            break
+        page.wait_for_timeout(500)
+    assert httpx.get(server_url + "api/models/gemma3", timeout=60).json()["state"] == "ready"
+
+    def as_before_it_loaded(route):  # the list as a page opened before the load read it
+        listed = route.fetch().json()
+        for model in listed:
+            if model["name"] == "gemma3":
+                model["state"] = "idle"
+        route.fulfill(json=listed)
+
+    page.route("**/api/models", as_before_it_loaded)
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
+    page.get_by_label("Model", exact=True).select_option("gemma3")
+    # traced at once, as any model ready, with no Trace pressed
+    page.wait_for_function("() => window.mhaExplorer.model.get('payload').model?.name === 'gemma3'", timeout=60_000)
+    assert "press Trace" not in page.locator(".model-status").inner_text()

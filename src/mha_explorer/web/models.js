@@ -328,15 +328,29 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
       layerBeforeWait ??= Number(layer.value) || 0;
       fillLayers(info.outline ?? null, layerBeforeWait); // its own layers, known before it loads, to trace the one picked
+      // the list was read when the mode opened: loaded since (by another page), it is taken as any model ready
+      ask(`api/models/${encodeURIComponent(name)}`)
+        .then(answer)
+        .then((state) => {
+          if (state.state !== "ready" || picker.value !== name) return;
+          info.state = "ready";
+          take(name, traced);
+        })
+        .catch(() => {}); // unheard: Trace loads it, as said
       return;
     }
+    take(name, traced);
+  });
+  // a model picked that is loaded, or not large: its layers, and with a trace on screen the same text traced
+  function take(name, traced) {
+    const info = models.find((m) => m.name === name);
     const keep = layerBeforeWait ?? (Number(layer.value) || 0);
     layerBeforeWait = null;
     fillLayers(info?.config ?? info?.outline ?? null, keep); // its layers while it loads, not the model's before
     prepare(name, keep).then((ok) => {
       if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
     });
-  });
+  }
   layer.addEventListener("change", () => {
     layerBeforeWait = null; // this layer is the one asked for now
     // a large model picked and not yet loaded: its layer waits for Trace, as the model does
