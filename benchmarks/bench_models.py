@@ -15,8 +15,10 @@
    each accepts (512 and 1024 tokens) at its last layer; the peak resident memory of that process
    (ru_maxrss) is the number. Then the server itself (`mha-explorer serve`) with both models, under
    load: rounds of 24 requests sent at once (16 SmolLM2 traces of 1,024 tokens at spread layers,
-   8 MiniLM traces of 512 tokens, as the page asks for them), each round on new texts; the peak
-   resident memory of the server process (VmHWM). Target: under 2.5 GB.
+   8 MiniLM traces of 512 tokens, as the page asks for them), each round on new texts; the server
+   computes 18 of each round (2 at a time, 16 waiting) and tells the rest to retry. The peak
+   resident memory of the server process (VmHWM). Target: under 2.5 GB, with every round's 18
+   computed.
 """
 
 from __future__ import annotations
@@ -273,7 +275,8 @@ def server_under_load(rounds: int = 4, at_once: int = 24) -> dict:
         server.terminate()
         server.wait(timeout=30)
     peak = round(peak_kib / 2**20, 3)
-    return {"peak_rss_gb": peak, "rounds": rounds, "at_once": at_once, "statuses": statuses, "verdict": "PASS" if peak < MEMORY_TARGET_GB else "MISS"}
+    computed = statuses.get(200, 0) >= rounds * min(at_once, 18) and set(statuses) <= {200, 503}  # a refused trace holds no memory
+    return {"peak_rss_gb": peak, "rounds": rounds, "at_once": at_once, "statuses": statuses, "verdict": "PASS" if peak < MEMORY_TARGET_GB and computed else "MISS"}
 
 
 def measure_memory() -> dict:

@@ -15,6 +15,13 @@ from .trace import Overflow, Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
 
+def field_name(name) -> str:
+    """A part of a field's name as an answer gives it back: a name the client made up is cut past
+    40 characters (a megabyte of key is not sent back)."""
+    name = str(name)
+    return name if len(name) <= 40 else f"{name[:30]}…"
+
+
 class LabError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(f"{field}: {message}")
@@ -58,7 +65,7 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
         shapes = weight_shapes(config)
         unknown = sorted(set(request.weights) - set(shapes))
         if unknown:
-            raise LabError(f"weights.{unknown[0]}", f"not a weight of this config; give {', '.join(shapes)}")
+            raise LabError(f"weights.{field_name(unknown[0])}", f"not a weight of this config; give {', '.join(shapes)}")
         missing = [name for name in shapes if name not in request.weights]
         if missing:
             raise LabError(f"weights.{missing[0]}", f"missing; this config needs {', '.join(shapes)}")
@@ -79,7 +86,7 @@ def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) ->
     """x and the weights with single values set: edits maps "name:i,j,..." to the new value."""
     arrays = {"x": x.copy()} | {name: a.copy() for name, a in weights.arrays().items()}
     for key, value in edits.items():
-        field = f"edits.{key}" if len(key) <= 40 else f"edits.{key[:30]}…"  # the page's keys are short; a megabyte is not sent back
+        field = f"edits.{field_name(key)}"  # the page's keys are short; a megabyte is not sent back
         match = EDIT_KEY.fullmatch(key)
         if not match or match[1] not in arrays:
             raise LabError(field, f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")

@@ -334,15 +334,19 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
         nearest = min(found, key=lambda j: abs(j - position))
         return f"{name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{nearest}"
     word = wanted.strip().lower()
-    if found or not word:
+    if found or not word or any(c.isspace() for c in word):  # words, not phrases
         return None
     for i in range(len(texts)):
+        if not texts[i].strip():  # a piece starts with text: not a space or a line break before the word
+            continue
         joined = ""
         for j in range(i, min(len(texts), i + 16)):  # a word is rarely cut into more than a few pieces
-            joined += texts[j] if j > i else texts[j].lstrip()
-            if len(joined.strip()) > len(word) or not word.startswith(joined.strip().lower()):
+            if j > i and texts[j][:1].isspace():  # the next word begins
                 break
-            if j > i and joined.strip().lower() == word:
+            joined += texts[j] if j > i else texts[j].lstrip()
+            if len(joined) > len(word) or not word.startswith(joined.lower()):
+                break
+            if j > i and joined.lower() == word:
                 pieces = " + ".join(repr(label) for label in labels[i : j + 1])
                 return f"{wanted.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
     return None

@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from .lab import LabError, lab_inputs, lab_payload
+from .lab import LabError, field_name, lab_inputs, lab_payload
 from .models.errors import ModelError
 from .modelview import MAX_TEXT, HeadArrays, ModelService, check_request, head_arrays, model_payload
 from .schema import BINARY_MEDIA_TYPE, NOT_FINITE, Packer, TracePayload, TraceRequest, teaching_payload
@@ -247,12 +247,6 @@ def known_parameters(request: Request) -> None:
         takes = f" (it takes {', '.join(sorted(known))})" if known else ""
         raise LabError(f"url.{field_name(unknown[0])}", f"{shown_json(unknown[0])} is not a parameter of this address{takes}; {fix}")
 
-
-def field_name(name) -> str:
-    """A part of a field's name as an answer gives it back: a name the client made up is cut past
-    40 characters (a megabyte of key is not sent back)."""
-    name = str(name)
-    return name if len(name) <= 40 else f"{name[:30]}…"
 
 
 def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:

@@ -370,6 +370,7 @@ def test_a_name_the_client_made_up_is_given_back_cut_short():
         client.post("/api/trace", json=SMALL | {long_name: 1}),
         client.post("/api/trace", json={**SMALL, "config": {"d_model": 4, "n_heads": 2, long_name: 1}}),
         client.get(f"/api/models?{'a' * 30_000}=1"),
+        client.post("/api/trace", json=SMALL | {"weights": {"k" * 900_000: [[1.0]]}}),
     ):
         assert answer.status_code == 422 and len(answer.content) < 2_000, len(answer.content)
         field = answer.json()["detail"][0]["field"]
@@ -397,6 +398,7 @@ def test_the_opener_policy_is_sent_where_the_browser_takes_it():
     for base, host, sent in (
         ("http://testserver", "127.0.0.1:8000", True),
         ("http://testserver", "localhost:8000", True),
+        ("http://testserver", "[::1]:8000", True),
         ("https://explorer.example", "explorer.example", True),
         ("http://testserver", "192.0.2.2:8761", False),
         ("http://testserver", "explorer.example", False),

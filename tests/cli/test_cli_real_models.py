@@ -590,6 +590,11 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
         result = trace("--model", model, "--text", text, "--query", word)
         assert result.exit_code == 2 and result.stdout == ""
         assert result.stderr.splitlines()[-1] == f"error: --query {word}: {said}"
+    # a word at the start of a line: its pieces, not the line break before it; two words are no cut word
+    after_a_break = trace("--model", "smollm2", "--text", "Hello\nEngineers rarely trust.", "--query", "Engineers")
+    assert after_a_break.stderr.splitlines()[-1] == "error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 2 to 3; name one of them"
+    phrase = trace("--model", "smollm2", "--text", "the cat sat", "--query", "the cat")
+    assert phrase.stderr.splitlines()[-1].startswith("error: unknown query token 'the cat'")
     # a piece itself is a query
     assert "query Engine (position 0)" in ok("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engine", "--stage", "scores")
 

@@ -460,5 +460,9 @@ def test_a_query_names_a_position_or_a_lowercased_token_as_the_terminal_does(min
         w.query = "dog"
     with pytest.raises(traitlets.TraitError, match=re.escape('(a token, "milk@3" for the one at position 3, or an index)')):
         Explorer().query = "dog"  # cats like warm milk: no token twice
+    # a word the tokenizer cut: its pieces, as the terminal says them
+    cut = Explorer.from_model("minilm", text="tokenization of hyperparameters", layer=0)
+    with pytest.raises(traitlets.TraitError, match=re.escape("query 'hyperparameters': 'hyperparameters' is cut into 4 tokens here, 'hyper' + '##para' + '##meter' + '##s' at positions 4 to 7; name one of them")):
+        cut.query = "hyperparameters"
     m = Explorer.from_model("minilm", text="The Fox ran", layer=0, query="Fox")  # BERT's tokenizer lowercases
     assert m.query_token == "fox"

@@ -276,12 +276,11 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
             return _open_gguf(path, progress, name, title, origin)
         if path.suffix.lower() != ".safetensors":
             raise not_a_checkpoint(path)
-        if not (path.parent / "config.json").exists():
-            raise CheckpointError(
-                f"{path.parent} has no config.json beside {path.name}; give a Hugging Face directory that holds"
-                " config.json, tokenizer.json and the .safetensors files"
-            )
-        path = path.parent
+        # one of a checkpoint directory's would be that directory (checkpoint_path): this one is alone
+        raise CheckpointError(
+            f"{path.parent} has no config.json beside {path.name}; give a Hugging Face directory that holds"
+            " config.json, tokenizer.json and the .safetensors files"
+        )
     if not path.is_dir():
         raise ModelError(f"{path} is neither a file nor a directory")
     return _open_hf_dir(path, progress, name, title, origin)

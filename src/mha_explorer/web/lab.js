@@ -653,6 +653,11 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       input.setAttribute("aria-invalid", "true");
       input.classList.toggle("edited", userEdit(key));
       status.textContent = NOT_USED;
+      // cells typed before it, whose runs this one overtook, are used without it
+      const rest = new Map(edits);
+      rest.delete(key);
+      const behind = [...rest].some(([other, value]) => lab.edits.get(other) !== value) || [...lab.edits.keys()].some((other) => other !== key && !rest.has(other));
+      if (behind && asked === null) await run({ ...readForm(), edits: rest }, { fromCell: true });
     }
   }
 
@@ -681,12 +686,14 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     if (focused && undo.hidden) draw.focus(); // the button leaves with the edits: the focus stays beside it
   });
   draw.addEventListener("click", () => {
-    // new values are drawn from the seed after the one typed: a seed that is no number stays as
-    // typed, with its message, rather than be replaced by 1
-    const seedError = formErrors(readForm()).seed;
-    if (seedError) {
-      showErrors({ seed: seedError });
-      seedInput.focus();
+    // new values are drawn for the settings typed, from the seed after the one typed: while one of
+    // them is wrong (a seed that is no number, too), each stays as typed, with its message, and
+    // nothing is replaced (nor the values waiting for settings that work)
+    const errors = formErrors(readForm());
+    if (Object.keys(errors).length) {
+      const { pair, ...each } = errors; // a rule of n_heads and n_kv_heads together is said under n_kv_heads
+      showErrors(pair ? { ...each, n_kv_heads: pair } : each);
+      (errors.seed ? seedInput : document.querySelector("#lab [aria-invalid='true']"))?.focus();
       return;
     }
     if (!dropEdits("Drawing new values")) return;
