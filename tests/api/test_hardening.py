@@ -407,3 +407,17 @@ def test_the_opener_policy_is_sent_where_the_browser_takes_it():
         assert answer.status_code == 200
         assert (answer.headers.get("cross-origin-opener-policy") == "same-origin") == sent, (base, host)
         assert answer.headers["x-frame-options"] == "DENY"
+
+
+def test_the_pages_files_are_gzipped_and_the_apis_answers_are_not():
+    client = TestClient(create_app())
+    script = client.get("/static/explorer.js", headers={"accept-encoding": "gzip"})
+    assert script.status_code == 200 and script.headers["content-encoding"] == "gzip" and "accept-encoding" in script.headers["vary"].lower()
+    assert script.text == (server.WEB / "explorer.js").read_text(encoding="utf-8")  # the client unpacks it
+    assert script.headers["cache-control"] == "no-cache" and script.headers["x-content-type-options"] == "nosniff"
+    assert client.get("/", headers={"accept-encoding": "gzip"}).headers["content-encoding"] == "gzip"
+    assert "content-encoding" not in client.get("/static/explorer.js", headers={"accept-encoding": "identity"}).headers
+    assert "content-encoding" not in client.get("/api/example", headers={"accept-encoding": "gzip"}).headers
+    # a page unchanged since it was fetched is still a 304, with no body
+    again = client.get("/static/explorer.js", headers={"accept-encoding": "gzip", "if-none-match": script.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
