@@ -24,7 +24,10 @@ import httpx
 import numpy as np
 from playwright.sync_api import sync_playwright
 
+from mha_explorer.models import load_model
+
 from ._browser import ARGS, CHROMIUM, serve
+from .bench_models import text_of
 from .bench_page import MEASURE
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -140,20 +143,6 @@ def pointer_switches(page, rest: int, how: str, per_stage: int = 6) -> dict:
     }
 
 
-def text_of(name: str, n: int = 512) -> str:
-    """A text of exactly n tokens for the model (its own tokenizer, with its special tokens)."""
-    from mha_explorer.models import load_model
-
-    model = load_model(name)
-    words = TEXT.split()
-    while len(model.encode(" ".join(words)).ids) < n:
-        words += words[:9]
-    while len(model.encode(" ".join(words)).ids) > n:
-        words.pop()
-    assert len(model.encode(" ".join(words)).ids) == n, f"no text of {n} tokens for {name}"
-    return " ".join(words)
-
-
 def other_model(page, url: str, name: str) -> dict:
     """Paint and bytes of the model's last layer on 512 of its tokens, as for MiniLM (the model
     loaded first), three times: the first runs the layers (a new text), the others find the run kept."""
@@ -166,7 +155,7 @@ def other_model(page, url: str, name: str) -> dict:
         arg=name,
         timeout=120_000,
     )
-    page.get_by_label("Text", exact=True).fill(text_of(name))
+    page.get_by_label("Text", exact=True).fill(text_of(load_model(name), 512))
     last = page.locator("#model-layer option").last.get_attribute("value")
     page.evaluate("(layer) => { document.querySelector('#model-layer').value = layer; }", last)  # no change event: Trace traces it
     paints = [page.evaluate(PAINT) for _ in range(3)]

@@ -78,6 +78,11 @@ def problem(status: int, field: str, message: str, headers: dict | None = None) 
     return JSONResponse({"detail": [{"field": field, "message": message}]}, status_code=status, headers=headers)
 
 
+def page_file(path: str) -> bool:
+    """Whether the path is one of the page's own files: the page, its scripts and styles."""
+    return path == "/" or path.startswith("/static/")
+
+
 class BodyTooLarge(Exception):
     pass
 
@@ -98,9 +103,9 @@ class Guard:
         self.hosts = hosts
         self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
 
-    def refusal(self, scope, headers: dict[bytes, bytes]) -> JSONResponse | None:
+    def refusal(self, scope, headers: dict[bytes, bytes], name: str) -> JSONResponse | None:
+        """name: the Host header's name, its port left out."""
         host = headers.get(b"host", b"").decode("latin-1")
-        name = re.sub(r":[0-9]+$", "", host).lower()
         if self.hosts is not None and name not in self.hosts:
             return problem(403, "host", f"this server answers for {', '.join(sorted(self.hosts))} only, not {host[:80]!r}: open it at one of those names")
         origin = headers.get(b"origin")
@@ -123,10 +128,11 @@ class Guard:
 
         # the page's own files are checked again on every load (a 304 when unchanged), so that a
         # page from before an upgrade never runs against the new server
-        static = scope["path"] == "/" or scope["path"].startswith("/static/")
+        static = page_file(scope["path"])
 
-        host = re.sub(r":[0-9]+$", "", dict(scope["headers"]).get(b"host", b"").decode("latin-1")).lower()
-        trusted = scope.get("scheme") == "https" or host in LOOPBACK_NAMES or host.startswith("127.")
+        headers = dict(scope["headers"])
+        name = re.sub(r":[0-9]+$", "", headers.get(b"host", b"").decode("latin-1")).lower()
+        trusted = scope.get("scheme") == "https" or name in LOOPBACK_NAMES or name.startswith("127.")
         extra = [*([(b"cache-control", b"no-cache")] if static else []), *([OPENER_POLICY] if trusted else [])]
 
         async def send_with_headers(message):
@@ -138,8 +144,7 @@ class Guard:
             await send(message)
 
         try:
-            headers = dict(scope["headers"])
-            refused = self.refusal(scope, headers)
+            refused = self.refusal(scope, headers, name)
             if refused is not None:
                 return await refused(scope, receive, send_with_headers)
             length = headers.get(b"content-length", b"0")
@@ -247,7 +252,6 @@ def known_parameters(request: Request) -> None:
         fix = "send it as a field of the JSON body" if request.method == "POST" and has_body else "remove it"
         takes = f" (it takes {', '.join(sorted(known))})" if known else ""
         raise LabError(f"url.{field_name(unknown[0])}", f"{shown_json(unknown[0])} is not a parameter of this address{takes}; {fix}")
-
 
 
 def explain(error: dict, request_model: type[BaseModel] | None = None) -> dict:
@@ -421,7 +425,7 @@ class PageFilesGzip:
         self.gzip = GZipMiddleware(app, minimum_size=1000, compresslevel=6)
 
     async def __call__(self, scope, receive, send):
-        page = scope["type"] == "http" and (scope["path"] == "/" or scope["path"].startswith("/static/"))
+        page = scope["type"] == "http" and page_file(scope["path"])
         return await (self.gzip if page else self.app)(scope, receive, send)
 
 

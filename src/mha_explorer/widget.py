@@ -339,11 +339,12 @@ class Explorer(anywidget.AnyWidget):
             index, hint = _find_token(self.payload, value)
             if index is not None:
                 return index
-            if hint is not None and not re.fullmatch(r"[0-9]+", value.strip()):  # a position where the token is not, or a word cut into pieces
+            position = re.fullmatch(r"[0-9]+", value.strip())  # "2", no token "2": position 2, as the CLI's --query takes it
+            if hint is not None and not position:  # a position where the token is not, or a word cut into pieces
                 raise traitlets.TraitError(f"query {value!r}: {hint}; or choose one of {choices}")
-            if not re.fullmatch(r"[0-9]+", value.strip()):
+            if not position:
                 raise traitlets.TraitError(f"query {value!r} is not a token of this trace; choose one of {choices} (a token, {_repeated_example(labels)}, or an index)")
-            value = int(value)  # "2", no token "2": position 2, as the CLI's --query takes it
+            value = int(value)
         if not _is_index(value):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
         if not 0 <= value < len(tokens):
@@ -396,9 +397,11 @@ def _find_token(payload: Mapping, wanted: str) -> tuple[int | None, str | None]:
 def _repeated_example(labels: list[str]) -> str:
     """How this trace's tokens are named at a position: its first repeated token at its second
     place ("the@4"), else its last token at its own ("milk@3")."""
+    seen = set()
     for j, label in enumerate(labels):
-        if label in labels[:j]:
+        if label in seen:
             return f'"{label}@{j}" for the one at position {j}'
+        seen.add(label)
     return f'"{labels[-1]}@{len(labels) - 1}" for the one at position {len(labels) - 1}'
 
 
