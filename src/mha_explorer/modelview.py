@@ -327,13 +327,13 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
     for at a position where it is not ("'the' is at positions 0, 3, not 2; name one, as the@3", the
     nearest), or a word the tokenizer cut into pieces ("'Engineers' is cut into 2 tokens here,
     'Engine' + 'ers' at positions 0 to 1; name one of them"). None when neither is so."""
+    name = re.sub(r" ?@[0-9]+$", "", wanted)  # "Engineers@0": the word, at a position
     if found and position not in found:
-        name = re.sub(r" ?@[0-9]+$", "", wanted)
         if len(found) == 1:
             return f"{name!r} is at position {found[0]} only, not {position}: write {name}, or {name}@{found[0]}"
         nearest = min(found, key=lambda j: abs(j - position))
         return f"{name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{nearest}"
-    word = wanted.strip().lower()
+    word = name.strip().lower()
     if found or not word or any(c.isspace() for c in word):  # words, not phrases
         return None
     for i in range(len(texts)):
@@ -348,7 +348,7 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
                 break
             if j > i and joined.lower() == word:
                 pieces = " + ".join(repr(label) for label in labels[i : j + 1])
-                return f"{wanted.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
+                return f"{name.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
     return None
 
 

@@ -593,6 +593,9 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
     # a word at the start of a line: its pieces, not the line break before it; two words are no cut word
     after_a_break = trace("--model", "smollm2", "--text", "Hello\nEngineers rarely trust.", "--query", "Engineers")
     assert after_a_break.stderr.splitlines()[-1] == "error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 2 to 3; name one of them"
+    # at a position, as a repeated token is named: the same pieces
+    at = trace("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engineers@0")
+    assert at.stderr.splitlines()[-1] == "error: --query Engineers@0: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
     phrase = trace("--model", "smollm2", "--text", "the cat sat", "--query", "the cat")
     assert phrase.stderr.splitlines()[-1].startswith("error: unknown query token 'the cat'")
     # a piece itself is a query
