@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .examples import load_teaching_example
-from .narrative import PAGE_STAGE_IDS, page_stages
+from .narrative import LACKS, PAGE_STAGE_IDS, PAGE_STAGES, page_stages
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
@@ -91,6 +91,13 @@ def need_model(text, layer) -> None:
 
 
 TEACHING = "the teaching example"
+STAGE_TITLES = {s.title.casefold(): s.id for s in PAGE_STAGES}
+
+
+def stage_id(given: str) -> str:
+    """--stage as an id: WEIGHTS is weights (as LIKE is like), and a title is its stage's ("Value mixing", mixing)."""
+    given = " ".join(given.split()).casefold()
+    return STAGE_TITLES.get(given, given)
 
 
 def check_stage(stage: str | None, config, layer: str = TEACHING) -> None:
@@ -104,11 +111,6 @@ def check_stage(stage: str | None, config, layer: str = TEACHING) -> None:
         fail(f"unknown stage {stage!r}{'' if layer == TEACHING else f' for {layer}'}; choose one of: {', '.join(allowed)}")
 
 
-LACKS = {  # why a layer may lack one of the optional stages
-    "qk_norm": "it does not normalize q and k",
-    "rope": "it has no rotary positions",
-    "mask": "it is not causal and has no sliding window",
-}
 
 
 def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
@@ -195,8 +197,8 @@ def main(ctx: click.Context) -> None:
     "--stage",
     default=None,
     metavar="STAGE",
-    callback=lambda ctx, param, value: value if value is None else value.strip().lower(),  # WEIGHTS is weights, as LIKE is like
-    help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}",
+    callback=lambda ctx, param, value: value if value is None else stage_id(value),
+    help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}, or its title as the walkthrough heads it (\"Output projection\")",
 )
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
 @click.option(
@@ -213,6 +215,7 @@ def main(ctx: click.Context) -> None:
     "--model",
     "model_name",
     default=None,
+    metavar="NAME|PATH",
     help="trace a real model instead: minilm, smollm2, gemma3 (see `mha-explorer models`), "
     "or the path of a local checkpoint (Hugging Face directory or GGUF file)",
 )

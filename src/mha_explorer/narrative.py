@@ -57,8 +57,9 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         ("scores", "scaled"),
         r"s_{i,j} = \frac{q_i \cdot k_{i,j}}{\sqrt{d_{\text{head}}}}",
         "The query is compared with every key by a dot product: multiply matching components and add. "
-        "Dividing by the square root of the key width keeps the scores from growing with the width, "
-        "so the softmax that follows does not saturate.",
+        "Dividing by the square root of the key width keeps the scores' typical size from growing with the width "
+        "(a dot product of d_head random components of size 1 spreads over about ±√d_head), so that a wide head's "
+        "softmax does not saturate for that reason alone. A trained head may still give some keys large scores.",
     ),
     PageStage(
         "mask",
@@ -74,7 +75,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         ("weights",),
         r"a_{i,j} = \frac{e^{s_{i,j}}}{\sum_{m} e^{s_{i,m}}}",
         "The softmax turns the scores into positive weights that sum to 1. "
-        "A higher score gives a larger share, but every visible key keeps some weight.",
+        "A higher score gives a larger share, but every visible key keeps some weight, however small: "
+        "a visible key shown as 0.00 has a weight below 0.005, rounded.",
     ),
     PageStage(
         "mixing",
@@ -103,6 +105,11 @@ PAGE_STAGES: tuple[PageStage, ...] = (
 )
 
 PAGE_STAGE_IDS = tuple(s.id for s in PAGE_STAGES)
+LACKS = {  # why a layer may lack one of the optional stages
+    "qk_norm": "it does not normalize q and k",
+    "rope": "it has no rotary positions",
+    "mask": "it is not causal and has no sliding window",
+}
 
 # Points a careful teacher makes beside the figure.
 NOTES: tuple[tuple[str, str], ...] = (

@@ -178,7 +178,7 @@ class Explorer(anywidget.AnyWidget):
 
         _check_view("Explorer.from_model()", view, "a model's layer is chosen by name, text= and layer=")
         text = DEFAULT_TEXT if text is None else text
-        _check_text_and_layer(text, layer)
+        layer = _text_and_layer(text, layer)
         model = load_model(name)
         head = view.get("head", 0)
         valid = _is_index(head) and 0 <= head < model.layer_config(layer).n_heads
@@ -223,8 +223,7 @@ class Explorer(anywidget.AnyWidget):
         from .modelview import model_payload
 
         model = self._model[0]
-        _check_text_and_layer(text, layer)
-        layer = int(layer)
+        layer = _text_and_layer(text, layer)
         head = self.head if self.head < model.layer_config(layer).n_heads else 0  # a bad layer is said here
         self.payload = _binary(lambda packer: model_payload(model, text, layer, head=head, packer=packer))
 
@@ -306,7 +305,11 @@ class Explorer(anywidget.AnyWidget):
         named = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]} | {i: i for i in ids}
         found = named.get(value.strip().casefold())  # "weights", " Mixing ", "Output projection"
         if found is None:
-            raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace; choose one of {', '.join(ids)}")
+            from .narrative import LACKS, PAGE_STAGES
+
+            asked = value.strip().casefold()
+            why = LACKS.get({s.title.casefold(): s.id for s in PAGE_STAGES}.get(asked, asked))  # a stage other traces have
+            raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace{f' ({why})' if why else ''}; choose one of {', '.join(ids)}")
         return found
 
     @traitlets.validate("all_queries")
@@ -367,12 +370,16 @@ def _binary(build) -> dict:
     return record
 
 
-def _check_text_and_layer(text, layer) -> None:
-    """A real model's text and layer, of the kinds they must be (their values are the model's to check)."""
+def _text_and_layer(text, layer) -> int:
+    """A real model's layer as an int, once text and layer are of the kinds they must be (their
+    values are the model's to check). "3" is layer 3, as head takes "1" and query "2"."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
+    if isinstance(layer, str) and re.fullmatch(r"[0-9]+", layer.strip()):
+        layer = int(layer)
     if not _is_index(layer):
         raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
+    return int(layer)
 
 
 def _is_index(value) -> bool:

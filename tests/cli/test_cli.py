@@ -286,6 +286,8 @@ def test_stage_option_shows_only_that_stage(stage):
     out = ok("--stage", stage)
     assert titles(out) == [TITLES[STAGE_IDS.index(stage)]]
     assert ok("--stage", stage.upper()) == out  # in any case, as --query takes LIKE for like
+    title = TITLES[STAGE_IDS.index(stage)]
+    assert ok("--stage", title) == out  # its title too, as the walkthrough heads it ("Value mixing")
 
 
 def test_causal_adds_the_mask_stage_and_masks_later_keys():

@@ -184,7 +184,7 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert f"{costs.attention_entries:,}" in page.locator(".costs .entries").inner_text()
     # the arithmetic says what it counts, and that a causal layer's masked entries are counted too
     rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
-    assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "multiplies (one per score)"]
+    assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "divisions by √d_head, one per score (computed as multiplies by 1/√d_head)"]
     assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
     # the total adds operations of different kinds: it says so
     assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one"]

@@ -679,6 +679,8 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert "query “␣every”" in page.locator(".stage h2").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Mask")
     assert "masked: after the query" in page.locator(".stage").inner_text()
+    # every column is headed, the one saying whether the query sees the key too
+    assert page.locator(".stage table.calc-table thead th").all_inner_texts() == ["key", "position", "scaled", "to this query", "after the mask"]
     # a short text's Scores stage lists every key in order (q . k is a sum of 64 products), and
     # marks the keys the mask hides next
     page.get_by_label("Calculation stage").select_option(label="Scores")

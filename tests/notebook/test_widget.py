@@ -219,6 +219,9 @@ def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minil
         w.layer = 9
     with pytest.raises(ValueError, match="the text is empty"):
         w.text = " "
+    w.layer = " 4"  # a whole number as text, as head and query take one
+    assert w.layer == 4 and w.payload["model"]["layer"] == 4
+    w.layer = 5
     with pytest.raises(TypeError, match="layer must be a whole number"):
         w.layer = None  # not "keep the layer": a None set by mistake is said
     with pytest.raises(TypeError, match="text must be a str, the text to run through the model, not NoneType"):
@@ -317,8 +320,10 @@ def test_a_token_that_occurs_twice_means_its_first_occurrence():
 
 def test_stage_and_head_are_validated():
     w = Explorer()
-    with pytest.raises(traitlets.TraitError, match="stage 'mask' is not a stage of this trace; choose one of projections, scores, weights"):
-        w.stage = "mask"  # the teaching example has no mask
+    with pytest.raises(traitlets.TraitError, match=r"stage 'mask' is not a stage of this trace \(it is not causal and has no sliding window\); choose one of projections, scores, weights"):
+        w.stage = "mask"  # the teaching example has no mask, and is told why
+    with pytest.raises(traitlets.TraitError, match=r"stage 'Rotary positions' is not a stage of this trace \(it has no rotary positions\); choose"):
+        w.stage = "Rotary positions"
     with pytest.raises(traitlets.TraitError, match="head 2 is out of range: this trace has heads 0 to 1"):
         w.head = 2
     with pytest.raises(traitlets.TraitError, match="head -1 is out of range"):
@@ -423,7 +428,7 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
         (lambda: Explorer.from_config("mha", x=np.zeros((3, 8))), r"4 tokens \(the teaching example's: cats like warm milk; give tokens= for others\)"),
         (lambda: Explorer("minilm"), r'not str; for a model use Explorer.from_model\("minilm"'),
         (lambda: Explorer({}), "payload is not a trace payload: it lacks tokens, config, stages, page_stages, query"),
-        (lambda: Explorer.from_model("minilm", text="hi", layer="3"), r"layer must be a whole number \(layers are numbered from 0\), such as 3, not '3'"),
+        (lambda: Explorer.from_model("minilm", text="hi", layer="third"), r"layer must be a whole number \(layers are numbered from 0\), such as 3, not 'third'"),
         (lambda: Explorer.from_model("minilm", text=123), "text must be a str"),
         (lambda: Explorer.from_model("minilm", text="hi", heads=2), r"Explorer.from_model\(\) takes no heads: a model's layer is chosen by name, text= and layer="),
         (lambda: Explorer.from_config("mha", weights={"Wq": 1}), "weights has no Wq: give W_Q, W_K, W_V and W_O .* or leave weights out to draw them from seed"),

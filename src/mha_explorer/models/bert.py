@@ -27,7 +27,7 @@ from .readers import SafetensorsCheckpoint
 
 class Bert(Architecture):
     family = "bert"
-    input_note = "X is the layer's input as it is: the embeddings (layer 0) or the output of the layer before, which ends in a LayerNorm."
+    input_note = "X is the layer's input as it is: the embeddings after their LayerNorm (layer 0), or the output of the layer before, which ends in a LayerNorm."
     output_note = "y is the attention's output: the layer adds it to X and applies a LayerNorm, then the MLP."
 
     def __init__(self, cfg: dict, tensors: SafetensorsCheckpoint, progress: Callable[[float, str], None]):

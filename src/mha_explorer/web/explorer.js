@@ -1502,7 +1502,7 @@ function mask(view, query, head) {
     "table",
     { class: "calc-table" },
     h("caption", {}, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞`, count ? "" : " (here there are none: nothing is masked)"),
-    h("thead", {}, h("tr", {}, ["key", "position", "scaled", "", "after the mask"].map((x) => h("th", { scope: "col" }, x)))),
+    h("thead", {}, h("tr", {}, ["key", "position", "scaled", "to this query", "after the mask"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
 }
@@ -2778,7 +2778,7 @@ function costPanel(payload) {
 const COUNTED = {
   qk_norm: "multiply-adds for the root mean squares (then as many divisions and multiplies by w)",
   rope: "components turned (two multiplies and an add each)",
-  scaled: "multiplies (one per score)",
+  scaled: "divisions by √d_head, one per score (computed as multiplies by 1/√d_head)",
   weights: "exponentials, then as many divisions",
 };
 
