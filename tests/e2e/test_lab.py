@@ -1532,11 +1532,15 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     cell.fill("0.25")
     cell.blur()
     settle(page)
+    page.get_by_label("Query token").select_option(label="sat")  # position 2, "warm" in the example
+    page.get_by_label("Inspect head").select_option(label="Head 3")
     page.once("dialog", lambda d: d.accept())
     page.get_by_label("Preset").select_option("example")
     wait_kind(page, "MHA")
     settle(page)
     assert page.locator(".lab-status").inner_text() == ""  # replaced, not "kept at the same numbers"
+    # the example's own view: query "like" and head 0, as on its first screen, not position 2 kept
+    assert "head 0 · query “like”" in page.locator(".stage h2").inner_text()
     assert page.get_by_label("Preset").input_value() == "example"
     assert page.get_by_label("Tokens (separated by spaces)").input_value() == "cats like warm milk"
     assert page.locator(".edit-grid input.edited").count() == 0

@@ -141,8 +141,9 @@ function checkConfig(config, tokens) {
 // { payload } or { errors: {field: message} } and never throws.
 // example: the teaching example's payload, offered as a preset with its own values (as edits
 // over the seed's), so that one of its numbers can be changed; none in a static copy.
-// onPayload(payload) shows each result; what it returns, if anything, is said in the status line
-// (a head or stage the settings took from the view).
+// onPayload(payload, { example }) shows each result (example: the teaching example's preset was
+// just picked); what it returns, if anything, is said in the status line (a head or stage the
+// settings took from the view).
 export function createLab({ container, initial, compute, onPayload, editable, example }) {
   const fields = [...CONFIG_FIELDS.map(([name]) => name), "causal", "bias"];
   const own = editable && example ? { config: Object.fromEntries(fields.map((name) => [name, example.config[name]])), tokens: [...example.tokens], edits: editsOf(arraysOf(example)) } : null;
@@ -293,7 +294,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   }
 
   let rejected = null; // what the server said of the last values it refused (edits it cannot compute with)
-  async function runOnce(next, { redraw, fromCell, changed } = {}, isLatest) {
+  async function runOnce(next, { redraw, fromCell, changed, example: picked } = {}, isLatest) {
     clearErrors();
     rejected = null;
     const errors = formErrors(next);
@@ -381,7 +382,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       returned.length ? `${returned.length === 1 ? "An edited value set aside fits again and is" : `${returned.length} edited values set aside fit again and are`} back: ${some(returned)}.` : "",
       moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
     ].filter(Boolean).join(" ");
-    const said = onPayload(payload); // what the settings took away from the view, if anything
+    const said = onPayload(payload, { example: Boolean(picked) }); // what the settings took away from the view, if anything
     if (said) status.textContent = [status.textContent, said].filter(Boolean).join(" ");
     shown = true;
     showUndo();
@@ -747,7 +748,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     bias.checked = preset.config.bias;
     tokensInput.value = tokens.join(" ");
     seedInput.value = String(seed);
-    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map(preset.edits) }, { redraw: true });
+    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map(preset.edits) }, { redraw: true, example: preset === own });
   }
   matrixSelect.addEventListener("change", () => {
     current = matrixSelect.value;

@@ -266,8 +266,13 @@ async function main() {
     compute,
     editable: !STATIC,
     example: teaching,
-    onPayload: (payload) => {
+    onPayload: (payload, { example } = {}) => {
       let view = { stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all_queries: model.get("all_queries") };
+      if (example) { // the teaching example picked: its own head and query, as its first view has them
+        view = { ...view, head: 0, query: teaching.query };
+        delete takenAway.head;
+        delete takenAway.query;
+      }
       if (pendingView) {
         const fitted = fitView(payload, pendingView);
         if (fitted.problems.length) say(partlyUsed(fitted.problems));
