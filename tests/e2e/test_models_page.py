@@ -189,6 +189,26 @@ DRAWN_BY = """(selector) => new Promise((done) => {
 
 
 @needs("minilm")
+def test_a_real_models_weight_matrices_are_folded_to_a_line_and_stay_open_once_opened(page, server_url):
+    """W^Q, W^K and W^V of a real model are maps of hundreds of rows (384 for MiniLM, a pixel
+    each): folded, the Projections stage keeps its three equations about a screen tall."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
+    stage = page.locator(".stage")
+    folded = stage.locator("details.folded-map")
+    assert folded.count() == 3 and all(": 384 × 32 numbers (show its map)" in s for s in folded.locator("summary").all_inner_texts())
+    assert stage.locator("details.folded-map[open]").count() == 0
+    short = stage.bounding_box()["height"]
+    assert short < 2200, short  # with the three maps it was some 3,400 px
+    folded.first.locator("summary").click()
+    assert folded.first.locator("canvas.heatmap").is_visible()
+    assert stage.bounding_box()["height"] > short + 300  # the map's 384 rows
+    # open for another query and another head
+    page.get_by_label("Query token").select_option(index=2)
+    page.locator(".thumb-button", has_text="Head 3").click()
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 3')")
+    assert [d.get_attribute("open") is not None for d in page.locator(".stage details.folded-map").all()] == [True, False, False]
+
+
 def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, server_url):
     """The head menu's list is made of the page's own elements: the pointer resting on an option,
     or the focus moving to one in the open list, fetches that head, so picking it shows it at once."""
@@ -432,7 +452,7 @@ def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_u
     assert titles == [f"{i + 1}. {t}" for i, t in enumerate(["Projections", "Scores", "Weights", "Value mixing", "Concatenation", "Output projection"])], titles
     assert printed["distinct"]
     # the costs are opened for the paper; Matrices and the packed view, maps of hundreds of rows, are not
-    assert printed["open"] == {"matrices": False, "costs": True}, printed["open"]
+    assert printed["open"] == {"matrices": False, "costs": True, "folded-map": False}, printed["open"]
     # every map of every stage on a canvas that holds its drawing (the first four stages draw maps at this length)
     assert all(s["figures"] > 0 for s in printed["stages"][:4]), printed["stages"]
     assert all(s["maps"] == [True] * s["figures"] for s in printed["stages"]), printed["stages"]

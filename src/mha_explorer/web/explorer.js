@@ -57,6 +57,25 @@ function equation(first, ...terms) {
   return eq;
 }
 
+// A map folded to a line that names it (summary: its words). Opened or closed, every panel's
+// map of that kind (key: "W_Q") follows, those built ahead and those of other heads too.
+function folded(view, key, summary, content) {
+  const { open, boxes } = view.unfolded;
+  const box = h("details", { class: "folded-map" }, h("summary", {}, summary), content);
+  box.open = open.has(key);
+  if (!boxes.has(key)) boxes.set(key, new Set());
+  boxes.get(key).add(new WeakRef(box)); // (the panels of a payload gone go with it)
+  box.addEventListener("toggle", () => {
+    open[box.open ? "add" : "delete"](key);
+    for (const ref of boxes.get(key)) {
+      const other = ref.deref();
+      if (!other) boxes.get(key).delete(ref);
+      else if (other.open !== box.open) other.open = box.open;
+    }
+  });
+  return box;
+}
+
 // One query's concat on canvas (a real model's, too long to write out): one row per head.
 function concatMap(view, query, head) {
   const { payload, t } = view;
@@ -631,7 +650,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let foldedForPrint = [];
   const beforePrint = () => {
     if (everyStage && !printedStages.length) addStages();
-    openedForPrint = [...root.querySelectorAll("details:not([open])")].filter((details) => !(view.payload.model && details.matches(".matrices, .packed")));
+    openedForPrint = [...root.querySelectorAll("details:not([open])")].filter((details) => !details.matches(".folded-map") && !(view.payload.model && details.matches(".matrices, .packed")));
     for (const details of openedForPrint) details.open = true;
     if (matrices.open && matrices.children.length === 1) fillMatrices();
     if (!foldedForPrint.length) foldedForPrint = foldForPaper(root);
@@ -804,6 +823,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
       sharedEquations: new Map(), // "k|head", "v|head" -> [a projection every query's panel shows, the maps in it]
       outputs: new Map(), // "head|query" (or, with many heads, "head") -> the head outputs panel's nodes
       shares: null, // a real model's head lengths (model.head_shares) as a Tensor, once the Output stage reads them
+      // the maps folded to a line that the user opened (see folded): kept from view to view
+      unfolded: view?.unfolded ?? { open: new Set(), boxes: new Map() },
     };
     views.set(source, made);
     return made;
@@ -1294,7 +1315,7 @@ function projections(view, query, head) {
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)),
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
-    const wTable = grid({
+    const wMap = grid({
       source: [w[weight], String(own)],
       caption: h("span", {}, sup(sub("W", own), name.toUpperCase())),
       rows: range(c.d_model),
@@ -1302,6 +1323,9 @@ function projections(view, query, head) {
       value: (k, j) => w[weight].at(own, k, j),
       src: (k, j) => `${weight}:${own},${k},${j}`,
     });
+    // a W of hundreds of rows (a real model's d_model), one pixel each, is folded to its name and
+    // size, so that the three equations stay a screen tall; opened, it stays open for every query and head
+    const wTable = c.d_model <= 16 ? wMap : folded(view, weight, [sup(sub("W", own), name.toUpperCase()), `: ${c.d_model} × ${dOut} numbers (show its map)`], wMap);
     // b^Q, b^K or b^V of that head: added to every row of the product
     const bias = c.bias ? w[`b_${name.toUpperCase()}`] : null;
     const bTable = bias && grid({
