@@ -691,6 +691,9 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     assert f"All 30 layers of SmolLM2-135M-Instruct, after these {n} tokens: {kib:.1f} KiB in float16" in page.locator(".whole-model").inner_text()
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     assert page.locator(".stage canvas.heatmap").count() >= 2
+    # q before and after, and K before and after, each pair on one colour scale: compared by eye
+    legends = page.locator(".stage .heatmap-legend").all_inner_texts()
+    assert len(legends) == 4 and legends[0] == legends[1] and legends[2] == legends[3], legends
     page.screenshot(path=str(artifacts / "model-smollm2-rope.png"), full_page=True)
     # tokens are labelled by the text they stand for, a leading space as ␣ ("Ġlets" is "␣lets")
     options = page.get_by_label("Query token").locator("option").all_inner_texts()
@@ -790,6 +793,50 @@ def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_
                 assert strip[0] > strip[1], strip
     finally:
         context.close()
+
+
+@needs("minilm")
+def test_value_mixing_stacks_v_av_and_z_column_on_column(page, server_url):
+    """The value rows, the same rows times their weights and z are compared component by component:
+    their cells start at one x (the rows' labels, "0.27 × [CLS]" and "[CLS]", took different room).
+    MiniLM has no shared K/V heads: its value rows are the head's own, not a "K/V head"'s."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
+    page.locator('.thumb-button[data-head="1"]').click()
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 1')")
+    page.get_by_label("Calculation stage").select_option(label="Value mixing")
+    boxes = [c.bounding_box() for c in page.locator(".stage canvas.heatmap").all()]
+    assert len(boxes) == 3
+    assert {round(b["x"]) for b in boxes} == {round(boxes[0]["x"])} and {round(b["width"]) for b in boxes} == {round(boxes[0]["width"])}, boxes
+    assert "value rows of head 1 that “" in page.locator(".stage").inner_text()
+
+
+TITLE_AND_BAR = "() => [document.querySelector('.stage h2').textContent, document.querySelector('.stage h2').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom, scrollY]"
+
+
+@needs("minilm")
+def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay(browser, server_url):
+    """A real model's overview of every head pushes the stage below a laptop's window: Next changed
+    a stage nobody could see. Now the stage's title comes into view, under the controls, which stay
+    at the top of the window while the stage is read, so that Next is at hand for the next step."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(server_url + "#mode=model&model=minilm&layer=5&text=The+quick+brown+fox+jumps+over+the+lazy+dog.&stage=scores&head=3&query=4")
+        page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.startsWith('2. Scores')", timeout=120_000)
+        title, top, _, _, scrolled = page.evaluate(TITLE_AND_BAR)
+        assert top > 720 and scrolled == 0  # a link opens at the top of the page, the stage below the window
+        for expected in ("3. Weights", "4. Value mixing"):
+            page.get_by_role("button", name="Next").click()
+            title, top, bar_top, bar_bottom, scrolled = page.evaluate(TITLE_AND_BAR)
+            assert title.startswith(expected) and scrolled > 0
+            assert bar_top == 0 and bar_bottom < top < bar_bottom + 40, (top, bar_bottom)  # just under the controls
+        # a stage already in view is not scrolled to
+        page.mouse.wheel(0, -100)
+        page.wait_for_function("(y) => scrollY < y", arg=scrolled)
+        before = page.evaluate("scrollY")
+        page.get_by_role("button", name="Previous").click()
+        assert page.evaluate(TITLE_AND_BAR)[0].startswith("3. Weights") and page.evaluate("scrollY") == before
+    finally:
+        page.close()
 
 
 @needs("minilm")

@@ -76,6 +76,12 @@ function folded(view, key, summary, content) {
   return box;
 }
 
+// The K/V head g as the text names it: "K/V head 1" where query heads share them, "head 1" where
+// each head has its own (MHA: no sharing to explain).
+function kvHead(payload, g) {
+  return payload.config.n_kv_heads === payload.config.n_heads ? `head ${g}` : `K/V head ${g}`;
+}
+
 // One query's concat on canvas (a real model's, too long to write out): one row per head.
 function concatMap(view, query, head) {
   const { payload, t } = view;
@@ -575,17 +581,18 @@ function render({ model, el, otherConfigs, printAll = null }) {
   const costs = h("section", { class: "cost-section", "aria-label": "Cost" });
   const overviewBox = h("section", { class: "overview", "aria-label": "Every head of this layer" });
 
+  const controls = h(
+    "div",
+    { class: "controls" },
+    h("div", { class: "field" }, h("label", { for: ids.query }, "Query token"), querySelect),
+    h("div", { class: "field" }, h("label", { for: ids.head }, "Inspect head"), headSelect),
+    h("div", { class: "field" }, h("label", { for: ids.stage }, "Calculation stage"), stageSelect),
+    h("div", { class: "buttons" }, allToggle, previous, next, reset),
+  );
   const root = h(
     "div",
     { class: "mha-explorer" },
-    h(
-      "div",
-      { class: "controls" },
-      h("div", { class: "field" }, h("label", { for: ids.query }, "Query token"), querySelect),
-      h("div", { class: "field" }, h("label", { for: ids.head }, "Inspect head"), headSelect),
-      h("div", { class: "field" }, h("label", { for: ids.stage }, "Calculation stage"), stageSelect),
-      h("div", { class: "buttons" }, allToggle, previous, next, reset),
-    ),
+    controls,
     h("nav", { "aria-label": "Stages" }, steps),
     overviewBox,
     live,
@@ -595,6 +602,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
     notes,
   );
   el.replaceChildren(root);
+  // where the window's view starts below the controls: they stay at its top on a large screen (explorer.css)
+  const controlsBottom = () => (getComputedStyle(controls).position === "sticky" ? Math.max(0, controls.getBoundingClientRect().bottom) : 0);
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
   // The keys pressed inside the view stay inside it: a notebook (JupyterLab) would otherwise also
@@ -713,10 +722,14 @@ function render({ model, el, otherConfigs, printAll = null }) {
   };
   querySelect.addEventListener("change", () => byMenu({ query: Number(querySelect.value) }));
   headSelect.addEventListener("change", () => byMenu({ head: Number(headSelect.value) }));
-  stageSelect.addEventListener("change", () => byMenu({ stage: stageSelect.value }));
+  stageSelect.addEventListener("change", () => {
+    stagePicked = true;
+    byMenu({ stage: stageSelect.value });
+  });
   allToggle.addEventListener("click", () => set({ all_queries: !model.get("all_queries") }));
   const move = (delta) => {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
+    stagePicked = true;
     if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
   };
   // a head's name in the head outputs (or the Output stage's lengths) is a button: it inspects that head
@@ -752,11 +765,20 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // the numbered stages above the figure are buttons too
   steps.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-stage]");
+    stagePicked = Boolean(button);
     if (button) set({ stage: button.dataset.goStage });
   });
   // the button at a stage's end: the next stage is read from its top, where the focus goes too
   // (the button pressed leaves the page with its stage)
   let wentOn = false;
+  // a stage picked above the figure (Previous, Next, the stage menu or tabs): its title is brought
+  // into view when it lies out of it (under a real model's overview of every head, or scrolled past)
+  let stagePicked = false;
+  // the title read from its top, below the controls where they stay at the top of the window
+  const scrollToTitle = (title) => {
+    root.style.setProperty("--controls-height", `${controls.offsetHeight}px`);
+    title.scrollIntoView({ block: "start" });
+  };
   stagePanel.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-on]");
     if (!button) return;
@@ -1082,15 +1104,20 @@ function render({ model, el, otherConfigs, printAll = null }) {
         share.tabIndex = -1; // focusable by script only: Tab goes on from here
         share.focus({ preventScroll: true });
       }
+      const title = panel[0];
+      // (measured only then: a layout of the page, which a head or query change need not wait for)
+      const hidden = () => {
+        const { top, bottom } = title.getBoundingClientRect();
+        return top < controlsBottom() || bottom > window.innerHeight;
+      };
       if (wentOn) {
-        const title = panel[0];
         title.tabIndex = -1; // focusable by script only
         title.focus({ preventScroll: true });
-        const { top, bottom } = title.getBoundingClientRect();
-        if (top < 0 || bottom > window.innerHeight) title.scrollIntoView({ block: "start" }); // (a phone's: it lies far above)
-      }
+        if (hidden()) scrollToTitle(title); // (a phone's: it lies far above)
+      } else if (stagePicked && hidden()) scrollToTitle(title); // or Next would seem to do nothing
     }
     wentOn = false;
+    stagePicked = false;
     if (printWhenHere !== null && (printWhenHere !== head || !loading)) {
       if (printWhenHere === head) setTimeout(printEveryStage); // after this view is painted
       printWhenHere = null; // (another head picked meanwhile: no print)
@@ -1424,9 +1451,9 @@ function topKeys(view, query, head) {
 }
 
 // One vector: a row of checkable numbers when short, a heatmap strip when long.
-function vector(caption, length, value, src, label) {
+function vector(caption, length, value, src, label, labelsAtLeast = 0, scale = undefined) {
   if (length <= 16) return h("div", { class: "vector" }, h("span", { class: "vector-caption" }, caption, " = "), vec(range(length).map((e) => num(value(e), src(e)))));
-  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label, colLabel: (e) => `[${e}]` });
+  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label, colLabel: (e) => `[${e}]`, labelsAtLeast, scale });
 }
 
 function keyStrip(view, query, head, name, caption, kind) {
@@ -1566,7 +1593,7 @@ function scoresMany(view, query, head) {
     : top.length === visible.length ? `${keys(top.length)} the query may see`
     : `${keys(top.length)} the query may see with the highest scores`;
   return [
-    h("p", { class: "lead" }, `The query “`, tokenName(payload, query), `” (position ${query}) against all ${payload.tokens.length} keys of K/V head ${g}. The strip shows every scaled score; the table lists the ${which}${few ? "" : ", highest first"}.`, few && masked ? " Those marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞." : "", hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
+    h("p", { class: "lead" }, `The query “`, tokenName(payload, query), `” (position ${query}) against all ${payload.tokens.length} keys of ${kvHead(payload, g)}. The strip shows every scaled score; the table lists the ${which}${few ? "" : ", highest first"}.`, few && masked ? " Those marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞." : "", hiddenAbove ? ` ${hiddenAbove} hidden ${hiddenAbove === 1 ? "key scores" : "keys score"} higher than the last one listed: the mask, next, sets ${hiddenAbove === 1 ? "its score" : "their scores"} to −∞.` : ""),
     keyStrip(view, query, head, "scaled", `Scaled scores of head ${head} for every key`),
     h(
       "table",
@@ -1767,15 +1794,19 @@ function mixingMany(view, query, head) {
   const top = few ? visible : topKeys(view, query, head);
   // in order, a key is named as the other stages name it; the top keys, out of order, by their positions
   const keyName = (j) => (few ? tokenName(payload, j) : `${visibleToken(payload.tokens[j])} @${j}`);
+  const weighted = (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${keyName(top[r])}`;
+  // the three maps' cells start at one x: component e of v, of a·v and of z stand in one column
+  const left = labelRoom([...top.map((_, r) => [r, weighted(r)]), [0, `z${head}`]], 12);
   return [
-    h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of K/V head ${g} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
+    h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of ${kvHead(payload, g)} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
     heatmap({
       caption: few ? "Value rows, one per key, each to be scaled by its weight" : "Value rows of the top keys, one per key, each to be scaled by its weight",
       rows: top.length,
       cols: dv,
       value: (r, e) => t.v.at(g, top[r], e),
-      rowLabel: (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${keyName(top[r])}`,
+      rowLabel: weighted,
       colLabel: (e) => `v[${e}]`,
+      labelsAtLeast: left,
     }),
     // the rows scaled: a row of little weight, however bright above, fades here
     heatmap({
@@ -1785,8 +1816,9 @@ function mixingMany(view, query, head) {
       value: (r, e) => t.weights.at(head, query, top[r]) * t.v.at(g, top[r], e),
       rowLabel: (r) => keyName(top[r]),
       colLabel: (e) => `a·v[${e}]`,
+      labelsAtLeast: left,
     }),
-    vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`),
+    vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`, left),
   ];
 }
 
@@ -1801,12 +1833,12 @@ function normed(view, query, head) {
   const q = range(d).map((e) => t.q.at(head, query, e));
   const rms = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / d + eps);
   return [
-    h("p", { class: "lead" }, `Below: q of “`, tokenName(payload, query), `” before and after the norm, then every key of K/V head ${g}, before and after. The same learned vector multiplies every head's q (and another every k).`),
+    h("p", { class: "lead" }, `Below: q of “`, tokenName(payload, query), `” before and after the norm, then every key of ${kvHead(payload, g)}, before and after. The same learned vector multiplies every head's q (and another every k).`),
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
     h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
-    heatmap({ caption: `K of K/V head ${g} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
     heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
   ];
 }
@@ -1828,16 +1860,23 @@ function rope(view, query, head) {
     length += before ** 2;
   }
   const moved = Math.sqrt(change / (length || 1)); // |q̃ − q| / |q|
+  // before and after on one colour scale each for q and for K: a colour means one value in both
+  const qBefore = (e) => t[qIn].at(head, query, e);
+  const qAfter = (e) => t.q_rotated.at(head, query, e);
+  const kBefore = (r, e) => t[kIn].at(g, r, e);
+  const kAfter = (r, e) => t.k_rotated.at(g, r, e);
+  const qScale = sharedScale(1, d, (_, e) => qBefore(e), (_, e) => qAfter(e));
+  const kScale = sharedScale(n, d, kBefore, kAfter);
   const said = query === 0
     ? " At position 0 no pair turns: q is the same after the rotation."
     : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and q moves by ${Math.round(100 * moved)}% of its length (|q̃ − q| / |q|)${moved < 0.25 ? ": the strips of q before and after look much alike" : ""}.`;
   return [
     h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${said}`),
-    vector(`q at position ${query}, before`, d, (e) => t[qIn].at(head, query, e), (e) => `${qIn}:${head},${query},${e}`, "before"),
-    vector("after the rotation", d, (e) => t.q_rotated.at(head, query, e), (e) => `q_rotated:${head},${query},${e}`, "after"),
+    vector(`q at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
+    vector("after the rotation", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
-    heatmap({ caption: `K of K/V head ${g} before the rotation`, rows: n, cols: d, value: (r, e) => t[kIn].at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
-    heatmap({ caption: `K after the rotation`, rows: n, cols: d, value: (r, e) => t.k_rotated.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
+    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
   ];
 }
 
@@ -2272,7 +2311,10 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
 // blockLabel(r): where rows are too thin for a label each, the label drawn at row r, or null for
 // none (W^O's thousand rows: "head 2" where each head's block starts); the readout still names the row.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel }) {
+// labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
+// column by column start their cells at one x). scale: the colour scale, given (two maps compared
+// by eye share one; see sharedScale), instead of the map's own.
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, labelsAtLeast = 0, scale: given }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2306,7 +2348,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     // none written over the one before (the first and last, moved inside the map, could be)
     if (label !== null && !(drawnLabels.length && labelY(r) - labelY(drawnLabels[drawnLabels.length - 1][0]) < Math.max(fontSize + 1, blockLabel && every > 1 ? 10 : 0))) drawnLabels.push([r, label]);
   }
-  const left = labelRoom(drawnLabels, fontSize);
+  const left = Math.max(labelsAtLeast, labelRoom(drawnLabels, fontSize));
   const width = left + cols * cw;
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
   let values = null;
@@ -2326,7 +2368,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     // weights run from 0 to 1 in a map of many rows, the same for every query; one query's strip
     // over hundreds of keys, whose largest weight may be 0.03, runs from 0 to its own largest
     if (kind === "weights") scale = rows > 1 || peak === 0 ? 1 : peak;
-    else scale = rows > 1 ? robustScale(values, peak) : peak; // a strip has no legend to say so
+    else scale = given ?? (rows > 1 ? robustScale(values, peak) : peak); // a strip has no legend to say so
   }
   const ratio = window.devicePixelRatio || 1;
   const firstOfPanel = !slots || slots.next === 0; // says how to read a map; the maps after it need not
@@ -2580,6 +2622,17 @@ const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written
 // 99th percentile of |value|. A weight matrix with a few huge entries (W^O of a decoder) would
 // otherwise be white; its scale is then that percentile, and the few beyond take the full colour.
 const OUTLIER = 4;
+// One colour scale for maps of rows x cols values each (value(i)(r, c) for the i-th), compared by
+// eye: the widest of the scales each would take on its own.
+function sharedScale(rows, cols, ...values) {
+  return Math.max(...values.map((value) => {
+    const all = new Float64Array(rows * cols);
+    let peak = 0;
+    for (let r = 0, o = 0; r < rows; r++) for (let c = 0; c < cols; c++, o++) peak = Math.max(peak, Math.abs((all[o] = value(r, c))));
+    return rows > 1 ? robustScale(all, peak) : peak;
+  }));
+}
+
 function robustScale(values, peak) {
   if (!(peak > 0) || values.length < 100) return peak;
   const bins = new Uint32Array(1024); // |value| / peak in 1024 bins: one pass, no sort
@@ -2669,8 +2722,8 @@ function allQueries(view, query, head, stage) {
   const views = {
     projections: () => [
       map(`Q of head ${head} (n × d_head)`, "q", (r, j) => [head, r, j], c.d_head, comp("q")),
-      map(`K of K/V head ${g}`, "k", (r, j) => [g, r, j], c.d_head, comp("k")),
-      map(`V of K/V head ${g}`, "v", (r, j) => [g, r, j], c.d_v, comp("v")),
+      map(`K of ${kvHead(payload, g)}`, "k", (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`V of ${kvHead(payload, g)}`, "v", (r, j) => [g, r, j], c.d_v, comp("v")),
     ],
     scores: () => [
       map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
@@ -2684,11 +2737,11 @@ function allQueries(view, query, head, stage) {
     output: () => [map("output Y (n × d_model)", "output", (r, j) => [r, j], c.d_model, comp("y"))],
     qk_norm: () => [
       map(`Q of head ${head} after the norm`, "q_normed", (r, j) => [head, r, j], c.d_head, comp("q")),
-      map(`K of K/V head ${g} after the norm`, "k_normed", (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`K of ${kvHead(payload, g)} after the norm`, "k_normed", (r, j) => [g, r, j], c.d_head, comp("k")),
     ],
     rope: () => [
       map(`Q of head ${head} after the rotation`, "q_rotated", (r, j) => [head, r, j], c.d_head, comp("q")),
-      map(`K of K/V head ${g} after the rotation`, "k_rotated", (r, j) => [g, r, j], c.d_head, comp("k")),
+      map(`K of ${kvHead(payload, g)} after the rotation`, "k_rotated", (r, j) => [g, r, j], c.d_head, comp("k")),
     ],
   };
   return [
