@@ -118,7 +118,10 @@ class ModelService:
                 model = load_model(name, progress=progress)
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
-                self.status[name] = {"state": "error", "fraction": 0.0, "message": self._without_paths(name, str(error))}
+                message = self._without_paths(name, str(error))
+                if name in self.local:  # read anew when picked again: the server need not restart
+                    message = f"{message.rstrip('.')}. Once the checkpoint is mended, pick it again: it is read anew"
+                self.status[name] = {"state": "error", "fraction": 0.0, "message": message}
             log.warning("could not load %s: %s", name, error)  # the log, on the server's own machine, keeps the paths
             return
         with self.lock:

@@ -278,6 +278,51 @@ def test_a_config_with_a_number_of_the_wrong_kind_is_refused_naming_the_key(tmp_
         load_model(tmp_path)
 
 
+BERT_DAMAGES = {
+    "heads that do not divide the width": (
+        {"num_attention_heads": 7},
+        "config.json: hidden_size 384 is not divisible by num_attention_heads 7; give a head count that divides it",
+    ),
+    "a width the embeddings do not have": (
+        {"hidden_size": 768},
+        "config.json: hidden_size is 768, but the embedding table embeddings.word_embeddings.weight is 384 wide; set hidden_size to 384",
+    ),
+    "a position table of other rows": (
+        {"max_position_embeddings": 8},
+        "config.json: max_position_embeddings is 8, but the position table embeddings.position_embeddings.weight has 512 rows; set max_position_embeddings to 512",
+    ),
+}
+
+
+def minilm_copy(folder, changes: dict):
+    """MiniLM's checkpoint as a folder of its own (the weights linked, not copied), its config.json changed."""
+    from pathlib import Path
+
+    source = Path(require("minilm").source)
+    for name in ("model.safetensors", "tokenizer.json"):
+        (folder / name).symlink_to(source / name)
+    (folder / "config.json").write_text(json.dumps({**json.loads((source / "config.json").read_text()), **changes}))
+    return folder
+
+
+@pytest.mark.parametrize("damage", BERT_DAMAGES)
+def test_a_bert_config_that_does_not_fit_its_weights_says_what_to_set(tmp_path, damage):
+    """Each says which key of config.json to change, and to what where the weights tell."""
+    from mha_explorer.models import CheckpointError, load_model
+
+    changes, message = BERT_DAMAGES[damage]
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        load_model(minilm_copy(tmp_path, changes))
+
+
+def test_a_count_written_as_a_float_is_a_whole_number(tmp_path):
+    """12.0 heads is 12 heads (it was refused as "give a whole number", which it is)."""
+    from mha_explorer.models import load_model
+
+    model = load_model(minilm_copy(tmp_path, {"num_attention_heads": 12.0, "num_hidden_layers": 6.0}))
+    assert model.layer_config(0).n_heads == 12 and model.n_layers == 6
+
+
 def test_a_null_where_the_family_has_a_default_takes_the_default(tmp_path):
     """null reads as "not given", as a key left out: rms_norm_eps then is Llama's 1e-6."""
     import json

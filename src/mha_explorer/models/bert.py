@@ -42,7 +42,7 @@ class Bert(Architecture):
         self.eps = float(cfg.get("layer_norm_eps") or 1e-12)  # null: not given
         ffn = int(cfg["intermediate_size"])
         if d % h:
-            raise CheckpointError(f"{where}: hidden_size {d} is not divisible by num_attention_heads {h}")
+            raise CheckpointError(f"{where}/config.json: hidden_size {d} is not divisible by num_attention_heads {h}; give a head count that divides it")
         e = d // h
         self.config = AttentionConfig(d_model=d, n_heads=h, d_head=e, bias=True)
 
@@ -52,8 +52,17 @@ class Bert(Architecture):
             return check_shape(where, p + name, tensors.read(p + name), shape)
 
         self._tensors, self._word = tensors, p + "embeddings.word_embeddings.weight"
-        if len(tensors.shape(self._word)) != 2 or tensors.shape(self._word)[1] != d:
-            raise CheckpointError(f"{where}: {self._word} has shape {tensors.shape(self._word)}; expected (vocab, {d}), the model width config.json's hidden_size gives")
+        word = tensors.shape(self._word)
+        if len(word) != 2:
+            raise CheckpointError(f"{where}: {self._word} has shape {word}; an embedding table is (vocab, hidden_size): the checkpoint is damaged")
+        if word[1] != d:
+            raise CheckpointError(f"{where}/config.json: hidden_size is {d}, but the embedding table {self._word} is {word[1]} wide; set hidden_size to {word[1]}")
+        rows = tensors.shape(p + "embeddings.position_embeddings.weight") if tensors.has(p + "embeddings.position_embeddings.weight") else None
+        if rows and len(rows) == 2 and rows[0] != self.max_positions:
+            raise CheckpointError(
+                f"{where}/config.json: max_position_embeddings is {self.max_positions}, but the position table "
+                f"{p}embeddings.position_embeddings.weight has {rows[0]} rows; set max_position_embeddings to {rows[0]}"
+            )
         self.n_vocab = tensors.shape(self._word)[0]
         self.positions = get("embeddings.position_embeddings.weight", (self.max_positions, d))
         self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size") or 2), d))[0]

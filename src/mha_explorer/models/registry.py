@@ -380,6 +380,8 @@ def _check_numbers(cfg: dict, file: Path) -> None:
             raise CheckpointError(f"{file}: {key} is null; give a whole number")
     for key in WHOLE_NUMBERS:
         value = cfg.get(key)
+        if isinstance(value, float) and value.is_integer() and value >= 1:  # 12.0, as a GGUF count written as a float is taken
+            cfg[key] = value = int(value)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise CheckpointError(f"{file}: {key} is {value!r}; give a whole number, 1 or more")
     for key in POSITIVE_NUMBERS:

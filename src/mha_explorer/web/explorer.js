@@ -1350,9 +1350,10 @@ function projections(view, query, head) {
       value: (k, j) => w[weight].at(own, k, j),
       src: (k, j) => `${weight}:${own},${k},${j}`,
     });
-    // a W of hundreds of rows (a real model's d_model), one pixel each, is folded to its name and
-    // size, so that the three equations stay a screen tall; opened, it stays open for every query and head
-    const wTable = c.d_model <= 16 ? wMap : folded(view, weight, [sup(sub("W", own), name.toUpperCase()), `: ${c.d_model} × ${dOut} numbers (show its map)`], wMap);
+    // a W of hundreds of rows (a real model's d_model, or a lab's past 64), a pixel or two each, is
+    // folded to its name and size, so that the three equations stay a screen tall; opened, it stays
+    // open for every query and head
+    const wTable = !payload.model && c.d_model <= 64 ? wMap : folded(view, weight, [sup(sub("W", own), name.toUpperCase()), `: ${c.d_model} × ${dOut} numbers (show its map)`], wMap);
     // b^Q, b^K or b^V of that head: added to every row of the product
     const bias = c.bias ? w[`b_${name.toUpperCase()}`] : null;
     const bTable = bias && grid({
