@@ -361,3 +361,24 @@ def test_a_file_inside_a_checkpoint_directory_stands_for_the_directory(tmp_path)
     for name in ("config.json", "tokenizer.json", "model.safetensors"):
         assert load_model(folder / name) is whole, name
     assert whole.title == "my-llama"
+
+
+def test_a_checkpoint_given_by_a_link_is_named_after_the_link(tmp_path):
+    """A link named after an experiment, into a cache of hashes: the menu, the link and the title
+    said the target's name. They say the link's now; the same checkpoint by two paths is one."""
+    from mha_explorer.models import load_model
+    from mha_explorer.models.registry import local_models
+
+    (tmp_path / "snapshot-3f9a").mkdir()
+    target = minilm_copy(tmp_path / "snapshot-3f9a", {})
+    link = tmp_path / "my-experiment"
+    link.symlink_to(target)
+    assert list(local_models([str(link), str(target)])) == ["my-experiment"]
+    assert load_model(link).title == "my-experiment"
+
+
+def test_an_empty_folder_is_said_to_hold_no_checkpoint(tmp_path):
+    from mha_explorer.models import CheckpointError, load_model
+
+    with pytest.raises(CheckpointError, match=re.escape(f"{tmp_path} holds no checkpoint: a Hugging Face directory holds config.json, tokenizer.json and .safetensors files; or give a GGUF file")):
+        load_model(tmp_path)

@@ -165,8 +165,10 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise refuse_pickle(path)
         if path.is_file() and path.suffix.lower() not in (".gguf", ".safetensors"):
             raise not_a_checkpoint(path)
-        path = utf8_path(path.resolve())
-        if path in out.values():
+        # named after the path given, a link's own name too (an experiment's link into a cache of hashes);
+        # one checkpoint given twice, by two paths, is offered once
+        path = utf8_path(Path(os.path.abspath(path)))
+        if any(path.resolve() == kept.resolve() for kept in out.values()):
             continue
         base = short_name(path)
         name, k = base, 1
@@ -256,12 +258,13 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
             if _looks_like_a_path(key):
                 raise ModelError(f"no such file or directory: {key}; {choices}")
             raise ModelError(f"unknown model {key!r}: {choices}")
-        key = str(utf8_path(checkpoint_path(path).resolve()))
+        given = utf8_path(Path(os.path.abspath(checkpoint_path(path))))  # titled after it, a link's own name too
+        key = str(given.resolve())  # loaded once, by whichever path
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         if key not in _loaded:
-            _loaded[key] = _load_named(spec, report) if spec else open_checkpoint(Path(key), report)
+            _loaded[key] = _load_named(spec, report) if spec else open_checkpoint(given, report)
         report(1.0, "ready")
         return _loaded[key]
 
@@ -298,6 +301,8 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
         ggufs = sorted(path.glob("*.gguf"))
         if ggufs:
             raise CheckpointError(f"{path} holds no .safetensors file but a GGUF file: give its path, {ggufs[0]}")
+        if cfg is None:  # nothing of a checkpoint (an empty folder, or the wrong one)
+            raise CheckpointError(f"{path} holds no checkpoint: a Hugging Face directory holds config.json, tokenizer.json and .safetensors files; or give a GGUF file")
         raise CheckpointError(f"{path} holds no .safetensors file; the explorer reads {SUPPORTED}")
     if cfg is None:
         raise CheckpointError(f"{path} has no config.json; a Hugging Face checkpoint directory needs one")
