@@ -1626,6 +1626,11 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     q = arrays["q"][2, payload.query]
     rms = float(np.sqrt(np.mean(q.astype(np.float64) ** 2) + payload.config.norm_eps))
     assert f"rms(q) = √(mean of q² + 0.000001) = {f'{rms:.3f}'.rstrip('0').rstrip('.')}: each component of q is divided by it" in page.locator(".stage").inner_text()
+    # a key's norm can be checked too: the query's own row of K, its rms and the learned w^k
+    k = arrays["k"][0, payload.query]
+    k_rms = float(np.sqrt(np.mean(k.astype(np.float64) ** 2) + payload.config.norm_eps))
+    assert f"itself has rms(k) = {f'{k_rms:.3f}'.rstrip('0').rstrip('.')}." in page.locator(".stage").inner_text()
+    assert page.locator(".stage .heatmap-figure", has_text="The learned wk").count() == 1
     page.screenshot(path=str(artifacts / "model-gemma3-qk-norm.png"), full_page=True)
     # the cost counts the stages this layer adds
     page.locator(".costs summary").click()

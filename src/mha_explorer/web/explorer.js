@@ -1831,14 +1831,17 @@ function normed(view, query, head) {
   // the divisor, worked out here from the q shown: √(mean of q² + ε)
   const eps = payload.config.norm_eps;
   const epsShown = String(Number(eps.toPrecision(6))); // 1e-6 read from a float32 file is 9.99999997e-7
-  const q = range(d).map((e) => t.q.at(head, query, e));
-  const rms = Math.sqrt(q.reduce((s, x) => s + x * x, 0) / d + eps);
+  const rmsOf = (x) => Math.sqrt(x.reduce((s, v) => s + v * v, 0) / d + eps);
+  const rms = rmsOf(range(d).map((e) => t.q.at(head, query, e)));
+  const kRms = rmsOf(range(d).map((e) => t.k.at(g, query, e))); // the query's own key, one row of K
   return [
     h("p", { class: "lead" }, `Below: q of “`, tokenName(payload, query), `” before and after the norm, then every key of ${kvHead(payload, g)}, before and after. The same learned vector multiplies every head's q (and another every k).`),
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
     h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
+    h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = ${fmtConstant(kRms)}.`),
+    vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w k"),
     heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
     heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
   ];
