@@ -360,8 +360,9 @@ def q_and_k(build, fits, shared: bool) -> list[Table]:
 
 
 def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None):
-    """q and k before and after the norm; for the query, rms(q) (with ε) too, and under the tables
-    the learned multipliers w^q and w^k, so that q normed = q ÷ rms(q) × w^q can be checked."""
+    """q and k before and after the norm; for the query, rms(q) (with ε) too, for every key rms(k),
+    and under the tables the learned multipliers w^q and w^k, so that q normed = q ÷ rms(q) × w^q
+    (and k normed = k ÷ rms(k) × w^k) can be checked."""
     eps = t.config.qk_norm_eps
     n = len(tokens)
     out = []
@@ -373,14 +374,13 @@ def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None)
             title = kv_title(title, h, owner, rows, n) if part != "q" else title
             table = Table(title=title, min_width=len(title) + 4)
             with_q, with_k = "q" in part, "k" in part and not shared
-            for col in ("token",) + (("q", "rms(q)", "q normed") if with_q else ()) + (("k", "k normed") if with_k else ()):
-                add_column(table, col if col in ("token", "rms(q)") else counted(col, t.config.d_head))
+            for col in ("token",) + (("q", "rms(q)", "q normed") if with_q else ()) + (("k", "rms(k)", "k normed") if with_k else ()):
+                add_column(table, col if col in ("token", "rms(q)", "rms(k)") else counted(col, t.config.d_head))
             shown = partial(vec, lead=lead, count=False)
+            rms = lambda x: fmt(float(np.sqrt(np.mean(np.square(x, dtype=np.float64)) + eps)), 3)  # noqa: E731
             for j in rows if with_k else [i]:
-                q = t["q"][h, j]
-                rms = fmt(float(np.sqrt(np.mean(np.square(q, dtype=np.float64)) + eps)), 3)
-                q = ((shown(q), rms, shown(t["q_normed"][h, j])) if j == i else ("", "", "")) if with_q else ()
-                k = (shown(t["k"][g, j]), shown(t["k_normed"][g, j])) if with_k else ()
+                q = ((shown(t["q"][h, j]), rms(t["q"][h, j]), shown(t["q_normed"][h, j])) if j == i else ("", "", "")) if with_q else ()
+                k = (shown(t["k"][g, j]), rms(t["k"][g, j]), shown(t["k_normed"][g, j])) if with_k else ()
                 table.add_row(named(tokens, j), *q, *k, style="bold" if j == i else None)
             if with_k:
                 left_out(table, n, rows, "tokens")

@@ -389,7 +389,7 @@ def test_query_heads_sharing_a_kv_head_show_its_normed_and_rotated_k_once():
     w = AttentionWeights.random(config, seed=1)
     t = trace(x, w, config)
     # the rotation turns the normed q and k: its columns say so
-    for stage, columns, k_columns in (("qk_norm", ["q", "rms(q)", "q normed"], ["k", "k normed"]), ("rope", ["position", "q normed", "q rotated"], ["k normed", "k rotated"])):
+    for stage, columns, k_columns in (("qk_norm", ["q", "rms(q)", "q normed"], ["k", "rms(k)", "k normed"]), ("rope", ["position", "q normed", "q rotated"], ["k normed", "k rotated"])):
         console = Console(width=200, record=True, highlight=False)
         render(t, ["a", "b", "c"], 2, [0, 1, 2, 3], stage, console, w)
         out = console.export_text()
@@ -401,6 +401,10 @@ def test_query_heads_sharing_a_kv_head_show_its_normed_and_rotated_k_once():
             q = t["q"][0, 2]
             rms = re.search(r"│ c +│ \[[^]]*\] +│ (\S+) +│", out)[1]  # head 0's row of the query: q, then rms(q)
             assert rms == fmt(float(np.sqrt(np.mean(q.astype(float) ** 2) + config.qk_norm_eps)), 3)
+            # and every key's rms(k), so that k normed can be checked as q normed is
+            for j, name in enumerate("abc"):
+                k_rms = fmt(float(np.sqrt(np.mean(t["k"][0, j].astype(float) ** 2) + config.qk_norm_eps)), 3)
+                assert re.search(rf"│ {name} +│.*│ \[[^]]*\] +│ {re.escape(k_rms)} +│ \[[^]]*\] +│", out), (name, k_rms)
             lines = [line.strip("│ ") for line in out.splitlines()]  # the multipliers a line each: no vector broken
             at = lines.index("learned multipliers, shared by every head:")
             assert lines[at + 1 : at + 4] == [f"w^q = {vec(w.q_norm)}", f"w^k = {vec(w.k_norm)}", "ε = 0.000001"]
@@ -432,8 +436,9 @@ def test_a_narrow_terminal_cuts_no_number_of_the_norm_and_rotary_stages(width):
         assert cut == [], cut
         headers = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
         q, k = ("q rotated", "k rotated") if stage == "rope" else ("q normed", "k normed")
-        # q and k in one table where they fit (80 columns), else in two, each with every token it had
-        assert any(q in row and k in row for row in headers) == (width == 80), headers
+        # q and k in one table where they fit (the rotation's at 80 columns; the norm's, with the rms
+        # of each, not), else in two, each with every token it had
+        assert any(q in row and k in row for row in headers) == (width == 80 and stage == "rope"), headers
         assert any(q in row for row in headers) and any(k in row for row in headers), headers
         assert all(f"│ {name} " in out for name in ("<bos>", "␣because", "."))
     # the pairs turned by hand: each number whole, a pair's two numbers on two lines where they do not fit on one
