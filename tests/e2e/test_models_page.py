@@ -1251,16 +1251,22 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     # a link the copy cannot show says why, and the page shows the teaching example instead
     site = (tmp_path / "site" / "index.html").as_uri()
     said = {}
-    for fragment, why in (
-        ("model=minilm&layer=0&text=Hello+there", "This page holds one text, “The cat sat on the mat because it was warm.”, not the link's."),
-        ("model=smollm2&layer=0&text=x", "This page does not hold the model “smollm2”: it holds all-MiniLM-L6-v2."),
-    ):
+    for fragment, why in (("model=smollm2&layer=0&text=x", "This page does not hold the model “smollm2”: it holds all-MiniLM-L6-v2."),):
         page.goto(f"{site}#mode=model&{fragment}")  # another fragment: the page reloads
         page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
         said[fragment] = page.locator("#models .lab-error").inner_text()
         assert said[fragment] == why, said
         page.wait_for_function("() => document.querySelector('#mode-teaching').getAttribute('aria-pressed') === 'true'")
         assert page.locator("#notice").inner_text() == f"This link could not be used. {why[0].upper()}{why[1:]} Showing the teaching example instead."
+    # a link made on another text (the copy made again on a new sentence) shows the copy's own
+    # text, its model, layer and head kept; its query stood for a token of the other text
+    page.goto(f"{site}#mode=model&model=minilm&layer=0&text=Hello+there&head=5&query=1")
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: its text is not this page's, which holds one text: “The cat sat on the mat because it was warm.” is shown."
+    )
+    expect(page.locator(".stage h2")).to_contain_text("· head 5 · query “mat”")
+    assert page.locator("#mode-model").get_attribute("aria-pressed") == "true"
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 0")
     # a layer, head or query the copy does not have is dropped alone: the nearest layer it holds,
     # or the layer's first view, is shown
     for part, why, title in (

@@ -407,16 +407,16 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         tell(`This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`);
         return false;
       }
-      if (fixed && initial.text && initial.text !== fixed.text) {
-        tell(`This page holds one text, “${fixed.text}”, not the link's.`);
-        return false;
-      }
+      // another text (a lesson's copy made again on a new sentence): the model and layer on the text
+      // the copy holds, said so; the link's query stood for a token of its own text, and goes
+      const otherText = Boolean(fixed && initial.text && initial.text !== fixed.text);
       const ready = await prepare(picker.value, initial.layer ?? 0);
       if (ready === null) return true; // the user picked another model meanwhile
       if (!ready) return false;
       // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
       // traces, saying so (its model and text are not lost over one number)
       const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
+      if (otherText) layerProblems.push(`its text is not this page's, which holds one text: “${fixed.text}” is shown`);
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
         const why = held
@@ -427,7 +427,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (!initial.autostart) return true;
       // a link's head or query the layer does not have is dropped alone (the first view's is
       // shown), so that its model, text and layer are not lost over it; linkProblems says so
-      const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: initial.query ?? null };
+      const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText ? null : initial.query ?? null };
       const dropped = [];
       let shown;
       while (!(shown = await trace(request))) {
