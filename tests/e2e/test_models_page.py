@@ -826,6 +826,8 @@ def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay
         assert top > 720 and scrolled == 0  # a link opens at the top of the page, the stage below the window
         for expected in ("3. Weights", "4. Value mixing"):
             page.get_by_role("button", name="Next").click()
+            # brought up once the step is painted
+            page.wait_for_function(f"(s) => document.querySelector('.stage h2').textContent.startsWith(s) && ({TITLE_AND_BAR})()[1] < innerHeight", arg=expected)
             title, top, bar_top, bar_bottom, scrolled = page.evaluate(TITLE_AND_BAR)
             assert title.startswith(expected) and scrolled > 0
             assert bar_top == 0 and bar_bottom < top < bar_bottom + 40, (top, bar_bottom)  # just under the controls
@@ -834,6 +836,7 @@ def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay
         page.wait_for_function("(y) => scrollY < y", arg=scrolled)
         before = page.evaluate("scrollY")
         page.get_by_role("button", name="Previous").click()
+        page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 50))))")
         assert page.evaluate(TITLE_AND_BAR)[0].startswith("3. Weights") and page.evaluate("scrollY") == before
     finally:
         page.close()

@@ -1105,7 +1105,6 @@ function render({ model, el, otherConfigs, printAll = null }) {
         share.focus({ preventScroll: true });
       }
       const title = panel[0];
-      // (measured only then: a layout of the page, which a head or query change need not wait for)
       const hidden = () => {
         const { top, bottom } = title.getBoundingClientRect();
         return top < controlsBottom() || bottom > window.innerHeight;
@@ -1114,7 +1113,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
         title.tabIndex = -1; // focusable by script only
         title.focus({ preventScroll: true });
         if (hidden()) scrollToTitle(title); // (a phone's: it lies far above)
-      } else if (stagePicked && hidden()) scrollToTitle(title); // or Next would seem to do nothing
+      } else if (stagePicked) {
+        // or Next would seem to do nothing. Measured once the step is painted: measured now, the
+        // page would be laid out twice for one step (8 ms at 512 tokens)
+        requestAnimationFrame(() => setTimeout(() => title.isConnected && hidden() && scrollToTitle(title)));
+      }
     }
     wentOn = false;
     stagePicked = false;
