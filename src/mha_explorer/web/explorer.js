@@ -602,8 +602,12 @@ function render({ model, el, otherConfigs, printAll = null }) {
     notes,
   );
   el.replaceChildren(root);
-  // where the window's view starts below the controls: they stay at its top on a large screen (explorer.css)
-  const controlsBottom = () => (getComputedStyle(controls).position === "sticky" ? Math.max(0, controls.getBoundingClientRect().bottom) : 0);
+  // where the window's view starts below the controls: they stay at its top on a large screen
+  // (explorer.css's query). Kept as it changes, never measured on the way: a measure would lay the page out.
+  const stuck = matchMedia("(min-width: 900px) and (min-height: 640px)");
+  let controlsHeight = 0;
+  new ResizeObserver(() => (controlsHeight = controls.offsetHeight)).observe(controls);
+  const controlsBottom = () => (stuck.matches ? controlsHeight : 0);
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
   // The keys pressed inside the view stay inside it: a notebook (JupyterLab) would otherwise also
@@ -776,7 +780,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let stagePicked = false;
   // the title read from its top, below the controls where they stay at the top of the window
   const scrollToTitle = (title) => {
-    root.style.setProperty("--controls-height", `${controls.offsetHeight}px`);
+    root.style.setProperty("--controls-height", `${controlsHeight}px`);
     title.scrollIntoView({ block: "start" });
   };
   stagePanel.addEventListener("click", (event) => {
@@ -1114,9 +1118,14 @@ function render({ model, el, otherConfigs, printAll = null }) {
         title.focus({ preventScroll: true });
         if (hidden()) scrollToTitle(title); // (a phone's: it lies far above)
       } else if (stagePicked) {
-        // or Next would seem to do nothing. Measured once the step is painted: measured now, the
-        // page would be laid out twice for one step (8 ms at 512 tokens)
-        requestAnimationFrame(() => setTimeout(() => title.isConnected && hidden() && scrollToTitle(title)));
+        // or Next would seem to do nothing. Seen as the step is painted (an observer's first
+        // report): measured here or after, the page would be laid out once more (8 ms at 512 tokens)
+        const seen = new IntersectionObserver(([entry]) => {
+          seen.disconnect();
+          const { top, bottom } = entry.boundingClientRect;
+          if (title.isConnected && (top < controlsBottom() || bottom > (entry.rootBounds?.height ?? window.innerHeight))) scrollToTitle(title);
+        });
+        seen.observe(title);
       }
     }
     wentOn = false;
