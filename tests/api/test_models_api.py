@@ -321,6 +321,8 @@ def test_a_checkpoint_files_failed_load_names_neither_it_nor_its_folder_by_path(
         time.sleep(0.05)
     assert state["state"] == "error" and "has no config.json beside weights.safetensors" in state["message"], state
     assert str(tmp_path) not in state["message"] and str(tmp_path.resolve()) not in state["message"]
+    # what to do next: the server reads it anew, with no restart
+    assert state["message"].endswith(". Once the checkpoint is mended, pick it again: it is read anew"), state
 
 
 @pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
