@@ -835,9 +835,27 @@ def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay
         page.mouse.wheel(0, -100)
         page.wait_for_function("(y) => scrollY < y", arg=scrolled)
         before = page.evaluate("scrollY")
+        settled = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 50))))"
         page.get_by_role("button", name="Previous").click()
-        page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 50))))")
+        page.evaluate(settled)
         assert page.evaluate(TITLE_AND_BAR)[0].startswith("3. Weights") and page.evaluate("scrollY") == before
+        # Next at the last stage picks nothing: a token picked later in the overview, at the top of
+        # the page, leaves the page where it is (it jumped to the stage's title)
+        page.get_by_label("Calculation stage").select_option(label="Output projection")
+        page.evaluate("() => scrollTo(0, 0)")
+        page.get_by_role("button", name="Next").click(force=True)  # (aria-disabled: focusable, and does nothing)
+        page.locator(".token-strip .token").nth(2).dispatch_event("click")  # (a click here would scroll the token, at the window's edge, into view first)
+        page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('query “quick”')")
+        page.evaluate(settled)
+        assert page.evaluate("scrollY") == 0
+        # a number focused under the controls is brought out from under them
+        top, bar_bottom = page.evaluate("""() => {
+            const n = [...document.querySelectorAll('.stage .num')][5];
+            scrollBy(0, n.getBoundingClientRect().top - 30);
+            n.focus();
+            return [n.getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom];
+        }""")
+        assert bar_bottom <= top < bar_bottom + 40, (top, bar_bottom)
     finally:
         page.close()
 

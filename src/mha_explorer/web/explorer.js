@@ -602,12 +602,15 @@ function render({ model, el, otherConfigs, printAll = null }) {
     notes,
   );
   el.replaceChildren(root);
-  // where the window's view starts below the controls: they stay at its top on a large screen
-  // (explorer.css's query). Kept as it changes, never measured on the way: a measure would lay the page out.
-  const stuck = matchMedia("(min-width: 900px) and (min-height: 640px)");
+  // The page keeps the controls at the top of the window on a large screen (page.css; a notebook
+  // does not). Their height is kept as it changes, never measured on the way (a measure would lay
+  // the page out), for a number focused or a title scrolled to, which stop under them.
   let controlsHeight = 0;
-  new ResizeObserver(() => (controlsHeight = controls.offsetHeight)).observe(controls);
-  const controlsBottom = () => (stuck.matches ? controlsHeight : 0);
+  new ResizeObserver(() => {
+    controlsHeight = controls.offsetHeight;
+    root.style.setProperty("--controls-height", `${controlsHeight}px`);
+  }).observe(controls);
+  const stay = () => getComputedStyle(controls).position === "sticky";
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
   // The keys pressed inside the view stay inside it: a notebook (JupyterLab) would otherwise also
@@ -727,14 +730,15 @@ function render({ model, el, otherConfigs, printAll = null }) {
   querySelect.addEventListener("change", () => byMenu({ query: Number(querySelect.value) }));
   headSelect.addEventListener("change", () => byMenu({ head: Number(headSelect.value) }));
   stageSelect.addEventListener("change", () => {
-    stagePicked = true;
+    pickStage(stageSelect.value);
     byMenu({ stage: stageSelect.value });
   });
   allToggle.addEventListener("click", () => set({ all_queries: !model.get("all_queries") }));
   const move = (delta) => {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
-    stagePicked = true;
-    if (i >= 0 && i < view.stageIds.length) set({ stage: view.stageIds[i] });
+    if (i < 0 || i >= view.stageIds.length) return; // Previous at the first stage, Next at the last
+    pickStage(view.stageIds[i]);
+    set({ stage: view.stageIds[i] });
   };
   // a head's name in the head outputs (or the Output stage's lengths) is a button: it inspects that head
   let focusHead = null; // a head picked there by keyboard: its entry keeps the focus when the panel is redrawn
@@ -769,19 +773,32 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // the numbered stages above the figure are buttons too
   steps.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-stage]");
-    stagePicked = Boolean(button);
-    if (button) set({ stage: button.dataset.goStage });
+    if (!button) return;
+    pickStage(button.dataset.goStage);
+    set({ stage: button.dataset.goStage });
   });
   // the button at a stage's end: the next stage is read from its top, where the focus goes too
   // (the button pressed leaves the page with its stage)
   let wentOn = false;
-  // a stage picked above the figure (Previous, Next, the stage menu or tabs): its title is brought
-  // into view when it lies out of it (under a real model's overview of every head, or scrolled past)
-  let stagePicked = false;
-  // the title read from its top, below the controls where they stay at the top of the window
-  const scrollToTitle = (title) => {
-    root.style.setProperty("--controls-height", `${controlsHeight}px`);
-    title.scrollIntoView({ block: "start" });
+  // A stage picked above the figure (Previous, Next, the stage menu or tabs), until it is drawn:
+  // where the controls stay at the top, its title is brought into view when it lies out of it
+  // (under a real model's overview of every head, or scrolled past), or Next would seem to do
+  // nothing. (Where they do not, Next would be scrolled away.) The stage on screen is no pick.
+  let pickedStage = null;
+  const pickStage = (stage) => {
+    pickedStage = stage !== model.get("stage") ? stage : null;
+  };
+  const outOfView = (top, bottom, height, stays) => top < (stays ? controlsHeight : 0) || bottom > height;
+  // Seen as the step is painted, by an observer's first report: measured when the step is drawn,
+  // the page would be laid out once more for it (8 ms at 512 tokens).
+  const bringUp = (title) => {
+    const seen = new IntersectionObserver(([entry]) => {
+      seen.disconnect();
+      const { top, bottom } = entry.boundingClientRect;
+      const stays = title.isConnected && stay();
+      if (stays && outOfView(top, bottom, entry.rootBounds?.height ?? window.innerHeight, stays)) title.scrollIntoView({ block: "start" });
+    });
+    seen.observe(title);
   };
   stagePanel.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-on]");
@@ -1109,27 +1126,15 @@ function render({ model, el, otherConfigs, printAll = null }) {
         share.focus({ preventScroll: true });
       }
       const title = panel[0];
-      const hidden = () => {
-        const { top, bottom } = title.getBoundingClientRect();
-        return top < controlsBottom() || bottom > window.innerHeight;
-      };
       if (wentOn) {
         title.tabIndex = -1; // focusable by script only
         title.focus({ preventScroll: true });
-        if (hidden()) scrollToTitle(title); // (a phone's: it lies far above)
-      } else if (stagePicked) {
-        // or Next would seem to do nothing. Seen as the step is painted (an observer's first
-        // report): measured here or after, the page would be laid out once more (8 ms at 512 tokens)
-        const seen = new IntersectionObserver(([entry]) => {
-          seen.disconnect();
-          const { top, bottom } = entry.boundingClientRect;
-          if (title.isConnected && (top < controlsBottom() || bottom > (entry.rootBounds?.height ?? window.innerHeight))) scrollToTitle(title);
-        });
-        seen.observe(title);
-      }
+        const { top, bottom } = title.getBoundingClientRect(); // (at once: the focus is there)
+        if (outOfView(top, bottom, window.innerHeight, stay())) title.scrollIntoView({ block: "start" }); // (a phone's: it lies far above)
+      } else if (pickedStage === stage) bringUp(title);
+      if (pickedStage === stage) pickedStage = null;
     }
     wentOn = false;
-    stagePicked = false;
     if (printWhenHere !== null && (printWhenHere !== head || !loading)) {
       if (printWhenHere === head) setTimeout(printEveryStage); // after this view is painted
       printWhenHere = null; // (another head picked meanwhile: no print)
