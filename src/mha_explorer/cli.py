@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .examples import load_teaching_example
-from .narrative import LACKS, PAGE_STAGE_IDS, PAGE_STAGES, page_stages
+from .narrative import LACKS, PAGE_STAGE_IDS, page_stages, stage_id
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
@@ -91,15 +91,6 @@ def need_model(text, layer) -> None:
 
 
 TEACHING = "the teaching example"
-STAGE_TITLES = {s.title.casefold(): s.id for s in PAGE_STAGES}
-
-
-def stage_id(given: str) -> str:
-    """--stage as an id: WEIGHTS is weights (as LIKE is like), and a title is its stage's ("Value mixing", mixing)."""
-    given = " ".join(given.split()).casefold()
-    return STAGE_TITLES.get(given, given)
-
-
 def check_stage(stage: str | None, config, layer: str = TEACHING) -> None:
     """--stage names a stage the layer (as the message calls it) has, or a one-line error and exit 2."""
     allowed = [s.id for s in page_stages(config)]
@@ -109,8 +100,6 @@ def check_stage(stage: str | None, config, layer: str = TEACHING) -> None:
         if stage in LACKS:  # a stage some layers have
             fail(f"{layer} has no {stage} stage ({LACKS[stage]}); choose one of: {', '.join(allowed)}")
         fail(f"unknown stage {stage!r}{'' if layer == TEACHING else f' for {layer}'}; choose one of: {', '.join(allowed)}")
-
-
 
 
 def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:

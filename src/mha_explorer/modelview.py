@@ -119,7 +119,9 @@ class ModelService:
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
                 message = self._without_paths(name, str(error))
-                if name in self.local:  # read anew when picked again: the server need not restart
+                from .models import CheckpointError
+
+                if name in self.local and isinstance(error, CheckpointError):  # read anew when picked again: the server need not restart
                     message = f"{message.rstrip('.')}. Once the checkpoint is mended, pick it again: it is read anew"
                 self.status[name] = {"state": "error", "fraction": 0.0, "message": message}
             log.warning("could not load %s: %s", name, error)  # the log, on the server's own machine, keeps the paths

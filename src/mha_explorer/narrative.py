@@ -105,6 +105,16 @@ PAGE_STAGES: tuple[PageStage, ...] = (
 )
 
 PAGE_STAGE_IDS = tuple(s.id for s in PAGE_STAGES)
+STAGE_TITLES = {s.title.casefold(): s.id for s in PAGE_STAGES}
+
+
+def stage_id(given: str) -> str:
+    """A stage named as its id in any case (WEIGHTS, as LIKE is like) or by its title ("Value
+    mixing", as the page and the terminal head it), as its id; anything else as given, casefolded."""
+    given = " ".join(given.split()).casefold()
+    return STAGE_TITLES.get(given, given)
+
+
 LACKS = {  # why a layer may lack one of the optional stages
     "qk_norm": "it does not normalize q and k",
     "rope": "it has no rotary positions",

@@ -302,15 +302,13 @@ class Explorer(anywidget.AnyWidget):
         ids = _stage_ids(self.payload)
         if not isinstance(value, str):
             raise traitlets.TraitError(f"stage must be the name of a stage, one of {', '.join(ids)}, not {value!r}")
-        named = {s["title"].casefold(): s["id"] for s in self.payload["page_stages"]} | {i: i for i in ids}
-        found = named.get(value.strip().casefold())  # "weights", " Mixing ", "Output projection"
-        if found is None:
-            from .narrative import LACKS, PAGE_STAGES
+        from .narrative import LACKS, stage_id
 
-            asked = value.strip().casefold()
-            why = LACKS.get({s.title.casefold(): s.id for s in PAGE_STAGES}.get(asked, asked))  # a stage other traces have
+        asked = stage_id(value)  # "weights", " Mixing ", "Output projection"
+        if asked not in ids:
+            why = LACKS.get(asked)  # a stage other traces have
             raise traitlets.TraitError(f"stage {value!r} is not a stage of this trace{f' ({why})' if why else ''}; choose one of {', '.join(ids)}")
-        return found
+        return asked
 
     @traitlets.validate("all_queries")
     def _valid_all_queries(self, proposal):

@@ -195,7 +195,7 @@ def test_a_real_models_weight_matrices_are_folded_to_a_line_and_stay_open_once_o
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
     stage = page.locator(".stage")
     folded = stage.locator("details.folded-map")
-    assert folded.count() == 3 and all(": 384 × 32 numbers (show its map)" in s for s in folded.locator("summary").all_inner_texts())
+    assert folded.count() == 3 and all(": 384 × 32 numbers (show them)" in s for s in folded.locator("summary").all_inner_texts())
     assert stage.locator("details.folded-map[open]").count() == 0
     short = stage.bounding_box()["height"]
     assert short < 2200, short  # with the three maps it was some 3,400 px
@@ -209,6 +209,7 @@ def test_a_real_models_weight_matrices_are_folded_to_a_line_and_stay_open_once_o
     assert [d.get_attribute("open") is not None for d in page.locator(".stage details.folded-map").all()] == [True, False, False]
 
 
+@needs("minilm")
 def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, server_url):
     """The head menu's list is made of the page's own elements: the pointer resting on an option,
     or the focus moving to one in the open list, fetches that head, so picking it shows it at once."""
@@ -849,13 +850,27 @@ def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay
         page.evaluate(settled)
         assert page.evaluate("scrollY") == 0
         # a number focused under the controls is brought out from under them
-        top, bar_bottom = page.evaluate("""() => {
+        top, bar_bottom, tip = page.evaluate("""() => {
             const n = [...document.querySelectorAll('.stage .num')][5];
             scrollBy(0, n.getBoundingClientRect().top - 30);
             n.focus();
-            return [n.getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom];
+            return [n.getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom, n.className];
         }""")
         assert bar_bottom <= top < bar_bottom + 40, (top, bar_bottom)
+        assert "tip-below" in tip  # its full value shows below it, not under the controls
+        # a stage tab keeps the focus where it is: picking one scrolls nothing
+        page.evaluate("() => scrollTo(0, 0)")
+        page.locator('.steps button[data-go-stage="weights"]').click()
+        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('3. Weights')")
+        page.evaluate(settled)
+        assert page.evaluate("scrollY") == 0
+        # on a taller window the title may show in its last third, with nothing of the stage below
+        # it in view: that is out of view too
+        page.set_viewport_size({"width": 1366, "height": 900})
+        page.evaluate("() => scrollTo(0, 0)")
+        assert page.evaluate(TITLE_AND_BAR)[1] > 600
+        page.get_by_label("Calculation stage").select_option(label="Value mixing")
+        page.wait_for_function(f"() => ({TITLE_AND_BAR})()[1] < 200")
     finally:
         page.close()
 
@@ -1283,7 +1298,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     # text, its model, layer and head kept; its query stood for a token of the other text
     page.goto(f"{site}#mode=model&model=minilm&layer=0&text=Hello+there&head=5&query=1")
     expect(page.locator("#notice")).to_have_text(
-        "This link could not be used in full: its text is not this page's, which holds one text: “The cat sat on the mat because it was warm.” is shown."
+        "This link could not be used in full: its text is not this copy's: the copy holds one text, “The cat sat on the mat because it was warm.”, shown with the link's model, layer and head (not its query, a token of its own text)."
     )
     expect(page.locator(".stage h2")).to_contain_text("· head 5 · query “mat”")
     assert page.locator("#mode-model").get_attribute("aria-pressed") == "true"
@@ -1656,7 +1671,7 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     # a key's norm can be checked too: the query's own row of K, its rms and the learned w^k
     k = arrays["k"][0, payload.query]
     k_rms = float(np.sqrt(np.mean(k.astype(np.float64) ** 2) + payload.config.norm_eps))
-    assert f"itself has rms(k) = {f'{k_rms:.3f}'.rstrip('0').rstrip('.')}." in page.locator(".stage").inner_text()
+    assert f"itself has rms(k) = √(mean of k² + 0.000001) = {f'{k_rms:.3f}'.rstrip('0').rstrip('.')}." in page.locator(".stage").inner_text()
     assert page.locator(".stage .heatmap-figure", has_text="The learned wk").count() == 1
     page.screenshot(path=str(artifacts / "model-gemma3-qk-norm.png"), full_page=True)
     # the cost counts the stages this layer adds
@@ -1664,6 +1679,8 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
     assert rows["qk_norm"] == [f"{payload.costs.multiply_adds['qk_norm']:,}", "multiply-adds for the root mean squares (then as many divisions and multiplies by w)"]
     assert rows["rope"] == [f"{payload.costs.multiply_adds['rope']:,}", "components turned (two multiplies and an add each)"]
+    # Gemma sets its own scale (query_pre_attn_scalar): a multiply, not a division by √d_head
+    assert rows["scaled"] == [f"{payload.costs.multiply_adds['scaled']:,}", "multiplies by the layer's own scale, one per score"]
 
 
 @needs("minilm")

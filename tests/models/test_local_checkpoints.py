@@ -284,8 +284,8 @@ BERT_DAMAGES = {
         "config.json: hidden_size 384 is not divisible by num_attention_heads 7; give a head count that divides it",
     ),
     "a width the embeddings do not have": (
-        {"hidden_size": 768},
-        "config.json: hidden_size is 768, but the embedding table embeddings.word_embeddings.weight is 384 wide; set hidden_size to 384",
+        {"hidden_size": 770},  # which 12 heads do not divide either: the width is what to mend
+        "config.json: hidden_size is 770, but the embedding table embeddings.word_embeddings.weight is 384 wide; set hidden_size to 384",
     ),
     "a position table of other rows": (
         {"max_position_embeddings": 8},

@@ -41,11 +41,6 @@ class Bert(Architecture):
         self.n_layers, self.d_model, self.max_positions = int(cfg["num_hidden_layers"]), d, int(cfg["max_position_embeddings"])
         self.eps = float(cfg.get("layer_norm_eps") or 1e-12)  # null: not given
         ffn = int(cfg["intermediate_size"])
-        if d % h:
-            raise CheckpointError(f"{where}/config.json: hidden_size {d} is not divisible by num_attention_heads {h}; give a head count that divides it")
-        e = d // h
-        self.config = AttentionConfig(d_model=d, n_heads=h, d_head=e, bias=True)
-
         p = "bert." if tensors.has("bert.embeddings.word_embeddings.weight") else ""
 
         def get(name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -63,6 +58,11 @@ class Bert(Architecture):
                 f"{where}/config.json: max_position_embeddings is {self.max_positions}, but the position table "
                 f"{p}embeddings.position_embeddings.weight has {rows[0]} rows; set max_position_embeddings to {rows[0]}"
             )
+        # after the width, which the embeddings tell: a wrong hidden_size is said as that, not as the heads
+        if d % h:
+            raise CheckpointError(f"{where}/config.json: hidden_size {d} is not divisible by num_attention_heads {h}; give a head count that divides it")
+        e = d // h
+        self.config = AttentionConfig(d_model=d, n_heads=h, d_head=e, bias=True)
         self.n_vocab = tensors.shape(self._word)[0]
         self.positions = get("embeddings.position_embeddings.weight", (self.max_positions, d))
         self.token_type = get("embeddings.token_type_embeddings.weight", (int(cfg.get("type_vocab_size") or 2), d))[0]

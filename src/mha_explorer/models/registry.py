@@ -167,7 +167,7 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise not_a_checkpoint(path)
         # named after the path given, a link's own name too (an experiment's link into a cache of hashes);
         # one checkpoint given twice, by two paths, is offered once
-        path = utf8_path(Path(os.path.abspath(path)))
+        path = utf8_path(path.absolute())
         if any(path.resolve() == kept.resolve() for kept in out.values()):
             continue
         base = short_name(path)
@@ -258,8 +258,8 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
             if _looks_like_a_path(key):
                 raise ModelError(f"no such file or directory: {key}; {choices}")
             raise ModelError(f"unknown model {key!r}: {choices}")
-        given = utf8_path(Path(os.path.abspath(checkpoint_path(path))))  # titled after it, a link's own name too
-        key = str(given.resolve())  # loaded once, by whichever path
+        given = utf8_path(checkpoint_path(path).absolute())  # titled after it, a link's own name too
+        key = str(given.resolve())  # loaded once, by whichever path: titled after the first
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:

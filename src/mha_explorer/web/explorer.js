@@ -64,7 +64,9 @@ function folded(view, key, summary, content) {
   const box = h("details", { class: "folded-map" }, h("summary", {}, summary), content);
   box.open = open.has(key);
   if (!boxes.has(key)) boxes.set(key, new Set());
-  boxes.get(key).add(new WeakRef(box)); // (the panels of a payload gone go with it)
+  const refs = boxes.get(key);
+  if (refs.size > 256) for (const ref of refs) if (!ref.deref()) refs.delete(ref); // (the panels of payloads gone)
+  refs.add(new WeakRef(box)); // a payload gone takes its panels with it
   box.addEventListener("toggle", () => {
     open[box.open ? "add" : "delete"](key);
     for (const ref of boxes.get(key)) {
@@ -337,7 +339,10 @@ function placeTip(event) {
   const box = number?.closest(".figure, .wide-table, .stage, .outputs");
   if (!box) return;
   const [at, edges] = [number.getBoundingClientRect(), box.getBoundingClientRect()];
-  number.classList.toggle("tip-below", at.top - edges.top < 28);
+  // (or the controls, where they stay at the top of the window over the figure)
+  const bar = number.closest(".mha-explorer")?.querySelector(":scope > .controls");
+  const under = bar && getComputedStyle(bar).position === "sticky" ? bar.getBoundingClientRect().bottom : -Infinity;
+  number.classList.toggle("tip-below", at.top - Math.max(edges.top, under) < 28);
   // the tip centred over the number, unless that would cut it at the box's side (a phone): then
   // it keeps to the number's side towards the middle (its width worked out from its characters)
   const half = ((number.dataset.full || "").length * 8 + 12) / 2;
@@ -774,16 +779,15 @@ function render({ model, el, otherConfigs, printAll = null }) {
   steps.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-stage]");
     if (!button) return;
-    pickStage(button.dataset.goStage);
-    set({ stage: button.dataset.goStage });
+    set({ stage: button.dataset.goStage }); // (not brought into view: the tab, which keeps the focus, would leave it)
   });
   // the button at a stage's end: the next stage is read from its top, where the focus goes too
   // (the button pressed leaves the page with its stage)
   let wentOn = false;
-  // A stage picked above the figure (Previous, Next, the stage menu or tabs), until it is drawn:
-  // where the controls stay at the top, its title is brought into view when it lies out of it
-  // (under a real model's overview of every head, or scrolled past), or Next would seem to do
-  // nothing. (Where they do not, Next would be scrolled away.) The stage on screen is no pick.
+  // A stage picked with Previous, Next or the stage menu, until it is drawn: its title is brought
+  // into view when it lies out of it, or in the window's last third (under a real model's overview
+  // of every head, or scrolled past), else Next would seem to do nothing. Where the controls stay
+  // at the top, it comes just under them. The stage on screen is no pick.
   let pickedStage = null;
   const pickStage = (stage) => {
     pickedStage = stage !== model.get("stage") ? stage : null;
@@ -795,8 +799,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const seen = new IntersectionObserver(([entry]) => {
       seen.disconnect();
       const { top, bottom } = entry.boundingClientRect;
-      const stays = title.isConnected && stay();
-      if (stays && outOfView(top, bottom, entry.rootBounds?.height ?? window.innerHeight, stays)) title.scrollIntoView({ block: "start" });
+      const height = entry.rootBounds?.height ?? window.innerHeight;
+      if (title.isConnected && (outOfView(top, bottom, height, stay()) || top > (2 * height) / 3)) title.scrollIntoView({ block: "start" });
     });
     seen.observe(title);
   };
@@ -1367,10 +1371,10 @@ function projections(view, query, head) {
       value: (k, j) => w[weight].at(own, k, j),
       src: (k, j) => `${weight}:${own},${k},${j}`,
     });
-    // a W of hundreds of rows (a real model's d_model, or a lab's past 64), a pixel or two each, is
-    // folded to its name and size, so that the three equations stay a screen tall; opened, it stays
-    // open for every query and head
-    const wTable = !payload.model && c.d_model <= 64 ? wMap : folded(view, weight, [sup(sub("W", own), name.toUpperCase()), `: ${c.d_model} × ${dOut} numbers (show its map)`], wMap);
+    // a W of many rows (a real model's hundreds, a map of a pixel or two each; a lab's past 16) is
+    // folded to its name and size, so that the three equations stay about a screen tall; opened,
+    // it stays open for every query and head
+    const wTable = !payload.model && c.d_model <= 16 ? wMap : folded(view, weight, [sup(sub("W", own), name.toUpperCase()), `: ${c.d_model} × ${dOut} numbers`, h("span", { class: "fold-hint" }, " (show them)")], wMap);
     // b^Q, b^K or b^V of that head: added to every row of the product
     const bias = c.bias ? w[`b_${name.toUpperCase()}`] : null;
     const bTable = bias && grid({
@@ -1857,7 +1861,7 @@ function normed(view, query, head) {
     h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
-    h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = ${fmtConstant(kRms)}.`),
+    h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w k"),
     heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
     heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
@@ -1894,7 +1898,7 @@ function rope(view, query, head) {
   return [
     h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${said}`),
     vector(`q at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
-    vector("after the rotation", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
+    vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
     heatmap({ caption: `K of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
     heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
@@ -2643,8 +2647,9 @@ const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written
 // 99th percentile of |value|. A weight matrix with a few huge entries (W^O of a decoder) would
 // otherwise be white; its scale is then that percentile, and the few beyond take the full colour.
 const OUTLIER = 4;
-// One colour scale for maps of rows x cols values each (value(i)(r, c) for the i-th), compared by
-// eye: the widest of the scales each would take on its own.
+// One colour scale for maps of rows x cols values each, given as value(r, c) functions, one a
+// map, compared by eye: the widest of the scales each would take on its own (not for weights,
+// whose scale is theirs).
 function sharedScale(rows, cols, ...values) {
   return Math.max(...values.map((value) => {
     const all = new Float64Array(rows * cols);
@@ -2854,7 +2859,7 @@ function costPanel(payload) {
       h(
         "tbody",
         {},
-        stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, COUNTED[name] ?? "multiply-adds"))),
+        stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, name === "scaled" && c.scale != null ? "multiplies by the layer's own scale, one per score" : COUNTED[name] ?? "multiply-adds"))),
         // the rows count different operations: the sum says so
         h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one", c.bias ? "; the biases' additions, one per number of q, k, v and y, are not counted" : "")),
       ),

@@ -416,7 +416,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
       // traces, saying so (its model and text are not lost over one number)
       const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
-      if (otherText) layerProblems.push(`its text is not this page's, which holds one text: “${fixed.text}” is shown`);
+      if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's model, layer and head${initial.query != null ? " (not its query, a token of its own text)" : ""}`);
       if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
         const held = fixed?.layers[picker.value];
         const why = held
