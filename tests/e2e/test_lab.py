@@ -1825,6 +1825,7 @@ def test_a_thin_rowed_maps_row_labels_come_in_a_round_step_with_none_left_out(br
         page.goto(server_url + "#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=0&bias=0&tokens=a+b+c&seed=0&stage=projections&head=0&query=0")
         page.wait_for_selector(".mha-explorer .stage h2")
         settle(page)
+        page.locator(".stage details.folded-map summary").first.click()  # (a W of 64 rows is folded to a line)
         figure = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text="W")).first
         figure.wait_for()
         labels = figure.locator("canvas.heatmap").evaluate("(c) => window.labelsOf.get(c) ?? []")
