@@ -1891,7 +1891,10 @@ function rope(view, query, head) {
   const kBefore = (r, e) => t[kIn].at(g, r, e);
   const kAfter = (r, e) => t.k_rotated.at(g, r, e);
   const qScale = sharedScale(1, d, (_, e) => qBefore(e), (_, e) => qAfter(e));
-  const kScale = sharedScale(n, d, kBefore, kAfter);
+  // (K's, the same for every query: worked out once a K/V head, not at each query's panel)
+  view.rotatedScales ??= new Map();
+  if (!view.rotatedScales.has(g)) view.rotatedScales.set(g, sharedScale(n, d, kBefore, kAfter));
+  const kScale = view.rotatedScales.get(g);
   const said = query === 0
     ? " At position 0 no pair turns: q is the same after the rotation."
     : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and q moves by ${Math.round(100 * moved)}% of its length (|q̃ − q| / |q|)${moved < 0.25 ? ": the strips of q before and after look much alike" : ""}.`;
