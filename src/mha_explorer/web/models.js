@@ -248,7 +248,10 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       fillLayers(state.config, layer.disabled ? keepLayer : Number(layer.value)); // a layer picked from its outline while it loaded stays
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
-      status.textContent = held
+      // a trace of this model already shown (its answer came before this check of the load, on a
+      // busy machine): the status says what is on screen
+      if (current?.model === name) status.textContent = shownStatus;
+      else status.textContent = held
         ? `${state.title} (${sizes}). This page holds ${heldLayers(held)} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
         : `${state.title} is loaded: ${sizes}.${stored(state)}${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
