@@ -2036,3 +2036,18 @@ def test_a_cell_typed_before_one_the_server_refuses_is_still_used(page, server_u
     x = page.evaluate("() => { const x = window.mhaExplorer.model.get('payload').stages.x; return Array.from(x.data).slice(0, x.shape[1] * 2); }")
     assert x[8 + 1] == 0.5 and x[0] != 9e99
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the browser logs the refusal
+
+
+def test_the_values_menu_names_a_head_with_its_own_k_and_v_a_head(page, server_url):
+    """Under MHA each head has its own W^K and W^V: the menu and the cells said "K/V head" as under
+    GQA, where the explorer says "head"."""
+    open_lab(page, server_url)
+    menu = page.get_by_label("Edit the values of")
+    assert "W_K K/V head 1" in menu.locator("option").all_inner_texts()  # GQA: 2 K/V heads
+    page.get_by_label("Preset").select_option("mha")
+    wait_kind(page, "MHA")
+    settle(page)
+    options = menu.locator("option").all_inner_texts()
+    assert "W_K head 1" in options and "W_V head 0" in options and not any("K/V" in o for o in options), options
+    menu.select_option("W_K:1")
+    assert page.locator('.edit-grid input[data-key="W_K:1,0,0"]').get_attribute("aria-label").startswith("W_K head 1, ")

@@ -26,19 +26,20 @@ const SEED_MAX = 2 ** 32 - 1; // seeds are 32-bit
 const BLOCK = 8; // columns per block of the value grid: what is drawn or skipped together
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 // An edit's key ("W_K:1,2,0", as a link writes it) in words, as the grids name their cells:
-// "W_K K/V head 1, row 2, column 0"; and an array's shape: "2 K/V heads of 8 × 2".
-const headWord = (name) => (name.endsWith("Q") ? "head" : "K/V head");
+// "W_K K/V head 1, row 2, column 0"; and an array's shape: "2 K/V heads of 8 × 2". Under a
+// config where each head has its own K and V (MHA), a head is a head: "W_K head 1".
+const headWord = (name, config) => (name.endsWith("Q") || (config && config.n_kv_heads === config.n_heads) ? "head" : "K/V head");
 const INDICES = { x: 2, W_Q: 3, W_K: 3, W_V: 3, W_O: 2, b_Q: 2, b_K: 2, b_V: 2, b_O: 1 }; // an array's, in a key
-function cellName(key) {
+function cellName(key, config) {
   const [name, index] = key.split(":");
   const at = index.split(",");
   if (at.length !== INDICES[name]) return `${name}[${index}]`; // a link's key of other indices than the array has
-  const head = /^[Wb]_[QKV]$/.test(name) ? `${headWord(name)} ${at.shift()}, ` : "";
+  const head = /^[Wb]_[QKV]$/.test(name) ? `${headWord(name, config)} ${at.shift()}, ` : "";
   return `${name} ${head}${at.length === 2 ? `row ${at[0]}, ` : ""}column ${at.at(-1)}`;
 }
-function shapeName(name, shape) {
+function shapeName(name, shape, config) {
   if (!/^[Wb]_[QKV]$/.test(name)) return shape.join(" × ");
-  return `${shape[0]} ${headWord(name)}${shape[0] === 1 ? "" : "s"} of ${shape.slice(1).join(" × ")}`;
+  return `${shape[0]} ${headWord(name, config)}${shape[0] === 1 ? "" : "s"} of ${shape.slice(1).join(" × ")}`;
 }
 const WHOLE = /^[-+]?\d+$/;
 // A field's text as a whole number; NaN for anything else (empty, "2,5", "abc"), which the checks
@@ -337,7 +338,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     // the edits dropped, each with the shape it missed: "x row 9, column 0 (x is 3 × 8)"
     const dropped = [...next.edits.keys()].filter((key) => !fits.has(key)).map((key) => {
       const name = key.split(":")[0];
-      return `${cellName(key)} (${shapes[name] ? `${name} is ${shapeName(name, shapes[name])}` : `there is no ${name} here`})`;
+      return `${cellName(key, next.config)} (${shapes[name] ? `${name} is ${shapeName(name, shapes[name], next.config)}` : `there is no ${name} here`})`;
     });
     // the edits kept at the same numbers, which now stand for something else: a row of x whose
     // token changed, a row of W^O (head i's component e is row i·d_v + e) under another d_v
@@ -371,7 +372,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     valuesPart.hidden = false;
     presetSelect.value = presetNow(); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
-    const named = (keys) => keys.map(cellName);
+    const named = (keys) => keys.map((key) => cellName(key, next.config));
     const shownKeys = named(moved);
     const returned = named(back.filter((key) => kept.has(key)));
     // another seed draws new values under the edits, which stay (Draw new values asks before it replaces them)
@@ -413,7 +414,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     const options = [];
     for (const [name, shape] of Object.entries(shapes)) {
       if (name === "x" || name === "W_O" || name === "b_O") options.push([name, name === "x" ? "X (inputs)" : name]);
-      else for (let i = 0; i < shape[0]; i++) options.push([`${name}:${i}`, `${name} ${name.endsWith("Q") ? "head" : "K/V head"} ${i}`]);
+      else for (let i = 0; i < shape[0]; i++) options.push([`${name}:${i}`, `${name} ${headWord(name, lab.config)} ${i}`]);
     }
     const keep = options.some(([v]) => v === current) ? current : "x";
     matrixSelect.replaceChildren(...options.map(([value, label]) => h("option", { value }, label)));
@@ -482,7 +483,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       // autocomplete off: else the browser copies every cell's state into the history entry on
       // each history.replaceState (the link), 17 ms for 64 × 64 cells. The full keyboard (no
       // inputmode="decimal"): an iPhone's decimal pad has no minus sign.
-      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${headText === undefined ? "" : `${headWord(name)} ${headText},`} ${names[r] ? names[r] + "," : ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: userEdit(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
+      const input = h("input", { type: "text", autocomplete: "off", value, "aria-label": `${name} ${headText === undefined ? "" : `${headWord(name, lab.config)} ${headText},`} ${names[r] ? names[r] + "," : ""} column ${c}`.replace(/\s+/g, " "), "aria-describedby": said, "data-key": key, "data-cell": `${r},${c}`, class: userEdit(key) || waitingValues.has(key) ? "edited" : null, "aria-invalid": draft !== undefined && "true" });
       const message = h("span", { class: "cell-error", role: "alert", id: said }, draft !== undefined ? parseCell(draft).error : waitingValues.has(key) ? WAITING : null);
       input.addEventListener("change", () => editCell(input, message, key));
       return h("span", { class: "cell", role: "cell" }, input, message);
