@@ -22,7 +22,7 @@ from .narrative import LACKS, PAGE_STAGE_IDS, page_stages, stage_id
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
-from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, token_label, token_labels
+from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, token_labels
 from .walkthrough import ASCII_SIGNS, print_wrapped, render
 
 
@@ -107,7 +107,7 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     it ("␣fox") or as the text reads ("fox"), its first place; "fox@4" or "fox @4" (the tables'
     label of a repeated token) is fox at position 4; a number that is no token is a position ("3",
     as the page and the widget take one). Otherwise a one-line error and exit 2."""
-    labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
+    labels = labels or plain_labels(tokens, texts)
     found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
         return int(wanted)

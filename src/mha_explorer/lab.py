@@ -15,11 +15,11 @@ from .trace import Overflow, Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
 
-def field_name(name) -> str:
-    """A part of a field's name as an answer gives it back: a name the client made up is cut past
-    40 characters (a megabyte of key is not sent back)."""
+def field_name(name, longest: int = 40) -> str:
+    """A part of a field's name (or a path) as an answer gives it back: one the client made up is
+    cut past `longest` characters (a megabyte of key is not sent back)."""
     name = str(name)
-    return name if len(name) <= 40 else f"{name[:30]}…"
+    return name if len(name) <= longest else f"{name[: longest - 10]}…"
 
 
 class LabError(ValueError):

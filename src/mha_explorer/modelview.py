@@ -255,6 +255,11 @@ def token_label(token: str, text: str) -> str:
     return shown
 
 
+def plain_labels(tokens: list[str], texts: list[str]) -> list[str]:
+    """token_label of each token, with what it stands for: the labels where no model adds to them."""
+    return [token_label(token, text) for token, text in zip(tokens, texts)]
+
+
 BYTES_PER_CHARACTER = 4  # UTF-8: a character is at most 4 bytes, so at most 4 byte pieces
 
 
@@ -265,7 +270,7 @@ def token_labels(model, tokens: list[str], special: list[bool], text: str) -> li
     which piece it is: "ĠðŁ", "Ĳ", "±" read "␣🐱 1/3", "␣🐱 2/3", "␣🐱 3/3". A WordPiece tokenizer
     has one unknown token for them instead, labelled with the text it stands for: "[UNK] 爱"."""
     texts = [model.readable(token) for token in tokens]
-    labels = [token_label(token, text) for token, text in zip(tokens, texts)]
+    labels = plain_labels(tokens, texts)
     if model.tokenizer.style == "wordpiece":  # a piece inside a word keeps its ##: "un", "##bel", "##ie"
         labels = [token if len(token) > 2 and not model.tokenizer.starts_word(token) else label for token, label in zip(tokens, labels)]
     unknown = model.tokenizer.unknown_texts(text, tokens)
@@ -295,7 +300,7 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     the page labels it ("␣fox", or "␣🐱 2/3" for a byte piece) or as the text reads ("fox", " fox").
     texts: what each token stands for (the tokens themselves for the teaching example); labels:
     token_labels, when the caller has them."""
-    labels = labels or [token_label(token, text) for token, text in zip(tokens, texts)]
+    labels = labels or plain_labels(tokens, texts)
     unmarked = wanted.translate(UNMARK).strip()
 
     def names(token: str, text: str, label: str) -> bool:

@@ -565,7 +565,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             asked = request.scope.get("asked_method", request.method)
             return problem(405, "method", f"{asked} is not answered at {request.url.path}; use {allowed or 'another method'}", headers)
         if error.status_code == 404:
-            return problem(404, "path", f"there is nothing at {request.url.path if len(request.url.path) <= 80 else request.url.path[:70] + '…'}; the page is at /, and /openapi.json lists the API's paths", headers)
+            return problem(404, "path", f"there is nothing at {field_name(request.url.path, 80)}; the page is at /, and /openapi.json lists the API's paths", headers)
         return problem(error.status_code, "path", str(error.detail), headers)
 
     @app.exception_handler(Refused)

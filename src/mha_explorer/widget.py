@@ -388,11 +388,11 @@ def _find_token(payload: Mapping, wanted: str) -> tuple[int | None, str | None]:
     """The token `wanted` names, as the CLI's --query finds it: "fox", " fox", "␣fox" and "Ġfox"
     all find "Ġfox", its first occurrence; "fox@4" (or "fox @4", as the view labels it) the fox at
     position 4. Else None, and what the CLI would say of it (modelview.misnamed), if anything."""
-    from .modelview import misnamed, named_positions, token_label
+    from .modelview import misnamed, named_positions, plain_labels
 
     model = payload.get("model") or {}
     texts = model.get("readable") or payload["tokens"]
-    labels = model.get("labels") or [token_label(token, text) for token, text in zip(payload["tokens"], texts)]
+    labels = model.get("labels") or plain_labels(payload["tokens"], texts)
     found, position = named_positions(payload["tokens"], texts, wanted, labels)
     if position in found:
         return position, None
