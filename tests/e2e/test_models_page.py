@@ -1230,6 +1230,35 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
 
 
 @needs("minilm")
+def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forward(page, server_url):
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    page.wait_for_function("() => location.hash.includes('layer=1') && !window.mhaExplorer.linkPending")
+    typed = "A sentence typed\nand not traced yet."
+    page.get_by_label("Text", exact=True).fill(typed)
+    page.wait_for_timeout(400)  # the box is kept a moment after typing stops
+    page.get_by_label("Calculation stage").select_option(label="Weights")  # a step rewrites the link: the text stays kept
+    page.wait_for_function("() => location.hash.includes('stage=weights') && !window.mhaExplorer.linkPending")
+    page.get_by_role("button", name="Teaching example").click()  # a new entry in the history
+    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    page.go_back()  # the page reloads on the model's link
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    # the link's trace is shown (the link's text), and the box holds what was typed, said to be untraced
+    expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
+    assert page.evaluate("() => window.mhaExplorer.model.get('payload').model.text") == "The cat sat on the mat."
+    expect(page.get_by_label("Text", exact=True)).to_have_value(typed)
+    expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
+    page.go_forward()
+    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.get_by_label("Text", exact=True)).to_have_value(typed)
+    # traced, it is the link's text, and the box and the trace agree
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("(t) => window.mhaExplorer.model.get('payload').model?.text === t", arg=typed, timeout=60_000)
+    page.wait_for_function("() => location.hash.includes('text=A+sentence')")
+
+
+@needs("minilm")
 @needs("smollm2")
 def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, server_url):
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)

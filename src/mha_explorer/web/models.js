@@ -387,64 +387,90 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // an edited text is not the one on screen until it is traced: the status line says so
   text.addEventListener("input", () => {
     if (current && text.value !== current.text) status.textContent = "The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.";
+    keepDraft();
   });
+  // The text in the box is kept with the browser's history entry (its state, which the link's
+  // replaceState keeps): Back and Forward reload the page on the entry's link, and a text typed
+  // and not traced comes back into the box, not the link's. Written a moment after typing stops
+  // (the browser limits how often a page may write its history).
+  let drafting = null;
+  const keepDraft = () => {
+    clearTimeout(drafting);
+    drafting = setTimeout(() => history.replaceState({ ...history.state, draft: text.value }, ""), 200);
+  };
+  const opened = text.value; // a box typed in since the page opened keeps what was typed
+  const restoreDraft = () => {
+    const draft = history.state?.draft;
+    if (fixed || typeof draft !== "string" || draft === text.value || text.value !== opened) return;
+    text.value = draft;
+    if (current && draft !== current.text) status.textContent = "The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.";
+  };
+
+  // the view the page was opened on: true when it is shown (or needs no trace), false when the
+  // link was refused and said so
+  async function startLink() {
+    try {
+      await refresh();
+    } catch (failure) {
+      tell(`The list of models could not be read (${failure.message}).`);
+      return false;
+    }
+    // a link to a model this server does not have (or has not installed) says so, rather than open another
+    const named = models.find((m) => m.name === initial.model);
+    if (!fixed && initial.model && !named?.installed) {
+      tell(named
+        ? `${named.title} is not installed here: run make models.`
+        : `This server has no model “${initial.model}”: a link names one of ${models.filter((m) => m.installed).map((m) => `${m.name} (${m.title})`).join(", ")}.`);
+      return false;
+    }
+    // a static copy holds one text and some models: a link to another is refused, not changed
+    if (fixed && initial.model && !fixed.layers[initial.model]) {
+      tell(`This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`);
+      return false;
+    }
+    // another text (a lesson's copy made again on a new sentence): the model and layer on the text
+    // the copy holds, said so; the link's query stood for a token of its own text, and goes
+    const otherText = Boolean(fixed && initial.text && initial.text !== fixed.text);
+    const ready = await prepare(picker.value, initial.layer ?? 0);
+    if (ready === null) return true; // the user picked another model meanwhile
+    if (!ready) return false;
+    // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
+    // traces, saying so (its model and text are not lost over one number)
+    const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
+    if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's model, layer and head${initial.query != null ? " (not its query, a token of its own text)" : ""}`);
+    if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
+      const held = fixed?.layers[picker.value];
+      const why = held
+        ? `layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
+        : `layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
+      layerProblems.push(`${why}, so layer ${layer.value} is shown`);
+    }
+    if (!initial.autostart) return true;
+    // a link's head or query the layer does not have is dropped alone (the first view's is
+    // shown), so that its model, text and layer are not lost over it; linkProblems says so
+    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText ? null : initial.query ?? null };
+    const dropped = [];
+    let shown;
+    while (!(shown = await trace(request))) {
+      if (shown === null) return true; // the user traced something else meanwhile
+      const field = failed?.fields?.length === 1 ? failed.fields[0] : null;
+      if (field === "head" && request.head !== 0) request.head = 0;
+      else if (field === "query" && request.query !== null) request.query = null;
+      else return false;
+      dropped.push(field);
+    }
+    // said as the teaching example's and the lab's links say it
+    const payload = byHead.get(current.head);
+    linkProblems = [...layerProblems, ...dropped.map((field) => outOfRange(field, initial[field], payload))];
+    return true;
+  }
 
   return {
+    // the link's view, then the text the box held when the page was left, if it was not traced
     start: async () => {
-      try {
-        await refresh();
-      } catch (failure) {
-        tell(`The list of models could not be read (${failure.message}).`);
-        return false;
-      }
-      // a link to a model this server does not have (or has not installed) says so, rather than open another
-      const named = models.find((m) => m.name === initial.model);
-      if (!fixed && initial.model && !named?.installed) {
-        tell(named
-          ? `${named.title} is not installed here: run make models.`
-          : `This server has no model “${initial.model}”: a link names one of ${models.filter((m) => m.installed).map((m) => `${m.name} (${m.title})`).join(", ")}.`);
-        return false;
-      }
-      // a static copy holds one text and some models: a link to another is refused, not changed
-      if (fixed && initial.model && !fixed.layers[initial.model]) {
-        tell(`This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`);
-        return false;
-      }
-      // another text (a lesson's copy made again on a new sentence): the model and layer on the text
-      // the copy holds, said so; the link's query stood for a token of its own text, and goes
-      const otherText = Boolean(fixed && initial.text && initial.text !== fixed.text);
-      const ready = await prepare(picker.value, initial.layer ?? 0);
-      if (ready === null) return true; // the user picked another model meanwhile
-      if (!ready) return false;
-      // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
-      // traces, saying so (its model and text are not lost over one number)
-      const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
-      if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's model, layer and head${initial.query != null ? " (not its query, a token of its own text)" : ""}`);
-      if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
-        const held = fixed?.layers[picker.value];
-        const why = held
-          ? `layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
-          : `layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
-        layerProblems.push(`${why}, so layer ${layer.value} is shown`);
-      }
-      if (!initial.autostart) return true;
-      // a link's head or query the layer does not have is dropped alone (the first view's is
-      // shown), so that its model, text and layer are not lost over it; linkProblems says so
-      const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText ? null : initial.query ?? null };
-      const dropped = [];
-      let shown;
-      while (!(shown = await trace(request))) {
-        if (shown === null) return true; // the user traced something else meanwhile
-        const field = failed?.fields?.length === 1 ? failed.fields[0] : null;
-        if (field === "head" && request.head !== 0) request.head = 0;
-        else if (field === "query" && request.query !== null) request.query = null;
-        else return false;
-        dropped.push(field);
-      }
-      // said as the teaching example's and the lab's links say it
-      const payload = byHead.get(current.head);
-      linkProblems = [...layerProblems, ...dropped.map((field) => outOfRange(field, initial[field], payload))];
-      return true;
+      const started = await startLink();
+      restoreDraft();
+      return started;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
     head: showHead,

@@ -128,7 +128,9 @@ function writeLinkNow(model, mode, lab) {
   // another mode is a step the browser's Back returns from (to the view the link held); a change
   // within a mode replaces the link, so that Back does not walk through every stage and query
   const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
-  history[shown && shown !== mode ? "pushState" : "replaceState"](null, "", `#${params}`);
+  // (a new entry starts with no state; one replaced keeps its own: the text typed in the model box)
+  if (shown && shown !== mode) history.pushState(null, "", `#${params}`);
+  else history.replaceState(history.state, "", `#${params}`);
   ownHash = location.hash;
 }
 
