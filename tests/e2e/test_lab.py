@@ -1172,14 +1172,25 @@ def test_a_waiting_value_equal_to_the_one_drawn_is_no_edit(page, server_url):
 
 
 def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, server_url):
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0")
+    link = "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0"
+    page.goto(server_url + link)
     page.wait_for_function("() => !document.getElementById('notice').hidden")
-    page.get_by_role("button", name="Attention lab").click()
+    # the lab stays open on the link's settings, the one refused marked, and the address keeps the link
+    expect(page.get_by_role("button", name="Attention lab")).to_have_attribute("aria-pressed", "true")
+    assert page.locator("#notice").inner_text() == (
+        "This link's lab settings were rejected (n_heads=4 is not a multiple of n_kv_heads=3: each K/V head serves as many query heads"
+        " as the others. Choose n_kv_heads from 1, 2, 4; or make n_heads a multiple of 3). They are in the lab below: change the ones"
+        " marked, and the lab computes them."
+    )
     assert page.get_by_label("n_kv_heads", exact=True).input_value() == "3"
+    assert page.get_by_label("n_kv_heads", exact=True).get_attribute("aria-invalid") == "true"
     assert page.locator("#lab-error-n_kv_heads").inner_text() != ""
     assert page.locator("#app").is_hidden() and page.locator(".lab-values").is_hidden()
+    page.wait_for_timeout(300)  # a link written when idle would have been written by now
+    assert page.evaluate("() => location.hash") == link
     set_field(page, "n_kv_heads", 2)
     wait_kind(page, "GQA")
+    page.wait_for_function("() => location.hash.includes('n_kv_heads=2') && !window.mhaExplorer.linkPending")
     assert page.locator("#app").is_visible() and page.locator(".lab-values").is_visible()
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the", "cat", "sat"]
 
@@ -1192,7 +1203,7 @@ def test_a_negative_lab_setting_in_a_link_is_said_as_out_of_range_and_the_rest_k
     page.goto(server_url + "#mode=lab&" + "&".join(f"{k}={v}" for k, v in settings.items()))
     page.wait_for_function("() => !document.getElementById('notice').hidden")
     assert "lab settings were rejected" in page.locator("#notice").inner_text()
-    page.get_by_role("button", name="Attention lab").click()
+    assert page.locator("#lab").is_visible()  # open on them, with no click
     assert page.get_by_label(field, exact=True).input_value() == value
     assert page.get_by_label("n_heads", exact=True).input_value() == "4"  # the link's, not a preset's
     assert page.locator(f"#lab-error-{key}").inner_text() == said

@@ -389,11 +389,11 @@ async function main() {
           editor.loadPreset("gqa");
         } else if (!ok && pendingView) {
           pendingView = null;
-          // the lab is hidden from here on: its messages go into the notice
-          // (each without its full stop: the notice has its own)
+          // the lab stays open on the link's settings, each refused one marked with what to change,
+          // and the address keeps the link until they are: nothing the link held is lost. The
+          // notice gathers the lab's messages (each without its full stop: the notice has its own).
           const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
-          say(`This link could not be used: its lab settings were rejected (${why.join("; ") || "see the Attention lab"}). Showing the teaching example instead.`);
-          setMode("teaching");
+          say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.`);
         }
       });
     }
