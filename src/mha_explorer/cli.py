@@ -106,12 +106,13 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
     it ("␣fox") or as the text reads ("fox"), its first place; "fox@4" or "fox @4" (the tables'
     label of a repeated token) is fox at position 4; a number that is no token is a position ("3",
-    as the page and the widget take one). Otherwise a one-line error and exit 2."""
+    as the page and the widget take one), and "@3" is position 3 whatever its token. Otherwise a
+    one-line error and exit 2."""
     labels = labels or plain_labels(tokens, texts)
     found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
         return int(wanted)
-    if not found and re.fullmatch(r"[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
+    if not found and re.fullmatch(r"@?[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
         fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {', '.join(dict.fromkeys(labels))}")
     hint = misnamed(wanted, found, position, texts, labels)
     if hint is not None:  # a position where the token is not, or a word cut into pieces
@@ -177,7 +178,8 @@ def main(ctx: click.Context) -> None:
     metavar="TOKEN",
     help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a space at either end) "
     "or as the tokenizer spells it (Ġfox), its first place; fox@4 is fox at position 4, as the tables "
-    "label a repeated token (fox @4); or a position from 0, where the text has no such number as a token "
+    "label a repeated token (fox @4); or a position from 0, where the text has no such number as a token, "
+    "and @4 for position 4 whatever its token "
     "(default: the example's, 'like'; with --model, "
     "the middle word of the text)",
 )

@@ -324,11 +324,15 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
 def named_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> tuple[list[int], int | None]:
     """Where the token `wanted` names stands (token_positions), and the position it asks for: "fox
     @4" (as the page and the terminal label a repeated token) or "fox@4" is fox at position 4; "fox"
-    alone, its first. A token itself spelled with @ is found first. None: no position asked for."""
+    alone, its first; "@4" alone, position 4 whatever its token. A token itself spelled with @ is
+    found first. None: no position asked for."""
     found = token_positions(tokens, texts, wanted, labels)
     at = re.fullmatch(r"(.+?) ?@([0-9]+)", wanted)
     if not found and at:
         return token_positions(tokens, texts, at[1], labels), int(at[2])
+    alone = re.fullmatch(r"@([0-9]+)", wanted.strip())  # "@5": position 5, whatever token stands there ("5" may be one)
+    if not found and alone and int(alone[1]) < len(tokens):
+        return [int(alone[1])], int(alone[1])
     return found, found[0] if found else None
 
 

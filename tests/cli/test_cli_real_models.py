@@ -255,6 +255,20 @@ def test_a_position_and_labels_as_on_the_page():
     assert error == f"error: --query cat@3: 'cat' is at positions {first}, {second}, not 3; name one, as cat@{nearest}"
 
 
+@needs["minilm"]
+def test_a_number_that_is_a_token_is_that_token_and_at_a_number_is_a_position():
+    text = "I have 5 cats and 2 dogs"
+    tokens = payload("--model", "minilm", "--text", text).tokens  # [CLS] i have 5 cats and 2 dogs [SEP]
+    assert tokens.index("2") != 2 and tokens.index("5") != 5
+    out = ok("--model", "minilm", "--text", text, "--query", "2", "--stage", "weights", "--head", "0")
+    assert f"query 2 (position {tokens.index('2')})" in out  # the token "2"
+    out = ok("--model", "minilm", "--text", text, "--query", "@2", "--stage", "weights", "--head", "0")
+    assert "query have (position 2)" in out  # position 2, whatever token stands there
+    result = trace("--model", "minilm", "--text", text, "--query", f"@{len(tokens)}")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].startswith(f"error: --query @{len(tokens)} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}")
+
+
 @needs["smollm2"]
 def test_an_unknown_query_lists_the_tokens_as_the_page_labels_them():
     result = trace("--model", "smollm2", "--text", CATS, "--query", "dog")
