@@ -22,7 +22,7 @@ from .narrative import LACKS, PAGE_STAGE_IDS, page_stages, stage_id
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
-from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, token_labels
+from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, short_label, token_labels
 from .walkthrough import ASCII_SIGNS, print_wrapped, render
 
 
@@ -113,13 +113,18 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
         return int(wanted)
     if not found and re.fullmatch(r"@?[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
-        fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {', '.join(dict.fromkeys(labels))}")
+        fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {listed(labels)}")
     hint = misnamed(wanted, found, position, texts, labels)
     if hint is not None:  # a position where the token is not, or a word cut into pieces
         fail(f"--query {wanted}: {hint}")
     if not found or not wanted.strip():
-        fail(f"unknown query token {wanted!r}; choose one of: {', '.join(dict.fromkeys(labels))}, or a position from 0 to {len(tokens) - 1}")
+        fail(f"unknown query token {wanted!r}; choose one of: {listed(labels)}, or a position from 0 to {len(tokens) - 1}")
     return position
+
+
+def listed(labels: list[str]) -> str:
+    """The tokens an error offers, as the tables print them: each once, a long one cut."""
+    return ", ".join(dict.fromkeys(short_label(label) for label in labels))
 
 
 def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
@@ -285,7 +290,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     # weights not the published float32 ones are said, so that numbers compared with another copy of the model are not taken for wrong ones
     stored = f"Weights: {model.storage}." if model.storage and not model.storage.endswith("F32") else ""
     print_wrapped(console, " ".join(note for note in (model.arch.input_note, model.arch.output_note, model.arch.norm_note, stored) if note), style="dim")
-    render(run.trace, labels, query, heads, stage, console, run.weights)
+    render(run.trace, [short_label(label) for label in labels], query, heads, stage, console, run.weights)
 
 
 def page_url(host: str, port: int) -> str:

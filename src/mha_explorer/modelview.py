@@ -260,6 +260,16 @@ def plain_labels(tokens: list[str], texts: list[str]) -> list[str]:
     return [token_label(token, text) for token, text in zip(tokens, texts)]
 
 
+LONGEST_LABEL = 24  # characters of a label in the terminal's tables and lists
+
+
+def short_label(label: str, longest: int = LONGEST_LABEL) -> str:
+    """A label as the terminal prints it: cut past `longest` characters with "…". An unknown
+    token's label holds the text it stands for, which may be a long word ("[UNK] 5fec…"): whole,
+    it would widen every table's key column, or take lines of its own."""
+    return label if len(label) <= longest else f"{label[: longest - 1]}…"
+
+
 BYTES_PER_CHARACTER = 4  # UTF-8: a character is at most 4 bytes, so at most 4 byte pieces
 
 

@@ -269,6 +269,19 @@ def test_a_number_that_is_a_token_is_that_token_and_at_a_number_is_a_position():
     assert result.stderr.splitlines()[-1].startswith(f"error: --query @{len(tokens)} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}")
 
 
+@needs["minilm"]
+def test_a_long_unknown_word_is_cut_in_the_query_line_the_tables_and_the_error():
+    word = "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e96b86b273ff34fce1" + "9d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b"  # over 100 characters: MiniLM reads it as [UNK]
+    text = f"see {word} now"
+    out = ok("--model", "minilm", "--text", text, "--query", "2", "--stage", "weights", "--head", "0", width=80)
+    assert "query [UNK] 5feceb66ffc86f38d… (position 2)\n" in out and word not in out
+    rows = [line for line in out.splitlines() if "[UNK]" in line and "│" in line]
+    assert len(rows) == 2 and all(NUMBER.search(row) for row in rows)  # a row of each table, with its numbers: no lines of text under it
+    result = trace("--model", "minilm", "--text", text, "--query", "zz")
+    error = result.stderr.splitlines()[-1]
+    assert result.exit_code == 2 and "[UNK] 5feceb66ffc86f38d…," in error and word not in error
+
+
 @needs["smollm2"]
 def test_an_unknown_query_lists_the_tokens_as_the_page_labels_them():
     result = trace("--model", "smollm2", "--text", CATS, "--query", "dog")
