@@ -1313,16 +1313,16 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     page.get_by_label("Layer (from 0)").select_option("0")
     page.wait_for_function("() => document.querySelector('.model-status').textContent.includes('layer 0')")
     assert page.locator(".stage h2").inner_text().endswith("· all heads (head 7 inspected) · query “mat”")
-    # a link the copy cannot show says why, and the page shows the teaching example instead
+    # a link to a model the copy does not hold (the copy made again with another) shows the copy's
+    # own model at its first layer, said so; the head stays, the query (a token of that model's) goes
     site = (tmp_path / "site" / "index.html").as_uri()
-    said = {}
-    for fragment, why in (("model=smollm2&layer=0&text=x", "This page does not hold the model “smollm2”: it holds all-MiniLM-L6-v2."),):
-        page.goto(f"{site}#mode=model&{fragment}")  # another fragment: the page reloads
-        page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.length > 0")
-        said[fragment] = page.locator("#models .lab-error").inner_text()
-        assert said[fragment] == why, said
-        page.wait_for_function("() => document.querySelector('#mode-teaching').getAttribute('aria-pressed') === 'true'")
-        assert page.locator("#notice").inner_text() == f"This link could not be used. {why[0].upper()}{why[1:]} Showing the teaching example instead."
+    page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=2")
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 2, the first this copy holds (not the link's query, a token of that model's)."
+    )
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 4 · query “mat”")
+    assert page.locator("#mode-model").get_attribute("aria-pressed") == "true" and page.locator("#models .lab-error").inner_text() == ""
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 2")
     # a link made on another text (the copy made again on a new sentence) shows the copy's own
     # text, its model, layer and head kept; its query stood for a token of the other text
     page.goto(f"{site}#mode=model&model=minilm&layer=0&text=Hello+there&head=5&query=1")

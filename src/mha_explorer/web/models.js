@@ -423,22 +423,24 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         : `This server has no model “${initial.model}”: a link names one of ${models.filter((m) => m.installed).map((m) => `${m.name} (${m.title})`).join(", ")}.`);
       return false;
     }
-    // a static copy holds one text and some models: a link to another is refused, not changed
-    if (fixed && initial.model && !fixed.layers[initial.model]) {
-      tell(`This page does not hold the model “${initial.model}”: it holds ${models.map((m) => m.title).join(", ")}.`);
-      return false;
-    }
+    // a static copy holds one text and some models. A link to another model (a lesson's copy made
+    // again with another) shows the copy's first, said so: its layer and query were that model's,
+    // and go; its stage and head stay, as far as the copy's model has them.
+    const otherModel = Boolean(fixed && initial.model && !fixed.layers[initial.model]);
     // another text (a lesson's copy made again on a new sentence): the model and layer on the text
     // the copy holds, said so; the link's query stood for a token of its own text, and goes
     const otherText = Boolean(fixed && initial.text && initial.text !== fixed.text);
-    const ready = await prepare(picker.value, initial.layer ?? 0);
+    const ready = await prepare(picker.value, otherModel ? 0 : initial.layer ?? 0);
     if (ready === null) return true; // the user picked another model meanwhile
     if (!ready) return false;
     // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
     // traces, saying so (its model and text are not lost over one number)
     const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
     if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's model, layer and head${initial.query != null ? " (not its query, a token of its own text)" : ""}`);
-    if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
+    if (otherModel) {
+      const title = models.find((m) => m.name === picker.value)?.title ?? picker.value;
+      layerProblems.push(`the model “${initial.model}” is not in this page, which holds ${models.map((m) => m.title).join(", ")}: ${title} is shown, at its layer ${layer.value}, the first this copy holds${initial.query != null ? " (not the link's query, a token of that model's)" : ""}`);
+    } else if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
       const held = fixed?.layers[picker.value];
       const why = held
         ? `layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
@@ -448,7 +450,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (!initial.autostart) return true;
     // a link's head or query the layer does not have is dropped alone (the first view's is
     // shown), so that its model, text and layer are not lost over it; linkProblems says so
-    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText ? null : initial.query ?? null };
+    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText || otherModel ? null : initial.query ?? null };
     const dropped = [];
     let shown;
     while (!(shown = await trace(request))) {
