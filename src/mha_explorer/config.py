@@ -38,13 +38,13 @@ class AttentionConfig:
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
         _check_positive_int("n_kv_heads", self.n_kv_heads)
+        divisors = [d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]
         if self.n_kv_heads > self.n_heads:
             raise ConfigError(
                 f"n_kv_heads={self.n_kv_heads} is more than n_heads={self.n_heads}: "
-                f"use at most {self.n_heads} key/value heads"
+                f"use at most {self.n_heads} key/value heads, one of {divisors}"
             )
         if self.n_heads % self.n_kv_heads:
-            divisors = [d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]
             raise ConfigError(
                 f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: "
                 f"choose n_kv_heads from {divisors}"

@@ -237,7 +237,8 @@ def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
     latex = stage.latex.replace(r"k_{i,j} = x_j\,W_i^K", r"k_{g,j} = x_j\,W_g^K").replace(r"v_{i,j} = x_j\,W_i^V", r"v_{g,j} = x_j\,W_g^V")
     latex = latex.replace("b_i^K", "b_g^K").replace("b_i^V", "b_g^V")
     if config.n_kv_heads == 1:
-        shared = f"all {config.n_heads} query heads share one key matrix and one value matrix (multi-query attention), so every head reads the same keys and values"
+        every = "both" if config.n_heads == 2 else f"all {config.n_heads}"
+        shared = f"{every} query heads share one key matrix and one value matrix (multi-query attention), so every head reads the same keys and values"
     else:
         per = config.n_heads // config.n_kv_heads
         shared = (

@@ -1749,10 +1749,14 @@ def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, serve
     set_field(page, "n_heads", 4)
     assert page.get_by_label("Inspect head").input_value() == "3" and "head=3" in link(page)
     assert "Mask" in page.locator(".stage h2").inner_text() and status.inner_text() == ""
+    # the mask unchecked on its stage: the stage before it, Scores (the scaled scores it would
+    # have masked), not the first; other settings changed meanwhile keep it there
     page.get_by_label("Causal mask", exact=True).uncheck()
     settle(page)
-    assert "Projections" in page.locator(".stage h2").inner_text()
-    assert status.inner_text() == "Not in these settings: the Mask stage (Projections is shown). It comes back with the first settings that have it."
+    assert "Scores" in page.locator(".stage h2").inner_text()
+    assert status.inner_text() == "Not in these settings: the Mask stage (Scores is shown). It comes back with the first settings that have it."
+    set_field(page, "Seed", 5)
+    assert "Scores" in page.locator(".stage h2").inner_text()
     page.get_by_label("Causal mask", exact=True).check()
     settle(page)
     assert "Mask" in page.locator(".stage h2").inner_text()
@@ -1760,16 +1764,45 @@ def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, serve
     page.get_by_label("Inspect head").select_option("1")  # picked meanwhile: kept
     set_field(page, "n_heads", 4)
     assert page.get_by_label("Inspect head").input_value() == "1"
-    # a pick that comes back to the stand-in is a pick too: Mask, no mask (Projections), Scores,
-    # Projections again, the mask again: Projections stays
+    # a pick that comes back to the stand-in is a pick too: Mask, no mask (Scores), Projections,
+    # Scores again, the mask again: Scores stays
     page.get_by_label("Calculation stage").select_option(label="Mask")
     page.get_by_label("Causal mask", exact=True).uncheck()
     settle(page)
-    page.get_by_label("Calculation stage").select_option(label="Scores")
     page.get_by_label("Calculation stage").select_option(label="Projections")
+    page.get_by_label("Calculation stage").select_option(label="Scores")
     page.get_by_label("Causal mask", exact=True).check()
     settle(page)
-    assert "Projections" in page.locator(".stage h2").inner_text()
+    assert "Scores" in page.locator(".stage h2").inner_text()
+
+
+def test_kv_head_counts_that_do_not_fit_say_which_to_choose_and_one_head_is_said_as_one(page, server_url):
+    open_lab(page, server_url)  # GQA: 4 heads, 2 K/V heads
+    set_field(page, "n_kv_heads", 8)
+    assert page.locator("#lab-error-n_kv_heads").inner_text() == (
+        "n_kv_heads=8 is more than n_heads=4: a layer has at most as many K/V heads as query heads."
+        " Choose n_kv_heads from 1, 2, 4; or make n_heads a multiple of 8."
+    )
+    assert page.get_by_label("n_kv_heads", exact=True).input_value() == "8"  # what was typed stays
+    # shrinking the heads below the K/V heads: said where it was typed, with both ways out
+    set_field(page, "n_kv_heads", 2)
+    wait_kind(page, "GQA")
+    set_field(page, "n_heads", 1)
+    assert page.locator("#lab-error-n_heads").inner_text().endswith("Choose n_kv_heads from 1; or make n_heads a multiple of 2.")
+    # one head: "1 head", and its cost table has no MQA row beside MHA, as the two are one layer
+    set_field(page, "n_kv_heads", 1)
+    wait_kind(page, "MHA")
+    assert "· 1 head ·" in page.locator(".outputs .hint").inner_text()
+    assert page.locator(".cost tr[data-kind]").evaluate_all("rows => rows.map((r) => r.querySelector('th').textContent)") == ["MHA (this)"]
+    # two query heads on one K/V head: "both", not "all 2"
+    set_field(page, "n_heads", 2)
+    wait_kind(page, "MQA")
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    assert "but both query heads share one key matrix and one value matrix" in page.locator(".stage").first.inner_text()
+    # a whole number written with a decimal point is that number
+    set_field(page, "d_head", "4.0")
+    wait_kind(page, "d_head 4")
+    assert page.locator("#lab-error-d_head").inner_text() == ""
 
 
 def test_on_a_phone_a_long_label_leaves_the_bars_room_and_wide_tables_scroll_each_in_its_own_box(browser, server_url):

@@ -49,7 +49,7 @@ def test_kind_and_kv_group(n_heads, n_kv_heads, kind, kv_group):
 
 ERRORS = [
     (dict(d_model=8, n_heads=6, n_kv_heads=4), "n_heads=6 is not a multiple of n_kv_heads=4: choose n_kv_heads from [1, 2, 3, 6]"),
-    (dict(d_model=8, n_heads=4, n_kv_heads=8), "n_kv_heads=8 is more than n_heads=4: use at most 4 key/value heads"),
+    (dict(d_model=8, n_heads=4, n_kv_heads=8), "n_kv_heads=8 is more than n_heads=4: use at most 4 key/value heads, one of [1, 2, 4]"),
     (dict(d_model=6, n_heads=4), "d_model=6 is not divisible by n_heads=4: set d_head explicitly or choose n_heads dividing 6"),
     (dict(d_model=0, n_heads=1), "d_model=0 must be at least 1"),
     (dict(d_model=4, n_heads=-2), "n_heads=-2 must be at least 1"),

@@ -2828,7 +2828,7 @@ function costPanel(payload) {
     [`${c.kind} (this)`, k.kv_cache],
     ["MHA", k.kv_cache_mha],
     ["MQA", k.kv_cache_mqa],
-  ].filter(([label], i) => i === 0 || label !== c.kind); // "MHA (this)" needs no second MHA row
+  ].filter(([, kv], i) => i === 0 || kv.n_kv_heads !== c.n_kv_heads); // "MHA (this)" needs no second MHA row, nor one head's an MQA row: the same layer
   // the table's title above its scroller, not a caption: a caption is as wide as the table, and on
   // a phone its end would be scrolled out of sight
   // a layer without the causal mask keeps no cache: said first, so that the table reads as what a decoder would keep
@@ -3013,7 +3013,7 @@ function configLine(c) {
   const kv = c.n_kv_heads === c.n_heads ? "" : `, ${c.n_kv_heads} K/V head${c.n_kv_heads === 1 ? "" : "s"}`;
   const dv = c.d_v === c.d_head ? "" : `, d_v ${c.d_v}`;
   const mask = c.causal ? ` · causal${c.sliding_window != null ? `, window ${c.sliding_window}` : ""}` : c.sliding_window != null ? ` · window ${c.sliding_window}` : "";
-  return `${c.kind} · d_model ${c.d_model} · ${c.n_heads} heads${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}`;
+  return `${c.kind} · d_model ${c.d_model} · ${plural(c.n_heads, "head")}${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}`;
 }
 
 // ---- a real model: every head of the layer in small, and the tokens as the tokenizer split them

@@ -41,8 +41,8 @@ function shapeName(name, shape, config) {
   if (!/^[Wb]_[QKV]$/.test(name)) return shape.join(" × ");
   return `${shape[0]} ${headWord(name, config)}${shape[0] === 1 ? "" : "s"} of ${shape.slice(1).join(" × ")}`;
 }
-const WHOLE = /^[-+]?\d+$/;
-// A field's text as a whole number; NaN for anything else (empty, "2,5", "abc"), which the checks
+const WHOLE = /^[-+]?\d+(\.0*)?$/; // "8.0" is 8, as a checkpoint's config may write it
+// A field's text as a whole number; NaN for anything else (empty, "2,5", "2.5", "abc"), which the checks
 // then name. Text fields, not number fields: a browser's number field reads "2,5" as 25 and drops
 // letters typed into it, so neither could be said back to the user.
 const wholeOf = (text) => (WHOLE.test(text.trim()) ? Number(text.trim()) : NaN);
@@ -126,9 +126,9 @@ function checkConfig(config, tokens) {
   }
   if (!errors.n_heads && !errors.n_kv_heads) {
     // errors.pair: a rule of the two together (the editor puts it under the one changed)
-    if (config.n_kv_heads > config.n_heads) errors.pair = `n_kv_heads=${config.n_kv_heads} is more than n_heads=${config.n_heads}: a layer has at most as many K/V heads as query heads.`;
+    const divisors = Array.from({ length: config.n_heads }, (_, i) => i + 1).filter((d) => config.n_heads % d === 0);
+    if (config.n_kv_heads > config.n_heads) errors.pair = `n_kv_heads=${config.n_kv_heads} is more than n_heads=${config.n_heads}: a layer has at most as many K/V heads as query heads. Choose n_kv_heads from ${divisors.join(", ")}; or make n_heads a multiple of ${config.n_kv_heads}.`;
     else if (config.n_heads % config.n_kv_heads) {
-      const divisors = Array.from({ length: config.n_heads }, (_, i) => i + 1).filter((d) => config.n_heads % d === 0);
       errors.pair = `n_heads=${config.n_heads} is not a multiple of n_kv_heads=${config.n_kv_heads}: each K/V head serves as many query heads as the others. Choose n_kv_heads from ${divisors.join(", ")}; or make n_heads a multiple of ${config.n_kv_heads}.`;
     }
   }

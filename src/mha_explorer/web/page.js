@@ -248,6 +248,10 @@ async function main() {
   // 2 heads, a token removed) comes back with the first settings that have it again, unless the
   // user picked one meanwhile (any pick, the stand-in too, forgets it): what was chosen, by trait.
   const takenAway = {};
+  // A stage these settings lack gives way to the nearest one before it that they have (the Mask
+  // stage, once the mask is off, to Scores: the scaled scores it would have masked), not to the first.
+  const STAGE_ORDER = ["projections", "qk_norm", "rope", "scores", "mask", "weights", "mixing", "concat", "output"]; // every stage a layer may have, in order
+  const stageBefore = (stage, ids) => STAGE_ORDER.slice(0, Math.max(0, STAGE_ORDER.indexOf(stage))).reverse().find((id) => ids.includes(id)) ?? ids[0];
   let fitting = false; // the lab's own setting of them, as a new payload comes
   const gone = []; // what these settings took away just now, in words, with what stands in for it
   const fitLab = (trait, value, fits, instead, words) => {
@@ -288,7 +292,7 @@ async function main() {
       gone.length = 0;
       try {
         model.set("payload", payload);
-        model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), ids[0], (stage, instead) => `the ${title(before, stage)} stage (${title(payload, instead)} is shown)`));
+        model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), stageBefore(takenAway.stage ?? view.stage, ids), (stage, instead) => `the ${title(before, stage)} stage (${title(payload, instead)} is shown)`));
         model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0, (head) => `head ${head} (head 0 is shown)`));
         model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0, (query) => `the query at position ${query}${before.tokens[query] === undefined ? "" : ` “${before.tokens[query]}”`} (“${payload.tokens[0]}” is shown)`));
         model.set("all_queries", Boolean(view.all_queries));
