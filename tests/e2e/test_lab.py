@@ -1776,6 +1776,19 @@ def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, serve
     assert "Scores" in page.locator(".stage h2").inner_text()
 
 
+def test_the_lab_says_whether_the_heads_split_the_models_width(page, server_url):
+    open_lab(page, server_url)  # GQA: d_model 8, 4 heads of 2
+    note = page.locator(".lab-widths")
+    assert note.inner_text() == "n_heads × d_head = 4 × 2 = 8 = d_model: the heads split the model's width, as in most real layers."
+    set_field(page, "d_model", 10)
+    wait_kind(page, "d_model 10")
+    assert note.inner_text().startswith("n_heads × d_v = 4 × 2 = 8, not d_model 10: concat is 8 wide, and WO maps it back to 10. Most real layers split")
+    set_field(page, "d_model", 8)
+    set_field(page, "d_head", 4)
+    wait_kind(page, "d_head 4")
+    assert note.inner_text().startswith("n_heads × d_v = 4 × 2 = 8 = d_model, but d_head 4 is its own: each head's q and k are 4 wide.")
+
+
 def test_kv_head_counts_that_do_not_fit_say_which_to_choose_and_one_head_is_said_as_one(page, server_url):
     open_lab(page, server_url)  # GQA: 4 heads, 2 K/V heads
     set_field(page, "n_kv_heads", 8)

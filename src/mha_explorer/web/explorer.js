@@ -470,7 +470,7 @@ function mathml(markup) {
 }
 
 const sub = (base, s) => [base, h("sub", {}, String(s))];
-const sup = (base, s) => [base, h("sup", {}, s)];
+export const sup = (base, s) => [base, h("sup", {}, s)];
 
 // ---- a labelled matrix as a table; hovering a cell can call back --------------------------
 

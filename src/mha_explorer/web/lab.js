@@ -2,7 +2,7 @@
 // It never computes attention: it asks the server for a trace (POST api/trace) and hands the
 // payload to the explorer. A bad value is reported at its field; the last good trace stays.
 
-import { h, visibleToken } from "./explorer.js";
+import { h, sup, visibleToken } from "./explorer.js";
 
 const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
 
@@ -116,6 +116,16 @@ export function decodeEdits(text) {
   return edits;
 }
 
+// d_head and d_v do not follow d_model: most real layers split the width among the heads, some do not.
+function widthsNote({ d_model, n_heads, d_head, d_v }) {
+  const concat = n_heads * d_v;
+  if (n_heads * d_head === d_model && concat === d_model) return [`n_heads × d_head = ${n_heads} × ${d_head} = ${d_model} = d_model: the heads split the model's width, as in most real layers.`];
+  const joined = concat === d_model
+    ? [`n_heads × d_v = ${n_heads} × ${d_v} = ${d_model} = d_model, but d_head ${d_head} is its own: each head's q and k are ${d_head} wide.`]
+    : [`n_heads × d_v = ${n_heads} × ${d_v} = ${concat}, not d_model ${d_model}: concat is ${concat} wide, and `, ...sup("W", "O"), ` maps it back to ${d_model}.`];
+  return [...joined, " Most real layers split the width among the heads (d_head = d_v = d_model / n_heads); some do not (Gemma 3 270M: 4 heads of 256 on a width of 640). d_head and d_v stay as typed when n_heads changes."];
+}
+
 // Client-side checks before asking the server; the server checks again and says the same.
 function checkConfig(config, tokens) {
   const errors = {};
@@ -201,6 +211,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const skipGrid = h("button", { type: "button", class: "skip-grid" }, "Skip the grid: go to the explorer");
   skipGrid.addEventListener("click", () => document.querySelector("#app .controls select")?.focus());
   const status = h("p", { class: "lab-status", role: "status" });
+  const widths = h("p", { class: "lab-widths field-note" }); // how the heads' widths add up to d_model, or do not
   const general = h("p", { class: "lab-error", role: "alert" });
 
   const field = (id, label, input) => h("div", { class: "field" }, h("label", { for: id }, label), input);
@@ -228,6 +239,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       fieldError("seed"),
       h("div", { class: "field" }, h("span", { class: "spacer" }, " "), draw),
     ),
+    widths,
     general,
     valuesPart,
     status,
@@ -370,6 +382,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     for (const key of parked.keys()) if (!aside.has(key)) parkedFrom.set(key, now); // set aside now: it was typed for the view on screen
     forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
+    widths.replaceChildren(...widthsNote(next.config));
     presetSelect.value = presetNow(); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
     const named = (keys) => keys.map((key) => cellName(key, next.config));
