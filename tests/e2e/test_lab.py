@@ -338,12 +338,11 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
     "fragment, words",
     [
         ("#mode=lab&d_model=abc", "not a whole number"),
-        ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&tokens=a+b&seed=0", "rejected (n_heads"),  # the lab's own message
         ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
         ("#what=1", "unknown part"),
         ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "a lab link needs d_model, n_heads"),  # not the default lab, silently
     ],
-    ids=["not a number", "bad config", "bad edits", "unknown key", "lab without its configuration"],
+    ids=["not a number", "bad edits", "unknown key", "lab without its configuration"],
 )
 def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, words):
     page.goto(server_url + fragment)
