@@ -1677,6 +1677,17 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     strip = page.locator(".token-strip .token")
     special = [strip.nth(i).inner_text() for i in range(strip.count()) if "special" in (strip.nth(i).get_attribute("class") or "")]
     assert special == ["<bos>", "<start_of_turn>", "<end_of_turn>"], special
+    # one K, one colour scale: K after the norm is drawn as the rotary stage draws it going in
+    # (and out: the rotation moves K's largest values in a local layer)
+    def legend(caption):
+        figure = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=caption))
+        return " ".join(figure.locator(".heatmap-legend").inner_text().split())
+
+    page.get_by_label("Calculation stage").select_option(label="Query/key norm")
+    after_norm = legend("K after the norm")
+    page.get_by_label("Calculation stage").select_option(label="Rotary positions")
+    assert legend("before the rotation") == legend("K after the rotation") == after_norm, after_norm
+    page.get_by_label("Calculation stage").select_option(label="Projections")
     page.get_by_label("Layer (from 0)").select_option("5")
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 5')", timeout=120_000)

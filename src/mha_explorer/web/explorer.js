@@ -1844,6 +1844,17 @@ function mixingMany(view, query, head) {
   ];
 }
 
+// K before and after the rotation on one colour scale; the same K after the q/k norm is drawn on
+// it too, so that one K is never shown on two scales. The same for every query: worked out once a
+// K/V head, not at each query's panel.
+function rotaryKScale(view, g) {
+  const { payload, t } = view;
+  const kIn = t.k_normed ? "k_normed" : "k";
+  view.rotatedScales ??= new Map();
+  if (!view.rotatedScales.has(g)) view.rotatedScales.set(g, sharedScale(payload.tokens.length, payload.config.d_head, (r, e) => t[kIn].at(g, r, e), (r, e) => t.k_rotated.at(g, r, e)));
+  return view.rotatedScales.get(g);
+}
+
 function normed(view, query, head) {
   const { payload, t, w } = view;
   const g = payload.kv_group[head];
@@ -1864,7 +1875,7 @@ function normed(view, query, head) {
     h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w k"),
     heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
-    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
+    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
   ];
 }
 
@@ -1891,10 +1902,7 @@ function rope(view, query, head) {
   const kBefore = (r, e) => t[kIn].at(g, r, e);
   const kAfter = (r, e) => t.k_rotated.at(g, r, e);
   const qScale = sharedScale(1, d, (_, e) => qBefore(e), (_, e) => qAfter(e));
-  // (K's, the same for every query: worked out once a K/V head, not at each query's panel)
-  view.rotatedScales ??= new Map();
-  if (!view.rotatedScales.has(g)) view.rotatedScales.set(g, sharedScale(n, d, kBefore, kAfter));
-  const kScale = view.rotatedScales.get(g);
+  const kScale = rotaryKScale(view, g);
   const said = query === 0
     ? " At position 0 no pair turns: q is the same after the rotation."
     : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and q moves by ${Math.round(100 * moved)}% of its length (|q̃ − q| / |q|)${moved < 0.25 ? ": the strips of q before and after look much alike" : ""}.`;
