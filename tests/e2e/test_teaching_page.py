@@ -421,6 +421,29 @@ def test_keyboard_only_walkthrough(page, server_url, artifacts):
     assert "Projections" in page.locator(".stage h2").inner_text() and "like" in page.locator(".stage h2").inner_text()
 
 
+def test_in_a_small_window_next_by_keyboard_keeps_its_focus_in_view_and_the_stage_under_it(browser, server_url):
+    """1366 x 768 at 150% (911 x 512 CSS px): the controls scroll with the page, and the stage's title
+    lies in the window's last third. Next brings the stage up with the controls above it, so that
+    the focused Next stays in view and Enter steps on (the title at the top left it above the window)."""
+    context = browser.new_context(viewport={"width": 911, "height": 512}, device_scale_factor=1.5)
+    try:
+        page = context.new_page()
+        page.goto(server_url)
+        page.wait_for_selector(".mha-explorer .stage h2")
+        next_button = page.get_by_role("button", name="Next")
+        next_button.focus()
+        for title in ("2. Scores", "3. Weights", "4. Value mixing"):
+            page.keyboard.press("Enter")
+            expect(page.locator(".stage h2")).to_contain_text(title)
+            page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # the observer's report
+            button, heading = next_button.bounding_box(), page.locator(".stage h2").bounding_box()
+            assert page.evaluate("() => document.activeElement.textContent") == "Next"
+            assert 0 <= button["y"] and button["y"] + button["height"] <= 512, (title, button)
+            assert heading["y"] + heading["height"] <= 512 and page.evaluate("scrollY") > 0, (title, heading)  # brought up, in view
+    finally:
+        context.close()
+
+
 def test_each_stage_ends_with_a_way_on_that_opens_the_next_at_its_top(page, server_url):
     """On a phone, Next is a screen or more above a stage's end: a button there goes on to the next
     stage, shown from its title (scrolled to when it is out of sight), which takes the focus (the

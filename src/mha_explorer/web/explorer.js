@@ -800,7 +800,14 @@ function render({ model, el, otherConfigs, printAll = null }) {
       seen.disconnect();
       const { top, bottom } = entry.boundingClientRect;
       const height = entry.rootBounds?.height ?? window.innerHeight;
-      if (title.isConnected && (outOfView(top, bottom, height, stay()) || top > (2 * height) / 3)) title.scrollIntoView({ block: "start" });
+      if (!title.isConnected || !(outOfView(top, bottom, height, stay()) || top > (2 * height) / 3)) return;
+      // Next or the stage menu pressed where the controls scroll with the page (a small window):
+      // the controls at the top, the stage under them, when its title fits there, so that the
+      // focus stays in view and Enter steps on; else the title at the top
+      const focused = controls.contains(document.activeElement) && !stay();
+      const above = focused ? controls.getBoundingClientRect().top : 0;
+      if (focused && bottom - above <= height) controls.scrollIntoView({ block: "start" });
+      else title.scrollIntoView({ block: "start" });
     });
     seen.observe(title);
   };
