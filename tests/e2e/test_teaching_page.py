@@ -444,6 +444,21 @@ def test_in_a_small_window_next_by_keyboard_keeps_its_focus_in_view_and_the_stag
         context.close()
 
 
+def test_the_whole_bar_names_a_tenth_and_the_products_are_as_large_as_their_signs(page, server_url, api):
+    """Head 1 of "like" weighs like 0.10: its part of the bar that fills one whole is named (it was
+    left blank below 0.12). The sums of products of the Scores stage read at the size of the signs
+    between them (their numbers were 0.9 of it, 13 px: small on a projector)."""
+    page.goto(server_url + "#stage=weights&head=1&query=1")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 1")
+    payload, arrays = api
+    names = page.locator(".stage .stack .seg-name").all_inner_texts()
+    assert names == [t for t, w in zip(payload.tokens, arrays["weights"][1, 1]) if w >= 0.07] and "like" in names, names
+    assert page.locator(".stage .stack .seg-name").evaluate_all("spans => spans.every((s) => s.scrollWidth <= s.clientWidth)")  # whole, not cut
+    page.get_by_label("Calculation stage").select_option(label="Scores")
+    sizes = page.locator(".stage td.terms").first.evaluate("td => [getComputedStyle(td).fontSize, getComputedStyle(td.querySelector('.num')).fontSize]")
+    assert sizes[0] == sizes[1], sizes
+
+
 def test_each_stage_ends_with_a_way_on_that_opens_the_next_at_its_top(page, server_url):
     """On a phone, Next is a screen or more above a stage's end: a button there goes on to the next
     stage, shown from its title (scrolled to when it is out of sight), which takes the focus (the
