@@ -444,6 +444,27 @@ def test_in_a_small_window_next_by_keyboard_keeps_its_focus_in_view_and_the_stag
         context.close()
 
 
+def test_a_presentation_clickers_keys_step_the_stages_from_previous_or_next(page, server_url):
+    """A clicker sends Page Down and Page Up: on a focused Previous or Next they step the stages (and
+    the arrow keys beside them); elsewhere they scroll the page as ever."""
+    page.goto(server_url)
+    title = page.locator(".stage h2")
+    expect(title).to_contain_text("1. Projections")
+    page.keyboard.press("PageDown")  # the focus on nothing: the page scrolls, the stage stays
+    page.wait_for_function("() => scrollY > 0")
+    assert title.inner_text().startswith("1. Projections")
+    page.get_by_role("button", name="Next").focus()
+    for key, stage in (("PageDown", "2. Scores"), ("PageDown", "3. Weights"), ("PageUp", "2. Scores"), ("ArrowRight", "3. Weights"), ("ArrowLeft", "2. Scores")):
+        page.keyboard.press(key)
+        expect(title).to_contain_text(stage)
+    page.get_by_role("button", name="Previous").focus()
+    page.keyboard.press("PageUp")
+    expect(title).to_contain_text("1. Projections")
+    page.keyboard.press("PageUp")  # at the first stage: nothing
+    expect(title).to_contain_text("1. Projections")
+    assert page.evaluate("() => document.activeElement.textContent") == "Previous"
+
+
 def test_the_whole_bar_names_a_tenth_and_the_products_are_as_large_as_their_signs(page, server_url, api):
     """Head 1 of "like" weighs like 0.10: its part of the bar that fills one whole is named (it was
     left blank below 0.12). The sums of products of the Scores stage read at the size of the signs

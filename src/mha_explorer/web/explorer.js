@@ -819,6 +819,17 @@ function render({ model, el, otherConfigs, printAll = null }) {
   });
   previous.addEventListener("click", () => move(-1));
   next.addEventListener("click", () => move(1));
+  // With the focus on Previous or Next, a presentation clicker's Page Down and Page Up (and the
+  // arrow keys beside them) step the stages, as Enter on Next does; elsewhere they scroll as ever.
+  const STEP_KEYS = { PageDown: 1, ArrowRight: 1, PageUp: -1, ArrowLeft: -1 };
+  for (const button of [previous, next]) {
+    button.addEventListener("keydown", (event) => {
+      const delta = STEP_KEYS[event.key];
+      if (!delta || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+      event.preventDefault();
+      move(delta);
+    });
+  }
   reset.addEventListener("click", () => {
     // the teaching example and a configuration go back to their first payload; a real model's view
     // starts again on the layer and text it shows (which Python may have set since)
