@@ -444,6 +444,22 @@ def test_in_a_small_window_next_by_keyboard_keeps_its_focus_in_view_and_the_stag
         context.close()
 
 
+@pytest.mark.parametrize("width", [540, 555, 600, 700, 900])
+def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
+    """A view some 555 px wide (a notebook's panel beside another): "Concatenation" ran 7 px past its
+    tab and the view's edge. Each tab is at least as wide as its longest word."""
+    page.set_viewport_size({"width": width, "height": 700})
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    cut = page.evaluate("""() => {
+      const edge = document.querySelector(".steps").getBoundingClientRect().right;
+      return [...document.querySelectorAll(".steps li button")]
+        .filter((b) => b.scrollWidth > b.clientWidth + 1 || b.getBoundingClientRect().right > edge + 0.5)
+        .map((b) => b.textContent);
+    }""")
+    assert cut == [], cut
+
+
 def test_a_presentation_clickers_keys_step_the_stages_from_previous_or_next(page, server_url):
     """A clicker sends Page Down and Page Up: on a focused Previous or Next they step the stages (and
     the arrow keys beside them); elsewhere they scroll the page as ever."""
