@@ -75,6 +75,9 @@ class Explorer(anywidget.AnyWidget):
     # A real model's payload holds one head; when the view shows another, this holds that head's
     # arrays alone (modelview.HeadArrays), which the front end merges in: not a whole new payload.
     head_arrays = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    # The view the cell made (stage, head, query, all_queries), which the view's reset button brings
+    # back; None once another payload came (a new layer or text): its first view then.
+    first_view = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
 
     _model = None  # (loaded model, text, layer) for a real model's layer, else None
 
@@ -112,6 +115,7 @@ class Explorer(anywidget.AnyWidget):
         query = payload["query"] if query is None else query
         # traits given together are validated together, once all of them are set
         super().__init__(payload=payload, stage=stage, head=head, query=query, all_queries=all_queries, **kwargs)
+        self.first_view = {"stage": self.stage, "head": self.head, "query": self.query, "all_queries": self.all_queries}
 
     # ---- the three ways in --------------------------------------------------------------------
 
@@ -272,6 +276,7 @@ class Explorer(anywidget.AnyWidget):
         self._model = _model_of(payload, self._model)  # another layer's: heads and .trace come from its run
         with self.hold_trait_notifications():
             self.head_arrays = None  # they belonged to the payload before
+            self.first_view = None  # the cell's view was of the payload before
             if self.stage not in _stage_ids(payload):
                 self.stage = _stage_ids(payload)[0]
             if not 0 <= self.head < payload["config"]["n_heads"]:

@@ -278,7 +278,7 @@ def test_a_head_asked_of_a_notebooks_python_that_never_answers_says_what_to_do(p
     page.route("**/api/model-head", lambda route: None)  # asked, never answered
     page.evaluate("() => { window.mhaExplorer.model.set('head_arrays', null); window.mhaExplorer.model.set('head', 5); }")
     expect(page.locator(".stage .loading-head")).to_have_text("Loading head 5…")
-    expect(page.locator(".stage .loading-head")).to_contain_text("Head 5 has not come: another head's numbers come from the Python kernel", timeout=12_000)
+    expect(page.locator(".stage .loading-head")).to_contain_text("Head 5 needs the Python kernel that made this view, and no answer came: if the kernel was restarted", timeout=12_000)
     expect(page.locator(".stage .loading-head")).to_contain_text("run the cell again")
 
 

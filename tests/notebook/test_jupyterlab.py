@@ -281,12 +281,12 @@ def walk_through(lab, page, minilm_available) -> None:
     run_cell(page, TEACHING_AGAIN)
     expect_view(teaching, "weights", 1, 3, "3. Weights · head 1 · query “milk”")
     expect_view(widget(page, TEACHING_AGAIN), "weights", 1, 3)
-    # 4. ... and not the other widget, whose Reset brings back only its own start
+    # 4. ... and not the other widget, whose Reset brings back the view its own cell made
     expect_view(gqa, "weights", 0, 2, "4. Weights · head 0 · query “sat”")
     gqa.get_by_label("Calculation stage").select_option("output")  # the last stage: in a notebook, other configurations come from Python
     expect(gqa.locator(".stage .next-steps")).to_contain_text("or try another configuration (heads, widths, a causal mask) with Explorer.from_config.")
     gqa.get_by_role("button", name="Reset example").click()
-    expect_view(gqa, "projections", 0, 1, "1. Projections · head 0 · query “cat”")  # its own first view: the second token
+    expect_view(gqa, "mask", 0, 1, "3. Mask · head 0 · query “cat”")  # the view its cell made: stage="mask", query="cat"
     expect_view(teaching, "weights", 1, 3)
 
     # 5. the keys that move inside the view stay inside it: at a table's edge and on a menu,

@@ -83,6 +83,16 @@ def test_the_starting_view_can_be_given():
     assert (w.stage, w.head, w.query, w.all_queries) == ("weights", 1, 3, True)
 
 
+def test_the_view_a_cell_made_is_what_its_reset_brings_back_until_another_payload_comes():
+    """The view's reset button sets first_view's stage, head, query and all_queries (explorer.js)."""
+    w = Explorer.from_config("gqa", tokens="the cat sat on the mat", seed=0, query="mat", stage="weights", head=2)
+    assert w.first_view == {"stage": "weights", "head": 2, "query": 5, "all_queries": False}
+    w.stage, w.query = "scores", 1  # moving about changes the view, not the view the cell made
+    assert w.first_view == {"stage": "weights", "head": 2, "query": 5, "all_queries": False}
+    w.payload = Explorer.from_config("mqa", tokens="a b c").payload  # another trace: its own first view
+    assert w.first_view is None
+
+
 def test_from_config_with_explicit_values_traces_them_exactly():
     config = AttentionConfig(d_model=6, n_heads=3, d_head=2, causal=True, bias=True)
     x = np.random.default_rng(1).normal(size=(5, 6))

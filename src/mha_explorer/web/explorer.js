@@ -835,7 +835,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
     // starts again on the layer and text it shows (which Python may have set since)
     const first = original.model ? model.get("payload") : original;
     if (model.get("payload") !== first) model.set("payload", first);
-    set({ stage: first.page_stages[0].id, head: 0, query: first.query, all_queries: false });
+    // a notebook's view goes back to the view its cell made (Python forgets it with a new payload)
+    set(model.get("first_view") ?? { stage: first.page_stages[0].id, head: 0, query: first.query, all_queries: false });
     // Matrices, costs, packed view: the first view has them closed (once drawn: a panel kept from
     // before, now shown again, may have its packed view open)
     const closeAll = () => {
@@ -1133,7 +1134,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       if (model.get("head_arrays") !== undefined) {
         unanswered = setTimeout(() => {
           const note = stagePanel.querySelector(".loading-head");
-          if (note) note.textContent = `Head ${head} has not come: another head's numbers come from the Python kernel that made this view. If the kernel was restarted, or the notebook was saved and opened again, run the cell again.`;
+          if (note) note.textContent = `Head ${head} needs the Python kernel that made this view, and no answer came: if the kernel was restarted, or the notebook was saved and opened again, run the cell again.`;
         }, UNANSWERED_MS);
       }
     } else {
