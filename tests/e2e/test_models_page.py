@@ -1106,6 +1106,25 @@ def test_a_load_step_that_cannot_count_itself_shows_a_moving_bar_not_a_stuck_one
     assert bar.is_hidden()
 
 
+@needs("minilm")
+def test_a_load_left_for_another_model_no_longer_speaks_in_the_status_line(page, server_url):
+    """SmolLM2 picked while a MiniLM trace is on screen, and still loading when MiniLM is picked
+    again: the status and the bar are MiniLM's. The old load's progress, polled on, wrote over them."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    real = httpx.get(server_url + "api/models/smollm2").json()
+    held = {**real, "state": "loading", "fraction": 0.31, "message": "reading the GGUF metadata"}
+    page.route("**/api/models/smollm2", lambda route: route.fulfill(json=held))
+    page.route("**/api/models/smollm2/load", lambda route: route.fulfill(json=held))
+    picker = page.get_by_label("Model", exact=True)
+    picker.select_option("smollm2")
+    expect(page.locator(".model-status")).to_contain_text("(31%): reading the GGUF metadata")
+    picker.select_option("minilm")
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 1")
+    page.wait_for_timeout(800)  # the old load's poll comes every 250 ms
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1")
+    assert page.locator("#model-progress").is_hidden()
+
+
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):
     page.goto(server_url + "#mode=model&model=../../etc&layer=0&text=hi")
     page.wait_for_function("() => !document.getElementById('notice').hidden")

@@ -147,7 +147,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   }
 
   const STALLED_MS = 2000; // a fraction unchanged for this long: the bar shows work without a measure
-  async function ensureLoaded(name) {
+  // stale(): a newer pick or trace took this one's place; its load goes on at the server, but
+  // its progress is no longer said (the status and bar are the newer one's)
+  async function ensureLoaded(name, stale = () => false) {
     let state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     const listed = models.find((m) => m.name === name);
     if (listed) listed.state = state.state; // a large model found ready: picking it again loads at once
@@ -156,6 +158,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     bar.hidden = false;
     let fraction = -1, since = 0; // the last fraction heard, and when it came
     while (state.state === "loading") {
+      if (stale()) return state;
       if (state.fraction !== fraction) {
         [fraction, since] = [state.fraction, performance.now()];
         bar.value = fraction;
@@ -166,7 +169,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       await wait(250);
       state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     }
-    bar.hidden = true;
+    if (!stale()) bar.hidden = true;
     if (state.state === "error") throw new Error(state.message);
     if (listed) listed.state = state.state;
     return state;
@@ -197,7 +200,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       // said at once, in the server's words: an empty text need not wait for a large model to load
       if (!request.text.trim()) throw new Error("the text is empty: give a sentence to run through the model");
-      const state = await ensureLoaded(request.model);
+      const state = await ensureLoaded(request.model, stale);
       if (stale()) return null;
       if (!fixed) fillLayers(state.config, request.layer); // the menu as the loaded model has it, on the layer traced
       status.textContent = fixed ? `Reading layer ${request.layer} of this copy…` : `Running ${state.title} up to layer ${request.layer}…`;
@@ -208,6 +211,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
+      bar.hidden = true; // (an older pick's load, still going, showed it)
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
       showPython();
@@ -243,8 +247,9 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   async function prepare(name, keepLayer) {
     tell("");
     try {
-      const state = await ensureLoaded(name);
+      const state = await ensureLoaded(name, () => picker.value !== name);
       if (picker.value !== name) return null;
+      bar.hidden = true;
       fillLayers(state.config, layer.disabled ? keepLayer : Number(layer.value)); // a layer picked from its outline while it loaded stays
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
