@@ -248,7 +248,18 @@ DAMAGED_CONFIGS = {
     "a word for a size": ({"hidden_size": "sixty-four"}, "config.json: hidden_size is 'sixty-four'; give a whole number, 1 or more"),
     "no layers": ({"num_hidden_layers": 0}, "config.json: num_hidden_layers is 0; give a whole number, 1 or more"),
     "a negative epsilon": ({"rms_norm_eps": -1e-5}, "config.json: rms_norm_eps is -1e-05; give a number above 0"),
-    "heads that do not share": ({"num_key_value_heads": 3}, "config.json gives an attention layer that cannot be built: n_heads=4 is not a multiple of n_kv_heads=3"),
+    "heads that do not share": (
+        {"num_key_value_heads": 3},
+        "config.json gives an attention layer that cannot be built: num_attention_heads=4 is not a multiple of num_key_value_heads=3: choose num_key_value_heads from [1, 2, 4]",
+    ),
+    "more K/V heads than the tensors hold": (
+        {"num_key_value_heads": 4},
+        "model.layers.0.self_attn.k_proj.weight has shape (32, 64), not (64, 64) as config.json gives it: num_key_value_heads × head_dim (4 × 16 = 64), where the tensor has 32. Set those to fit the tensor",
+    ),
+    "an MLP width the tensors do not have": (
+        {"intermediate_size": 128},
+        "model.layers.0.mlp.gate_proj.weight has shape (96, 64), not (128, 64) as config.json gives it: intermediate_size (128), where the tensor has 96. Set those to fit the tensor",
+    ),
     "heads that do not divide the width": (
         {"num_attention_heads": 5, "num_key_value_heads": 5, "head_dim": None},
         "config.json: hidden_size 64 is not divisible by num_attention_heads 5; give a head count that divides it, or the head width as head_dim",

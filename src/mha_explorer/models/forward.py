@@ -271,9 +271,14 @@ def check_layer_held(source, name: str, i: int, n_layers: int, key: str, where: 
         raise CheckpointError(f"{where}: {key} is {n_layers}, but the checkpoint holds no layer {i} (no {name}): give the number of layers it holds")
 
 
-def check_shape(where: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Converters check every tensor as they read it: its shape, and that it holds finite floating-point numbers."""
+def check_shape(where: str, name: str, a: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...] = (), gives: str = "the config") -> np.ndarray:
+    """Converters check every tensor as they read it: its shape, and that it holds finite floating-point numbers.
+    axes: how the config's keys give each axis ("num_key_value_heads × head_dim (3 × 8 = 24)"),
+    named when one is not the tensor's, so that the message says which key to set."""
     if a.shape != shape:
+        if len(axes) == len(shape) == a.ndim:
+            wrong = "; ".join(f"{said}, where the tensor has {got}" for said, want, got in zip(axes, shape, a.shape) if want != got)
+            raise CheckpointError(f"{where}: {name} has shape {a.shape}, not {shape} as {gives} gives it: {wrong}. Set those to fit the tensor")
         raise CheckpointError(f"{where}: {name} has shape {a.shape}; the config says {shape}")
     if a.dtype.kind != "f":
         raise CheckpointError(f"{where}: {name} holds {a.dtype} numbers; a weight is floating point: the checkpoint is damaged")

@@ -98,13 +98,15 @@ class Gemma3(Architecture):
             for kind in set(s.layer_types)
         }
 
-        def get(key: str, i: int, shape: tuple[int, ...]) -> np.ndarray:
+        hf = source.path.is_dir()  # a Hugging Face directory, else a GGUF file: how an error names the config's keys
+        keys, gives = llama.size_keys(hf, "gemma3"), "config.json" if hf else "the metadata"
+
+        def get(key: str, i: int, *axes: str) -> np.ndarray:
             name = names[key].format(i=i)
-            a = check_shape(where, name, source.read(name), shape)
+            a = check_shape(where, name, source.read(name), *llama.shaped(s, keys, *axes), gives)
             return a + np.float32(norm_offset) if key in NORMS else a  # the effective multiplier 1 + w
 
         self._source, self._embed_name = source, names["embed"]
-        hf = source.path.is_dir()  # a Hugging Face directory, else a GGUF file: how an error names the config's keys
         if source.shape(self._embed_name)[1:] != (d,):
             gives = "config.json's hidden_size" if hf else "the metadata's embedding_length"
             raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
@@ -117,18 +119,18 @@ class Gemma3(Architecture):
             progress(i / s.n_layers, f"layer {i}")
             check_layer_held(source, names["q"].format(i=i), i, s.n_layers, held, where)
             attn = AttentionWeights(
-                W_Q=per_head(get("q", i, (h * e, d)), h),  # (h, d, e)
-                W_K=per_head(get("k", i, (g * e, d)), g),  # (g, d, e)
-                W_V=per_head(get("v", i, (g * e, d)), g),  # (g, d, e)
-                W_O=np.ascontiguousarray(get("o", i, (d, h * e)).T),  # (h*e, d)
-                q_norm=get("q_norm", i, (e,)),
-                k_norm=get("k_norm", i, (e,)),
+                W_Q=per_head(get("q", i, "n_heads*d_head", "d_model"), h),  # (h, d, e)
+                W_K=per_head(get("k", i, "n_kv_heads*d_head", "d_model"), g),  # (g, d, e)
+                W_V=per_head(get("v", i, "n_kv_heads*d_head", "d_model"), g),  # (g, d, e)
+                W_O=np.ascontiguousarray(get("o", i, "d_model", "n_heads*d_head").T),  # (h*e, d)
+                q_norm=get("q_norm", i, "d_head"),
+                k_norm=get("k_norm", i, "d_head"),
             )
             attn.check(self.attention_config(i))
             self.layers.append(
                 {"attention": attn.frozen()}  # read-only, so trace() keeps its packed form
-                | {key: get(key, i, (d,)) for key in ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")}
-                | {"gate": get("gate", i, (f, d)), "up": get("up", i, (f, d)), "down": get("down", i, (d, f))}
+                | {key: get(key, i, "d_model") for key in ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")}
+                | {"gate": get("gate", i, "d_ffn", "d_model"), "up": get("up", i, "d_ffn", "d_model"), "down": get("down", i, "d_model", "d_ffn")}
             )
 
     def embed(self, ids: np.ndarray) -> np.ndarray:

@@ -105,6 +105,33 @@ def gguf_sizes(gguf: GGUFFile, a: str) -> dict:
     }
 
 
+def size_keys(hf: bool, arch: str) -> dict[str, str]:
+    """What each of Sizes' widths is called where it was read: config.json's key, or the GGUF
+    metadata's (under the architecture's name)."""
+    if hf:
+        return {"d_model": "hidden_size", "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "d_head": "head_dim", "d_ffn": "intermediate_size"}
+    return {
+        "d_model": f"{arch}.embedding_length",
+        "n_heads": f"{arch}.attention.head_count",
+        "n_kv_heads": f"{arch}.attention.head_count_kv",
+        "d_head": f"{arch}.attention.key_length",
+        "d_ffn": f"{arch}.feed_forward_length",
+    }
+
+
+def shaped(s: Sizes, keys: dict[str, str], *axes: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The shape that axes written as Sizes' names ("n_kv_heads*d_head", "d_model") give, and how the
+    keys give each: "num_key_value_heads × head_dim (3 × 8 = 24)", "hidden_size (48)"."""
+    shape, said = [], []
+    for axis in axes:
+        parts = axis.split("*")
+        values = [getattr(s, part) for part in parts]
+        shape.append(math.prod(values))
+        named = " × ".join(keys[part] for part in parts)
+        said.append(f"{named} ({values[0]})" if len(parts) == 1 else f"{named} ({' × '.join(map(str, values))} = {shape[-1]})")
+    return tuple(shape), tuple(said)
+
+
 def gguf_number(gguf: GGUFFile, key: str, default=..., kind: type = int):
     """A metadata number, checked as config.json's are: a whole number, 1 or more (kind int), or a
     number above 0 (kind float). default: when the key is absent (none: the key is required)."""
@@ -141,9 +168,11 @@ class Llama(Architecture):
             d_model=d, n_heads=h, n_kv_heads=g, d_head=e, causal=True, rope_theta=float(s.rope_theta)
         )
 
-        def get(key: str, i: int, shape: tuple[int, ...]) -> np.ndarray:
+        keys, gives = size_keys(not gguf, "llama"), "the metadata" if gguf else "config.json"
+
+        def get(key: str, i: int, *axes: str) -> np.ndarray:
             name = names[key].format(i=i)
-            return check_shape(where, name, source.read(name), shape)
+            return check_shape(where, name, source.read(name), *shaped(s, keys, *axes), gives)
 
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
@@ -155,24 +184,24 @@ class Llama(Architecture):
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
             check_layer_held(source, names["q"].format(i=i), i, s.n_layers, held, where)
-            W_q, W_k = get("q", i, (h * e, d)), get("k", i, (g * e, d))
+            W_q, W_k = get("q", i, "n_heads*d_head", "d_model"), get("k", i, "n_kv_heads*d_head", "d_model")  # (h*e, d), (g*e, d)
             if gguf:
                 W_q, W_k = unpermute_qk_rows(W_q, h), unpermute_qk_rows(W_k, g)
             attn = AttentionWeights(
                 W_Q=per_head(W_q, h),  # (h, d, e)
                 W_K=per_head(W_k, g),  # (g, d, e)
-                W_V=per_head(get("v", i, (g * e, d)), g),  # (g, d, e)
-                W_O=np.ascontiguousarray(get("o", i, (d, h * e)).T),  # (h*e, d)
+                W_V=per_head(get("v", i, "n_kv_heads*d_head", "d_model"), g),  # (g, d, e)
+                W_O=np.ascontiguousarray(get("o", i, "d_model", "n_heads*d_head").T),  # (h*e, d)
             )
             attn.check(self.config)
             self.layers.append(
                 {
                     "attention": attn.frozen(),  # read-only, so trace() keeps its packed form
-                    "attn_norm": get("attn_norm", i, (d,)),
-                    "ffn_norm": get("ffn_norm", i, (d,)),
-                    "gate": get("gate", i, (f, d)),
-                    "up": get("up", i, (f, d)),
-                    "down": get("down", i, (d, f)),
+                    "attn_norm": get("attn_norm", i, "d_model"),
+                    "ffn_norm": get("ffn_norm", i, "d_model"),
+                    "gate": get("gate", i, "d_ffn", "d_model"),
+                    "up": get("up", i, "d_ffn", "d_model"),
+                    "down": get("down", i, "d_model", "d_ffn"),
                 }
             )
 

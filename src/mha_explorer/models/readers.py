@@ -376,4 +376,4 @@ class SafetensorsCheckpoint:
         try:
             return self._where[name]
         except KeyError:
-            raise CheckpointError(f"the checkpoint in {self.path} has no tensor {name!r}") from None
+            raise CheckpointError(f"{self.path}: the checkpoint has no tensor {name!r}") from None

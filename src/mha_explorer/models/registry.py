@@ -412,7 +412,16 @@ def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress
     except KeyError as e:
         raise CheckpointError(f"{tensors.path}/config.json has no {e.args[0]!r}, which a {family} model needs") from None
     except ConfigError as e:  # sizes that make no attention layer (8 heads sharing 3 K/V heads)
-        raise CheckpointError(f"{tensors.path}/config.json gives an attention layer that cannot be built: {e}") from None
+        raise CheckpointError(f"{tensors.path}/config.json gives an attention layer that cannot be built: {said_as_keys(str(e), True, family)}") from None
+
+
+def said_as_keys(message: str, hf: bool, arch: str) -> str:
+    """A ConfigError's message in the checkpoint's own words: n_kv_heads as config.json's
+    num_key_value_heads, or as the GGUF metadata's key."""
+    from .llama import size_keys
+
+    keys = size_keys(hf, arch)
+    return re.sub(r"\b(d_model|n_heads|n_kv_heads|d_head)\b", lambda m: keys[m[1]], message)
 
 
 def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
@@ -436,7 +445,7 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
 
             arch = gemma3.from_gguf(gguf, step)
     except ConfigError as e:
-        raise CheckpointError(f"{path.name}'s metadata gives an attention layer that cannot be built: {e}") from None
+        raise CheckpointError(f"{path.name}'s metadata gives an attention layer that cannot be built: {said_as_keys(str(e), False, arch_name)}") from None
     progress(0.87, "building the tokenizer from the GGUF vocabulary")
     tokenizer = tokenize.from_gguf(gguf)
     return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, gguf.storage())
