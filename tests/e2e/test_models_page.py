@@ -1706,6 +1706,10 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     after_norm = legend("K after the norm")
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     assert legend("before the rotation") == legend("K after the rotation") == after_norm, after_norm
+    # what turns is the normed q̂ and K̂, and the text and captions name them so
+    stage_text = page.locator(".stage").inner_text()
+    assert "q̂ moves by" in stage_text and "(|q̃ − q̂| / |q̂|)" in stage_text and "q moves by" not in stage_text
+    assert page.locator(".stage figcaption", has_text=re.compile(r"^K̂ of .* before the rotation")).count() == 1
     page.get_by_label("Calculation stage").select_option(label="Projections")
     page.get_by_label("Layer (from 0)").select_option("5")
     page.get_by_role("button", name="Trace").click()

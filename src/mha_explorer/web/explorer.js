@@ -1922,15 +1922,17 @@ function rope(view, query, head) {
   const kAfter = (r, e) => t.k_rotated.at(g, r, e);
   const qScale = sharedScale(1, d, (_, e) => qBefore(e), (_, e) => qAfter(e));
   const kScale = rotaryKScale(view, g);
+  // a layer with a q/k norm turns the normed q̂ and K̂: named so, as the stage's text names them
+  const [qName, kName] = t.q_normed ? ["q̂", "K̂"] : ["q", "K"];
   const said = query === 0
-    ? " At position 0 no pair turns: q is the same after the rotation."
-    : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and q moves by ${Math.round(100 * moved)}% of its length (|q̃ − q| / |q|)${moved < 0.25 ? ": the strips of q before and after look much alike" : ""}.`;
+    ? ` At position 0 no pair turns: ${qName} is the same after the rotation.`
+    : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and ${qName} moves by ${Math.round(100 * moved)}% of its length (|q̃ − ${qName}| / |${qName}|)${moved < 0.25 ? `: the strips of ${qName} before and after look much alike` : ""}.`;
   return [
     h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${said}`),
-    vector(`q at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
+    vector(`${qName} at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
-    heatmap({ caption: `K of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
+    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
     heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
   ];
 }
