@@ -1775,6 +1775,29 @@ def test_a_head_or_stage_the_settings_took_away_comes_back_with_them(page, serve
     assert "Scores" in page.locator(".stage h2").inner_text()
 
 
+def test_what_was_typed_is_said_back_cut_with_an_ellipsis_and_kept_apart_from_the_message(page, server_url):
+    """A cell of 400 nines was said back as 1e20 (cut silently) "is too large: keep it under 1e100".
+    A direction override typed before a cell's text (U+202E) turned the whole message around, and a
+    token holding one turned the headings around its name: each is isolated (U+2068 ... U+2069)."""
+    open_lab(page, server_url)
+    cell = page.locator('.edit-grid input[data-key="x:1,2"]')
+    message = cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
+    cell.fill("9" * 400)
+    cell.blur()
+    expect(message).to_have_text("99999999999999999999… is too large to compute with: keep it under 1e100.")
+    cell.fill("\u202e5 abc")
+    cell.blur()
+    expect(message).to_have_text("“\u2068\u202e5 abc\u2069” is not a number: type one such as 0.5 or -1.")
+    cell.fill("0.5")
+    cell.blur()
+    settle(page)
+    set_field(page, "Tokens (separated by spaces)", "\u202eabc def")
+    wait_kind(page, "GQA")
+    page.get_by_label("Query token").select_option(index=0)
+    expect(page.locator(".stage h2")).to_contain_text("query “\u2068\u202eabc\u2069”")
+    assert page.locator(".outputs h2, .outputs h3").first.inner_text().endswith("“\u2068\u202eabc\u2069”")
+
+
 def test_the_lab_says_whether_the_heads_split_the_models_width(page, server_url):
     open_lab(page, server_url)  # GQA: d_model 8, 4 heads of 2
     note = page.locator(".lab-widths")

@@ -1107,6 +1107,18 @@ def test_a_load_step_that_cannot_count_itself_shows_a_moving_bar_not_a_stuck_one
 
 
 @needs("minilm")
+def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_damaged(page, server_url):
+    """%E0%A4%A: a link cut inside a character. The browser reads it as U+FFFD; the page traced that
+    in silence, and wrote the repaired text into the address."""
+    page.goto(server_url + "#mode=model&model=minilm&text=cats%20%E0%A4%A&layer=0")
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: its text has a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made."
+    )
+    expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 0")
+    assert page.get_by_label("Text", exact=True).input_value() == "cats \ufffd%A"
+
+
+@needs("minilm")
 def test_a_load_left_for_another_model_no_longer_speaks_in_the_status_line(page, server_url):
     """SmolLM2 picked while a MiniLM trace is on screen, and still loading when MiniLM is picked
     again: the status and the bar are MiniLM's. The old load's progress, polled on, wrote over them."""

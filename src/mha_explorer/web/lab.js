@@ -2,7 +2,7 @@
 // It never computes attention: it asks the server for a trace (POST api/trace) and hands the
 // payload to the explorer. A bad value is reported at its field; the last good trace stays.
 
-import { h, sup, visibleToken } from "./explorer.js";
+import { echo, h, sup, visibleToken } from "./explorer.js";
 
 const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
 
@@ -70,13 +70,13 @@ function parseCell(text) {
     return { error: `“${typed}” has a comma: write ${typed.replaceAll(",", "")}, with no comma${decimal}.` };
   }
   if (/^[-+]?\d+,\d+$/.test(typed)) return { error: `“${typed}” has a decimal comma: write it with a point, ${typed.replace(",", ".")}.` };
-  if (!NUMBER.test(typed)) return { error: `“${typed.slice(0, 20)}” is not a number: type one such as 0.5 or -1.` };
+  if (!NUMBER.test(typed)) return { error: `“${echo(typed)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(typed);
   // below the smallest number a float64 holds (about 5e-324) a value reads as 0: said, not done in silence
-  if (value === 0 && /[1-9]/.test(typed.split(/[eE]/)[0])) return { error: `${typed.slice(0, 20)} is too small for a computer's numbers (it would be 0): type 0, or a number from 1e-300 on.` };
+  if (value === 0 && /[1-9]/.test(typed.split(/[eE]/)[0])) return { error: `${echo(typed)} is too small for a computer's numbers (it would be 0): type 0, or a number from 1e-300 on.` };
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
   // only together are refused by the server (its overflow check), and said at the cell
-  if (!(Math.abs(value) < 1e100)) return { error: `${typed.slice(0, 20)} is too large to compute with: keep it under 1e100.` };
+  if (!(Math.abs(value) < 1e100)) return { error: `${echo(typed)} is too large to compute with: keep it under 1e100.` };
   return { value };
 }
 
@@ -108,7 +108,7 @@ export function decodeEdits(text) {
   if (!text) return edits;
   for (const part of text.split(";")) {
     const match = /^(x|W_Q|W_K|W_V|W_O|b_Q|b_K|b_V|b_O):(\d+(?:,\d+)*)=(.+)$/.exec(part);
-    if (!match) throw new Error(`the edit “${part.slice(0, 30)}” is not of the form name:i,j=value`);
+    if (!match) throw new Error(`the edit “${echo(part, 30)}” is not of the form name:i,j=value`);
     const parsed = parseCell(match[3]);
     if (parsed.error) throw new Error(`the edit of ${match[1]} at ${match[2]}: ${parsed.error}`);
     edits.set(`${match[1]}:${match[2]}`, parsed.value);
@@ -412,7 +412,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     // a field's text that is no whole number is quoted: "2,5" is not read as 25, nor "abc" as nothing
     for (const [name, lo, hi] of [...CONFIG_FIELDS, ["seed", 0, SEED_MAX]]) {
       const typed = (name === "seed" ? seedInput : configInputs[name]).value.trim();
-      if (typed && !WHOLE.test(typed)) errors[name] = `“${typed.length > 20 ? typed.slice(0, 20) + "…" : typed}” is not a whole number: type ${name === "seed" ? "the seed" : name} as one from ${lo} to ${hi}.`;
+      if (typed && !WHOLE.test(typed)) errors[name] = `“${echo(typed)}” is not a whole number: type ${name === "seed" ? "the seed" : name} as one from ${lo} to ${hi}.`;
     }
     return errors;
   }

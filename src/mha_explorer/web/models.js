@@ -441,6 +441,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
     // traces, saying so (its model and text are not lost over one number)
     const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
+    if (initial.damaged && !otherText) layerProblems.push("its text has a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made");
     if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's model, layer and head${initial.query != null ? " (not its query, a token of its own text)" : ""}`);
     if (otherModel) {
       const title = models.find((m) => m.name === picker.value)?.title ?? picker.value;

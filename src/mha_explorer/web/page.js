@@ -1,6 +1,6 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
-import explorer, { h, outOfRange, unpack } from "./explorer.js";
+import explorer, { echo, h, outOfRange, unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels, staticServer } from "./models.js";
 
@@ -45,17 +45,27 @@ const LAB_KEYS = [...CONFIG_KEYS, "tokens", "seed", "edits", "causal", "bias"]; 
 
 // ---- the link: the whole view in the URL's fragment ----------------------------------------
 
+// A %-escape that makes no UTF-8 (a link cut in the middle of a character) is read as U+FFFD.
+const decodes = (raw) => {
+  try {
+    decodeURIComponent(raw.replaceAll("+", " "));
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
-  for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${key.slice(0, 20)}”`);
+  for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${echo(key)}”`);
   // a negative lab setting is left to the lab, which says what range it takes and keeps the link's
   // other settings in its form to be fixed; elsewhere it makes the link unusable
   const whole = (name, fallback, negative = false) => {
     if (!params.has(name)) return fallback;
     const text = params.get(name);
-    if (/^-\d+$/.test(text) && !negative) throw new Error(`${name}=“${text.slice(0, 20)}” is negative: it must be 0 or more`);
-    if (!/^-?\d+$/.test(text)) throw new Error(`${name}=“${text.slice(0, 20)}” is not a whole number`);
+    if (/^-\d+$/.test(text) && !negative) throw new Error(`${name}=“${echo(text)}” is negative: it must be 0 or more`);
+    if (!/^-?\d+$/.test(text)) throw new Error(`${name}=“${echo(text)}” is not a whole number`);
     return Number(text);
   };
   const flag = (name) => {
@@ -64,14 +74,14 @@ function readLink(hash) {
     return text === "1";
   };
   const mode = params.get("mode") || "teaching";
-  if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${mode.slice(0, 20)}” is not teaching, lab or model`);
+  if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${echo(mode)}” is not teaching, lab or model`);
   const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: whole("query", null), all: flag("all") };
   if (mode === "model") {
     if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
     const model = params.get("model") || "";
     // no model named: the Real model mode as its button opens it, nothing traced yet
-    if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${model.slice(0, 20)}” is not a model name`);
-    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text") }; // null when the link has none
+    if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${echo(model)}” is not a model name`);
+    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text"), damaged: !decodes(/(?:^#?|&)text=([^&]*)/.exec(hash)?.[1] ?? "") }; // text null when the link has none
   }
   // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
   // of a lab needs its whole configuration
@@ -182,7 +192,7 @@ function fitView(payload, view) {
   const problems = [];
   let { stage, head, query } = view;
   if (stage !== null && !ids.includes(stage)) {
-    problems.push(`stage “${String(stage).slice(0, 20)}” is not one of ${ids.join(", ")}, so the first stage is shown`);
+    problems.push(`stage “${echo(String(stage))}” is not one of ${ids.join(", ")}, so the first stage is shown`);
     stage = null;
   }
   if (head >= payload.config.n_heads) {
