@@ -341,8 +341,9 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
         ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
         ("#what=1", "unknown part"),
         ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "a lab link needs d_model, n_heads"),  # not the default lab, silently
+        ("#mode=lab&mode=model&stage=scores&stage=weights", "it gives mode twice (“lab”, “model”); keep one"),  # not the first, silently
     ],
-    ids=["not a number", "bad edits", "unknown key", "lab without its configuration"],
+    ids=["not a number", "bad edits", "unknown key", "lab without its configuration", "a part given twice"],
 )
 def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, words):
     page.goto(server_url + fragment)

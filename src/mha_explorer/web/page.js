@@ -59,6 +59,9 @@ function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
   for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${echo(key)}”`);
+  // a part given twice (a link edited by hand) says two things: which was meant is not guessed
+  const twice = [...new Set(params.keys())].find((key) => params.getAll(key).length > 1);
+  if (twice) throw new Error(`it gives ${twice} twice (${params.getAll(twice).map((v) => `“${echo(v)}”`).join(", ")}); keep one`);
   // a negative lab setting is left to the lab, which says what range it takes and keeps the link's
   // other settings in its form to be fixed; elsewhere it makes the link unusable
   const whole = (name, fallback, negative = false) => {
