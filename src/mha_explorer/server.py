@@ -42,6 +42,7 @@ SECURITY_HEADERS = {
 OPENER_POLICY = (b"cross-origin-opener-policy", b"same-origin")
 
 
+NO_BODY = "this route takes no body: send none (the model is named in the path)"  # the load route's answer to one
 MAX_BODY = 1_000_000  # bytes: the page's lab requests send a seed and the edited cells, never whole arrays
 access_log = logging.getLogger("mha_explorer.access")
 error_log = logging.getLogger("mha_explorer.errors")
@@ -162,6 +163,8 @@ class Guard:
                 if len(body) > self.max_body:
                     raise BodyTooLarge
             kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+            if re.fullmatch(r"/api/models/[^/]+/load", scope["path"]) and not _empty_body(body):  # of any type: it takes none
+                return await problem(422, "body", NO_BODY)(scope, receive, send_with_headers)
             if body and scope["path"].startswith("/api/") and kind and not re.fullmatch(r"application/([a-z0-9.+-]+\+)?json", kind):
                 message = f"the body is sent as {kind[:60]}; send a JSON object, with Content-Type: application/json (/openapi.json lists its fields)"
                 return await problem(415, "content-type", message)(scope, receive, send_with_headers)
@@ -474,7 +477,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=load_errors | NO_SUCH_MODEL | NOT_INSTALLED)
     async def load(name: str, http: Request) -> ModelStatus:
         if not _empty_body(await http.body()):  # as every route, nothing it would not use is taken in silence
-            raise Refused(422, "body", "this route takes no body: send none (the model is named in the path)")
+            raise Refused(422, "body", NO_BODY)
         info = await run_in_threadpool(registry_entry, name, in_path=True)
         service.start(name)
         return status(info)

@@ -320,8 +320,8 @@ def test_the_schema_lists_only_the_errors_a_route_can_answer():
 def test_loading_a_model_takes_no_body_and_says_so_when_one_comes():
     """Every other route refuses what it would not use; the load route took any body in silence."""
     client = TestClient(create_app())
-    for body in (b"garbage", b'{"x": 1}'):
-        refused = client.post("/api/models/bert-large/load", content=body, headers={"content-type": "application/json"})
+    for body, kind in ((b"garbage", "application/json"), (b'{"x": 1}', "application/json"), (b"xx", "text/plain")):  # of any type: not "send JSON"
+        refused = client.post("/api/models/bert-large/load", content=body, headers={"content-type": kind})
         assert refused.status_code == 422, body
         assert refused.json()["detail"] == [{"field": "body", "message": "this route takes no body: send none (the model is named in the path)"}]
     for nothing in (b"", b"{}", b" { } ", b"null"):  # none, or one that says nothing: the path is read
