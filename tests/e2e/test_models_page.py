@@ -1107,6 +1107,20 @@ def test_a_load_step_that_cannot_count_itself_shows_a_moving_bar_not_a_stuck_one
 
 
 @needs("minilm")
+def test_a_pasted_text_with_half_a_character_says_what_to_delete_and_keeps_the_text(page, server_url):
+    """A lone surrogate (half of an emoji, as some pastes leave): the server's answer, "send UTF-8
+    text", spoke of the request, which the page's user does not write."""
+    trace_model(page, server_url, "minilm", "The cat sat.", 0)
+    box = page.get_by_label("Text", exact=True)
+    box.evaluate("(b) => { b.value = 'cats \\ud83d like milk'; b.dispatchEvent(new Event('input')); }")
+    page.get_by_role("button", name="Trace").click()
+    expect(page.locator("#models .lab-error")).to_have_text(
+        "The text holds a broken character (half of an emoji, or of another character beyond U+FFFF, as some pastes leave): delete it and trace again. The last good result stays on screen."
+    )
+    assert box.get_attribute("aria-invalid") == "true" and box.evaluate("(b) => b.value") == "cats \ud83d like milk"
+
+
+@needs("minilm")
 def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_damaged(page, server_url):
     """%E0%A4%A: a link cut inside a character. The browser reads it as U+FFFD; the page traced that
     in silence, and wrote the repaired text into the address."""
