@@ -1172,7 +1172,7 @@ def test_a_waiting_value_equal_to_the_one_drawn_is_no_edit(page, server_url):
 
 
 def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, server_url):
-    link = "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0"
+    link = "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0&stage=weights&head=3&query=2"
     page.goto(server_url + link)
     page.wait_for_function("() => !document.getElementById('notice').hidden")
     # the lab stays open on the link's settings, the one refused marked, and the address keeps the link
@@ -1191,6 +1191,9 @@ def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, s
     set_field(page, "n_kv_heads", 2)
     wait_kind(page, "GQA")
     page.wait_for_function("() => location.hash.includes('n_kv_heads=2') && !window.mhaExplorer.linkPending")
+    # the link's view, waiting meanwhile, is the one shown once its settings compute
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 3 · query “sat”")
+    assert "stage=weights&head=3&query=2" in page.evaluate("() => location.hash")
     assert page.locator("#app").is_visible() and page.locator(".lab-values").is_visible()
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the", "cat", "sat"]
 

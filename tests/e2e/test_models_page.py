@@ -1300,7 +1300,14 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     # traced, it is the link's text, and the box and the trace agree
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("(t) => window.mhaExplorer.model.get('payload').model?.text === t", arg=typed, timeout=60_000)
-    page.wait_for_function("() => location.hash.includes('text=A+sentence')")
+    page.wait_for_function("() => location.hash.includes('text=A+sentence') && !window.mhaExplorer.linkPending")
+    # typed and left at once (the box is kept a moment after typing stops): kept with the entry left
+    page.get_by_label("Text", exact=True).fill("typed and left at once")
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.get_by_label("Text", exact=True)).to_have_value("typed and left at once")
 
 
 @needs("minilm")

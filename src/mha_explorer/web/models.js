@@ -401,9 +401,14 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // and not traced comes back into the box, not the link's. Written a moment after typing stops
   // (the browser limits how often a page may write its history).
   let drafting = null;
+  const writeDraft = () => {
+    clearTimeout(drafting);
+    drafting = null;
+    history.replaceState({ ...history.state, draft: text.value }, "");
+  };
   const keepDraft = () => {
     clearTimeout(drafting);
-    drafting = setTimeout(() => history.replaceState({ ...history.state, draft: text.value }, ""), 200);
+    drafting = setTimeout(writeDraft, 200);
   };
   const opened = text.value; // a box typed in since the page opened keeps what was typed
   const restoreDraft = () => {
@@ -483,6 +488,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       return started;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
+    // the page is about to start another history entry: a draft still waiting is written to this one
+    keepDraftNow: () => drafting !== null && writeDraft(),
     head: showHead,
     // a head the user is about to pick (the pointer or the focus is on a thumbnail, or on a head's
     // name in the head outputs): fetch it now. A static copy holds every head already: it is only

@@ -142,7 +142,10 @@ function writeLinkNow(model, mode, lab) {
   // within a mode replaces the link, so that Back does not walk through every stage and query
   const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
   // (a new entry starts with no state; one replaced keeps its own: the text typed in the model box)
-  if (shown && shown !== mode) history.pushState(null, "", `#${params}`);
+  if (shown && shown !== mode) {
+    models?.keepDraftNow(); // (typed just before: its entry is the one being left)
+    history.pushState(null, "", `#${params}`);
+  }
   else history.replaceState(history.state, "", `#${params}`);
   ownHash = location.hash;
 }
@@ -292,7 +295,7 @@ async function main() {
         delete takenAway.head;
         delete takenAway.query;
       }
-      if (pendingView) {
+      if (pendingView?.mode === "lab") {
         const fitted = fitView(payload, pendingView);
         if (fitted.problems.length) say(partlyUsed(fitted.problems));
         view = fitted.view;
@@ -334,7 +337,7 @@ async function main() {
         const ids = payload.page_stages.map((s) => s.id);
         // a link's stage and "all queries" (its head and query the server checked): a stage
         // this layer lacks falls back to the first, said with the link's other problems
-        const view = pendingView ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
+        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
         if (view) stageProblems = view.problems;
         const stage = view ? view.view.stage : model.get("stage");
         pendingView = null;
@@ -405,9 +408,9 @@ async function main() {
           say("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.");
           editor.loadPreset("gqa");
         } else if (!ok && pendingView) {
-          pendingView = null;
           // the lab stays open on the link's settings, each refused one marked with what to change,
-          // and the address keeps the link until they are: nothing the link held is lost. The
+          // and the address keeps the link until they are; the link's stage, head and query wait
+          // for the first settings that compute (pendingView): nothing the link held is lost. The
           // notice gathers the lab's messages (each without its full stop: the notice has its own).
           const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
           say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.`);
