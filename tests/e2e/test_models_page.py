@@ -1123,13 +1123,16 @@ def test_a_pasted_text_with_half_a_character_says_what_to_delete_and_keeps_the_t
 @needs("minilm")
 def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_damaged(page, server_url):
     """%E0%A4%A: a link cut inside a character. The browser reads it as U+FFFD; the page traced that
-    in silence, and wrote the repaired text into the address."""
+    in silence. A "%" that starts no escape ("100% sure") is the text's own, and no fault."""
     page.goto(server_url + "#mode=model&model=minilm&text=cats%20%E0%A4%A&layer=0")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: its text has a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made."
     )
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 0")
     assert page.get_by_label("Text", exact=True).input_value() == "cats \ufffd%A"
+    page.goto(server_url + "#mode=model&model=minilm&text=100%+sure&layer=1")
+    expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
+    assert page.get_by_label("Text", exact=True).input_value() == "100% sure" and page.locator("#notice").is_hidden()
 
 
 @needs("minilm")

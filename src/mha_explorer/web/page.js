@@ -45,10 +45,11 @@ const LAB_KEYS = [...CONFIG_KEYS, "tokens", "seed", "edits", "causal", "bias"]; 
 
 // ---- the link: the whole view in the URL's fragment ----------------------------------------
 
-// A %-escape that makes no UTF-8 (a link cut in the middle of a character) is read as U+FFFD.
+// A %-escape that makes no UTF-8 (a link cut in the middle of a character) is read as U+FFFD. A
+// "%" that starts no escape ("100%") is read as itself, and is no fault.
 const decodes = (raw) => {
   try {
-    decodeURIComponent(raw.replaceAll("+", " "));
+    decodeURIComponent(raw.replaceAll("+", " ").replace(/%(?![0-9a-fA-F]{2})/g, "%25"));
     return true;
   } catch {
     return false;
