@@ -1792,6 +1792,9 @@ def test_what_was_typed_is_said_back_cut_with_an_ellipsis_and_kept_apart_from_th
     cell.fill("\u202e5 abc")
     cell.blur()
     expect(message).to_have_text("“\u2068\u202e5 abc\u2069” is not a number: type one such as 0.5 or -1.")
+    cell.fill("\u2069\u202e5 abc")  # a closing isolate of its own would end the isolation early: left out
+    cell.blur()
+    expect(message).to_have_text("“\u2068\u202e5 abc\u2069” is not a number: type one such as 0.5 or -1.")
     cell.fill("0.5")
     cell.blur()
     settle(page)
@@ -1800,6 +1803,11 @@ def test_what_was_typed_is_said_back_cut_with_an_ellipsis_and_kept_apart_from_th
     page.get_by_label("Query token").select_option(index=0)
     expect(page.locator(".stage h2")).to_contain_text("query “\u2068\u202eabc\u2069”")
     assert page.locator(".outputs h2, .outputs h3").first.inner_text().endswith("“\u2068\u202eabc\u2069”")
+    # the status that says a query went away names it so too
+    set_field(page, "Tokens (separated by spaces)", "a b \u202ezz")
+    page.get_by_label("Query token").select_option(index=2)
+    set_field(page, "Tokens (separated by spaces)", "a")
+    expect(page.locator(".lab-status")).to_contain_text("the query at position 2 “\u2068\u202ezz\u2069” (“a” is shown)")
 
 
 def test_the_lab_says_whether_the_heads_split_the_models_width(page, server_url):

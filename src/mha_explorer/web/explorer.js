@@ -110,15 +110,16 @@ function tokenName(payload, i) {
 // (Arabic, Hebrew), or of one holding a direction mark, are isolated (FSI ... PDI): else what the
 // label adds around them (a WordPiece's "##", a byte piece's "1/2", the position "@4") would be
 // drawn on the wrong side of them by the browser's bidirectional ordering ("4@ مرحبا"), and an
-// override (U+202E) would turn the heading around the label. RIGHT_TO_LEFT: such letters, or the
-// marks and overrides that turn the direction of what follows.
-const RIGHT_TO_LEFT = /[\p{Script=Arabic}\p{Script=Hebrew}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+// override (U+202E) would turn the heading around the label. DIRECTIONAL: such letters, or the
+// marks and overrides that set the direction of what follows. A closing isolate (U+2069) in the
+// text itself would end the isolation early: it is left out of what is shown.
+const DIRECTIONAL = /[\p{Script=Arabic}\p{Script=Hebrew}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
 const INVISIBLE = /^[\p{Cf}\p{Cc}\p{Z}]+$/u; // a token of format, control and space characters only
 export function visibleToken(tok) {
   if (INVISIBLE.test(tok)) return [...tok].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join(" ");
-  if (!RIGHT_TO_LEFT.test(tok)) return tok;
+  if (!DIRECTIONAL.test(tok)) return tok;
   const [, before, letters, piece] = /^(##)?(.*?)( \d+\/\d+)?$/su.exec(tok);
-  return `${before ?? ""}\u2068${letters}\u2069${piece ?? ""}`;
+  return `${before ?? ""}\u2068${letters.replaceAll("\u2069", "")}\u2069${piece ?? ""}`;
 }
 
 // Text the user typed, said back in a message: cut past `longest` characters with "…", and
@@ -127,7 +128,7 @@ export function visibleToken(tok) {
 export function echo(text, longest = 20) {
   const characters = [...text];
   const cut = characters.length > longest ? `${characters.slice(0, longest).join("")}…` : text;
-  return RIGHT_TO_LEFT.test(cut) ? `\u2068${cut}\u2069` : cut;
+  return DIRECTIONAL.test(cut) ? `\u2068${cut.replaceAll("\u2069", "")}\u2069` : cut;
 }
 
 // ---- numbers -------------------------------------------------------------------------

@@ -311,7 +311,7 @@ async function main() {
         model.set("payload", payload);
         model.set("stage", fitLab("stage", view.stage, (stage) => ids.includes(stage), stageBefore(takenAway.stage ?? view.stage, ids), (stage, instead) => `the ${title(before, stage)} stage (${title(payload, instead)} is shown)`));
         model.set("head", fitLab("head", view.head, (head) => head < payload.config.n_heads, 0, (head) => `head ${head} (head 0 is shown)`));
-        model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0, (query) => `the query at position ${query}${before.tokens[query] === undefined ? "" : ` “${before.tokens[query]}”`} (“${payload.tokens[0]}” is shown)`));
+        model.set("query", fitLab("query", view.query, (query) => query < payload.tokens.length, 0, (query) => `the query at position ${query}${before.tokens[query] === undefined ? "" : ` “${echo(before.tokens[query])}”`} (“${echo(payload.tokens[0])}” is shown)`));
         model.set("all_queries", Boolean(view.all_queries));
       } finally {
         fitting = false;
