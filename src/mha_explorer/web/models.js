@@ -449,7 +449,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // traces, saying so (its model and text are not lost over one number)
     const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
     if (initial.damaged && !otherText) layerProblems.push("its text has a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made");
-    if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's model, layer and head${initial.query != null ? " (not its query, a token of its own text)" : ""}`);
+    if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's ${otherModel ? "stage and head" : "model, layer and head"}${initial.query != null && !otherModel ? " (not its query, a token of its own text)" : ""}`);
     if (otherModel) {
       const title = models.find((m) => m.name === picker.value)?.title ?? picker.value;
       layerProblems.push(`the model “${initial.model}” is not in this page, which holds ${models.map((m) => m.title).join(", ")}: ${title} is shown, at its layer ${layer.value}, the first this copy holds${initial.query != null ? " (not the link's query, a token of that model's)" : ""}`);
