@@ -460,6 +460,46 @@ def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
     assert cut == [], cut
 
 
+# The explorer module as a notebook widget renders it: a model of traits (anywidget's get, set, on,
+# off, save_changes), with first_view, the view the cell made (widget.Explorer sets it).
+NOTEBOOK_VIEW = """async ([made, other]) => {
+  const { default: explorer } = await import("./static/explorer.js");
+  const teaching = await (await fetch("api/example?encoding=base64")).json();
+  const traits = { payload: teaching, stage: made.stage, head: made.head, query: made.query, all_queries: false, first_view: made };
+  const listeners = new Map();
+  const model = {
+    get: (k) => traits[k],
+    set: (k, v) => { if (traits[k] === v) return; traits[k] = v; for (const f of listeners.get(`change:${k}`) || []) f(); },
+    save_changes() {},
+    on: (e, f) => { if (!listeners.has(e)) listeners.set(e, new Set()); listeners.get(e).add(f); },
+    off: (e, f) => listeners.get(e)?.delete(f),
+  };
+  const el = document.createElement("div");
+  document.body.append(el);
+  explorer.render({ model, el });
+  const reset = () => { el.querySelector("button.reset").click(); return [traits.stage, traits.head, traits.query]; };
+  model.set("stage", "scores");
+  model.set("query", 0);
+  const once = reset();
+  // Python gives the widget another payload (it forgets the cell's view), then the reset puts the cell's back
+  model.set("payload", { ...teaching, query: other });
+  model.set("first_view", null);
+  model.set("stage", "scores");
+  const twice = reset();
+  return { once, twice, same: traits.payload === teaching };
+}"""
+
+
+def test_a_notebooks_reset_brings_back_the_view_its_cell_made_with_its_payload(page, server_url):
+    """Explorer(stage="weights", head=1, query="milk"): its reset gave the first stage, head 0 and
+    "like". After Python set another payload, the reset put the cell's payload back but not its view."""
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    made = {"stage": "weights", "head": 1, "query": 3, "all_queries": False}
+    result = page.evaluate(NOTEBOOK_VIEW, [made, 0])
+    assert result == {"once": ["weights", 1, 3], "twice": ["weights", 1, 3], "same": True}, result
+
+
 def test_a_presentation_clickers_keys_step_the_stages_from_previous_or_next(page, server_url):
     """A clicker sends Page Down and Page Up: on a focused Previous or Next they step the stages (and
     the arrow keys beside them); elsewhere they scroll the page as ever."""

@@ -578,6 +578,7 @@ const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond t
 // of the view's head and query, one after the other (a handout); a notebook prints the notebook.
 function render({ model, el, otherConfigs, printAll = null }) {
   const original = model.get("payload");
+  const madeView = model.get("first_view"); // a notebook cell's view of that payload (none on the page)
   let view = null; // derived from the payload once per payload change, never per interaction
 
   const ids = { query: uid("query"), head: uid("head"), stage: uid("stage") };
@@ -847,8 +848,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
     // starts again on the layer and text it shows (which Python may have set since)
     const first = original.model ? model.get("payload") : original;
     if (model.get("payload") !== first) model.set("payload", first);
-    // a notebook's view goes back to the view its cell made (Python forgets it with a new payload)
-    set(model.get("first_view") ?? { stage: first.page_stages[0].id, head: 0, query: first.query, all_queries: false });
+    // a notebook's view goes back to the view its cell made, with that payload: the one put back
+    // here, or a real model's layer and text as long as Python sets no other (it then forgets it)
+    set((original.model ? model.get("first_view") : madeView) ?? { stage: first.page_stages[0].id, head: 0, query: first.query, all_queries: false });
     // Matrices, costs, packed view: the first view has them closed (once drawn: a panel kept from
     // before, now shown again, may have its packed view open)
     const closeAll = () => {
