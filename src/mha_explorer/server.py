@@ -163,9 +163,10 @@ class Guard:
                 if len(body) > self.max_body:
                     raise BodyTooLarge
             kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-            if re.fullmatch(r"/api/models/[^/]+/load", scope["path"]) and not _empty_body(body):  # of any type: it takes none
+            takes_none = scope["method"] == "POST" and re.fullmatch(r"/api/models/[^/]+/load", scope["path"])
+            if takes_none and not _empty_body(body):  # of any type, as nothing it would not use is taken in silence
                 return await problem(422, "body", NO_BODY)(scope, receive, send_with_headers)
-            if body and scope["path"].startswith("/api/") and kind and not re.fullmatch(r"application/([a-z0-9.+-]+\+)?json", kind):
+            if body and not takes_none and scope["path"].startswith("/api/") and kind and not re.fullmatch(r"application/([a-z0-9.+-]+\+)?json", kind):
                 message = f"the body is sent as {kind[:60]}; send a JSON object, with Content-Type: application/json (/openapi.json lists its fields)"
                 return await problem(415, "content-type", message)(scope, receive, send_with_headers)
             replayed = False
@@ -475,9 +476,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     load_errors = {413: ERRORS[413], 415: ERRORS[415], 422: {"model": ErrorResponse, "description": "a body was sent (the route takes none), or a parameter of the address that it does not take"}}
 
     @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=load_errors | NO_SUCH_MODEL | NOT_INSTALLED)
-    async def load(name: str, http: Request) -> ModelStatus:
-        if not _empty_body(await http.body()):  # as every route, nothing it would not use is taken in silence
-            raise Refused(422, "body", NO_BODY)
+    async def load(name: str) -> ModelStatus:  # a body saying something is refused before it comes here (the middleware)
         info = await run_in_threadpool(registry_entry, name, in_path=True)
         service.start(name)
         return status(info)

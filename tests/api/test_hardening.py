@@ -324,8 +324,10 @@ def test_loading_a_model_takes_no_body_and_says_so_when_one_comes():
         refused = client.post("/api/models/bert-large/load", content=body, headers={"content-type": kind})
         assert refused.status_code == 422, body
         assert refused.json()["detail"] == [{"field": "body", "message": "this route takes no body: send none (the model is named in the path)"}]
-    for nothing in (b"", b"{}", b" { } ", b"null"):  # none, or one that says nothing: the path is read
-        assert client.post("/api/models/bert-large/load", content=nothing, headers={"content-type": "application/json"}).status_code == 404, nothing
+    for nothing in (b"", b"{}", b" { } ", b"null"):  # none, or one that says nothing, of any type: the path is read
+        for kind in ("application/json", "text/plain"):
+            assert client.post("/api/models/bert-large/load", content=nothing, headers={"content-type": kind}).status_code == 404, (nothing, kind)
+    assert client.put("/api/models/bert-large/load", content=b"xx").status_code == 405  # another method: as without a body
 
 
 def test_a_body_that_cannot_be_read_as_json_says_the_ways_it_can_fail():
