@@ -1745,9 +1745,11 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
         return " ".join(figure.locator(".heatmap-legend").inner_text().split())
 
     page.get_by_label("Calculation stage").select_option(label="Query/key norm")
-    after_norm = legend("K after the norm")
+    after_norm, q_after_norm = legend("K after the norm"), legend("q after")
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     assert legend("before the rotation") == legend("K after the rotation") == after_norm, after_norm
+    assert legend("q̂ at position") == legend(re.compile(r"^after the rotation")) == q_after_norm, q_after_norm  # q̂ too
+    assert page.locator(".stage table.rotary caption").inner_text().startswith("Three pairs of q̂ turned by hand")
     # what turns is the normed q̂ and K̂, and the text and captions name them so
     stage_text = page.locator(".stage").inner_text()
     assert "q̂ moves by" in stage_text and "(|q̃ − q̂| / |q̂|)" in stage_text and "q moves by" not in stage_text

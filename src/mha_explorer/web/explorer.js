@@ -1877,6 +1877,14 @@ function mixingMany(view, query, head) {
   ];
 }
 
+// q before and after the rotation on one colour scale (the query's own); q after the q/k norm, the
+// same q̂, is drawn on it too.
+function rotaryQScale(view, query, head) {
+  const { payload, t } = view;
+  const qIn = t.q_normed ? "q_normed" : "q";
+  return sharedScale(1, payload.config.d_head, (_, e) => t[qIn].at(head, query, e), (_, e) => t.q_rotated.at(head, query, e));
+}
+
 // K before and after the rotation on one colour scale; the same K after the q/k norm is drawn on
 // it too, so that one K is never shown on two scales. The same for every query: worked out once a
 // K/V head, not at each query's panel.
@@ -1904,7 +1912,7 @@ function normed(view, query, head) {
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
     h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w q"),
-    vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed"),
+    vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed", 0, t.q_rotated ? rotaryQScale(view, query, head) : undefined),
     h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w k"),
     heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
@@ -1934,7 +1942,7 @@ function rope(view, query, head) {
   const qAfter = (e) => t.q_rotated.at(head, query, e);
   const kBefore = (r, e) => t[kIn].at(g, r, e);
   const kAfter = (r, e) => t.k_rotated.at(g, r, e);
-  const qScale = sharedScale(1, d, (_, e) => qBefore(e), (_, e) => qAfter(e));
+  const qScale = rotaryQScale(view, query, head);
   const kScale = rotaryKScale(view, g);
   // a layer with a q/k norm turns the normed q̂ and K̂: named so, as the stage's text names them
   const [qName, kName] = t.q_normed ? ["q̂", "K̂"] : ["q", "K"];
@@ -1977,7 +1985,7 @@ function turnedPairs(view, query, head, qIn) {
   return h(
     "table",
     { class: "calc-table rotary" },
-    h("caption", {}, `Three pairs of q turned by hand, at position ${query}`),
+    h("caption", {}, `Three pairs of ${qIn === "q_normed" ? "q̂" : "q"} turned by hand, at position ${query}`),
     h("thead", {}, h("tr", {}, ["pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
