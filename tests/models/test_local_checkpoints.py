@@ -256,6 +256,10 @@ DAMAGED_CONFIGS = {
         {"num_key_value_heads": 4},
         "model.layers.0.self_attn.k_proj.weight has shape (32, 64), not (64, 64) as config.json gives it: num_key_value_heads × head_dim (4 × 16 = 64), where the tensor has 32. Set those to fit the tensor",
     ),
+    "a width the embeddings do not have": (
+        {"hidden_size": 128},
+        "model.embed_tokens.weight has shape (30522, 64); expected (vocab, 128), the model width config.json's hidden_size gives",
+    ),
     "an MLP width the tensors do not have": (
         {"intermediate_size": 128},
         "model.layers.0.mlp.gate_proj.weight has shape (96, 64), not (128, 64) as config.json gives it: intermediate_size (128), where the tensor has 96. Set those to fit the tensor",
@@ -273,6 +277,16 @@ DAMAGED_CONFIGS = {
         "config.json: rope_parameters' rope_theta is 'x'; give a number above 0",
     ),
 }
+
+
+def test_a_gguf_files_attention_that_cannot_be_built_is_said_in_its_metadatas_keys():
+    from mha_explorer.models.registry import said_as_keys
+
+    said = said_as_keys("rope_theta needs an even d_head to rotate pairs of components; d_head=5 is odd", False, "gemma3")
+    assert said == "gemma3.rope.freq_base needs an even gemma3.attention.key_length to rotate pairs of components; gemma3.attention.key_length=5 is odd"
+    said = said_as_keys("n_heads=9 is not a multiple of n_kv_heads=2: choose n_kv_heads from [1, 3, 9]", False, "llama")
+    assert said == "llama.attention.head_count=9 is not a multiple of llama.attention.head_count_kv=2: choose llama.attention.head_count_kv from [1, 3, 9]"
+    assert said_as_keys("d_v=3 and d_model_x stay", True, "llama") == "d_v=3 and d_model_x stay"  # whole names only
 
 
 @pytest.mark.parametrize("damage", DAMAGED_CONFIGS)

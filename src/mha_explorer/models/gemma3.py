@@ -79,7 +79,7 @@ class Gemma3(Architecture):
     def __init__(self, s: Sizes, source, names: dict[str, str], norm_offset: float, progress: Callable[[float, str], None]):
         where = str(source.path)
         self.sizes, self.n_layers, self.d_model, self.max_positions = s, s.n_layers, s.d_model, s.max_positions
-        d, h, g, e, f = s.d_model, s.n_heads, s.n_kv_heads, s.d_head, s.d_ffn
+        d, h, g, e = s.d_model, s.n_heads, s.n_kv_heads, s.d_head
         if len(s.layer_types) != s.n_layers or set(s.layer_types) - {"sliding_attention", "full_attention"}:
             raise CheckpointError(f"{where}: layer_types {s.layer_types} do not give one of sliding/full per layer")
         self.configs = {
@@ -108,8 +108,7 @@ class Gemma3(Architecture):
 
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
-            gives = "config.json's hidden_size" if hf else "the metadata's embedding_length"
-            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
+            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives}'s {keys['d_model']} gives")
         self.n_vocab = source.shape(self._embed_name)[0]
         # the reference keeps sqrt(d_model) as a float32 number and multiplies in float32
         self.embed_scale = np.float32(np.sqrt(d))

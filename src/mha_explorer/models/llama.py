@@ -163,7 +163,7 @@ class Llama(Architecture):
     def __init__(self, s: Sizes, source, names: dict[str, str], gguf: bool, progress: Callable[[float, str], None]):
         where = str(source.path)
         self.sizes, self.n_layers, self.d_model, self.max_positions = s, s.n_layers, s.d_model, s.max_positions
-        d, h, g, e, f = s.d_model, s.n_heads, s.n_kv_heads, s.d_head, s.d_ffn
+        d, h, g, e = s.d_model, s.n_heads, s.n_kv_heads, s.d_head
         self.config = AttentionConfig(
             d_model=d, n_heads=h, n_kv_heads=g, d_head=e, causal=True, rope_theta=float(s.rope_theta)
         )
@@ -176,8 +176,7 @@ class Llama(Architecture):
 
         self._source, self._embed_name = source, names["embed"]
         if source.shape(self._embed_name)[1:] != (d,):
-            gives = "the metadata's embedding_length" if gguf else "config.json's hidden_size"
-            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives} gives")
+            raise CheckpointError(f"{where}: {self._embed_name} has shape {source.shape(self._embed_name)}; expected (vocab, {d}), the model width {gives}'s {keys['d_model']} gives")
         self.n_vocab = source.shape(self._embed_name)[0]
         self.layers = []
         held = "the metadata's block_count" if gguf else "config.json's num_hidden_layers"

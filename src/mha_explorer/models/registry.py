@@ -420,8 +420,8 @@ def said_as_keys(message: str, hf: bool, arch: str) -> str:
     num_key_value_heads, or as the GGUF metadata's key."""
     from .llama import size_keys
 
-    keys = size_keys(hf, arch)
-    return re.sub(r"\b(d_model|n_heads|n_kv_heads|d_head)\b", lambda m: keys[m[1]], message)
+    keys = size_keys(hf, arch) | ({} if hf else {"rope_theta": f"{arch}.rope.freq_base", "sliding_window": f"{arch}.attention.sliding_window"})
+    return re.sub(r"\b(d_model|n_heads|n_kv_heads|d_head|rope_theta|sliding_window)\b", lambda m: keys.get(m[1], m[1]), message)
 
 
 def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
