@@ -839,6 +839,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
     button.addEventListener("keydown", (event) => {
       const delta = STEP_KEYS[event.key];
       if (!delta || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+      const i = view.stageIds.indexOf(model.get("stage")) + delta;
+      if (i < 0 || i >= view.stageIds.length) return; // past the first or last stage: the key scrolls, as elsewhere
       event.preventDefault();
       move(delta);
     });
