@@ -1657,12 +1657,12 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     expect(page.locator(".stage h2")).to_contain_text("· head 0 · query “cat”")
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1: 6 tokens")
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the two refused traces
-    # "all queries" comes back; a stage the layer lacks falls back to the first, said
+    # "all queries" comes back; a stage the layer lacks falls back to the one before it, said
     page.goto(server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat.&head=2&stage=mask&all=1")
     expect(page.locator("#notice")).to_have_text(
-        "This link could not be used in full: stage “mask” is not one of projections, scores, weights, mixing, concat, output, so the first stage is shown."
+        "This link could not be used in full: stage “mask” is not one of projections, scores, weights, mixing, concat, output, so Scores is shown."
     )
-    expect(page.locator(".stage h2")).to_contain_text("1. Projections · head 2 ·")
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores · head 2 ·")
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
     # a layer the model lacks: its last layer, said
     page.goto(server_url + "#mode=model&model=minilm&layer=9&text=The+cat+sat.&head=3")

@@ -103,3 +103,17 @@ def test_a_window_of_two_is_said_in_the_singular(causal):
 
     assert ("at most the 1 token before it" if causal else "more than 1 position before") in said(2)
     assert ("at most the 3 tokens before it" if causal else "more than 3 positions before") in said(4)
+
+
+def test_the_pages_order_of_stages_is_the_narratives():
+    """page.js falls back from a stage a layer lacks to the one before it, by its own list of every
+    stage in order: it must be the narrative's."""
+    import re
+    from pathlib import Path
+
+    from mha_explorer.narrative import PAGE_STAGE_IDS
+
+    source = (Path(__file__).resolve().parents[2] / "src/mha_explorer/web/page.js").read_text(encoding="utf-8")
+    listed = re.search(r"const STAGE_ORDER = \[([^\]]*)\]", source)
+    assert listed, "page.js has no STAGE_ORDER"
+    assert tuple(re.findall(r'"([a-z_]+)"', listed[1])) == PAGE_STAGE_IDS

@@ -191,16 +191,24 @@ async function compute(state) {
 
 // ---- the page ---------------------------------------------------------------------------------
 
+// A stage a layer lacks gives way to the nearest one before it that the layer has (the Mask stage,
+// without the mask, to Scores: the scaled scores it would have masked; a rotary stage to the one
+// before it), not to the first. Every stage a layer may have, in order (narrative.PAGE_STAGES).
+const STAGE_ORDER = ["projections", "qk_norm", "rope", "scores", "mask", "weights", "mixing", "concat", "output"];
+const stageBefore = (stage, ids) => STAGE_ORDER.slice(0, Math.max(0, STAGE_ORDER.indexOf(stage))).reverse().find((id) => ids.includes(id)) ?? ids[0];
+
 // The view a link asks for, on this payload: a part it cannot have (a stage the layer lacks, a
-// head or query beyond its count) falls back to the first view's, and `problems` says which, so
-// that the rest of the link (a lab's settings and edits) is not lost over it.
+// head or query beyond its count) falls back (a stage to the one before it, see stageBefore), and
+// `problems` says which, so that the rest of the link (a lab's settings and edits) is not lost over it.
 function fitView(payload, view) {
   const ids = payload.page_stages.map((s) => s.id);
   const problems = [];
   let { stage, head, query } = view;
   if (stage !== null && !ids.includes(stage)) {
-    problems.push(`stage “${echo(String(stage))}” is not one of ${ids.join(", ")}, so the first stage is shown`);
-    stage = null;
+    const instead = stageBefore(stage, ids);
+    const title = payload.page_stages.find((s) => s.id === instead).title;
+    problems.push(`stage “${echo(String(stage))}” is not one of ${ids.join(", ")}, so ${instead === ids[0] ? "the first stage" : title} is shown`);
+    stage = instead;
   }
   if (head >= payload.config.n_heads) {
     problems.push(outOfRange("head", head, payload));
@@ -265,10 +273,6 @@ async function main() {
   // 2 heads, a token removed) comes back with the first settings that have it again, unless the
   // user picked one meanwhile (any pick, the stand-in too, forgets it): what was chosen, by trait.
   const takenAway = {};
-  // A stage these settings lack gives way to the nearest one before it that they have (the Mask
-  // stage, once the mask is off, to Scores: the scaled scores it would have masked), not to the first.
-  const STAGE_ORDER = ["projections", "qk_norm", "rope", "scores", "mask", "weights", "mixing", "concat", "output"]; // every stage a layer may have, in order
-  const stageBefore = (stage, ids) => STAGE_ORDER.slice(0, Math.max(0, STAGE_ORDER.indexOf(stage))).reverse().find((id) => ids.includes(id)) ?? ids[0];
   let fitting = false; // the lab's own setting of them, as a new payload comes
   const gone = []; // what these settings took away just now, in words, with what stands in for it
   const fitLab = (trait, value, fits, instead, words) => {
@@ -343,7 +347,7 @@ async function main() {
         const stage = view ? view.view.stage : model.get("stage");
         pendingView = null;
         model.set("payload", payload);
-        model.set("stage", ids.includes(stage) ? stage : ids[0]);
+        model.set("stage", ids.includes(stage) ? stage : stageBefore(stage, ids));
         model.set("head", request.head);
         model.set("query", payload.query);
         if (view) model.set("all_queries", Boolean(view.view.all_queries));
