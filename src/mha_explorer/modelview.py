@@ -314,7 +314,7 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     unmarked = wanted.translate(UNMARK).strip()
 
     def names(token: str, text: str, label: str) -> bool:
-        if wanted in (token, label):
+        if wanted in (token, label) or (wanted.endswith("…") and wanted == short_label(label)):  # cut, as the terminal lists it
             return True
         read = label.translate(UNMARK).strip()
         if label.startswith(f"{token} ") and label[len(token) + 1 :] == unmarked:  # an unknown token by its text: "[UNK] 爱"

@@ -280,6 +280,8 @@ def test_a_long_unknown_word_is_cut_in_the_query_line_the_tables_and_the_error()
     result = trace("--model", "minilm", "--text", text, "--query", "zz")
     error = result.stderr.splitlines()[-1]
     assert result.exit_code == 2 and "[UNK] 5feceb66ffc86f38d…," in error and word not in error
+    # the label as the list gives it names the token
+    assert "(position 2)" in ok("--model", "minilm", "--text", text, "--query", "[UNK] 5feceb66ffc86f38d…", "--stage", "weights", "--head", "0")
 
 
 @needs["smollm2"]
