@@ -184,7 +184,7 @@ def main(ctx: click.Context) -> None:
     help="the query token: as the text reads it (fox), as the page labels it (␣fox, ␣ for a space at either end) "
     "or as the tokenizer spells it (Ġfox), its first place; fox@4 is fox at position 4, as the tables "
     "label a repeated token (fox @4); or a position from 0, where the text has no such number as a token, "
-    "and @4 for position 4 whatever its token (a token spelled @4 first) "
+    "and @4 for position 4 whatever its token, unless a token is spelled @4 "
     "(default: the example's, 'like'; with --model, "
     "the middle word of the text)",
 )
