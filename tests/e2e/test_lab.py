@@ -1810,6 +1810,18 @@ def test_what_was_typed_is_said_back_cut_with_an_ellipsis_and_kept_apart_from_th
     expect(page.locator(".lab-status")).to_contain_text("the query at position 2 “\u2068\u202ezz\u2069” (“a” is shown)")
 
 
+def test_a_lab_links_tokens_with_a_broken_escape_are_used_as_read_and_said_to_be_damaged(page, server_url):
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=cats+%E0%A4%A+milk&seed=0")
+    wait_kind(page, "GQA")
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: its tokens have a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made."
+    )
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["cats", "\ufffd%A", "milk"]
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=100%+sure&seed=0")
+    wait_kind(page, "GQA")
+    assert page.locator("#notice").is_hidden()  # a "%" that starts no escape is the token's own
+
+
 def test_the_lab_says_whether_the_heads_split_the_models_width(page, server_url):
     open_lab(page, server_url)  # GQA: d_model 8, 4 heads of 2
     note = page.locator(".lab-widths")

@@ -95,7 +95,7 @@ function readLink(hash) {
     config.causal = flag("causal");
     config.bias = flag("bias");
     const tokens = (params.get("tokens") || "").split(" ").filter(Boolean);
-    view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")) };
+    view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")), damaged: !decodes(/(?:^#?|&)tokens=([^&]*)/.exec(hash)?.[1] ?? "") };
   }
   return view;
 }
@@ -302,6 +302,7 @@ async function main() {
       }
       if (pendingView?.mode === "lab") {
         const fitted = fitView(payload, pendingView);
+        if (pendingView.lab?.damaged) fitted.problems.unshift("its tokens have a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made");
         if (fitted.problems.length) say(partlyUsed(fitted.problems));
         view = fitted.view;
         pendingView = null;
