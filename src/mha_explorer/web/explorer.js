@@ -752,11 +752,13 @@ function render({ model, el, otherConfigs, printAll = null }) {
     byMenu({ stage: stageSelect.value });
   });
   allToggle.addEventListener("click", () => set({ all_queries: !model.get("all_queries") }));
+  // a step, if there is one that way: false for Previous at the first stage, Next at the last
   const move = (delta) => {
     const i = view.stageIds.indexOf(model.get("stage")) + delta;
-    if (i < 0 || i >= view.stageIds.length) return; // Previous at the first stage, Next at the last
+    if (i < 0 || i >= view.stageIds.length) return false;
     pickStage(view.stageIds[i]);
     set({ stage: view.stageIds[i] });
+    return true;
   };
   // a head's name in the head outputs (or the Output stage's lengths) is a button: it inspects that head
   let focusHead = null; // a head picked there by keyboard: its entry keeps the focus when the panel is redrawn
@@ -839,10 +841,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     button.addEventListener("keydown", (event) => {
       const delta = STEP_KEYS[event.key];
       if (!delta || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
-      const i = view.stageIds.indexOf(model.get("stage")) + delta;
-      if (i < 0 || i >= view.stageIds.length) return; // past the first or last stage: the key scrolls, as elsewhere
-      event.preventDefault();
-      move(delta);
+      if (move(delta)) event.preventDefault(); // past the first or last stage the key scrolls, as elsewhere
     });
   }
   reset.addEventListener("click", () => {
@@ -3063,7 +3062,7 @@ function headOutputs(view, query, head) {
 
 // "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6 · causal · bias": what tells the configurations apart
 function configLine(c) {
-  const kv = c.n_kv_heads === c.n_heads ? "" : `, ${c.n_kv_heads} K/V head${c.n_kv_heads === 1 ? "" : "s"}`;
+  const kv = c.n_kv_heads === c.n_heads ? "" : `, ${plural(c.n_kv_heads, "K/V head")}`;
   const dv = c.d_v === c.d_head ? "" : `, d_v ${c.d_v}`;
   const mask = c.causal ? ` · causal${c.sliding_window != null ? `, window ${c.sliding_window}` : ""}` : c.sliding_window != null ? ` · window ${c.sliding_window}` : "";
   return `${c.kind} · d_model ${c.d_model} · ${plural(c.n_heads, "head")}${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}`;

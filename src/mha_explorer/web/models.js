@@ -392,8 +392,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     else text.removeAttribute("aria-describedby");
   };
   // an edited text is not the one on screen until it is traced: the status line says so
-  text.addEventListener("input", () => {
+  const sayIfChanged = () => {
     if (current && text.value !== current.text) status.textContent = "The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.";
+  };
+  text.addEventListener("input", () => {
+    sayIfChanged();
     keepDraft();
   });
   // The text in the box is kept with the browser's history entry (its state, which the link's
@@ -415,7 +418,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const draft = history.state?.draft;
     if (fixed || typeof draft !== "string" || draft === text.value || text.value !== opened) return;
     text.value = draft;
-    if (current && draft !== current.text) status.textContent = "The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.";
+    sayIfChanged();
   };
 
   // the view the page was opened on: true when it is shown (or needs no trace), false when the
@@ -448,7 +451,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
     // traces, saying so (its model and text are not lost over one number)
     const layerProblems = emptyLinkText && !fixed ? ["its text is empty, so the example sentence is traced"] : []; // a copy has its own text
-    if (initial.damaged && !otherText) layerProblems.push("its text has a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made");
+    if (initial.damaged && !otherText) layerProblems.push(initial.damaged); // (what page.js says of it)
     if (otherText) layerProblems.push(`its text is not this copy's: the copy holds one text, “${fixed.text}”, shown with the link's ${otherModel ? "stage and head" : "model, layer and head"}${initial.query != null && !otherModel ? " (not its query, a token of its own text)" : ""}`);
     if (otherModel) {
       const title = models.find((m) => m.name === picker.value)?.title ?? picker.value;

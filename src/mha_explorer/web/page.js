@@ -56,8 +56,12 @@ const decodes = (raw) => {
   }
 };
 
+// what a link's part read with a broken %-escape is said to be
+const brokenEscape = (part) => `its ${part} ${part === "text" ? "has" : "have"} a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made`;
+
 function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
+  const damaged = (part) => (decodes(new RegExp(`(?:^#?|&)${part}=([^&]*)`).exec(hash)?.[1] ?? "") ? null : brokenEscape(part)); // null: read whole
   const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
   for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${echo(key)}”`);
   // a part given twice (a link edited by hand) says two things: which was meant is not guessed
@@ -85,7 +89,7 @@ function readLink(hash) {
     const model = params.get("model") || "";
     // no model named: the Real model mode as its button opens it, nothing traced yet
     if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${echo(model)}” is not a model name`);
-    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text"), damaged: !decodes(/(?:^#?|&)text=([^&]*)/.exec(hash)?.[1] ?? "") }; // text null when the link has none
+    if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text"), damaged: damaged("text") }; // text null when the link has none
   }
   // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
   // of a lab needs its whole configuration
@@ -95,7 +99,7 @@ function readLink(hash) {
     config.causal = flag("causal");
     config.bias = flag("bias");
     const tokens = (params.get("tokens") || "").split(" ").filter(Boolean);
-    view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")), damaged: !decodes(/(?:^#?|&)tokens=([^&]*)/.exec(hash)?.[1] ?? "") };
+    view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")), damaged: damaged("tokens") };
   }
   return view;
 }
@@ -146,8 +150,7 @@ function writeLinkNow(model, mode, lab) {
   if (shown && shown !== mode) {
     models?.keepDraftNow(); // (typed just before: its entry is the one being left)
     history.pushState(null, "", `#${params}`);
-  }
-  else history.replaceState(history.state, "", `#${params}`);
+  } else history.replaceState(history.state, "", `#${params}`);
   ownHash = location.hash;
 }
 
@@ -302,7 +305,7 @@ async function main() {
       }
       if (pendingView?.mode === "lab") {
         const fitted = fitView(payload, pendingView);
-        if (pendingView.lab?.damaged) fitted.problems.unshift("its tokens have a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made");
+        if (pendingView.lab?.damaged) fitted.problems.unshift(pendingView.lab.damaged);
         if (fitted.problems.length) say(partlyUsed(fitted.problems));
         view = fitted.view;
         pendingView = null;
@@ -342,7 +345,7 @@ async function main() {
       onPayload: (payload, request) => {
         const ids = payload.page_stages.map((s) => s.id);
         // a link's stage and "all queries" (its head and query the server checked): a stage
-        // this layer lacks falls back to the first, said with the link's other problems
+        // this layer lacks falls back to the one before it, said with the link's other problems
         const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
         if (view) stageProblems = view.problems;
         const stage = view ? view.view.stage : model.get("stage");
