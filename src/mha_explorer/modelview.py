@@ -21,12 +21,14 @@ from pydantic import BaseModel, Field
 
 from .costs import kv_cache
 from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, config_model, left_out, query_out_of_range, trace_payload
+from .trace import row_rms
 
 if TYPE_CHECKING:
     from .models import LoadedModel
 
 HEAD_AXIS = {"q", "q_normed", "q_rotated", "scores", "scaled", "mask", "weights", "z", "contributions", "W_Q", "b_Q"}
 GROUP_AXIS = {"k", "v", "k_normed", "k_rotated", "W_K", "W_V", "b_K", "b_V"}
+HEAD_ROWS = {"W_O"}  # a block of d_v rows a head
 OVERVIEW_CELLS = 64  # at most this many cells per axis in a head's overview
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."  # a model's text when none is given (the CLI, a notebook)
 MAX_TEXT = 16_000  # characters: room for the models' 1,024 tokens of any text (about 4 characters a token in English)
@@ -173,7 +175,8 @@ class HeadArrays(BaseModel):
     derived: list[str] = Field(
         default_factory=list, description="stages left out of a binary answer, for the reader to compute (see schema.derive)"
     )
-    weights: dict[str, Array] = Field(description="W_Q, W_K, W_V and their biases, sliced the same way")
+    factors: dict[str, Array] = Field(default_factory=dict, description="what the reader needs to make them (see TracePayload.factors)")
+    weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, their biases, W_O's rows, sliced the same way; q_norm and k_norm, where the layer has them")
 
 
 def _check_head(model, layer: int, head: int) -> None:
@@ -205,17 +208,43 @@ def _check_query(query: int | None, n: int) -> None:
 
 
 def _head_encoder(run, head: int, packer: Packer | None):
-    """encode(name, array) -> Array: one head's slice of per-head arrays, the rest whole, float32."""
-    group = run.trace.config.kv_group[head]
+    """encode(name, array) -> Array: one head's slice of per-head arrays (its block of rows of W^O),
+    the rest whole, float32."""
+    config = run.trace.config
+    group = config.kv_group[head]
 
     def encode(name: str, a: np.ndarray) -> Array:
         if name in HEAD_AXIS:
             return one_slice(a, head, packer)
         if name in GROUP_AXIS:
             return one_slice(a, group, packer)
+        if name in HEAD_ROWS:
+            rows = float32(a[head * config.d_v : (head + 1) * config.d_v], packer, heads=[head])  # (f, d)
+            rows.shape, rows.block = list(a.shape), config.d_v
+            return rows
         return float32(a, packer)
 
     return encode
+
+
+def _left_out(run, packer: Packer | None, concat: bool = True) -> tuple[str, ...]:
+    """What a real model's binary answer leaves out (schema.left_out); each head's part of the
+    output, which the page works out for the query it shows from z and the head's rows of W^O; and
+    q and k after the q/k norm, which it makes from q and k and each row's rms (_factors)."""
+    if packer is None:
+        return ()
+    return left_out(packer, concat) + ("contributions",) + (("q_normed", "k_normed") if run.trace.config.qk_norm else ())
+
+
+def _factors(run, head: int, packer: Packer | None, derived: tuple[str, ...]) -> dict[str, Array]:
+    """The root mean square of each row of q and k that the q/k norm divides by, (h, n) and (g, n),
+    sliced to the head and its K/V head: computed as trace.rms_norm computes it, for the reader to
+    divide by when it makes the normed rows."""
+    if "q_normed" not in derived:
+        return {}
+    eps, stages = run.trace.config.qk_norm_eps, run.trace.stages
+    encode = _head_encoder(run, head, packer)
+    return {f"{side}_rms": encode(side, row_rms(stages[side], eps)[..., 0]) for side in ("q", "k")}  # (h, n), (g, n)
 
 
 def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None = None) -> HeadArrays:
@@ -224,15 +253,17 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     _check_head(model, layer, head)
     run = layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
-    per_head = HEAD_AXIS | GROUP_AXIS
-    derived = left_out(packer)
+    per_head = HEAD_AXIS | GROUP_AXIS | HEAD_ROWS
+    derived = _left_out(run, packer, concat=False)
     config = run.trace.config
     return HeadArrays(
         head=head,
         config=config_model(config),
         stages={name: encode(name, a) for name, a in run.trace.stages.items() if name in per_head and name not in derived},
         derived=[name for name in run.trace.stages if name in derived],
-        weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head},
+        factors=_factors(run, head, packer, derived),
+        # with the q/k norm's vectors, from which a binary answer's reader makes q and k after the norm (whole: they have no head axis)
+        weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head | {"q_norm", "k_norm"}},
     )
 
 
@@ -433,5 +464,6 @@ def model_payload(
         overview_block=block,
         head_shares=float32(np.linalg.norm(t["contributions"], axis=-1), packer),  # (h, n)
     )
-    derived = left_out(packer)
-    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived)
+    derived = _left_out(run, packer)
+    factors = _factors(run, head, packer, derived)
+    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived, factors=factors)

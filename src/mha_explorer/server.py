@@ -500,7 +500,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         binary = request.encoding == "binary"
 
         def serialize() -> bytes:
-            packer = Packer() if binary else None
+            packer = Packer(planes=gzip) if binary else None  # bytes by place compress better
             body = json_bytes(compute(model, packer))
             body = packer.body(body) if binary else body
             return gzip_fast(body) if gzip else body

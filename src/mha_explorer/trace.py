@@ -476,11 +476,15 @@ def _positions(positions: np.ndarray | None, n: int) -> np.ndarray:
     return positions
 
 
+def row_rms(a: np.ndarray, eps: float) -> np.ndarray:
+    """The root mean square of each row of a (..., e), eps added under the root: (..., 1)."""
+    return np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + eps)
+
+
 def rms_norm(a: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
     """Each row of a (..., e) divided by its root mean square, then times the multiplier (e,): the
     q/k norm here, and the models' RMSNorm layers. Gemma's multiplier is the effective 1 + w."""
-    mean_square = np.mean(a * a, axis=-1, keepdims=True)  # (..., 1)
-    return a / np.sqrt(mean_square + eps) * multiplier.astype(a.dtype, copy=False)  # (..., e)
+    return a / row_rms(a, eps) * multiplier.astype(a.dtype, copy=False)  # (..., e)
 
 
 def _rotary(positions: np.ndarray, d_head: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -101,8 +101,9 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     for name in ("q", "weights", "contributions"):
         assert layer["stages"][name]["heads"] is None and layer["stages"][name]["shape"][0] == 12
     assert layer["weights"]["W_Q"]["heads"] is None and layer["weights"]["W_Q"]["shape"] == [12, 384, 32]
-    # the scaled scores are the scores times the scale: the page makes them (a mask too, where the layer masks)
-    assert layer["derived"] == ["scaled"] and "scaled" not in layer["stages"] and "mask" not in layer["stages"]
+    # the scaled scores are the scores times the scale, each head's z a block of concat: the page
+    # makes them (a mask too, where the layer masks)
+    assert layer["derived"] == ["scaled", "z"] and not {"scaled", "z", "mask"} & set(layer["stages"])
     # each layer is a file of its own, which the page reads when the layer is traced: data.js,
     # which the page waits for, holds what the layers are, not their megabytes
     layer_files = sorted(p.name for p in (site / "static").glob("layer-*.js"))

@@ -92,7 +92,9 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
         assert a["heads"] == [3], name
         np.testing.assert_array_equal(to_numpy(Array.model_validate(a)), to_numpy(full.stages.get(name) or full.weights[name]), err_msg=name)
     np.testing.assert_allclose(to_numpy(full.stages["weights"])[0], reference["weights"][3], atol=1e-6)
-    assert len(lean.content) < len(client.post("/api/model-trace", json=request).content) / 2
+    # none of the layer's whole arrays (x, concat, output, b^O): those of the head, and its rows of W^O
+    assert set(arrays["weights"]) == {name for name, a in full.weights.items() if a.heads is not None} >= {"W_Q", "W_O"}
+    assert arrays["weights"]["W_O"]["block"] == 32 and to_numpy(Array.model_validate(arrays["weights"]["W_O"])).shape == (32, 384)
     bad = client.post("/api/model-head", json={**request, "head": 12})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head" and "heads 0 to 11" in bad.json()["detail"][0]["message"]
     # a head's arrays hold every query: a query asked of them is said to mean nothing, not ignored
@@ -108,13 +110,30 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
         raw = client.post(route, json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
         assert raw.status_code == 200 and raw.headers["content-type"] == BINARY_MEDIA_TYPE, route
         as_base64 = kind.model_validate_json(client.post(route, json=request, headers={"accept-encoding": "identity"}).content)
-        assert unpack(raw.content, kind).model_dump() == as_base64.model_dump(), route
+        assert_same_answer(unpack(raw.content, kind), as_base64)
     zipped = client.post("/api/model-trace", json={**request, "encoding": "binary"}, headers={"accept-encoding": "gzip"})
-    assert zipped.headers["content-encoding"] == "gzip" and unpack(zipped.content, TracePayload).model_dump() == full.model_dump()
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert_same_answer(unpack(zipped.content, TracePayload), full)
+    assert b'"planes":true' in zipped.content and b'"planes":true' not in raw.content  # by place only where compressed
     bad = client.post("/api/model-head", json={**request, "head": 12, "encoding": "binary"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "head"
     not_loaded = TestClient(create_app()).post("/api/model-head", json=request)  # a server that has not loaded it
     assert not_loaded.status_code == 409 and "POST /api/models/minilm/load first" in not_loaded.json()["detail"][0]["message"]
+
+
+def assert_same_answer(binary, plain) -> None:
+    """A real model's binary answer read back holds what its base64 answer holds, exactly, but for
+    each head's part of the output: the reader works it out from z and the head's rows of W^O in
+    double precision, rounded once to float32, where the trace's float32 product rounds as it
+    goes. Those agree to float32's rounding, and equal the same product in NumPy's doubles."""
+    made, sent = (to_numpy(answer.stages["contributions"]) for answer in (binary, plain))
+    np.testing.assert_allclose(made, sent, rtol=0, atol=2e-6 * np.abs(sent).max())
+    z = to_numpy(plain.stages["z"])  # (1, n, f): the head's
+    W_O = to_numpy(plain.weights["W_O"])  # (f, d): its rows
+    np.testing.assert_array_equal(made[0], (z[0] @ W_O).astype(np.float32))  # to_numpy gives float64
+    mine, theirs = binary.model_dump(), plain.model_dump()
+    del mine["stages"]["contributions"], theirs["stages"]["contributions"]
+    assert mine == theirs
 
 
 def loaded(name: str) -> TestClient:
@@ -133,9 +152,32 @@ def test_a_causal_models_binary_answer_leaves_out_scaled_and_mask_and_they_come_
     request = {"model": "smollm2", "text": "Every token reads the tokens before it.", "layer": 2, "head": 4}
     for route, kind in (("/api/model-trace", TracePayload), ("/api/model-head", HeadArrays)):
         raw = client.post(route, json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
-        assert b'"derived":["scaled","mask"]' in raw.content and b'"scaled":{' not in raw.content, route
+        left = b'"derived":["scaled","mask","z","contributions"]' if kind is TracePayload else b'"derived":["scaled","mask","contributions"]'  # a head's arrays hold no concat
+        assert left in raw.content and b'"scaled":{' not in raw.content, route
         full = kind.model_validate_json(client.post(route, json=request).content)
-        assert {"scaled", "mask"} <= set(full.stages) and unpack(raw.content, kind).model_dump() == full.model_dump(), route
+        assert {"scaled", "mask"} <= set(full.stages)
+        assert_same_answer(unpack(raw.content, kind), full)
+
+
+@pytest.mark.skipif("gemma3" not in INSTALLED, reason="gemma3 is not installed: run make models")
+def test_a_binary_answer_leaves_out_q_and_k_after_the_norm_and_they_come_back_exactly():
+    """Gemma's q/k norm: the answer carries the root mean square of each row of q and k, and the
+    reader divides by it and multiplies by the norm's vector, in float32, as the trace did."""
+    client = loaded("gemma3")
+    request = {"model": "gemma3", "text": "Each query head reads the one key head.", "layer": 5, "head": 2}
+    n = len(load_model("gemma3").encode(request["text"]).ids)  # (h, n): a number a row
+    for route, kind in (("/api/model-trace", TracePayload), ("/api/model-head", HeadArrays)):
+        raw = client.post(route, json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
+        answer = kind.model_validate_json(raw.content[8 : 8 + int.from_bytes(raw.content[:8], "little")])
+        assert {"q_normed", "k_normed"} <= set(answer.derived) and not {"q_normed", "k_normed"} & set(answer.stages), route
+        assert answer.factors["q_rms"].heads == [2] and answer.factors["k_rms"].heads == [0] and answer.factors["q_rms"].shape == [4, n]
+        full = kind.model_validate_json(client.post(route, json=request).content)
+        assert not full.factors and not full.derived  # a base64 answer holds every stage
+        again = unpack(raw.content, kind)
+        assert not again.factors
+        for name in ("q_normed", "k_normed"):
+            np.testing.assert_array_equal(to_numpy(again.stages[name]), to_numpy(full.stages[name]), err_msg=name)
+        assert_same_answer(again, full)
 
 
 @pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")

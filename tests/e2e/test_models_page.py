@@ -27,8 +27,11 @@ def needs(name):
     return pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models")
 
 
-def full_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
-    """Every array at its full shape; slices the payload does not hold are NaN."""
+def full_arrays(payload: TracePayload, static: bool = False) -> dict[str, np.ndarray]:
+    """Every array at its full shape; slices the payload does not hold are NaN. A server's page
+    works each head's part of the output out itself, from z and the head's rows of W^O (a static
+    copy holds them): they are that product in NumPy's doubles, rounded once to float32, which is
+    checked against the trace's own to float32's rounding."""
     out = {}
     for name, a in [*payload.stages.items(), *payload.weights.items()]:
         values = to_numpy(a)
@@ -36,10 +39,16 @@ def full_arrays(payload: TracePayload) -> dict[str, np.ndarray]:
             out[name] = values
         else:
             whole = np.full(a.shape, np.nan)
-            whole[a.heads] = values
+            whole[[r for i in a.heads for r in range(i * a.block, (i + 1) * a.block)] if a.block else a.heads] = values
             out[name] = whole
     if payload.model is not None and payload.model.head_shares is not None:
         out["head_shares"] = to_numpy(payload.model.head_shares)  # every head's, for the Output stage
+    if payload.model is not None and not static:
+        f = payload.config.d_v
+        made = np.stack([(out["z"][i] @ out["W_O"][i * f : (i + 1) * f]).astype(np.float32) for i in range(payload.config.n_heads)])  # (h, n, d)
+        held = ~np.isnan(out["contributions"][:, 0, 0])
+        np.testing.assert_allclose(made[held], out["contributions"][held], rtol=0, atol=2e-6 * np.abs(out["contributions"][held]).max())
+        out["contributions"] = made.astype(np.float64)
     return out
 
 
@@ -766,7 +775,11 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # W^O has a few entries ten times the rest: its colours span the 99th percentile of |W^O|, and
     # the legend says how far the few beyond it go
     page.get_by_text("Matrices", exact=True).click()
-    w_o = np.abs(arrays["W_O"])  # (h * d_v, d_model), whole in every answer
+    # the page holds head 0's rows of W^O (its block of 64 of the 576), and says so: another head brings its own
+    held = ~np.isnan(arrays["W_O"][:, 0])
+    assert held.sum() == 64 and held[:64].all()
+    expect(page.locator(".matrices figcaption").last.locator("xpath=..")).to_contain_text("the 64 rows of head 0 (its block of 576); pick another head to see its rows")
+    w_o = np.abs(arrays["W_O"][held])  # (d_v, d_model)
     legend = " ".join(page.locator(".matrices .heatmap-legend").last.inner_text().split())
     found = re.fullmatch(r"Colours: −(\S+) · 0 · \+(\S+); beyond ±(\S+) \(up to ±(\S+)\), full colour", legend)
     assert found, legend
@@ -1356,7 +1369,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         page.evaluate(IDLE)
         clicked = page.evaluate(DRAWN_BY, f'.thumb-button[data-head="{head}"]')
         assert f"head {head}" in clicked["title"] and (head == 0 or clicked["calls"] == []), clicked
-        reference = full_arrays(model_payload(minilm, text, 2, head))
+        reference = full_arrays(model_payload(minilm, text, 2, head), static=True)
         checked = set()
         for stage in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
             page.get_by_label("Calculation stage").select_option(label=stage)

@@ -134,6 +134,25 @@ def test_unpack_reads_a_binary_trace_without_being_told_its_kind():
         np.testing.assert_array_equal(a, t.stages[name], err_msg=name)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_answer_stored_by_place_reads_back_the_same_numbers(dtype):
+    """Packer(planes=True) keeps every number's first byte together, then every second byte...:
+    the bytes are not those of the arrays in order, yet unpack and to_numpy give the same numbers."""
+    from mha_explorer.schema import Packer, to_numpy, unpack
+
+    t, tokens, w = teaching(causal=True)
+    in_order, by_place = Packer(), Packer(planes=True)
+    heads = [trace_payload(t, tokens, w, query=1, encode=lambda name, a, p=p: p.array(a, dtype)).model_dump_json().encode() for p in (in_order, by_place)]
+    assert by_place.arrays() != in_order.arrays() and sorted(by_place.arrays()) == sorted(in_order.arrays())
+    x = unpack(by_place.body(heads[1])).stages["x"]
+    assert x.planes is None and x.offset is None  # read back in order, as a base64 answer
+    again, plain = unpack(by_place.body(heads[1])), unpack(in_order.body(heads[0]))
+    assert again.model_dump() == plain.model_dump()
+    stored = TracePayload.model_validate_json(heads[1]).stages["scores"]
+    assert stored.planes is True
+    np.testing.assert_array_equal(to_numpy(stored, by_place.arrays()), t.stages["scores"].astype(dtype))
+
+
 @pytest.mark.parametrize("norm_eps, expected", [(None, 1e-6), (1e-2, 1e-2)])
 def test_the_payload_carries_the_epsilon_of_the_qk_norm(norm_eps, expected):
     """The page works rms(q) out by hand from the q it shows: it needs the epsilon the trace used."""

@@ -255,10 +255,14 @@ function attach(head, buffer, start) {
   const visit = (node) => {
     if (node === null || typeof node !== "object") return;
     if (typeof node.offset === "number" && Array.isArray(node.shape)) {
-      const shape = node.heads ? [node.heads.length, ...node.shape.slice(1)] : node.shape;
+      const shape = node.heads ? [node.heads.length * (node.block ?? 1), ...node.shape.slice(1)] : node.shape; // what it holds (see schema.held_shape)
       const count = shape.reduce((a, b) => a * b, 1);
       const View = node.dtype === "float32" ? Float32Array : Float64Array;
-      node.data = new View(buffer, start + node.offset, count);
+      if (node.planes) {
+        // stored by place (schema.Packer): put back in order when first read, the bytes never copied twice
+        let values = null;
+        Object.defineProperty(node, "data", { enumerable: true, get: () => (values ??= unplane(new Uint8Array(buffer, start + node.offset, count * View.BYTES_PER_ELEMENT), count, View)) });
+      } else node.data = new View(buffer, start + node.offset, count);
       return;
     }
     for (const value of Object.values(node)) visit(value);
@@ -267,12 +271,101 @@ function attach(head, buffer, start) {
   return withDerived(head);
 }
 
+// An array's bytes stored by place (every number's first byte, then every second...) as its
+// numbers. A float32 is put together from its four bytes in one pass (the page's typed arrays are
+// little-endian, as the answer's bytes are).
+function unplane(bytes, count, View) {
+  if (View === Float32Array) {
+    const words = new Uint32Array(count);
+    const [b0, b1, b2, b3] = [0, 1, 2, 3].map((b) => bytes.subarray(b * count, (b + 1) * count));
+    for (let i = 0; i < count; i++) words[i] = b0[i] | (b1[i] << 8) | (b2[i] << 16) | (b3[i] << 24);
+    return new Float32Array(words.buffer);
+  }
+  const size = View.BYTES_PER_ELEMENT;
+  const out = new Uint8Array(count * size);
+  for (let b = 0; b < size; b++) for (let i = 0; i < count; i++) out[i * size + b] = bytes[b * count + i];
+  return new View(out.buffer);
+}
+
 // The stages an answer left out (schema.DERIVED: a binary answer, or a static copy's layer) put
-// back, each made from the scores when first read.
+// back, each made when first read: z from concat, for the heads the scores hold; the others from
+// the scores.
 export function withDerived(answer) {
-  const scores = answer.stages?.scores;
-  for (const name of answer.derived || []) answer.stages[name] = { shape: scores.shape, heads: scores.heads, dtype: scores.dtype, derive: () => derive(name, scores, answer.config) };
+  const { scores, concat } = answer.stages ?? {};
+  const c = answer.config;
+  const n = scores?.shape[1];
+  for (const name of answer.derived || [])
+    answer.stages[name] =
+      name === "z"
+        ? { shape: [c.n_heads, n, c.d_v], heads: scores.heads, dtype: concat.dtype, derive: once(() => headsOfConcat(concat, scores.heads, c)) }
+        : name === "contributions"
+          ? { shape: [c.n_heads, n, c.d_model], heads: scores.heads, dtype: "float32", rowOf: partOfOutput(answer) }
+          : name === "q_normed" || name === "k_normed"
+            ? { shape: answer.stages[name[0]].shape, heads: answer.stages[name[0]].heads, dtype: "float32", derive: once(() => normedRows(answer, name[0])) }
+            : { shape: scores.shape, heads: scores.heads, dtype: scores.dtype, derive: () => derive(name, scores, c) };
   return answer;
+}
+
+// q or k after the q/k norm, as trace.rms_norm makes them: each row divided by its root mean square
+// (the answer's factors), then times the multiplier, each step rounded to float32 as NumPy's is (a
+// quotient or product of float32 numbers computed in a double and rounded once is the float32 one).
+function normedRows(answer, side) {
+  const rows = valuesOf(answer.stages[side]); // (k, n, e)
+  const rms = valuesOf(answer.factors[`${side}_rms`]); // (k, n)
+  const multiplier = valuesOf(answer.weights[`${side}_norm`]); // (e,)
+  const e = multiplier.length;
+  const out = new Float32Array(rows.length);
+  for (let i = 0; i < rows.length; i++) out[i] = Math.fround(rows[i] / rms[Math.floor(i / e)]) * multiplier[i % e];
+  return out;
+}
+
+const once = (make) => {
+  let made = null;
+  return () => (made ??= make());
+};
+
+// An answer's array as numbers: its bytes, its base64, or made from others (withDerived).
+const valuesOf = (a) => a.data ?? (a.b64 ? decode(a.b64, a.dtype) : a.derive());
+
+// A real model's head's part of one query's output, z_i W^O_i, made when the page reads it:
+// (slice of the heads the scores hold, query) -> d_model numbers. The products of float32 numbers
+// are exact in a double; their sum, in double precision, is rounded once to float32, as
+// schema.contributions makes them. A 512-token layer needs a few rows of its (n, d_model) per
+// head, not all 512.
+function partOfOutput(answer) {
+  const { stages, weights, config } = answer;
+  const { d_v: f, d_model: d } = config;
+  const n = stages.scores.shape[1];
+  const heads = stages.scores.heads ?? Array.from({ length: config.n_heads }, (_, i) => i);
+  const W_O = weights.W_O;
+  let z = null;
+  let wo = null;
+  return (s, query) => {
+    z ??= valuesOf(stages.z); // (heads held, n, f)
+    wo ??= valuesOf(W_O); // (held blocks · f, d)
+    const block = (W_O.heads ? W_O.heads.indexOf(heads[s]) : heads[s]) * f * d;
+    const sum = new Float64Array(d);
+    for (let e = 0; e < f; e++) {
+      const ze = z[(s * n + query) * f + e];
+      const row = block + e * d;
+      for (let m = 0; m < d; m++) sum[m] += ze * wo[row + m];
+    }
+    return Float32Array.from(sum);
+  };
+}
+
+// z of the given heads (every head, when not given) copied out of concat (n × n_heads·d_v), where
+// each row holds the heads' z one after another: (heads, n, d_v).
+function headsOfConcat(concat, heads, config) {
+  const from = valuesOf(concat);
+  const [n, width] = concat.shape;
+  const f = config.d_v;
+  const which = heads ?? Array.from({ length: config.n_heads }, (_, i) => i);
+  const out = new from.constructor(which.length * n * f);
+  which.forEach((head, s) => {
+    for (let r = 0; r < n; r++) out.set(from.subarray(r * width + head * f, r * width + (head + 1) * f), (s * n + r) * f);
+  });
+  return out;
 }
 
 // A real model's tokens as the view labels them, as the server worked them out
@@ -424,12 +517,17 @@ function menuKeys(event) {
 
 // A row-major array from the payload: at(i, j, ...) reads one entry.
 class Tensor {
-  constructor({ shape, data, b64, dtype, heads, derive }) {
+  constructor(source) {
+    const { shape, b64, dtype, heads, block, derive, rowOf } = source; // its data is read on first use (see attach)
     this.shape = shape;
     this.b64 = b64;
     this.dtype = dtype;
     this.derive = derive; // a stage the answer left out: computed on first use
-    this.values = b64 || derive ? null : data;
+    this.rowOf = rowOf; // or made a row at a time, (slice, i) -> the last axis, when read
+    this.madeRows = rowOf ? new Map() : null;
+    this.source = source;
+    this.values = null;
+    this.block = block ?? null; // with heads: each head holds a block of this many rows (W^O's d_v)
     // a real model's payload holds only some slices of axis 0 (heads): map head -> slice
     this.slices = heads ? new Map(heads.map((head, i) => [head, i])) : null;
     this.strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
@@ -437,7 +535,7 @@ class Tensor {
     this.lastSlice = 0;
   }
   get data() {
-    if (this.values === null) this.values = this.derive ? this.derive() : decode(this.b64, this.dtype); // on first use only
+    if (this.values === null) this.values = this.derive ? this.derive() : this.b64 ? decode(this.b64, this.dtype) : this.source.data; // on first use only
     return this.values;
   }
   has(first) {
@@ -447,8 +545,15 @@ class Tensor {
   at(i, j, k) {
     let first = i;
     if (this.slices) {
-      if (i !== this.lastHead) [this.lastHead, this.lastSlice] = [i, this.slices.get(i)];
-      first = this.lastSlice;
+      const head = this.block ? Math.floor(i / this.block) : i;
+      if (head !== this.lastHead) [this.lastHead, this.lastSlice] = [head, this.slices.get(head)];
+      first = this.block ? this.lastSlice * this.block + (i % this.block) : this.lastSlice;
+    }
+    if (this.rowOf) {
+      const key = first * this.shape[1] + j;
+      let row = this.madeRows.get(key);
+      if (!row) this.madeRows.set(key, (row = this.rowOf(first, j)));
+      return row[k];
     }
     const s = this.strides;
     if (s.length === 1) return this.data[first];
@@ -2033,18 +2138,28 @@ function concatMany(view, query, head) {
   ];
 }
 
+// The rows of W^O a payload holds: every head's block of d_v, or a real model's inspected head's.
+const heldRows = (W_O, { n_heads, d_v }) => range(n_heads).filter((i) => W_O.has(i)).flatMap((i) => range(d_v).map((e) => i * d_v + e));
+
+// What a caption of W^O adds where the payload holds one head's rows only.
+const rowsOf = (W_O, config) => {
+  const held = range(config.n_heads).filter((i) => W_O.has(i));
+  return held.length === config.n_heads ? "" : `: the ${config.d_v} rows of head ${held.join(", ")} (its block of ${config.n_heads * config.d_v}); pick another head to see its rows`;
+};
+
 function output(view, query, head) {
   const { payload, t, w } = view;
   const { n_heads, d_v, d_model } = payload.config;
+  const rows = heldRows(w.W_O, payload.config);
   const wo = grid({
     source: [w.W_O, "output"],
-    caption: sup("W", "O"),
-    rows: range(n_heads * d_v),
+    caption: h("span", {}, sup("W", "O"), rowsOf(w.W_O, payload.config)),
+    rows,
     cols: range(d_model),
-    value: (r, m) => w.W_O.at(r, m),
-    src: (r, m) => `W_O:${r},${m}`,
+    value: (r, m) => w.W_O.at(rows[r], m),
+    src: (r, m) => `W_O:${rows[r]},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / d_v)} · ${r % d_v}`,
-    blockLabel: (r) => (r % d_v === 0 ? `head ${r / d_v}` : null), // drawn as a map: one label per head's block
+    blockLabel: (r) => (rows[r] % d_v === 0 ? `head ${rows[r] / d_v}` : null), // drawn as a map: one label per head's block
     rowClass: (r) => `block-row head-${Math.floor(r / d_v) % HEAD_COLOURS}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
     colLabel: (m) => `y[${m}]`,
   });
@@ -3151,14 +3266,15 @@ function matricesView(view) {
     const title = c.n_kv_heads === c.n_heads ? `Head ${g}` : `K/V head ${g}, shared by query heads ${readers.join(", ")}`;
     return h("div", { class: "head-matrices" }, h("h3", {}, title), h("div", { class: "row" }, shown.map((i) => column("W_Q", i, c.d_head)), column("W_K", g, c.d_head), column("W_V", g, c.d_v)));
   });
+  const rows = heldRows(w.W_O, c);
   const wo = grid({
-    caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`),
-    rows: range(c.n_heads * c.d_v),
+    caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`, rowsOf(w.W_O, c)),
+    rows,
     cols: range(c.d_model),
-    value: (r, m) => w.W_O.at(r, m),
-    src: (r, m) => `W_O:${r},${m}`,
+    value: (r, m) => w.W_O.at(rows[r], m),
+    src: (r, m) => `W_O:${rows[r]},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · ${r % c.d_v}`,
-    blockLabel: (r) => (r % c.d_v === 0 ? `head ${r / c.d_v}` : null),
+    blockLabel: (r) => (rows[r] % c.d_v === 0 ? `head ${rows[r] / c.d_v}` : null),
     rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % HEAD_COLOURS}`,
   });
   return h(
