@@ -74,7 +74,8 @@ def model_data(spec: ModelLayers) -> tuple[dict, dict[int, dict]]:
     for layer in sorted(set(spec.layers)):
         payload = json.loads(model_payload(model, spec.text, layer, head=None).model_dump_json())
         payload["model"]["name"] = name
-        # the scaled and masked scores are the scores times the scale: the page makes them again
+        # the scaled and masked scores are the scores times the scale, and each head's z a block of
+        # concat: the page makes them again
         payload["derived"] = [stage for stage in DERIVED if stage in payload["stages"]]
         for stage in payload["derived"]:
             del payload["stages"][stage]

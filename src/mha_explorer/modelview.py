@@ -243,7 +243,7 @@ def _factors(run, head: int, packer: Packer | None, derived: tuple[str, ...]) ->
     if "q_normed" not in derived:
         return {}
     eps, stages = run.trace.config.qk_norm_eps, run.trace.stages
-    encode = _head_encoder(run, head, packer)
+    encode = (lambda name, a: float32(a, packer)) if head is None else _head_encoder(run, head, packer)  # every head's, or the head's
     return {f"{side}_rms": encode(side, row_rms(stages[side], eps)[..., 0]) for side in ("q", "k")}  # (h, n), (g, n)
 
 

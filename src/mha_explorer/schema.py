@@ -154,7 +154,7 @@ class TracePayload(BaseModel):
         default_factory=dict,
         description="what the reader needs besides the stages to make those left out: q_rms and k_rms, the root mean square of each row of q and k that the q/k norm divides by",
     )
-    weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, W_O and biases, per head")
+    weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, W_O and biases, per head (a real model's one head: its slices, and its block of rows of W_O)")
     page_stages: list[PageStageModel]
     notes: list[Note]
     costs: CostsModel

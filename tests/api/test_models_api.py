@@ -178,6 +178,17 @@ def test_a_binary_answer_leaves_out_q_and_k_after_the_norm_and_they_come_back_ex
         for name in ("q_normed", "k_normed"):
             np.testing.assert_array_equal(to_numpy(again.stages[name]), to_numpy(full.stages[name]), err_msg=name)
         assert_same_answer(again, full)
+    # every head at once, as a copy that cannot ask for another takes them: the factors are every head's
+    from mha_explorer.modelview import model_payload
+    from mha_explorer.schema import Packer
+
+    packer = Packer()
+    whole = model_payload(load_model("gemma3"), request["text"], 5, None, packer=packer)
+    assert whole.factors["q_rms"].heads is None and whole.factors["k_rms"].shape == [1, n]
+    again = unpack(packer.body(whole.model_dump_json().encode()))
+    plain = model_payload(load_model("gemma3"), request["text"], 5, None)
+    for name in ("q_normed", "k_normed", "z"):
+        np.testing.assert_array_equal(to_numpy(again.stages[name]), to_numpy(plain.stages[name]), err_msg=name)
 
 
 @pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")

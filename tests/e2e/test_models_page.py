@@ -778,7 +778,7 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # the page holds head 0's rows of W^O (its block of 64 of the 576), and says so: another head brings its own
     held = ~np.isnan(arrays["W_O"][:, 0])
     assert held.sum() == 64 and held[:64].all()
-    expect(page.locator(".matrices figcaption").last.locator("xpath=..")).to_contain_text("the 64 rows of head 0 (its block of 576); pick another head to see its rows")
+    expect(page.locator(".matrices figcaption").last.locator("xpath=..")).to_contain_text("head 0's block only, rows 0–63 of 576; pick another head to see its rows")
     w_o = np.abs(arrays["W_O"][held])  # (d_v, d_model)
     legend = " ".join(page.locator(".matrices .heatmap-legend").last.inner_text().split())
     found = re.fullmatch(r"Colours: −(\S+) · 0 · \+(\S+); beyond ±(\S+) \(up to ±(\S+)\), full colour", legend)

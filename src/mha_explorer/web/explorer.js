@@ -378,8 +378,10 @@ function tokenLabels(payload) {
 }
 
 // A layer's payload with another head's arrays (modelview.HeadArrays) in place of its own.
+// Every stage either left out is already made (withDerived), each from its own answer's arrays:
+// none is left to make again, from the layer's factors of another head.
 export function withHead(payload, arrays) {
-  return { ...payload, stages: { ...payload.stages, ...arrays.stages }, weights: { ...payload.weights, ...arrays.weights } };
+  return { ...payload, stages: { ...payload.stages, ...arrays.stages }, weights: { ...payload.weights, ...arrays.weights }, derived: [], factors: {} };
 }
 
 // The factor of the scores: 1/√d_head, unless the layer's config sets its own.
@@ -2144,7 +2146,9 @@ const heldRows = (W_O, { n_heads, d_v }) => range(n_heads).filter((i) => W_O.has
 // What a caption of W^O adds where the payload holds one head's rows only.
 const rowsOf = (W_O, config) => {
   const held = range(config.n_heads).filter((i) => W_O.has(i));
-  return held.length === config.n_heads ? "" : `: the ${config.d_v} rows of head ${held.join(", ")} (its block of ${config.n_heads * config.d_v}); pick another head to see its rows`;
+  if (held.length === config.n_heads) return "";
+  const rows = held.map((i) => `${i * config.d_v}–${(i + 1) * config.d_v - 1}`).join(", ");
+  return `: head ${held.join(", ")}'s block only, rows ${rows} of ${config.n_heads * config.d_v}; pick another head to see its rows`;
 };
 
 function output(view, query, head) {
