@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .costs import kv_cache
-from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, config_model, left_out, query_out_of_range, trace_payload
+from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, config_model, contributions, left_out, query_out_of_range, trace_payload
 from .trace import row_rms
 
 if TYPE_CHECKING:
@@ -207,6 +207,15 @@ def _check_query(query: int | None, n: int) -> None:
         raise ModelError(query_out_of_range(query, n))
 
 
+def shown_contributions(run, heads: list[int] | None) -> np.ndarray:
+    """Each head's part of the output as every view shows it, z_i W^O_i summed in double precision
+    and rounded once to float32 (schema.contributions): the page works out a binary answer's so, and
+    every other answer (JSON, a static copy, the terminal's --json) carries the same numbers. The
+    trace's own float32 product may differ in the last bit. (k, n, d) for the heads given, all with None."""
+    z = run.trace["z"] if heads is None else run.trace["z"][heads]  # (k, n, f)
+    return contributions(z, run.weights.W_O, heads, None, run.trace.config)
+
+
 def _head_encoder(run, head: int, packer: Packer | None):
     """encode(name, array) -> Array: one head's slice of per-head arrays (its block of rows of W^O),
     the rest whole, float32."""
@@ -214,6 +223,10 @@ def _head_encoder(run, head: int, packer: Packer | None):
     group = config.kv_group[head]
 
     def encode(name: str, a: np.ndarray) -> Array:
+        if name == "contributions":
+            sliced = float32(shown_contributions(run, [head]), packer, heads=[head])  # (1, n, d)
+            sliced.shape = list(a.shape)
+            return sliced
         if name in HEAD_AXIS:
             return one_slice(a, head, packer)
         if name in GROUP_AXIS:
@@ -440,7 +453,10 @@ def model_payload(
         _check_head(model, layer, head)
     run = layer_run(model, text, layer)
     t = run.trace
-    encode = (lambda name, a: float32(a, packer)) if head is None else _head_encoder(run, head, packer)
+    if head is None:
+        encode = lambda name, a: float32(shown_contributions(run, None) if name == "contributions" else a, packer)  # noqa: E731
+    else:
+        encode = _head_encoder(run, head, packer)
 
     n = t.n
     _check_query(query, n)

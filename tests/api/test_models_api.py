@@ -54,6 +54,9 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
     assert weights.heads == [7] and weights.shape == list(reference["weights"].shape) and weights.dtype == "float32"
     np.testing.assert_allclose(to_numpy(weights)[0], reference["weights"][7], atol=1e-6)
     np.testing.assert_allclose(to_numpy(payload.stages["output"]), reference["output"], atol=1e-5)
+    # the head's part of the output, in doubles rounded once: the trace's float32 product to its rounding
+    parts = reference["contributions"][7]
+    np.testing.assert_allclose(to_numpy(payload.stages["contributions"])[0], parts, rtol=0, atol=2e-6 * np.abs(parts).max())
     overview = to_numpy(payload.model.overview)
     np.testing.assert_allclose(overview, reference["weights"], atol=1e-6)  # short text: one token per cell
     # how much each head adds to each query's output: the length of its contribution, every head's
@@ -122,18 +125,15 @@ def test_loading_reports_progress_then_traces_one_head_at_a_time():
 
 
 def assert_same_answer(binary, plain) -> None:
-    """A real model's binary answer read back holds what its base64 answer holds, exactly, but for
-    each head's part of the output: the reader works it out from z and the head's rows of W^O in
-    double precision, rounded once to float32, where the trace's float32 product rounds as it
-    goes. Those agree to float32's rounding, and equal the same product in NumPy's doubles."""
-    made, sent = (to_numpy(answer.stages["contributions"]) for answer in (binary, plain))
-    np.testing.assert_allclose(made, sent, rtol=0, atol=2e-6 * np.abs(sent).max())
-    z = to_numpy(plain.stages["z"])  # (1, n, f): the head's
+    """A real model's binary answer read back holds exactly what its base64 answer holds. Each
+    head's part of the output, which the reader works out from z and the head's rows of W^O, is in
+    both the product in double precision rounded once to float32: NumPy's, done here too. It agrees
+    with the trace's float32 product to float32's rounding."""
+    assert binary.model_dump() == plain.model_dump()
+    z = to_numpy(plain.stages["z"])  # (1, n, f): the head's, float64 from float32
     W_O = to_numpy(plain.weights["W_O"])  # (f, d): its rows
-    np.testing.assert_array_equal(made[0], (z[0] @ W_O).astype(np.float32))  # to_numpy gives float64
-    mine, theirs = binary.model_dump(), plain.model_dump()
-    del mine["stages"]["contributions"], theirs["stages"]["contributions"]
-    assert mine == theirs
+    made = to_numpy(plain.stages["contributions"])[0]  # (n, d)
+    np.testing.assert_array_equal(made, (z[0] @ W_O).astype(np.float32))
 
 
 def loaded(name: str) -> TestClient:

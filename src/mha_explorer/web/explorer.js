@@ -1614,9 +1614,9 @@ function topKeys(view, query, head) {
 }
 
 // One vector: a row of checkable numbers when short, a heatmap strip when long.
-function vector(caption, length, value, src, label, labelsAtLeast = 0, scale = undefined) {
+function vector(caption, length, value, src, label, labelsAtLeast = 0, scale = undefined, colLabel = (e) => `[${e}]`) {
   if (length <= 16) return h("div", { class: "vector" }, h("span", { class: "vector-caption" }, caption, " = "), vec(range(length).map((e) => num(value(e), src(e)))));
-  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label, colLabel: (e) => `[${e}]`, labelsAtLeast, scale });
+  return heatmap({ caption, rows: 1, cols: length, value: (_, e) => value(e), rowLabel: () => label, colLabel, labelsAtLeast, scale });
 }
 
 function keyStrip(view, query, head, name, caption, kind) {
@@ -2143,21 +2143,23 @@ function concatMany(view, query, head) {
 // The rows of W^O a payload holds: every head's block of d_v, or a real model's inspected head's.
 const heldRows = (W_O, { n_heads, d_v }) => range(n_heads).filter((i) => W_O.has(i)).flatMap((i) => range(d_v).map((e) => i * d_v + e));
 
-// What a caption of W^O adds where the payload holds one head's rows only.
-const rowsOf = (W_O, config) => {
+// What a caption of W^O says after its name: `whole` where the payload holds every head's rows,
+// else which head's block it holds (a real model's inspected head).
+const rowsOf = (W_O, config, whole) => {
   const held = range(config.n_heads).filter((i) => W_O.has(i));
-  if (held.length === config.n_heads) return "";
+  if (held.length === config.n_heads) return whole;
   const rows = held.map((i) => `${i * config.d_v}–${(i + 1) * config.d_v - 1}`).join(", ");
-  return `: head ${held.join(", ")}'s block only, rows ${rows} of ${config.n_heads * config.d_v}; pick another head to see its rows`;
+  return `, head ${held.join(", ")}'s block (${held.length * config.d_v} × ${config.d_model}): its rows ${rows} of ${config.n_heads * config.d_v}; pick another head to see its rows`;
 };
 
 function output(view, query, head) {
   const { payload, t, w } = view;
   const { n_heads, d_v, d_model } = payload.config;
   const rows = heldRows(w.W_O, payload.config);
+  const oneBlock = rows.length < n_heads * d_v; // a real model's payload: the inspected head's rows only
   const wo = grid({
     source: [w.W_O, "output"],
-    caption: h("span", {}, sup("W", "O"), rowsOf(w.W_O, payload.config)),
+    caption: h("span", {}, sup("W", "O"), rowsOf(w.W_O, payload.config, "")),
     rows,
     cols: range(d_model),
     value: (r, m) => w.W_O.at(rows[r], m),
@@ -2187,15 +2189,16 @@ function output(view, query, head) {
     ),
   );
   const wide = d_model > 16 || shown.length < n_heads;
+  const component = (m) => `y[${m}]`; // a strip's readout names its cell as the output component it adds to
   // a real model's payload holds one head: its share and the output as two strips, each on its own
   // colour scale (one head's share is small beside the sum, and would look blank on the output's)
   const oneHead = () =>
     h(
       "div",
       {},
-      vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}] (pick another head to see its share)`), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`),
-      payload.config.bias ? vector(h("span", {}, "The bias ", sup("b", "O"), ", added once"), d_model, (m) => w.b_O.at(m), (m) => `b_O:${m}`, "bias") : null,
-      vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y"),
+      vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}] (pick another head to see its share)`), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`, 0, undefined, component),
+      payload.config.bias ? vector(h("span", {}, "The bias ", sup("b", "O"), ", added once"), d_model, (m) => w.b_O.at(m), (m) => `b_O:${m}`, "bias", 0, undefined, component) : null,
+      vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y", 0, undefined, component),
     );
   // rows: every head, the bias (added once) where the layer has one, then the output, their sum
   const mapRows = [...shown.map((i, r) => [`head ${i}`, (m) => contrib[r][m]]), ...(bias ? [["bias b^O", (m) => bias[m]]] : []), ["output y", (m) => y[m]]];
@@ -2209,8 +2212,11 @@ function output(view, query, head) {
       colLabel: (m) => `y[${m}]`,
       mark: shown.indexOf(head),
     });
-  // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage
-  const concat = manyHeads(payload.config)
+  // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage; with
+  // one head's block of W^O, that head's block of concat, which the block multiplies
+  const concat = oneBlock
+    ? vector(h("span", {}, sub("z", head), ` for “${tokenName(payload, query)}”: head ${head}'s block of concat, its ${d_v} numbers of ${n_heads * d_v}`), d_v, (e) => t.concat.at(query, head * d_v + e), (e) => `concat:${query},${head * d_v + e}`, `head ${head}`)
+    : manyHeads(payload.config)
     ? concatMap(view, query, head)
     : h("div", { class: "concat-row" }, "concat = ", vec(range(n_heads * d_v).map((r) => num(t.concat.at(query, r), `concat:${query},${r}`))));
   // a learner adding the rounded parts by hand may land a little off the rounded total: say where, and why
@@ -2250,7 +2256,7 @@ function headShares(view, query, head) {
     { class: "head-shares" },
     h("figcaption", {}, "How much each head adds to y for “", tokenName(payload, query), "”: the length of its contribution, |", sub("z", "i"), " ", sup("W", "O"), "[i]|"),
     h("div", { class: "bars", role: "group", "aria-label": `Length of each head's contribution to the output of ${tokenName(payload, query)}` }, rows),
-    h("p", { class: "hint" }, `Head ${most} adds the most to this query's output. Heads can also cancel one another, component by component: above are the inspected head's components, and y's.`),
+    h("p", { class: "hint" }, `Head ${most} adds the most to this query's output. Heads can also cancel one another, component by component: above are ${range(payload.config.n_heads).every((i) => view.t.contributions.has(i)) ? "every head's components" : "the inspected head's components"}, and y's.`),
   );
 }
 
@@ -3272,9 +3278,10 @@ function matricesView(view) {
   });
   const rows = heldRows(w.W_O, c);
   const wo = grid({
-    caption: h("span", {}, sup("W", "O"), ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`, rowsOf(w.W_O, c)),
+    caption: h("span", {}, sup("W", "O"), rowsOf(w.W_O, c, ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`)),
     rows,
     cols: range(c.d_model),
+    colLabel: (m) => `y[${m}]`,
     value: (r, m) => w.W_O.at(rows[r], m),
     src: (r, m) => `W_O:${rows[r]},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · ${r % c.d_v}`,
@@ -3284,7 +3291,7 @@ function matricesView(view) {
   return h(
     "div",
     { class: "matrices-body" },
-    h("p", {}, "The numbers this view computes with. Every head reads all of X. ", sup("W", "O"), ` has a block of rows for each head, and each of its columns (one output component) runs through every block, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, range(c.n_heads).some((i) => !w.W_Q.has(i)) ? ` Below are the projections of the inspected head only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.` : ""),
+    h("p", {}, "The numbers this view computes with. Every head reads all of X. ", sup("W", "O"), ` has a block of rows for each head, and each of its columns (one output component) runs through every block, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, range(c.n_heads).some((i) => !w.W_Q.has(i)) ? [" Below are the inspected head's projections and its block of rows of ", sup("W", "O"), ` only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.`] : ""),
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
     heads,
     wo,
