@@ -776,6 +776,9 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     captions = page.locator(".stage figcaption").all_inner_texts()
     assert captions[0].startswith("z0 for “") and captions[0].endswith("head 0's block of concat, its 64 numbers of 576"), captions
     assert captions[1].startswith("WO, head 0's block (64 × 576)"), captions
+    # drawn with rows of 5 px, not a strip of 1 px rows as all of W^O's 576 would be
+    block = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text="head 0's block (64 × 576)"))
+    assert block.locator("canvas.heatmap").bounding_box()["height"] == 5 * 64
     expect(page.locator(".stage .head-shares .hint")).to_contain_text("above are the inspected head's components, and y's")
     expect(page.locator(".matrices figcaption").last).to_have_text(re.compile(r"^WO, head 0's block \(64 × 576\): its rows 0–63 of 576; pick another head to see its rows"))
     w_o = np.abs(arrays["W_O"][held])  # (d_v, d_model)
