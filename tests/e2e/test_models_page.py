@@ -1811,10 +1811,10 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
 
 @needs("minilm")
 def test_the_lens_stays_on_a_short_wide_map_and_goes_with_the_pointer(page, server_url):
-    """X of a 40-token text is a map 40 px tall: the lens shows as many rows as fit on it (it would
+    """X of a 10-token text is a map 120 px tall: the lens shows as many rows as fit on it (it would
     hang over the caption, cut off by the figure). A map shown again after another query's, the
     pointer gone meanwhile, has no lens left on."""
-    text = "Attention lets every token read from the others, weighted by how well its query matches their keys, in every head at once."
+    text = "Attention lets every token read the others."
     trace_model(page, server_url, "minilm", text, 0)
     page.get_by_label("Calculation stage").select_option(label="Projections")
     x_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption").filter(has_text=re.compile("^X$")))
@@ -1835,6 +1835,19 @@ def test_the_lens_stays_on_a_short_wide_map_and_goes_with_the_pointer(page, serv
     menu.select_option(query)
     expect(page.locator(".stage h2")).to_contain_text(f"query “{page.locator('#' + menu.get_attribute('id') + ' option:checked').inner_text()}”")
     expect(page.locator(".stage canvas.heatmap-lens:visible")).to_have_count(0)
+
+
+@needs("minilm")
+def test_a_wide_map_of_a_few_dozen_rows_has_rows_a_person_can_point_at(page, server_url):
+    """X of a 40-token text, 384 wide: rows of 8 px (a map 320 px tall at most), not a strip of
+    1 px rows 40 px tall whose row labels could not be read."""
+    text = "Attention lets every token read from the others, weighted by how well its query matches their keys, in every head at once."
+    trace_model(page, server_url, "minilm", text, 0)
+    n = page.locator(".token-strip .token").count()
+    assert 27 <= n <= 40, n  # past 26 rows, rows of 12 px would make the map taller than 320 px
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    x_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption").filter(has_text=re.compile("^X$")))
+    assert x_map.locator("canvas.heatmap").bounding_box()["height"] == 8 * n
 
 
 def routed(page, held: list, count: int) -> None:

@@ -2143,10 +2143,6 @@ function concatMany(view, query, head) {
 // The rows of W^O a payload holds: every head's block of d_v, or a real model's inspected head's.
 const heldRows = (W_O, { n_heads, d_v }) => range(n_heads).filter((i) => W_O.has(i)).flatMap((i) => range(d_v).map((e) => i * d_v + e));
 
-// One head's block of W^O (MiniLM's 32 rows of 384) would be a strip of 1 px rows: its rows are
-// drawn taller, up to 8 px, keeping the map under 320 px. Every head's rows keep the map's own sizes.
-const blockRows = (rows, { n_heads, d_v }) => (rows.length < n_heads * d_v ? Math.min(8, Math.floor(320 / rows.length)) : 0);
-
 // What a caption of W^O says after its name: `whole` where the payload holds every head's rows,
 // else which head's block it holds (a real model's inspected head).
 const rowsOf = (W_O, config, whole) => {
@@ -2164,7 +2160,6 @@ function output(view, query, head) {
   const wo = grid({
     source: [w.W_O, "output"],
     caption: h("span", {}, sup("W", "O"), rowsOf(w.W_O, payload.config, "")),
-    rowsAtLeast: blockRows(rows, payload.config),
     rows,
     cols: range(d_model),
     value: (r, m) => w.W_O.at(rows[r], m),
@@ -2368,7 +2363,6 @@ function grid(options) {
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
     blockLabel: options.blockLabel,
     source: options.source,
-    rowsAtLeast: options.rowsAtLeast,
   });
 }
 
@@ -2525,7 +2519,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
 // column by column start their cells at one x). scale: the colour scale, given (two maps compared
 // by eye share one; see sharedScale), instead of the map's own.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, labelsAtLeast = 0, scale: given, rowsAtLeast = 0 }) {
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, labelsAtLeast = 0, scale: given }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2535,11 +2529,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   }
   const hit = store?.get(source[1]);
   // Square cells, except: a map of few rows is drawn at least 16 px tall, with rows of at least
-  // 12 px while that keeps it under 320 px (so that its row labels can be read), and a tall map of
-  // few columns (every token's q, K, V; a W) gets cells up to 8 times wider than high, so that it
-  // can be seen and pointed at.
+  // 12 px while that keeps it under 320 px (so that its row labels can be read), else rows as tall
+  // as keep it under 320 px, up to 8 times higher than wide (X of a 40-token text, 384 wide, or one
+  // head's block of W^O: not a strip of 1 px rows); and a tall map of few columns (every token's
+  // q, K, V; a W) gets cells up to 8 times wider than high, so that it can be seen and pointed at.
   const square = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
-  const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)), rows * 12 <= 320 ? 12 : 0, rowsAtLeast);
+  const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)), rows * 12 <= 320 ? 12 : Math.min(Math.floor(320 / rows), 8 * square));
   const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
   const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
   // every query's weights over a long text: most are far below the largest, and a linear scale
@@ -3285,7 +3280,6 @@ function matricesView(view) {
   const rows = heldRows(w.W_O, c);
   const wo = grid({
     caption: h("span", {}, sup("W", "O"), rowsOf(w.W_O, c, ` (${c.n_heads * c.d_v} × ${c.d_model}): rows ${c.d_v} at a time belong to one head`)),
-    rowsAtLeast: blockRows(rows, c),
     rows,
     cols: range(c.d_model),
     colLabel: (m) => `y[${m}]`,
