@@ -1229,3 +1229,25 @@ def test_on_a_phone_numbers_side_by_side_keep_apart(page, server_url):
       return numbers.slice(1).map((box, i) => box.left - numbers[i].right);
     })""")
     assert len(gaps) == 3 * 3 and min(gaps) >= 8, gaps
+
+
+def test_an_address_changed_while_the_page_loads_is_shown_and_then_kept_up(page, server_url):
+    """Back, Forward or an edited address while the page still loads: the page reloads on the new
+    address, and its later changes are written into it. Before, it showed the new address but took
+    the one it started on for its own, and so never wrote its link again (seen on a busy machine,
+    Back pressed twice in quick succession)."""
+    page.add_init_script("""(() => {
+      const fetchFirst = window.fetch;
+      window.fetch = (...args) => {
+        if (String(args[0]).includes("api/example") && !sessionStorage.getItem("moved")) {
+          sessionStorage.setItem("moved", "1");  // once: the reload it makes loads as usual
+          location.hash = "#mode=teaching&stage=weights&head=1&query=2";
+        }
+        return fetchFirst(...args);
+      };
+    })()""")
+    page.goto(server_url + "#mode=teaching&stage=scores&head=0&query=1")
+    expect(page.locator(".stage h2")).to_contain_text("Weights")
+    expect(page.locator(".stage h2")).to_contain_text("head 1")
+    page.get_by_label("Calculation stage").select_option(label="Value mixing")
+    page.wait_for_function("() => location.hash.includes('stage=mixing') && location.hash.includes('head=1')")

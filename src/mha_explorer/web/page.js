@@ -239,6 +239,12 @@ async function main() {
     notice.hidden = !text;
   };
 
+  // a link pasted into this tab, an edited address, or Back and Forward: show that view (the page
+  // writes its own link with replaceState or pushState, which fire no hashchange). Listened to
+  // from the start: a Back while the page loads would otherwise be read as the link, but the
+  // page would go on taking the address it started on for its own, and never write another.
+  window.addEventListener("hashchange", () => location.reload());
+
   let teaching;
   try {
     teaching = await teachingPayload();
@@ -248,6 +254,7 @@ async function main() {
   }
 
   let link;
+  ownHash = location.hash; // the link read is the one shown
   try {
     link = readLink(location.hash);
   } catch (error) {
@@ -439,10 +446,6 @@ async function main() {
     printAll.hidden = app.hidden; // no stages to print until the mode has its own
   }
   model.on("change:payload", showExplorer);
-
-  // a link pasted into this tab, an edited address, or Back and Forward: show that view (the page
-  // writes its own link with replaceState or pushState, which fire no hashchange)
-  window.addEventListener("hashchange", () => location.reload());
 
   teachingButton.addEventListener("click", () => setMode("teaching"));
   labButton.addEventListener("click", () => {
