@@ -231,6 +231,14 @@ def unplane(data: bytes | memoryview, itemsize: int) -> bytes:
     return np.frombuffer(data, np.uint8).reshape(itemsize, -1).T.tobytes()
 
 
+def held_bytes(a: Array, buffer: bytes | memoryview, start: int = 0) -> bytes | memoryview:
+    """The bytes of what an array of a binary answer holds (held_shape), in its numbers' order:
+    `buffer` holds the arrays from `start` on."""
+    itemsize = 4 if a.dtype == "float32" else 8
+    data = memoryview(buffer)[start + a.offset : start + a.offset + int(np.prod(held_shape(a))) * itemsize]
+    return unplane(data, itemsize) if a.planes else data
+
+
 def left_out(packer: Packer | None, concat: bool = True) -> tuple[str, ...]:
     """The stages an answer leaves out: DERIVED in a binary answer (one with a packer), else none;
     without concat (a head's arrays), those made from the scores only."""
@@ -273,10 +281,7 @@ def unpack(body: bytes, answer: type[BaseModel] = TracePayload) -> BaseModel:
     start = 8 + size
 
     def inline(a: Array) -> None:
-        shape = held_shape(a)
-        itemsize = 4 if a.dtype == "float32" else 8
-        data = body[start + a.offset : start + a.offset + int(np.prod(shape)) * itemsize]
-        a.b64 = base64.b64encode(unplane(data, itemsize) if a.planes else data).decode("ascii")
+        a.b64 = base64.b64encode(held_bytes(a, body, start)).decode("ascii")
         a.offset = a.planes = None
 
     def walk(node) -> None:
@@ -392,9 +397,7 @@ def to_numpy(a: Array | dict, arrays: bytes | memoryview | None = None) -> np.nd
     if a.offset is not None:
         if arrays is None:
             raise ValueError("this array's bytes are in a binary part: give it as `arrays` (the payload's buffer)")
-        itemsize = 4 if a.dtype == "float32" else 8
-        data = memoryview(arrays)[a.offset : a.offset + int(np.prod(shape)) * itemsize]
-        return np.frombuffer(unplane(data, itemsize) if a.planes else data, dtype=dtype).astype(np.float64).reshape(shape)
+        return np.frombuffer(held_bytes(a, arrays), dtype=dtype).astype(np.float64).reshape(shape)
     if a.b64 is not None:
         return np.frombuffer(base64.b64decode(a.b64), dtype=dtype).astype(np.float64).reshape(shape)
     return np.array([-np.inf if v is None else v for v in a.data], dtype=np.float64).reshape(shape)
