@@ -26,6 +26,11 @@ BARE_SIGN = r"[×+] ?-"
 # data-src="name:i,j,k" on every number
 # numbers taken from the trace (data-src names where); a few the page works out itself (e^s of the
 # softmax) have no source and are checked where they are shown
+# Two frames and a moment: a stage picked with Previous, Next or the menu is brought into view by
+# an observer's first report, a frame after it is drawn; a test that scrolls the page itself waits
+# for it first (a person cannot scroll within that frame; a test on a busy machine can).
+SETTLED = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 50))))"
+
 NUMBERS = """(selector) => Array.from(document.querySelectorAll(selector + ' .num[data-src]'))
     .map(e => [e.dataset.src, e.textContent, e.dataset.full])"""
 

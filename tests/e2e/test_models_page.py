@@ -16,7 +16,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from .pagecheck import check_numbers, file_page, page_text
+from .pagecheck import SETTLED, check_numbers, file_page, page_text
 
 pytestmark = pytest.mark.e2e
 
@@ -851,18 +851,19 @@ def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay
         page.mouse.wheel(0, -100)
         page.wait_for_function("(y) => scrollY < y", arg=scrolled)
         before = page.evaluate("scrollY")
-        settled = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 50))))"
         page.get_by_role("button", name="Previous").click()
-        page.evaluate(settled)
+        page.evaluate(SETTLED)
         assert page.evaluate(TITLE_AND_BAR)[0].startswith("3. Weights") and page.evaluate("scrollY") == before
         # Next at the last stage picks nothing: a token picked later in the overview, at the top of
         # the page, leaves the page where it is (it jumped to the stage's title)
         page.get_by_label("Calculation stage").select_option(label="Output projection")
+        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('6.')")
+        page.evaluate(SETTLED)  # the step brought into view first
         page.evaluate("() => scrollTo(0, 0)")
         page.get_by_role("button", name="Next").click(force=True)  # (aria-disabled: focusable, and does nothing)
         page.locator(".token-strip .token").nth(2).dispatch_event("click")  # (a click here would scroll the token, at the window's edge, into view first)
         page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('query “quick”')")
-        page.evaluate(settled)
+        page.evaluate(SETTLED)
         assert page.evaluate("scrollY") == 0
         # a number focused under the controls is brought out from under them
         top, bar_bottom, tip = page.evaluate("""() => {
@@ -877,7 +878,7 @@ def test_next_brings_a_stage_below_the_window_into_view_under_controls_that_stay
         page.evaluate("() => scrollTo(0, 0)")
         page.locator('.steps button[data-go-stage="weights"]').click()
         page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('3. Weights')")
-        page.evaluate(settled)
+        page.evaluate(SETTLED)
         assert page.evaluate("scrollY") == 0
         # on a taller window the title may show in its last third, with nothing of the stage below
         # it in view: that is out of view too

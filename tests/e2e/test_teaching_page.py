@@ -18,7 +18,7 @@ from mha_explorer.lab import random_weights, random_x
 from mha_explorer.schema import TracePayload, payload_arrays, trace_payload
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import BARE_SIGN, check_numbers, factor
+from .pagecheck import BARE_SIGN, SETTLED, check_numbers, factor
 
 pytestmark = pytest.mark.e2e
 
@@ -516,6 +516,7 @@ def test_a_presentation_clickers_keys_step_the_stages_from_previous_or_next(page
     page.get_by_role("button", name="Previous").focus()
     page.keyboard.press("PageUp")
     expect(title).to_contain_text("1. Projections")
+    page.evaluate(SETTLED)  # the step brought into view first
     page.evaluate("() => window.scrollTo(0, 300)")
     page.keyboard.press("PageUp")  # at the first stage: no step, and the page scrolls as the key does elsewhere
     page.wait_for_function("() => scrollY < 300")
