@@ -44,7 +44,7 @@ run: install
 	$(BIN)/mha-explorer serve --host $(HOST) --port $(PORT)
 
 test: install-test chromium
-	$(BIN)/python -m pytest
+	MHA_EXPLORER_MODELS_REQUIRED=1 $(BIN)/python -m pytest
 
 # wrk, a small C load generator, drives the load benchmark without eating the server's CPU.
 wrk:

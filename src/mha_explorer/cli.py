@@ -386,7 +386,8 @@ def models_command(name, as_json) -> None:
         status = "installed" if info.installed else "not installed"
         echo_wrapped(f"{info.name:<8} {info.title} ({status})", indent)
         echo_wrapped(info.description, indent, indent)
-        echo_wrapped(f"from PyPI package {info.package}", indent, indent)
+        parts = f" and its {len(info.parts)} parts ({', '.join(info.parts)}), joined into one file when it first loads" if info.parts else ""
+        echo_wrapped(f"from PyPI package {info.package}{parts}", indent, indent)
         if info.installed:  # on a line of its own, never cut: a path is copied whole
             click.echo(f"{indent}files:")
             click.echo(f"{indent}{info.location}")

@@ -50,6 +50,17 @@ def test_the_model_list_fits_80_columns_but_for_whole_paths():
         assert any(line.startswith(f"{name} ") for line in out.splitlines()), name
 
 
+def test_the_model_list_names_every_package_a_model_comes_from():
+    """Gemma 3 ships in a package and four part packages, all of which must be installed: the list
+    names each, as its --json does."""
+    out = " ".join(invoke("models").stdout.split())  # unwrapped
+    listed = {m["name"]: m for m in json.loads(invoke("models", "--json").stdout)}
+    assert len(listed["gemma3"]["parts"]) == 4 and listed["minilm"]["parts"] == []
+    for info in listed.values():
+        for package in [info["package"], *info["parts"]]:
+            assert package in out and package in info["install"], package
+
+
 @pytest.mark.parametrize("name", ["minilm", "smollm2"])
 def test_a_models_configuration_fits_80_columns_and_agrees_with_its_json(name):
     if name not in INSTALLED:

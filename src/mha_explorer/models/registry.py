@@ -118,6 +118,7 @@ class ModelInfo:
     location: str | None  # its files, when installed
     heavy: bool
     outline: dict | None = None  # its layers before it loads (ModelSpec.outline); a local checkpoint's are read when it loads
+    parts: tuple[str, ...] = ()  # packages holding parts of its file, joined into one on its first load
 
 
 def available_models() -> list[ModelInfo]:
@@ -137,6 +138,7 @@ def available_models() -> list[ModelInfo]:
                 location=None if found is None else str(found),
                 heavy=spec.heavy,
                 outline=spec.outline(),
+                parts=tuple(p for p, _ in spec.parts),
             )
         )
     return out
