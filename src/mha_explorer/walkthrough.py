@@ -10,6 +10,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 
 import numpy as np
+from rich import box
 from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -205,6 +206,8 @@ def render(
     for s in page_stages(c):
         if stage is None or stage == s.id:
             body = views[s.id](t, tokens, query, heads)
+            if console.width < NARROW:  # (as fits measured them)
+                body = [_unruled(part) if isinstance(part, Table) else part for part in body]
             explanation = s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O")  # as the tables write them
             console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
     print_wrapped(
@@ -232,11 +235,23 @@ def print_wrapped(console: Console, text: str, style: str | None = None) -> None
         console.print(Text(line, style=style), soft_wrap=True)
 
 
+NARROW = 80  # a terminal narrower than this draws its tables without vertical rules
+
+
+def _unruled(table: Table) -> Table:
+    """A table without vertical rules or outer padding: seven columns fewer in a table of four, so
+    that a 60-column terminal breaks no vector in two."""
+    table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
+    return table
+
+
 def _fits(console: Console, width: int, table) -> bool:
     """Whether the table (or text) shows in width columns without squeezing a cell: its natural
     width (which rich clamps to the room it is offered, here one column more) is at most width.
     A table's min_width, which keeps its title on one line where there is room, is left out: the
     title wraps where there is not."""
+    if isinstance(table, Table) and console.width < NARROW:
+        _unruled(table)  # as it will be drawn
     keep = getattr(table, "min_width", None)
     if keep is not None:
         table.min_width = None
