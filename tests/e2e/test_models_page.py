@@ -826,6 +826,31 @@ def test_value_mixing_stacks_v_av_and_z_column_on_column(page, server_url):
     assert "value rows of head 1 that “" in page.locator(".stage").inner_text()
 
 
+@needs("minilm")
+def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url):
+    """A 1366 px laptop at 150% (911 px): MiniLM's 32-wide b^Q, K and V maps, 560 px and their labels,
+    ran past the stage beside the head outputs. The stage's figure scrolled sideways as a whole,
+    its scrollbar at its foot, two screens below. Each such map now scrolls by itself, its last
+    column in reach, and the figure no longer does."""
+    page = browser.new_page(viewport={"width": 911, "height": 900})
+    try:
+        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+        page.get_by_label("Calculation stage").select_option(label="Projections")
+        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('1.')")
+        figure = page.evaluate("() => { const f = document.querySelector('.stage .figure'); return [f.scrollWidth, f.clientWidth]; }")
+        assert figure[0] == figure[1], figure
+        maps = page.evaluate("""() => [...document.querySelectorAll('.stage .equation .heatmap-figure')].filter((f) => f.checkVisibility()).map((f) => {
+          const wide = f.scrollWidth > f.clientWidth;
+          f.scrollLeft = f.scrollWidth;  // to its end: the canvas's right edge comes into the figure's box
+          const [box, canvas] = [f.getBoundingClientRect(), f.querySelector('canvas').getBoundingClientRect()];
+          return { caption: f.querySelector('figcaption').textContent, wide, end: canvas.right <= box.right + 0.5, clear: box.right <= document.querySelector('.stage').getBoundingClientRect().right };
+        })""")
+        assert sum(m["wide"] for m in maps) >= 5, maps  # b^Q, b^K, K, b^V, V
+        assert all(m["end"] and m["clear"] for m in maps), maps
+    finally:
+        page.close()
+
+
 TITLE_AND_BAR = "() => [document.querySelector('.stage h2').textContent, document.querySelector('.stage h2').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom, scrollY]"
 
 
