@@ -460,19 +460,22 @@ def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
     assert cut == [], cut
 
 
-@pytest.mark.parametrize("width", [911, 1280])
+@pytest.mark.parametrize("width", [911, 1007, 1100, 1176, 1280])
 def test_each_projection_is_one_line_beside_the_head_outputs(page, server_url, width):
     """A 1366 px laptop at 150% is 911 px wide: with the head outputs beside the stage, "= q" and
     "= K" went to a line of their own, parted from the product they end. Each product, operands and
-    result, is one line, and the head outputs stay beside the stage."""
+    result, is one line, and the head outputs stay beside the stage; from 1100 px up, the packed
+    view's product too (it wrapped up to 1176)."""
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
+    page.locator(".stage details summary", has_text="Packed view").click()
     lines = page.evaluate("""() => [...document.querySelectorAll(".stage .equation")].filter((eq) => eq.checkVisibility()).map((eq) => {
       const tops = [...eq.children].map((c) => c.getBoundingClientRect()).map((r) => [r.top, r.bottom]);
       return tops.every(([top]) => top < tops[0][1]);  // every part starts above the first one's bottom: one line
     })""")
-    assert lines == [True, True, True], lines
+    assert len(lines) == 4 and lines[:3] == [True, True, True], lines
+    assert lines[3] or width < 1100, lines  # the packed view's x W^Q, where the stage has room for it
     stage, outputs = (page.locator(f".layout > {part}").bounding_box() for part in (".stage", ".outputs"))
     assert outputs["x"] > stage["x"] + stage["width"] - 1 and outputs["y"] < stage["y"] + 50
 
