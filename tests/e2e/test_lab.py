@@ -2154,3 +2154,22 @@ def test_the_values_menu_names_a_head_with_its_own_k_and_v_a_head(page, server_u
     assert "W_K head 1" in options and "W_V head 0" in options and not any("K/V" in o for o in options), options
     menu.select_option("W_K:1")
     assert page.locator('.edit-grid input[data-key="W_K:1,0,0"]').get_attribute("aria-label").startswith("W_K head 1, ")
+
+
+def test_a_table_wider_than_the_stage_scrolls_by_itself_its_caption_in_sight(page, server_url):
+    """At 911 px (a 1366 px laptop at 150%) the lab's 8 output components make the table of each
+    head's contribution wider than the stage: the whole figure scrolled sideways, the explanation
+    under it too, and the table's caption was cut at the figure's edge. The table scrolls by
+    itself, and its caption wraps to the width in sight and stays there."""
+    page.set_viewport_size({"width": 911, "height": 900})
+    open_lab(page, server_url)
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    page.wait_for_selector(".stage table.contributions")
+    box = page.evaluate("""() => {
+      const table = document.querySelector(".stage table.contributions"), scroller = table.parentElement, figure = table.closest(".figure");
+      scroller.scrollLeft = scroller.scrollWidth;
+      const [caption, edge] = [table.caption.getBoundingClientRect(), figure.getBoundingClientRect()];
+      return { wider: table.offsetWidth > figure.clientWidth, scrolls: scroller.scrollWidth > scroller.clientWidth && scroller.scrollLeft > 0,
+               figureStill: figure.scrollWidth <= figure.clientWidth, caption: [caption.left >= edge.left - 0.5, caption.right <= edge.right + 0.5] };
+    }""")
+    assert box == {"wider": True, "scrolls": True, "figureStill": True, "caption": [True, True]}, box

@@ -2229,7 +2229,7 @@ function output(view, query, head) {
   const rounding = roundingHint([...partsOff, ...off.map((m) => [`y[${m}]`, byHandFmt(byHand(m)), fmt(y[m])])]);
   return [
     equation(concat, ["×", wo]),
-    wide ? contribMap() : table(),
+    wide ? contribMap() : h("div", { class: "wide-table" }, table()), // (wider than the stage, the lab's 8 components at 911 px: it scrolls by itself)
     payload.model?.head_shares ? headShares(view, query, head) : null,
     rounding,
     wide ? null : contributionChart(contrib, y, head, bias),
