@@ -849,6 +849,17 @@ def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url
         assert all(m["end"] and m["clear"] for m in maps), maps
     finally:
         page.close()
+    # on a phone, whose scrollbars stay hidden, such a map fades at the edge with more beyond it
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+        page.get_by_label("Calculation stage").select_option(label="Projections")
+        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('1.')")
+        fades = page.evaluate("() => [...document.querySelectorAll('.stage .equation .heatmap-figure')].filter((f) => f.checkVisibility() && f.scrollWidth > f.clientWidth).map((f) => getComputedStyle(f).maskImage !== 'none')")
+        assert len(fades) >= 5 and all(fades), fades
+    finally:
+        context.close()
 
 
 TITLE_AND_BAR = "() => [document.querySelector('.stage h2').textContent, document.querySelector('.stage h2').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom, scrollY]"
