@@ -239,8 +239,8 @@ NARROW = 80  # a terminal narrower than this draws its tables without vertical r
 
 
 def _unruled(table: Table) -> Table:
-    """A table without vertical rules or outer padding: seven columns fewer in a table of four, so
-    that a 60-column terminal breaks no vector in two."""
+    """A table without vertical rules or outer padding: four columns narrower (its outer rules and
+    padding), so that a 60-column terminal breaks no vector in two."""
     table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
     return table
 
