@@ -2169,7 +2169,10 @@ def test_a_table_wider_than_the_stage_scrolls_by_itself_its_caption_in_sight(pag
       const table = document.querySelector(".stage table.contributions"), scroller = table.parentElement, figure = table.closest(".figure");
       scroller.scrollLeft = scroller.scrollWidth;
       const [caption, edge] = [table.caption.getBoundingClientRect(), figure.getBoundingClientRect()];
+      const names = [...table.tBodies[0].rows].map((row) => row.cells[0].getBoundingClientRect());
       return { wider: table.offsetWidth > figure.clientWidth, scrolls: scroller.scrollWidth > scroller.clientWidth && scroller.scrollLeft > 0,
-               figureStill: figure.scrollWidth <= figure.clientWidth, caption: [caption.left >= edge.left - 0.5, caption.right <= edge.right + 0.5] };
+               figureStill: figure.scrollWidth <= figure.clientWidth, caption: [caption.left >= edge.left - 0.5, caption.right <= edge.right + 0.5],
+               names: names.every((name) => Math.abs(name.left - scroller.getBoundingClientRect().left) < 1) };
     }""")
-    assert box == {"wider": True, "scrolls": True, "figureStill": True, "caption": [True, True]}, box
+    # the rows' names ("head 0 (inspected)") stay in sight too, at the table's left edge
+    assert box == {"wider": True, "scrolls": True, "figureStill": True, "caption": [True, True], "names": True}, box
