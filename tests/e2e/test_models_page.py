@@ -862,6 +862,28 @@ def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url
         context.close()
 
 
+@needs("minilm")
+def test_maps_wider_than_the_stage_scroll_together_their_captions_in_sight(browser, server_url):
+    """At 911 px Value mixing's maps (v, a·v, z: 560 px of cells and their labels) pass the stage's
+    width and scroll in its figure together, their columns aligned. Each map's caption and legend
+    stay in sight: scrolled to the end, they were cut at the figure's left edge."""
+    page = browser.new_page(viewport={"width": 911, "height": 900})
+    try:
+        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+        page.get_by_label("Calculation stage").select_option(label="Value mixing")
+        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('4.')")
+        seen = page.evaluate("""() => {
+          const figure = document.querySelector('.stage .figure');
+          figure.scrollLeft = figure.scrollWidth;
+          const edge = figure.getBoundingClientRect();
+          const parts = [...figure.querySelectorAll('.heatmap-figure > :is(figcaption, .heatmap-legend)')].map((e) => e.getBoundingClientRect());
+          return [figure.scrollLeft > 50, parts.length, parts.every((r) => r.left >= edge.left - 0.5 && r.right <= edge.right + 0.5)];
+        }""")
+        assert seen[0] and seen[1] >= 6 and seen[2], seen
+    finally:
+        page.close()
+
+
 TITLE_AND_BAR = "() => [document.querySelector('.stage h2').textContent, document.querySelector('.stage h2').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().top, document.querySelector('.mha-explorer > .controls').getBoundingClientRect().bottom, scrollY]"
 
 
