@@ -79,6 +79,27 @@ def interleaved(calls: dict) -> tuple[dict[str, float], int]:
     return {name: round(statistics.median(t) * 1e3, 3) for name, t in times.items()}, rounds
 
 
+def from_scratch(model, text: str, layer: int):
+    """A call that runs the model up to layer and traces it, its cached residual streams dropped first."""
+
+    def run():
+        model.forget()
+        return model.run(text, layer)
+
+    return run
+
+
+def forward_with_attentions(reference, ids):
+    """A call of transformers' full forward with output_attentions, under torch.no_grad()."""
+    import torch
+
+    def forward():
+        with torch.no_grad():
+            return reference(input_ids=ids, output_attentions=True)
+
+    return forward
+
+
 def time_minilm() -> dict:
     import torch
     from transformers import AutoModel
@@ -94,22 +115,12 @@ def time_minilm() -> dict:
     ids = torch.from_numpy(run.ids[None])
     reference = AutoModel.from_pretrained(model.source, attn_implementation="eager", dtype=torch.float32).eval()
 
-    def reference_forward():
-        with torch.no_grad():
-            return reference(input_ids=ids, output_attentions=True)
-
+    reference_forward = forward_with_attentions(reference, ids)
     out = reference_forward()  # a fast wrong answer is not a result
     np.testing.assert_allclose(run.trace["weights"], out.attentions[LAYER][0].numpy(), atol=1e-4)
 
-    def from_scratch(layer: int):
-        def run():
-            model.forget()
-            return model.run(text, layer)
-
-        return run
-
     calls = {"trace": lambda: trace(x, weights, config), "reference": reference_forward}
-    calls |= {f"run {layer}": from_scratch(layer) for layer in range(model.n_layers)}
+    calls |= {f"run {layer}": from_scratch(model, text, layer) for layer in range(model.n_layers)}
     medians, rounds = interleaved(calls)
     trace_ms, run_ms, reference_ms = medians["trace"], medians[f"run {LAYER}"], medians["reference"]
     trace_calls = rounds
@@ -146,22 +157,12 @@ def time_smollm2() -> dict:
     folder, name = os.path.split(model.source)
     reference = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager", dtype=torch.float32).eval()
 
-    def reference_forward():
-        with torch.no_grad():
-            return reference(input_ids=ids, output_attentions=True)
-
+    reference_forward = forward_with_attentions(reference, ids)
     out = reference_forward()
     for layer, run in runs.items():  # a fast wrong answer is not a result
         np.testing.assert_allclose(run.trace["weights"], out.attentions[layer][0].numpy(), atol=1e-3)
 
-    def from_scratch(layer: int):
-        def run():
-            model.forget()
-            return model.run(text, layer)
-
-        return run
-
-    medians, rounds = interleaved({"reference": reference_forward} | {f"run {layer}": from_scratch(layer) for layer in layers})
+    medians, rounds = interleaved({"reference": reference_forward} | {f"run {layer}": from_scratch(model, text, layer) for layer in layers})
     last = layers[-1]
     return {
         "model": "smollm2",

@@ -826,6 +826,13 @@ def test_value_mixing_stacks_v_av_and_z_column_on_column(page, server_url):
     assert "value rows of head 1 that “" in page.locator(".stage").inner_text()
 
 
+def minilm_stage(page, server_url, stage: str) -> None:
+    """MiniLM's layer 1 on a sentence of 13 tokens, at the stage named (as the stage menu names it)."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+    page.get_by_label("Calculation stage").select_option(label=stage)
+    page.wait_for_function("(s) => document.querySelector('.stage h2').textContent.includes(s)", arg=stage)
+
+
 @needs("minilm")
 def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url):
     """A 1366 px laptop at 150% (911 px): MiniLM's 32-wide b^Q, K and V maps, 560 px and their labels,
@@ -834,9 +841,7 @@ def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url
     column in reach, and the figure no longer does."""
     page = browser.new_page(viewport={"width": 911, "height": 900})
     try:
-        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
-        page.get_by_label("Calculation stage").select_option(label="Projections")
-        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('1.')")
+        minilm_stage(page, server_url, "Projections")
         figure = page.evaluate("() => { const f = document.querySelector('.stage .figure'); return [f.scrollWidth, f.clientWidth]; }")
         assert figure[0] == figure[1], figure
         maps = page.evaluate("""() => [...document.querySelectorAll('.stage .equation .heatmap-figure')].filter((f) => f.checkVisibility()).map((f) => {
@@ -853,9 +858,7 @@ def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     try:
         page = context.new_page()
-        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
-        page.get_by_label("Calculation stage").select_option(label="Projections")
-        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('1.')")
+        minilm_stage(page, server_url, "Projections")
         fades = page.evaluate("() => [...document.querySelectorAll('.stage .equation .heatmap-figure')].filter((f) => f.checkVisibility() && f.scrollWidth > f.clientWidth).map((f) => getComputedStyle(f).maskImage !== 'none')")
         assert len(fades) >= 5 and all(fades), fades
     finally:
@@ -869,9 +872,7 @@ def test_maps_wider_than_the_stage_scroll_together_their_captions_in_sight(brows
     stay in sight: scrolled to the end, they were cut at the figure's left edge."""
     page = browser.new_page(viewport={"width": 911, "height": 900})
     try:
-        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
-        page.get_by_label("Calculation stage").select_option(label="Value mixing")
-        page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('4.')")
+        minilm_stage(page, server_url, "Value mixing")
         seen = page.evaluate("""() => {
           const figure = document.querySelector('.stage .figure');
           figure.scrollLeft = figure.scrollWidth;
