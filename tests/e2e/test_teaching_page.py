@@ -1272,3 +1272,16 @@ def test_an_address_changed_while_the_page_loads_is_shown_and_then_kept_up(page,
     expect(page.locator(".stage h2")).to_contain_text("head 1")
     page.get_by_label("Calculation stage").select_option(label="Value mixing")
     page.wait_for_function("() => location.hash.includes('stage=mixing') && location.hash.includes('head=1')")
+
+
+def test_a_vector_of_numbers_to_point_at_is_spaced_as_one_worked_out(page, server_url):
+    """Value mixing sets a value row, whose numbers can be pointed at, beside the weighted row the
+    page works out: both read "[1.00, 0.00]", the same characters at the same places."""
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Value mixing")
+    widths = page.locator(".stage table.calc-table").first.evaluate("""(table) => [...table.tBodies[0].rows].map((tr) =>
+      [...tr.querySelectorAll(".vec")].map((v) => [v.textContent, v.getBoundingClientRect().width])).filter((row) => row.length === 2)""")
+    assert len(widths) == 4  # one row for each key
+    for (value_text, value_width), (weighted_text, weighted_width) in widths:
+        assert re.fullmatch(r"\[-?\d\.\d\d, -?\d\.\d\d\]", value_text) and len(value_text) == len(weighted_text)
+        assert abs(value_width - weighted_width) < 0.5, widths
