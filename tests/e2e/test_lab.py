@@ -1556,6 +1556,8 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     # the example's own view: query "like" and head 0, as on its first screen, not position 2 kept
     assert "head 0 · query “like”" in page.locator(".stage h2").inner_text()
     assert page.get_by_label("Preset").input_value() == "example"
+    picked = "(select) => select.selectedOptions[0].text"
+    assert page.get_by_label("Preset").evaluate(picked) == "The teaching example, its own values"
     assert page.get_by_label("Tokens (separated by spaces)").input_value() == "cats like warm milk"
     assert page.locator(".edit-grid input.edited").count() == 0
     example = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
@@ -1580,6 +1582,7 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     settle(page)
     assert page.locator(".edit-grid input.edited").count() == 1 and "edited" in cell.get_attribute("class")
     assert page.get_by_label("Preset").input_value() == "example"  # still the example, one value changed
+    assert page.get_by_label("Preset").evaluate(picked) == "The teaching example, with your edits"
     edits = dict(part.split("=") for part in unquote(link(page)).split("edits=")[1].split("&")[0].split(";"))
     body = lab_state(page) | {"edits": {key: float(value) for key, value in edits.items()}}
     payload = TracePayload.model_validate(httpx.post(server_url + "api/trace", json=body).json())
@@ -1833,6 +1836,13 @@ def test_the_lab_says_whether_the_heads_split_the_models_width(page, server_url)
     set_field(page, "d_head", 4)
     wait_kind(page, "d_head 4")
     assert note.inner_text().startswith("n_heads × d_v = 4 × 2 = 8 = d_model, but d_head 4 is its own: each head's q and k are 4 wide.")
+    # settings that cannot be used: the figure keeps the last good ones, but the note, beside the
+    # fields, would contradict the field just typed; it comes back with the next good settings
+    set_field(page, "n_heads", 3)
+    assert page.locator("#lab-error-n_heads").is_visible() and note.is_hidden()
+    set_field(page, "n_heads", 4)
+    wait_kind(page, "d_head 4")
+    assert note.is_visible() and note.inner_text().startswith("n_heads × d_v = 4 × 2 = 8 = d_model, but d_head 4")
 
 
 def test_kv_head_counts_that_do_not_fit_say_which_to_choose_and_one_head_is_said_as_one(page, server_url):

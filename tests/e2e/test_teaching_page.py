@@ -1060,21 +1060,21 @@ def test_the_last_stage_says_where_to_go_from_there(page, server_url):
     select(page, "Calculation stage", "Output projection")
     expect(page.locator(".stage .next-steps")).to_have_text(
         "That is the whole path of one query through the layer. From here: follow another head or query token, "
-        "press All queries to see every query at once, or try another configuration (heads, widths, a causal mask) "
+        "press All queries to see every query at once, or change the configuration (heads, widths, a causal mask) "
         "in the Attention lab."
     )
     page.get_by_role("button", name="All queries").click()  # every query on screen: the way back to one is offered instead
     expect(page.locator(".stage .next-steps")).to_have_text(
         "That is the whole path of every query through the layer. From here: follow another head, "
-        "press All queries again to follow one query with its numbers, or try another configuration (heads, widths, a causal mask) "
+        "press All queries again to follow one query with its numbers, or change the configuration (heads, widths, a causal mask) "
         "in the Attention lab."
     )
-    # the same words in the lab, whose view of the teaching example's configuration is shared
-    # with the teaching example's own
+    # the same words in the lab, where they are true as well (its view of the teaching example's
+    # configuration is shared with the teaching example's own)
     page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0")
     page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
     select(page, "Calculation stage", "Output projection")
-    expect(page.locator(".stage .next-steps")).to_contain_text("or try another configuration (heads, widths, a causal mask) in the Attention lab.")
+    expect(page.locator(".stage .next-steps")).to_contain_text("or change the configuration (heads, widths, a causal mask) in the Attention lab.")
 
 
 # Visits every place (stage, head, query, all queries or one) in turn without a pause, then goes
@@ -1285,3 +1285,24 @@ def test_a_vector_of_numbers_to_point_at_is_spaced_as_one_worked_out(page, serve
     for (value_text, value_width), (weighted_text, weighted_width) in widths:
         assert re.fullmatch(r"\[-?\d\.\d\d, -?\d\.\d\d\]", value_text) and len(value_text) == len(weighted_text)
         assert abs(value_width - weighted_width) < 0.5, widths
+
+
+def test_reset_pressed_far_down_a_stage_brings_up_the_first_view_from_its_top(page, server_url):
+    """The controls stay at the top of a large window, Reset among them: pressed at the end of the
+    last stage, it shows the first view from its top (its stage's title under the controls), not
+    the middle of a shorter stage."""
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Output projection")
+    page.evaluate(SETTLED)
+    page.mouse.wheel(0, 5000)
+    page.evaluate(SETTLED)
+    assert page.evaluate("() => document.querySelector('.mha-explorer').getBoundingClientRect().top") < -300
+    page.get_by_role("button", name="Reset example").click()
+    page.evaluate(SETTLED)
+    box = page.evaluate("""() => {
+      const title = document.querySelector('.stage h2').getBoundingClientRect();
+      const controls = document.querySelector('.mha-explorer .controls').getBoundingClientRect();
+      return { top: document.querySelector('.mha-explorer').getBoundingClientRect().top, title: title.top, under: controls.bottom, text: document.querySelector('.stage h2').textContent };
+    }""")
+    assert "Projections" in box["text"]
+    assert box["top"] >= -1 and box["under"] <= box["title"] < page.viewport_size["height"] / 2, box

@@ -966,6 +966,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
     };
     closeAll();
     queueMicrotask(closeAll);
+    // the first view is read from its top: pressed far down a stage, the view's top comes up
+    if (root.getBoundingClientRect().top < 0) root.scrollIntoView({ block: "start" });
   });
 
   // In a notebook, a real model's payload holds one head and Python sends the head on view, when
@@ -1119,7 +1121,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
         // the last stage: where to go from here (Next is at its end); the others: a way on from
         // where the reading ends (on a phone, Next is a long way up)
         i === v.stageIds.length - 1
-          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : `, or try another configuration (heads, widths, a causal mask) ${otherConfigs ?? "with Explorer.from_config"}.`)]
+          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : `, or change the configuration (heads, widths, a causal mask) ${otherConfigs ?? "with Explorer.from_config"}.`)]
           : [h("p", { class: "go-on" }, h("button", { type: "button", "data-go-on": v.stageIds[i + 1] }, `Go on to ${i + 2}. ${v.payload.page_stages[i + 1].title} →`))],
       ]);
     }

@@ -203,7 +203,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const draw = h("button", { type: "button" }, "Draw new values");
   // back to the values before the user's edits (the seed's, or the teaching example's own)
   const undo = h("button", { type: "button", hidden: true }, "Undo my edits");
-  const presetSelect = h("select", { id: "lab-preset" }, h("option", { value: "" }, "Choose a preset…"), own ? h("option", { value: "example" }, "The teaching example, its own values") : null, Object.entries(PRESETS).map(([id, p]) => h("option", { value: id }, p.title)));
+  const exampleOption = own ? h("option", { value: "example" }, "The teaching example, its own values") : null; // "with your edits" once the user changed one
+  const presetSelect = h("select", { id: "lab-preset" }, h("option", { value: "" }, "Choose a preset…"), exampleOption, Object.entries(PRESETS).map(([id, p]) => h("option", { value: id }, p.title)));
   const matrixSelect = h("select", { id: "lab-matrix" });
   const gridCaption = h("p", { class: "grid-caption", id: "lab-grid-caption" });
   const gridBox = h("div", { class: "grid-box" }); // the scrolling box around the grid
@@ -321,6 +322,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     if (Object.keys(errors).length) {
       showErrors(errors);
       presetSelect.value = ""; // no preset is what the fields say (the last good one was shown beside a wrong field); picking one applies it
+      widths.hidden = true; // it said how the last good widths add up, beside a field that now says another
       if (shown) status.textContent = "These settings were not used: the figure still shows the last good result.";
       return false;
     }
@@ -383,6 +385,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     forgetWaiting([...next.edits.keys()]); // those this run took (kept, or dropped as said below)
     valuesPart.hidden = false;
     widths.replaceChildren(...widthsNote(next.config));
+    widths.hidden = false;
     presetSelect.value = presetNow(); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
     const named = (keys) => keys.map((key) => cellName(key, next.config));
@@ -692,6 +695,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   };
   function showUndo() {
     undo.hidden = !editable || !editedCount();
+    if (exampleOption) exampleOption.textContent = `The teaching example, ${editedCount() ? "with your edits" : "its own values"}`;
   }
   undo.addEventListener("click", async () => {
     const focused = document.activeElement === undo;
