@@ -1229,6 +1229,42 @@ def test_a_load_left_for_another_model_no_longer_speaks_in_the_status_line(page,
     assert page.locator("#model-progress").is_hidden()
 
 
+@needs("minilm")
+@needs("smollm2")
+def test_a_trace_waiting_for_its_model_to_load_is_dropped_when_another_model_is_picked(page, server_url):
+    """Trace pressed on SmolLM2 while it loads, then MiniLM picked before the load ends: the panel
+    is MiniLM's (its status, Trace free to press), and SmolLM2's trace never lands under a menu
+    that names MiniLM."""
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    real = httpx.get(server_url + "api/models/smollm2").json()
+    held = {**real, "state": "loading", "fraction": 0.02, "message": "reading the GGUF metadata"}
+    page.route("**/api/models/smollm2", lambda route: route.fulfill(json=held))
+    page.route("**/api/models/smollm2/load", lambda route: route.fulfill(json=held))
+    picker = page.get_by_label("Model", exact=True)
+    picker.select_option("smollm2")
+    go = page.get_by_role("button", name="Trace")
+    go.click()
+    expect(page.locator(".model-status")).to_contain_text("(2%): reading the GGUF metadata")
+    assert go.get_attribute("aria-disabled") == "true"
+    picker.select_option("minilm")
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2 is loaded")
+    assert go.get_attribute("aria-disabled") is None and page.locator("#model-progress").is_hidden()
+    # SmolLM2's load ends: its trace, left behind, does not come
+    page.unroute("**/api/models/smollm2")
+    page.unroute("**/api/models/smollm2/load")
+    page.route("**/api/models/smollm2", lambda route: route.fulfill(json={**real, "state": "ready"}))
+    page.wait_for_timeout(800)  # the old load was polled every 250 ms
+    assert "smollm2" not in page.evaluate("() => location.hash") and page.locator(".overview").is_hidden()
+    assert page.locator("#models .lab-error").inner_text() == ""
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2 is loaded")
+    go.click()
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 0")
+    assert "model=minilm" in page.evaluate("() => location.hash")
+
+
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):
     page.goto(server_url + "#mode=model&model=../../etc&layer=0&text=hi")
     page.wait_for_function("() => !document.getElementById('notice').hidden")
@@ -1399,6 +1435,13 @@ def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, serve
     assert page.get_by_label("Layer (from 0)").input_value() == "1"
     assert "Rotary positions" in page.get_by_label("Calculation stage").locator("option").all_inner_texts()
     assert page.locator("#models .lab-error").inner_text() == ""
+    assert "no layer" not in page.locator(".model-status").inner_text()  # the layer asked for is traced
+    # a layer MiniLM does not have (it has 6): its nearest is traced, and the status says so
+    page.get_by_label("Layer (from 0)").select_option("7")
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('SmolLM2-135M-Instruct · layer 7')", timeout=120_000)
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('all-MiniLM-L6-v2 · layer 5')", timeout=120_000)
+    expect(page.locator(".model-status")).to_have_text(re.compile(r"^all-MiniLM-L6-v2, layer 5: \d+ tokens\. It has no layer 7: layer 5 is the nearest\.$"))
 
 
 @needs("minilm")

@@ -447,7 +447,7 @@ def test_in_a_small_window_next_by_keyboard_keeps_its_focus_in_view_and_the_stag
 @pytest.mark.parametrize("width", [540, 555, 600, 700, 900])
 def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
     """A view some 555 px wide (a notebook's panel beside another): "Concatenation" ran 7 px past its
-    tab and the view's edge. Each tab is at least as wide as its longest word."""
+    tab and the view's edge. Each tab is at least as wide as its longest word, and all are as wide."""
     page.set_viewport_size({"width": width, "height": 700})
     page.goto(server_url)
     page.wait_for_selector(".mha-explorer .stage h2")
@@ -458,6 +458,10 @@ def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
         .map((b) => b.textContent);
     }""")
     assert cut == [], cut
+    # tabs that take two rows stand in columns: the second row's are as wide as the first's, not
+    # stretched across the row
+    widths = page.evaluate("() => [...document.querySelectorAll('.steps li')].map((li) => li.getBoundingClientRect().width)")
+    assert max(widths) - min(widths) < 1, widths
 
 
 @pytest.mark.parametrize("width", [911, 1007, 1100, 1176, 1280])

@@ -237,6 +237,17 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     }
   }
 
+  // Another model picked while a trace is on its way (its model still loading, perhaps for half a
+  // minute): that trace is no longer what the menu names, and is not shown when it comes; the
+  // panel is the new model's, and Trace traces it. The old model's load goes on at the server.
+  function dropTrace() {
+    if (!tracing) return;
+    latest++;
+    tracing = false;
+    go.removeAttribute("aria-disabled");
+    bar.hidden = true;
+  }
+
   go.addEventListener("click", () => {
     if (go.getAttribute("aria-disabled") === "true") return; // a trace is under way
     const { head, query } = getView();
@@ -326,6 +337,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   picker.addEventListener("change", () => {
     if (picker.value === chosen) return; // the same model again: its layers, and the layer picked, stay
     chosen = picker.value;
+    dropTrace();
     // with a trace on screen, the new model traces the same text at once (as a new layer does),
     // so that what is shown always belongs to the model picked
     // the layer picked stays where the new model has it (else the nearest it has)
@@ -357,8 +369,14 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const keep = layerBeforeWait ?? (Number(layer.value) || 0);
     layerBeforeWait = null;
     fillLayers(info?.config ?? info?.outline ?? null, keep); // its layers while it loads, not the model's before
-    prepare(name, keep).then((ok) => {
-      if (ok && traced) trace({ model: name, text: text.value, layer: Number(layer.value), head: 0, query: null });
+    const nearest = Number(layer.value);
+    prepare(name, keep).then(async (ok) => {
+      if (!ok || !traced) return;
+      const asked = Number(layer.value);
+      // the layer on screen is one this model does not have: the one it traces instead is said
+      // (not when a layer was picked from the new model's menu meanwhile)
+      if ((await trace({ model: name, text: text.value, layer: asked, head: 0, query: null })) && asked === nearest && asked !== keep)
+        status.textContent = shownStatus = `${shownStatus} It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is the nearest.`;
     });
   }
   layer.addEventListener("change", () => {
