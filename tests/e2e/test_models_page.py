@@ -1210,15 +1210,21 @@ def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_dama
     assert page.get_by_label("Text", exact=True).input_value() == "100% sure" and page.locator("#notice").is_hidden()
 
 
+def hold_loading(page, server_url, name, fraction):
+    """The page told that model is loading, at fraction, however often it asks; returns its real state."""
+    real = httpx.get(server_url + f"api/models/{name}").json()
+    held = {**real, "state": "loading", "fraction": fraction, "message": "reading the GGUF metadata"}
+    page.route(f"**/api/models/{name}", lambda route: route.fulfill(json=held))
+    page.route(f"**/api/models/{name}/load", lambda route: route.fulfill(json=held))
+    return real
+
+
 @needs("minilm")
 def test_a_load_left_for_another_model_no_longer_speaks_in_the_status_line(page, server_url):
     """SmolLM2 picked while a MiniLM trace is on screen, and still loading when MiniLM is picked
     again: the status and the bar are MiniLM's. The old load's progress, polled on, wrote over them."""
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
-    real = httpx.get(server_url + "api/models/smollm2").json()
-    held = {**real, "state": "loading", "fraction": 0.31, "message": "reading the GGUF metadata"}
-    page.route("**/api/models/smollm2", lambda route: route.fulfill(json=held))
-    page.route("**/api/models/smollm2/load", lambda route: route.fulfill(json=held))
+    hold_loading(page, server_url, "smollm2", 0.31)
     picker = page.get_by_label("Model", exact=True)
     picker.select_option("smollm2")
     expect(page.locator(".model-status")).to_contain_text("(31%): reading the GGUF metadata")
@@ -1239,10 +1245,7 @@ def test_a_trace_waiting_for_its_model_to_load_is_dropped_when_another_model_is_
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Real model").click()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
-    real = httpx.get(server_url + "api/models/smollm2").json()
-    held = {**real, "state": "loading", "fraction": 0.02, "message": "reading the GGUF metadata"}
-    page.route("**/api/models/smollm2", lambda route: route.fulfill(json=held))
-    page.route("**/api/models/smollm2/load", lambda route: route.fulfill(json=held))
+    real = hold_loading(page, server_url, "smollm2", 0.02)
     picker = page.get_by_label("Model", exact=True)
     picker.select_option("smollm2")
     go = page.get_by_role("button", name="Trace")
@@ -1262,7 +1265,7 @@ def test_a_trace_waiting_for_its_model_to_load_is_dropped_when_another_model_is_
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2 is loaded")
     go.click()
     expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 0")
-    assert "model=minilm" in page.evaluate("() => location.hash")
+    page.wait_for_function("() => location.hash.includes('model=minilm')")  # the link is written a moment after
 
 
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):
