@@ -2144,3 +2144,17 @@ def test_a_large_model_loaded_since_the_list_was_read_is_taken_at_once(page, ser
     # traced at once, as any model ready, with no Trace pressed
     page.wait_for_function("() => window.mhaExplorer.model.get('payload').model?.name === 'gemma3'", timeout=60_000)
     assert "press Trace" not in page.locator(".model-status").inner_text()
+
+
+@needs("gemma3")
+def test_at_911_px_trace_stays_on_the_row_beside_gemmas_wide_layer_menu(page, server_url):
+    """Gemma 3's layers are named with their window ("Layer 17 · local (window 512)"), which makes
+    its layer menu wide: the text box gives way, and Trace stays on the row, not alone under it."""
+    page.set_viewport_size({"width": 911, "height": 700})
+    page.goto(server_url + "#mode=model")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    page.get_by_label("Model", exact=True).select_option("gemma3")  # large: its outline, not loaded
+    expect(page.locator(".model-status")).to_contain_text("press Trace to load it")
+    menu = page.get_by_label("Layer (from 0)").bounding_box()
+    go = page.get_by_role("button", name="Trace").bounding_box()
+    assert go["y"] < menu["y"] + menu["height"] and go["x"] > menu["x"] + menu["width"], (menu, go)
