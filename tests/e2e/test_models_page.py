@@ -2153,8 +2153,9 @@ def test_at_911_px_trace_stays_on_the_row_beside_gemmas_wide_layer_menu(page, se
     page.set_viewport_size({"width": 911, "height": 700})
     page.goto(server_url + "#mode=model")
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
-    page.get_by_label("Model", exact=True).select_option("gemma3")  # large: its outline, not loaded
-    expect(page.locator(".model-status")).to_contain_text("press Trace to load it")
+    page.get_by_label("Model", exact=True).select_option("gemma3")  # its outline, or its config if another test loaded it
+    expect(page.get_by_label("Layer (from 0)").locator("option")).to_have_count(18)
+    expect(page.locator(".model-status")).to_contain_text("Gemma 3 270M")
     menu = page.get_by_label("Layer (from 0)").bounding_box()
     go = page.get_by_role("button", name="Trace").bounding_box()
     assert go["y"] < menu["y"] + menu["height"] and go["x"] > menu["x"] + menu["width"], (menu, go)
