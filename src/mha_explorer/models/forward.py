@@ -81,6 +81,10 @@ class LayerRun:
     def config(self) -> AttentionConfig:
         return self.trace.config
 
+    def __repr__(self) -> str:
+        # the shapes, not the numbers (as Trace's)
+        return f"LayerRun(layer={self.layer}, {len(self.tokens)} tokens, residual={self.residual.shape}, trace={self.trace!r})"
+
 
 class LoadedModel:
     """A real model, loaded once: tokenize text, trace any layer. Thread-safe."""
@@ -101,6 +105,9 @@ class LoadedModel:
             )
         self._lock = threading.Lock()
         self._streams: OrderedDict[str, tuple] = OrderedDict()  # text -> (encoded, [residual per layer])
+
+    def __repr__(self) -> str:
+        return f"LoadedModel({self.name!r}: {self.title}, {self.n_layers} layers, from {self.origin})"
 
     @property
     def n_layers(self) -> int:
