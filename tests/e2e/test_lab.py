@@ -821,7 +821,10 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     context, page, requests, errors = file_page(browser)
     # a link made on a server's lab, with a view of its own: the copy opens its lab, on the GQA preset
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0&stage=weights&head=1&query=2")
-    expect(page.locator("#notice")).to_have_text("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.")
+    expect(page.locator("#notice")).to_have_text(
+        "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's configuration (none of the presets)"
+        " cannot be shown here. Showing the preset “GQA: 4 query heads, 2 K/V heads” instead, from its first view."
+    )
     assert page.get_by_role("button", name="Attention lab").get_attribute("aria-pressed") == "true"
     wait_kind(page, "GQA")
     expect(page.locator(".stage h2")).to_contain_text("query “")
@@ -833,6 +836,20 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     printed = page.locator("#print-link").inner_text()
     assert printed.startswith("This view: index.html#mode=lab&") and printed.endswith(" in this copy of the explorer"), printed
     assert str(tmp_path) not in printed
+    # a preset's configuration on another seed, tokens and an edited value: that preset, and what
+    # of the link it lacks, said
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&edits=x:0,0=1")
+    # (the page opens again on an address changed by hand)
+    expect(page.locator("#notice")).to_have_text(
+        "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's tokens (each preset here is on “the cat sat on the mat”),"
+        " seed 7 (the presets here have seed 0's values) and 1 edited value cannot be shown here. Showing the preset “MQA: 4 query heads, 1 K/V head” instead, from its first view."
+    )
+    wait_kind(page, "MQA")
+    assert page.get_by_label("Preset").input_value() == "mqa"
+    # settings no server computes either: why, in the lab's words
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
+    expect(page.locator("#notice")).to_contain_text("the link's settings (no server computes them either: n_heads=4 is not a multiple of n_kv_heads=3")
+    expect(page.locator("#notice")).to_contain_text("Showing the preset “GQA: 4 query heads, 2 K/V heads” instead")
     assert errors == []
     context.close()
 

@@ -1,6 +1,6 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
-import explorer, { echo, h, outOfRange, unpack } from "./explorer.js";
+import explorer, { echo, h, outOfRange, plural, unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels, staticServer } from "./models.js";
 
@@ -170,6 +170,24 @@ function staticPreset(state) {
     if (same && state.seed === 0 && !state.edits?.size) return STATIC.presets[id];
   }
   return null;
+}
+
+const presetWithConfig = (config) => Object.keys(PRESETS).find((id) => JSON.stringify(PRESETS[id].config) === JSON.stringify(config));
+
+// What a copy says of a link's lab settings it cannot show: which of them, and the preset shown
+// instead. refused: the lab's messages on settings no server would compute either.
+function staticLabNotice({ config, tokens, seed, edits }, refused) {
+  const id = presetWithConfig(config);
+  const missing = id
+    ? [
+        tokens.join(" ") !== PRESET_TOKENS.join(" ") ? `tokens (each preset here is on “${PRESET_TOKENS.join(" ")}”)` : "",
+        seed !== 0 ? `seed ${seed} (the presets here have seed 0's values)` : "",
+        edits?.size ? plural(edits.size, "edited value") : "",
+      ].filter(Boolean)
+    : [refused.length ? `settings (no server computes them either: ${refused.map((m) => m.replace(/\.+$/, "")).join("; ")})` : "configuration (none of the presets)"];
+  if (!missing.length) missing.push("settings"); // (all of them a preset's: not reached)
+  const shown = PRESETS[id ?? "gqa"].title;
+  return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, from its first view.`;
 }
 
 async function compute(state) {
@@ -419,10 +437,11 @@ async function main() {
       editor.start().then((ok) => {
         if (!ok && STATIC) {
           // a copy cannot compute the settings it was given (a link made on a server), nor let them be
-          // edited: the lab the link asked for, on its GQA preset, with what the copy holds said
-          pendingView = null; // the link's stage, head and query were of those settings
-          say("This copy holds the lab's presets only (other settings need mha-explorer serve): showing the GQA preset.");
-          editor.loadPreset("gqa");
+          // edited: the lab the link asked for, on the preset of the link's configuration if there is
+          // one (else GQA), with what the copy could not show said
+          pendingView = null; // the link's stage, head and query were of those values
+          say(staticLabNotice(editor.lab, [...labBox.querySelectorAll("[id^='lab-error-']")].map((e) => e.textContent.trim()).filter(Boolean)));
+          editor.loadPreset(presetWithConfig(editor.lab.config) ?? "gqa");
         } else if (!ok && pendingView) {
           // the lab stays open on the link's settings, each refused one marked with what to change,
           // and the address keeps the link until they are; the link's stage, head and query wait
