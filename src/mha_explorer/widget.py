@@ -473,9 +473,10 @@ def _config(config: AttentionConfig | str | Mapping) -> AttentionConfig:
     if isinstance(config, AttentionConfig):
         return config
     if isinstance(config, str):
-        if config not in PRESETS:
+        name = config.strip().lower()  # "MQA" as the page writes it, as a stage's title is taken
+        if name not in PRESETS:
             raise ConfigError(f"{config!r} is not a preset; choose one of {', '.join(PRESETS)} or give an AttentionConfig")
-        return PRESETS[config]
+        return PRESETS[name]
     if isinstance(config, Mapping):
         fields = [f.name for f in dataclasses.fields(AttentionConfig) if f.init]  # kv_group is worked out, not given
         unknown = sorted(set(config) - set(fields))

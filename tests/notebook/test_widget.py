@@ -114,6 +114,8 @@ def test_from_config_draws_missing_values_from_the_seed():
     assert_same_trace(w.trace, trace(random_x(6, 8, 7), random_weights(config, 7), config))
     other_seed = Explorer.from_config(config, tokens=tokens, seed=8)
     assert not np.array_equal(other_seed.trace["x"], w.trace["x"])
+    # a preset named as the page writes it
+    assert_same_trace(Explorer.from_config("GQA", tokens=tokens, seed=7).trace, trace(random_x(6, 8, 7), random_weights(config, 7), config))
 
 
 def test_any_trace_payload_can_be_shown():
