@@ -1890,6 +1890,11 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     assert "all 4 query heads share one key matrix and one value matrix" in page.locator(".stage p.explain").first.inner_text()
     payload = api_trace(server_url, model="gemma3", text=text, layer=5, head=2)
     arrays = full_arrays(payload)
+    # the inspected head's z, 256 numbers, would fill the list of heads: its first 16, said so
+    listed = check_numbers(page, ".outputs", arrays)
+    assert listed == {f"concat:{payload.query},{2 * 256 + e}" for e in range(16)}, sorted(listed)[:3]
+    assert page.locator(".outputs .inspected").inner_text().endswith("…] the first 16 of 256; Value mixing shows every one")
+    assert page.locator(".outputs .head-name").all_inner_texts()[-1].startswith("Head 3") and page.locator(".outputs .head-list").evaluate("(l) => l.scrollHeight <= l.clientHeight + 1")
     for title in stages:
         page.get_by_label("Calculation stage").select_option(label=title)
         expect(page.locator(".stage h2")).to_contain_text(title)

@@ -3144,11 +3144,27 @@ const STAGE_VIEWS = { projections, qk_norm: normed, rope, scores, mask, weights,
 
 const manyHeads = (c) => c.n_heads * c.d_v > 64; // too many numbers to show every head's z
 
+// A real model's head outputs list the inspected head's z whole up to this width (SmolLM2's 64),
+// else its first Z_SHOWN numbers.
+const Z_LISTED = 64;
+const Z_SHOWN = 16;
+
 function headOutputs(view, query, head) {
   const { payload, t } = view;
   const { n_heads, d_v, d_model } = payload.config;
   const many = manyHeads(payload.config); // a real model: say which head, show its z on inspection only
-  const zOf = (i, q) => h("span", {}, sub("z", i), " = ", vec(range(d_v).map((e) => num(t.concat.at(q, i * d_v + e), `concat:${q},${i * d_v + e}`))), "");
+  // a head as wide as Gemma 3's (256) would fill the list with its z and hide the other heads:
+  // its first numbers, and where every one is
+  const cut = payload.model && d_v > Z_LISTED ? Z_SHOWN : d_v;
+  const zOf = (i, q) =>
+    h(
+      "span",
+      {},
+      sub("z", i),
+      " = ",
+      vec([...range(cut).map((e) => num(t.concat.at(q, i * d_v + e), `concat:${q},${i * d_v + e}`)), ...(cut < d_v ? ["…"] : [])]),
+      cut < d_v ? h("span", { class: "hint" }, ` the first ${cut} of ${d_v}; Value mixing shows every one`) : "",
+    );
   const title = h("h2", {}, "Head outputs for “", tokenName(payload, query), "”");
   let shown = null; // with many heads, the inspected head's z: set again for another query
   const nodes = [
