@@ -47,9 +47,9 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         r"\tilde{q}_i = R_{t}\,q_i,\quad \tilde{k}_{i,j} = R_{j}\,k_{i,j},\quad"
         r"\tilde{q}_i \cdot \tilde{k}_{i,j} = q_i^\top R_{j-t}\,k_{i,j}",
         "The layer has no position vectors added to its input. Instead it turns q and k by angles that grow "
-        "with the token's position (t for the query, j for a key): components m and m + d_head/2 form a pair, and each pair turns at its own "
-        "speed. In a dot product of two turned vectors the positions count only through how far apart the tokens are, j − t; "
-        "q and k themselves count as before.",
+        "with the token's position (t for the query, j for a key): components m and m + d_head/2 form a pair, and R_t turns each pair "
+        "by its own angle at position t, each pair at its own speed. In a dot product of two turned vectors the positions count only "
+        "through how far apart the tokens are, j − t; what q and k hold counts as before. The values v are not turned.",
     ),
     PageStage(
         "scores",
@@ -58,8 +58,9 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         r"s_{i,j} = \frac{q_i \cdot k_{i,j}}{\sqrt{d_{\text{head}}}}",
         "The query is compared with every key by a dot product: multiply matching components and add. "
         "Dividing by the square root of the key width keeps the scores' typical size from growing with the width "
-        "(a dot product of d_head random components of size 1 spreads over about ±√d_head), so that a wide head's "
-        "softmax does not saturate for that reason alone. A trained head may still give some keys large scores.",
+        "(if the components of q and k are independent, with mean 0 and variance 1, their dot product has a standard deviation "
+        "of the square root of d_head), so that a wide head's softmax does not put almost all the weight on one key for that reason alone. "
+        "A trained head may still give some keys large scores.",
     ),
     PageStage(
         "mask",
@@ -74,7 +75,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         "Weights",
         ("weights",),
         r"a_{i,j} = \frac{e^{s_{i,j}}}{\sum_{m} e^{s_{i,m}}}",
-        "The softmax turns the scores into positive weights that sum to 1. "
+        "The softmax turns the scores into positive weights that sum to 1 over the keys. "
         "A higher score gives a larger share, but every visible key keeps some weight, however small: "
         "a visible key shown as 0.00 has a weight below 0.005, rounded.",
     ),
@@ -92,7 +93,7 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         ("concat",),
         r"\mathrm{concat} = [\,z_0 \mid z_1 \mid \dots \mid z_{h-1}\,]",
         "The head outputs are placed side by side in head order. Nothing is added or mixed yet: "
-        "the first d_v numbers come from head 0, the next from head 1, and so on.",
+        "the first d_v numbers (d_v is the width of a value vector) come from head 0, the next from head 1, and so on.",
     ),
     PageStage(
         "output",
@@ -140,8 +141,8 @@ NOTES: tuple[tuple[str, str], ...] = (
     ),
     (
         "cost",
-        "More heads are not free: each head materializes its own n×n weight matrix, "
-        "so a layer holds h·n² attention entries.",
+        "More heads are not free: each head computes its own n×n weight matrix, h·n² entries a layer. "
+        "A plain implementation stores them all; a fused kernel (FlashAttention) computes them without storing them.",
     ),
     (
         "mqa",
@@ -243,7 +244,7 @@ def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
         per = config.n_heads // config.n_kv_heads
         shared = (
             f"the {config.n_heads} query heads share {config.n_kv_heads} pairs of key and value matrices, one pair (a K/V head) to every {per} query heads "
-            "(grouped-query attention): head i reads the keys and values of its K/V head g"
+            f"(grouped-query attention): head i reads the keys and values of its K/V head g = ⌊i / {per}⌋ (heads 0 to {per - 1} read K/V head 0)"
         )
     text = (
         "Each query head multiplies the whole input vector of a token by its own query matrix to get the query vector q. "

@@ -188,7 +188,7 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
     # the total adds operations of different kinds: it says so
     assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one"]
-    assert "masked ones too" in page.locator(".costs .hint").inner_text()
+    assert "masked ones too" in page.locator(".costs .hint", has_text="Every entry is counted").inner_text()
 
 
 def test_many_heads_sharing_is_said_in_words(page, server_url):

@@ -544,7 +544,7 @@ def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_hea
         shown = check_numbers(page, ".stage .head-shares", {"head_shares": shares})
         assert shown == {f"head_shares:{i},{query}" for i in range(12)}
         most = int(np.argmax(shares[:, query]))
-        assert page.locator(".stage .head-shares .hint").inner_text().startswith(f"Head {most} adds the most to this query's output.")
+        assert page.locator(".stage .head-shares .hint").inner_text().startswith(f"Head {most}'s contribution is the longest.")
     page.locator(".stage .head-shares button[data-pick-head='5']").click()
     expect(page.locator(".stage h2")).to_contain_text("(head 5 inspected)")
     expect(page.locator(".stage .head-shares .bar-row.inspected")).to_contain_text("head 5")
@@ -1606,6 +1606,11 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     page.locator("summary", has_text="Cost of this configuration").click()
     assert page.locator(".costs .table-title").first.inner_text().startswith("This encoder keeps no KV cache; a decoder of its widths would keep, per layer, one key")
     assert page.locator(".whole-model").inner_text().endswith("keeps no cache: this is what a decoder of these sizes would keep.")
+    # what the cache is for, and where its 768 numbers a token come from
+    expect(page.locator(".costs p.cache-why")).to_have_text(
+        "A decoder that writes text one token at a time keeps the keys and values of every token before (the KV cache), so that each new token"
+        " computes only its own: per layer and token, n_kv_heads × (d_head + d_v) = 12 × (32 + 32) = 768 numbers, of 2 bytes each in float16 and 4 in float32."
+    )
     # the Output stage shows the bias the output adds
     page.get_by_label("Calculation stage").select_option(label="Output projection")
     labels = [c.get_attribute("aria-label") for c in page.locator(".stage canvas.heatmap").all()]

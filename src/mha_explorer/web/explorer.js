@@ -2258,7 +2258,7 @@ function headShares(view, query, head) {
     { class: "head-shares" },
     h("figcaption", {}, "How much each head adds to y for “", tokenName(payload, query), "”: the length of its contribution, |", sub("z", "i"), " ", sup("W", "O"), "[i]|"),
     h("div", { class: "bars", role: "group", "aria-label": `Length of each head's contribution to the output of ${tokenName(payload, query)}` }, rows),
-    h("p", { class: "hint" }, `Head ${most} adds the most to this query's output. Heads can also cancel one another, component by component: above are ${range(payload.config.n_heads).every((i) => view.t.contributions.has(i)) ? "every head's components" : "the inspected head's components"}, and y's.`),
+    h("p", { class: "hint" }, `Head ${most}'s contribution is the longest. A long contribution can still be cancelled by other heads, component by component: above are ${range(payload.config.n_heads).every((i) => view.t.contributions.has(i)) ? "every head's components" : "the inspected head's components"}, and y's.`),
   );
 }
 
@@ -2344,7 +2344,7 @@ function contributionChart(contrib, y, head, bias) {
   const [tx, ty] = at(parts.length);
   chart.append(svg("line", { x1: tx, x2: tx, y1: ty - 11, y2: ty + 2, class: "total-tick" }));
   chart.append(svg("text", { x: tx + 6, y: ty, class: "label" }, "total y"));
-  const caption = `Bars right of the axis add, bars left subtract${bias ? " (the bias too)" : ""}; the heavy tick is the output component.`;
+  const caption = `Bars right of the axis add, bars left subtract${bias ? " (the bias too)" : ""}; the heavy tick marks the output component, their sum.`;
   return h("figure", { class: "chart-figure" }, chart, h("figcaption", {}, caption));
 }
 
@@ -3056,7 +3056,7 @@ function costPanel(payload) {
     "details",
     { class: "costs" },
     h("summary", {}, h("h2", {}, "Cost of this configuration")),
-    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", {}, cacheTitle, h("div", { class: "wide-table" }, cache)), wholeModel(payload)), macs),
+    h("div", { class: "costs-body" }, h("div", {}, h("p", { class: "entries" }, `A materialized attention matrix holds h·n² = ${c.n_heads}·${k.n}² = `, h("strong", {}, k.attention_entries.toLocaleString("en")), " entries."), sharing(payload), h("div", {}, cacheTitle, h("div", { class: "wide-table" }, cache), cacheWhy(c, k.kv_cache)), wholeModel(payload)), macs),
   );
 }
 
@@ -3202,6 +3202,16 @@ function headOutputs(view, query, head) {
     };
   }
   return nodes;
+}
+
+// What the KV cache is for, and where its numbers per token come from.
+function cacheWhy(c, kv) {
+  return h(
+    "p",
+    { class: "hint cache-why" },
+    "A decoder that writes text one token at a time keeps the keys and values of every token before (the KV cache), so that each new token computes only its own: ",
+    `per layer and token, n_kv_heads × (d_head + d_v) = ${c.n_kv_heads} × (${c.d_head} + ${c.d_v}) = ${kv.numbers_per_token.toLocaleString("en")} numbers, of 2 bytes each in float16 and 4 in float32.`,
+  );
 }
 
 // "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6 · causal · bias": what tells the configurations apart
