@@ -235,12 +235,13 @@ class Explorer(anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         """What the view shows, in a line (a notebook draws the view itself, not this):
-        Explorer(minilm, layer 3, 12 tokens, stage='weights', head=5, query=4 'milk')."""
+        Explorer(minilm, layer 3, 6 tokens, stage='weights', head=5, query=4 'milk')."""
         c = self.payload["config"]
         if self._model is not None:
             what = f"{self._model[0].name}, layer {self.layer}"
         else:
-            what = f"{c['kind']} d_model={c['d_model']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']} d_head={c['d_head']}" + (" causal" if c["causal"] else "")
+            what = f"{c['kind']} d_model={c['d_model']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']} d_head={c['d_head']}"
+            what += (f" d_v={c['d_v']}" if c["d_v"] != c["d_head"] else "") + (" causal" if c["causal"] else "") + (" bias" if c["bias"] else "")
         view = f"stage={self.stage!r}, head={self.head}, query={self.query} {self.query_token!r}" + (", all_queries=True" if self.all_queries else "")
         return f"Explorer({what}, {len(self.tokens)} tokens, {view})"
 

@@ -1563,6 +1563,8 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     cell.fill("0.25")
     cell.blur()
     settle(page)
+    # an edit on another preset: the example, picked, brings its own values, as its entry says
+    assert page.locator("#lab-preset option[value=example]").inner_text() == "The teaching example, its own values"
     page.get_by_label("Query token").select_option(label="sat")  # position 2, "warm" in the example
     page.get_by_label("Inspect head").select_option(label="Head 3")
     page.once("dialog", lambda d: d.accept())
@@ -1858,8 +1860,8 @@ def test_the_lab_says_whether_the_heads_split_the_models_width(page, server_url)
     set_field(page, "n_heads", 3)
     assert page.locator("#lab-error-n_heads").is_visible() and note.is_hidden()
     set_field(page, "n_heads", 4)
-    wait_kind(page, "d_head 4")
-    assert note.is_visible() and note.inner_text().startswith("n_heads × d_v = 4 × 2 = 8 = d_model, but d_head 4")
+    expect(note).to_be_visible()
+    assert note.inner_text().startswith("n_heads × d_v = 4 × 2 = 8 = d_model, but d_head 4")
 
 
 def test_kv_head_counts_that_do_not_fit_say_which_to_choose_and_one_head_is_said_as_one(page, server_url):

@@ -1246,6 +1246,8 @@ def test_a_trace_waiting_for_its_model_to_load_is_dropped_when_another_model_is_
     page.get_by_role("button", name="Real model").click()
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
     real = hold_loading(page, server_url, "smollm2", 0.02)
+    traced = []  # the models of the traces asked for
+    page.on("request", lambda r: r.url.endswith("api/model-trace") and traced.append(json.loads(r.post_data)["model"]))
     picker = page.get_by_label("Model", exact=True)
     picker.select_option("smollm2")
     go = page.get_by_role("button", name="Trace")
@@ -1259,13 +1261,14 @@ def test_a_trace_waiting_for_its_model_to_load_is_dropped_when_another_model_is_
     page.unroute("**/api/models/smollm2")
     page.unroute("**/api/models/smollm2/load")
     page.route("**/api/models/smollm2", lambda route: route.fulfill(json={**real, "state": "ready"}))
-    page.wait_for_timeout(800)  # the old load was polled every 250 ms
+    page.wait_for_timeout(800)  # a load still polled (every 250 ms) would have found SmolLM2 ready by now
     assert "smollm2" not in page.evaluate("() => location.hash") and page.locator(".overview").is_hidden()
     assert page.locator("#models .lab-error").inner_text() == ""
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2 is loaded")
     go.click()
     expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 0")
     page.wait_for_function("() => location.hash.includes('model=minilm')")  # the link is written a moment after
+    assert traced == ["minilm"], traced  # SmolLM2's trace was never asked for
 
 
 def test_model_errors_are_clear_and_keep_the_page(page, server_url):
@@ -1444,7 +1447,7 @@ def test_picking_another_model_traces_it_so_the_view_never_mixes_two(page, serve
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('SmolLM2-135M-Instruct · layer 7')", timeout=120_000)
     page.get_by_label("Model", exact=True).select_option("minilm")
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('all-MiniLM-L6-v2 · layer 5')", timeout=120_000)
-    expect(page.locator(".model-status")).to_have_text(re.compile(r"^all-MiniLM-L6-v2, layer 5: \d+ tokens\. It has no layer 7: layer 5 is the nearest\.$"))
+    expect(page.locator(".model-status")).to_have_text(re.compile(r"^all-MiniLM-L6-v2, layer 5: \d+ tokens\. It has no layer 7: layer 5 is traced instead\.$"))
 
 
 @needs("minilm")

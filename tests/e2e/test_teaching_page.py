@@ -1298,7 +1298,7 @@ def test_reset_pressed_far_down_a_stage_brings_up_the_first_view_from_its_top(pa
     open_page(page, server_url)
     select(page, "Calculation stage", "Output projection")
     page.evaluate(SETTLED)
-    page.mouse.wheel(0, 5000)
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
     page.evaluate(SETTLED)
     assert page.evaluate("() => document.querySelector('.mha-explorer').getBoundingClientRect().top") < -300
     page.get_by_role("button", name="Reset example").click()

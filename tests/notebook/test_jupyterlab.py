@@ -284,7 +284,7 @@ def walk_through(lab, page, minilm_available) -> None:
     # 4. ... and not the other widget, whose Reset brings back the view its own cell made
     expect_view(gqa, "weights", 0, 2, "4. Weights · head 0 · query “sat”")
     gqa.get_by_label("Calculation stage").select_option("output")  # the last stage: in a notebook, other configurations come from Python
-    expect(gqa.locator(".stage .next-steps")).to_contain_text("or change the configuration (heads, widths, a causal mask) with Explorer.from_config.")
+    expect(gqa.locator(".stage .next-steps")).to_contain_text("or try another configuration (heads, widths, a causal mask) with Explorer.from_config.")
     gqa.get_by_role("button", name="Reset example").click()
     expect_view(gqa, "mask", 0, 1, "3. Mask · head 0 · query “cat”")  # the view its cell made: stage="mask", query="cat"
     expect_view(teaching, "weights", 1, 3)

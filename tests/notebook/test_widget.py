@@ -224,6 +224,9 @@ def test_a_view_printed_says_what_it_shows():
     assert repr(Explorer()) == "Explorer(MHA d_model=4 n_heads=2 n_kv_heads=2 d_head=2, 4 tokens, stage='projections', head=0, query=1 'like')"
     w = Explorer.from_config("mqa", tokens=["a", "b", "c"], stage="weights", head=3, query="c", all_queries=True)
     assert repr(w) == "Explorer(MQA d_model=8 n_heads=4 n_kv_heads=1 d_head=2 causal, 3 tokens, stage='weights', head=3, query=2 'c', all_queries=True)"
+    # what tells two configurations apart: a d_v of its own, biases
+    w = Explorer.from_config({"d_model": 8, "n_heads": 2, "d_head": 3, "d_v": 5, "bias": True}, tokens="a b")
+    assert repr(w).startswith("Explorer(MHA d_model=8 n_heads=2 n_kv_heads=2 d_head=3 d_v=5 bias, 2 tokens,")
 
 
 def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minilm):

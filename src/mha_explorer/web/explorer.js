@@ -1121,7 +1121,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
         // the last stage: where to go from here (Next is at its end); the others: a way on from
         // where the reading ends (on a phone, Next is a long way up)
         i === v.stageIds.length - 1
-          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : `, or change the configuration (heads, widths, a causal mask) ${otherConfigs ?? "with Explorer.from_config"}.`)]
+          ? [h("p", { class: "next-steps" }, all ? "That is the whole path of every query through the layer. From here: follow another head, press All queries again to follow one query with its numbers" : "That is the whole path of one query through the layer. From here: follow another head or query token, press All queries to see every query at once", model ? ", or pick another layer." : `, ${otherConfigs ? `or change the configuration (heads, widths, a causal mask) ${otherConfigs}` : "or try another configuration (heads, widths, a causal mask) with Explorer.from_config"}.`)]
           : [h("p", { class: "go-on" }, h("button", { type: "button", "data-go-on": v.stageIds[i + 1] }, `Go on to ${i + 2}. ${v.payload.page_stages[i + 1].title} →`))],
       ]);
     }
@@ -3144,8 +3144,8 @@ const STAGE_VIEWS = { projections, qk_norm: normed, rope, scores, mask, weights,
 
 const manyHeads = (c) => c.n_heads * c.d_v > 64; // too many numbers to show every head's z
 
-// A real model's head outputs list the inspected head's z whole up to this width (SmolLM2's 64),
-// else its first Z_SHOWN numbers.
+// The head outputs list the inspected head's z whole up to this width (SmolLM2's 64), else its
+// first Z_SHOWN numbers.
 const Z_LISTED = 64;
 const Z_SHOWN = 16;
 
@@ -3155,7 +3155,7 @@ function headOutputs(view, query, head) {
   const many = manyHeads(payload.config); // a real model: say which head, show its z on inspection only
   // a head as wide as Gemma 3's (256) would fill the list with its z and hide the other heads:
   // its first numbers, and where every one is
-  const cut = payload.model && d_v > Z_LISTED ? Z_SHOWN : d_v;
+  const cut = d_v > Z_LISTED ? Z_SHOWN : d_v;
   const zOf = (i, q) =>
     h(
       "span",

@@ -695,7 +695,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   };
   function showUndo() {
     undo.hidden = !editable || !editedCount();
-    if (exampleOption) exampleOption.textContent = `The teaching example, ${editedCount() ? "with your edits" : "its own values"}`;
+    if (exampleOption) exampleOption.textContent = `The teaching example, ${onExample() && editedCount() ? "with your edits" : "its own values"}`; // (picked from another preset, it brings its own)
   }
   undo.addEventListener("click", async () => {
     const focused = document.activeElement === undo;

@@ -155,6 +155,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (listed) listed.state = state.state; // a large model found ready: picking it again loads at once
     if (state.state === "ready") return state;
     state = await answer(await ask(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
+    if (stale()) return state; // the bar is a newer pick's now
     bar.hidden = false;
     let fraction = -1, since = 0; // the last fraction heard, and when it came
     while (state.state === "loading") {
@@ -369,17 +370,19 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     const keep = layerBeforeWait ?? (Number(layer.value) || 0);
     layerBeforeWait = null;
     fillLayers(info?.config ?? info?.outline ?? null, keep); // its layers while it loads, not the model's before
-    const nearest = Number(layer.value);
+    const picks = layerPicks;
     prepare(name, keep).then(async (ok) => {
       if (!ok || !traced) return;
       const asked = Number(layer.value);
       // the layer on screen is one this model does not have: the one it traces instead is said
       // (not when a layer was picked from the new model's menu meanwhile)
-      if ((await trace({ model: name, text: text.value, layer: asked, head: 0, query: null })) && asked === nearest && asked !== keep)
-        status.textContent = shownStatus = `${shownStatus} It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is the nearest.`;
+      if ((await trace({ model: name, text: text.value, layer: asked, head: 0, query: null })) && layerPicks === picks && asked !== keep)
+        status.textContent = shownStatus = `${shownStatus} It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is traced instead.`;
     });
   }
+  let layerPicks = 0; // how many layers were picked from the menu: a model's nearest layer is said only if none was
   layer.addEventListener("change", () => {
+    layerPicks++;
     layerBeforeWait = null; // this layer is the one asked for now
     // a large model picked and not yet loaded: its layer waits for Trace, as the model does
     if (!current || picker.value !== current.model) return;

@@ -164,18 +164,15 @@ async function teachingPayload() {
   return response.json();
 }
 
-function staticPreset(state) {
-  for (const [id, preset] of Object.entries(PRESETS)) {
-    const same = JSON.stringify(preset.config) === JSON.stringify(state.config) && state.tokens.join(" ") === PRESET_TOKENS.join(" ");
-    if (same && state.seed === 0 && !state.edits?.size) return STATIC.presets[id];
-  }
-  return null;
-}
-
 const presetWithConfig = (config) => Object.keys(PRESETS).find((id) => JSON.stringify(PRESETS[id].config) === JSON.stringify(config));
 
+function staticPreset(state) {
+  const id = presetWithConfig(state.config);
+  return id && state.tokens.join(" ") === PRESET_TOKENS.join(" ") && state.seed === 0 && !state.edits?.size ? STATIC.presets[id] : null;
+}
+
 // What a copy says of a link's lab settings it cannot show: which of them, and the preset shown
-// instead. refused: the lab's messages on settings no server would compute either.
+// instead. refused: the lab's messages on settings no server would compute either (labMessages).
 function staticLabNotice({ config, tokens, seed, edits }, refused) {
   const id = presetWithConfig(config);
   const missing = id
@@ -184,8 +181,7 @@ function staticLabNotice({ config, tokens, seed, edits }, refused) {
         seed !== 0 ? `seed ${seed} (the presets here have seed 0's values)` : "",
         edits?.size ? plural(edits.size, "edited value") : "",
       ].filter(Boolean)
-    : [refused.length ? `settings (no server computes them either: ${refused.map((m) => m.replace(/\.+$/, "")).join("; ")})` : "configuration (none of the presets)"];
-  if (!missing.length) missing.push("settings"); // (all of them a preset's: not reached)
+    : [refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
   const shown = PRESETS[id ?? "gqa"].title;
   return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, from its first view.`;
 }
@@ -434,20 +430,22 @@ async function main() {
         });
       }
     } else {
+      // the lab's messages on the fields it refused, each without its full stop (a notice has its own)
+      const labMessages = (selector) => [...labBox.querySelectorAll(selector)].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
       editor.start().then((ok) => {
         if (!ok && STATIC) {
           // a copy cannot compute the settings it was given (a link made on a server), nor let them be
           // edited: the lab the link asked for, on the preset of the link's configuration if there is
           // one (else GQA), with what the copy could not show said
           pendingView = null; // the link's stage, head and query were of those values
-          say(staticLabNotice(editor.lab, [...labBox.querySelectorAll("[id^='lab-error-']")].map((e) => e.textContent.trim()).filter(Boolean)));
+          say(staticLabNotice(editor.lab, labMessages("[id^='lab-error-']")));
           editor.loadPreset(presetWithConfig(editor.lab.config) ?? "gqa");
         } else if (!ok && pendingView) {
           // the lab stays open on the link's settings, each refused one marked with what to change,
           // and the address keeps the link until they are; the link's stage, head and query wait
           // for the first settings that compute (pendingView): nothing the link held is lost. The
           // notice gathers the lab's messages (each without its full stop: the notice has its own).
-          const why = [...labBox.querySelectorAll(".lab-error, [id^='lab-error-']")].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
+          const why = labMessages(".lab-error, [id^='lab-error-']");
           say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.`);
         }
       });
