@@ -329,7 +329,7 @@ def _projections(t, tokens, i, heads, weights: AttentionWeights | None, fits):
 
 
 def _weights_of(weights: AttentionWeights, h: int, g: int, shared: bool) -> Table:
-    """Row m of head h's W^Q (and of its K/V head's W^K and W^V): x times these gives q, k and v."""
+    """Row m of head i's W^Q (and of its K/V head's W^K and W^V): x times these gives q, k and v."""
     names = ("W^Q",) if shared else ("W^Q", "W^K", "W^V")
     if shared:
         title = f"head {h}'s W^Q: row m multiplies x[m]"
@@ -691,7 +691,7 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
             break
     if weights is None or d > MAX_SHOWN or c.n_heads * c.d_v > 2 * MAX_SHOWN:
         return [table]
-    title = "W^O: head h's rows multiply its z"
+    title = "W^O: head i's rows multiply its z_i"
     w_o = Table(title=title, min_width=len(title) + 4)
     for col in ("row", *(f"y[{m}]" for m in range(d))):
         add_column(w_o, col)

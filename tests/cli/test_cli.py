@@ -249,7 +249,7 @@ def test_a_small_layers_weights_are_printed_so_every_product_can_be_checked():
             rows = [f"[{', '.join(two(v) for v in ex[name][h][m])}]" for name in ("W_Q", "W_K", "W_V")]
             assert has_row(out, [str(m), *rows]), (h, m)
     out = ok("--stage", "output")
-    assert "W^O: head h's rows multiply its z" in out
+    assert "W^O: head i's rows multiply its z_i" in out
     for r in range(4):
         assert has_row(out, [f"head {r // 2} · z[{r % 2}]", *(two(v) for v in ex["W_O"][r])]), r
     assert "a sum or product of the shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added" in " ".join(out.split())

@@ -800,7 +800,7 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     chooser.select_option(index=chooser.locator("option").count() - 1)
     assert page.locator("#lab-grid-caption").inner_text() != "x: 6 × 8"
     # the teaching example's values are offered only where they can be edited
-    assert page.get_by_label("Preset").locator("option").all_inner_texts()[1:] == ["MHA: 4 heads", "Causal MHA", "GQA: 4 query heads, 2 K/V heads", "MQA: 4 query heads, 1 K/V head"]
+    assert page.get_by_label("Preset").locator("option").all_inner_texts()[1:] == ["MHA: 4 heads", "Causal MHA", "Causal GQA: 4 query heads, 2 K/V heads", "Causal MQA: 4 query heads, 1 K/V head"]
     for preset, kind in (("mha", "MHA"), ("causal", "MHA"), ("gqa", "GQA"), ("mqa", "MQA")):
         page.get_by_label("Preset").select_option(preset)
         wait_kind(page, kind)
@@ -823,7 +823,7 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0&stage=weights&head=1&query=2")
     expect(page.locator("#notice")).to_have_text(
         "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's configuration (none of the presets)"
-        " cannot be shown here. Showing the preset “GQA: 4 query heads, 2 K/V heads” instead, from its first view."
+        " cannot be shown here. Showing the preset “Causal GQA: 4 query heads, 2 K/V heads” instead, from its first view."
     )
     assert page.get_by_role("button", name="Attention lab").get_attribute("aria-pressed") == "true"
     wait_kind(page, "GQA")
@@ -842,14 +842,14 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     # (the page opens again on an address changed by hand)
     expect(page.locator("#notice")).to_have_text(
         "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's tokens (each preset here is on “the cat sat on the mat”),"
-        " seed 7 (the presets here have seed 0's values) and 1 edited value cannot be shown here. Showing the preset “MQA: 4 query heads, 1 K/V head” instead, from its first view."
+        " seed 7 (the presets here have seed 0's values) and 1 edited value cannot be shown here. Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, from its first view."
     )
     wait_kind(page, "MQA")
     assert page.get_by_label("Preset").input_value() == "mqa"
     # settings no server computes either: why, in the lab's words
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
     expect(page.locator("#notice")).to_contain_text("the link's settings (no server computes them either: n_heads=4 is not a multiple of n_kv_heads=3")
-    expect(page.locator("#notice")).to_contain_text("Showing the preset “GQA: 4 query heads, 2 K/V heads” instead")
+    expect(page.locator("#notice")).to_contain_text("Showing the preset “Causal GQA: 4 query heads, 2 K/V heads” instead")
     assert errors == []
     context.close()
 

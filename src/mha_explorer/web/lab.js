@@ -9,8 +9,8 @@ const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as t
 export const PRESETS = {
   mha: { title: "MHA: 4 heads", config: { d_model: 8, n_heads: 4, n_kv_heads: 4, d_head: 2, d_v: 2, causal: false, bias: false } },
   causal: { title: "Causal MHA", config: { d_model: 8, n_heads: 4, n_kv_heads: 4, d_head: 2, d_v: 2, causal: true, bias: false } },
-  gqa: { title: "GQA: 4 query heads, 2 K/V heads", config: { d_model: 8, n_heads: 4, n_kv_heads: 2, d_head: 2, d_v: 2, causal: true, bias: false } },
-  mqa: { title: "MQA: 4 query heads, 1 K/V head", config: { d_model: 8, n_heads: 4, n_kv_heads: 1, d_head: 2, d_v: 2, causal: true, bias: false } },
+  gqa: { title: "Causal GQA: 4 query heads, 2 K/V heads", config: { d_model: 8, n_heads: 4, n_kv_heads: 2, d_head: 2, d_v: 2, causal: true, bias: false } },
+  mqa: { title: "Causal MQA: 4 query heads, 1 K/V head", config: { d_model: 8, n_heads: 4, n_kv_heads: 1, d_head: 2, d_v: 2, causal: true, bias: false } },
 };
 export const PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"];
 const presetOf = (config) => Object.keys(PRESETS).find((id) => Object.entries(PRESETS[id].config).every(([key, value]) => config[key] === value)) ?? "";
