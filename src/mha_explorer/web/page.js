@@ -166,22 +166,28 @@ async function teachingPayload() {
 
 const presetWithConfig = (config) => Object.keys(PRESETS).find((id) => JSON.stringify(PRESETS[id].config) === JSON.stringify(config));
 
+// The preset of a lab state's configuration, if any, and what of the state that preset, as a copy
+// holds it (its own tokens, seed 0, no edits), lacks: a copy shows the preset when nothing is.
+function againstPresets({ config, tokens, seed, edits }) {
+  const id = presetWithConfig(config);
+  const missing = [
+    tokens.join(" ") !== PRESET_TOKENS.join(" ") ? `tokens (each preset here is on “${PRESET_TOKENS.join(" ")}”)` : "",
+    seed !== 0 ? `seed ${seed} (the presets here have seed 0's values)` : "",
+    edits?.size ? plural(edits.size, "edited value") : "",
+  ].filter(Boolean);
+  return { id, missing };
+}
+
 function staticPreset(state) {
-  const id = presetWithConfig(state.config);
-  return id && state.tokens.join(" ") === PRESET_TOKENS.join(" ") && state.seed === 0 && !state.edits?.size ? STATIC.presets[id] : null;
+  const { id, missing } = againstPresets(state);
+  return id && !missing.length ? STATIC.presets[id] : null;
 }
 
 // What a copy says of a link's lab settings it cannot show: which of them, and the preset shown
 // instead. refused: the lab's messages on settings no server would compute either (labMessages).
-function staticLabNotice({ config, tokens, seed, edits }, refused) {
-  const id = presetWithConfig(config);
-  const missing = id
-    ? [
-        tokens.join(" ") !== PRESET_TOKENS.join(" ") ? `tokens (each preset here is on “${PRESET_TOKENS.join(" ")}”)` : "",
-        seed !== 0 ? `seed ${seed} (the presets here have seed 0's values)` : "",
-        edits?.size ? plural(edits.size, "edited value") : "",
-      ].filter(Boolean)
-    : [refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
+function staticLabNotice(state, refused) {
+  const { id, missing: lacked } = againstPresets(state);
+  const missing = id ? lacked : [refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
   const shown = PRESETS[id ?? "gqa"].title;
   return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, from its first view.`;
 }
