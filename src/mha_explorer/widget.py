@@ -131,13 +131,17 @@ class Explorer(anywidget.AnyWidget):
     ) -> Explorer:
         """Any configuration: an AttentionConfig, a preset name ("mha", "causal", "gqa", "mqa") or
         the config's fields as a dict. tokens: a list of strings, or one string split at spaces;
-        the teaching example's when not given. x (n, d_model) and the weights are drawn from `seed`
+        the teaching example's when not given (t0, t1, ... for an x of other than 4 rows). x (n, d_model) and the weights are drawn from `seed`
         (a whole number, 0 or more) when not given, rounded to one decimal so that they can be read."""
         _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})')
         config = _config(config)
         given = tokens is not None
+        if x is not None:
+            x = as_array("x", x).astype(np.float64)
         if tokens is None:
             tokens = load_teaching_example().tokens
+            if x is not None and x.ndim == 2 and len(x) != len(tokens):  # x's rows, named by position
+                tokens, given = [f"t{i}" for i in range(len(x))], True
         given_tokens = tokens
         tokens = tokens.split() if isinstance(tokens, str) else list(tokens) if isinstance(tokens, Iterable) else None
         seed = check_seed(seed)
@@ -147,9 +151,9 @@ class Explorer(anywidget.AnyWidget):
         # these it no longer fits a browser (d_model 100,000 asks for 75 GB)
         if len(tokens) > MAX_TOKENS or config.d_model > MAX_D_MODEL:
             raise ConfigError(f"{len(tokens)} tokens of width d_model={config.d_model}: a view takes at most {MAX_TOKENS} tokens and a d_model of at most {MAX_D_MODEL}")
-        x = random_x(len(tokens), config.d_model, seed) if x is None else as_array("x", x).astype(np.float64)
+        x = random_x(len(tokens), config.d_model, seed) if x is None else x
         if x.shape != (len(tokens), config.d_model):
-            which = "" if given else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
+            which = "" if given or x.shape[:1] == (len(tokens),) else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
             raise ConfigError(
                 f"x has shape {x.shape}; {len(tokens)} tokens{which} of width d_model={config.d_model} need {(len(tokens), config.d_model)}"
             )

@@ -163,6 +163,14 @@ def test_from_config_without_tokens_takes_the_teaching_examples():
     assert w.tokens == ["cats", "like", "warm", "milk"] and w.payload["config"]["kind"] == "GQA"
 
 
+def test_from_config_names_the_rows_of_an_x_without_tokens_by_position():
+    config = AttentionConfig(d_model=8, n_heads=2)
+    x = np.random.default_rng(2).normal(size=(3, 8))
+    w = Explorer.from_config(config, x=x, seed=4)
+    assert w.tokens == ["t0", "t1", "t2"] and w.query_token == "t1"
+    assert_same_trace(w.trace, trace(x, random_weights(config, 4), config))
+
+
 @pytest.mark.parametrize("seed", [-1, 2.5])
 def test_a_seed_numpy_cannot_use_is_refused_with_what_to_give(seed):
     with pytest.raises(ConfigError, match=rf"seed={seed!r} cannot seed the random values; give a whole number, 0 or more"):
@@ -453,7 +461,8 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
     [
         (lambda: Explorer.from_config("mha", causal=True), r'Explorer.from_config\(\) takes no causal: the configuration goes in config \(a preset such as "causal"'),
         (lambda: Explorer.from_config({"d_model": 8, "n_heads": 4, "heads": 2}), "a config has no heads; its fields are d_model, n_heads, n_kv_heads"),
-        (lambda: Explorer.from_config("mha", x=np.zeros((3, 8))), r"4 tokens \(the teaching example's: cats like warm milk; give tokens= for others\)"),
+        (lambda: Explorer.from_config("mha", x=np.zeros(8)), r"x has shape \(8,\); 4 tokens \(the teaching example's: cats like warm milk; give tokens= for others\) of width d_model=8 need \(4, 8\)"),
+        (lambda: Explorer.from_config("mha", x=np.zeros((4, 6))), r"x has shape \(4, 6\); 4 tokens of width d_model=8 need \(4, 8\)$"),
         (lambda: Explorer("minilm"), r'not str; for a model use Explorer.from_model\("minilm"'),
         (lambda: Explorer({}), "payload is not a trace payload: it lacks tokens, config, stages, page_stages, query"),
         (lambda: Explorer.from_model("minilm", text="hi", layer="third"), r"layer must be a whole number \(layers are numbered from 0\), such as 3, not 'third'"),
@@ -461,7 +470,7 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
         (lambda: Explorer.from_model("minilm", text="hi", heads=2), r"Explorer.from_model\(\) takes no heads: a model's layer is chosen by name, text= and layer="),
         (lambda: Explorer.from_config("mha", weights={"Wq": 1}), "weights has no Wq: give W_Q, W_K, W_V and W_O .* or leave weights out to draw them from seed"),
     ],
-    ids=["view-causal", "config-field", "x-teaching-tokens", "payload-str", "payload-empty", "layer-str", "text-int", "model-heads", "weights-unknown"],
+    ids=["view-causal", "config-field", "x-teaching-tokens", "x-width", "payload-str", "payload-empty", "layer-str", "text-int", "model-heads", "weights-unknown"],
 )
 def test_a_wrong_argument_says_what_to_give(call, message):
     with pytest.raises((TypeError, ValueError, ConfigError), match=message):
