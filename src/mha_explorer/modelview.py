@@ -367,7 +367,9 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
         return bool(unmarked) and (unmarked in (text.strip(), read) or re.fullmatch(rf"{re.escape(unmarked)} 1/\d+", read) is not None)
 
     found = [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
-    if not found and wanted != wanted.lower():  # a tokenizer that lowercases (BERT's) has "fox" for "Fox"
+    # a tokenizer that lowercases (BERT's) has "fox" for "Fox"; not where the word as typed is cut
+    # into pieces ("Engine" + "ers"), which misnamed() names, rather than another position's "engineers"
+    if not found and wanted != wanted.lower() and cut_word(unmarked, texts) is None:
         return token_positions(tokens, texts, wanted.lower(), labels)
     plain = "".join(c for c in unicodedata.normalize("NFD", wanted) if unicodedata.category(c) != "Mn")
     if not found and plain != wanted:  # one that strips accents (BERT's) has "cafe" for "café"
@@ -401,8 +403,19 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
             return f"{name!r} is at position {found[0]} only, not {position}: write {name}, or {name}@{found[0]}"
         nearest = min(found, key=lambda j: abs(j - position))
         return f"{name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{nearest}"
+    cut = None if found else cut_word(name, texts)
+    if cut is None:
+        return None
+    i, j = cut
+    pieces = " + ".join(repr(label) for label in labels[i : j + 1])
+    return f"{name.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
+
+
+def cut_word(name: str, texts: list[str]) -> tuple[int, int] | None:
+    """The first and last positions of the two or more tokens that spell the word `name`, in any
+    case ("Engineers": "Engine" + "ers"); None when no run of tokens does, or name is not a word."""
     word = name.strip().lower()
-    if found or not word or any(c.isspace() for c in word):  # words, not phrases
+    if not word or any(c.isspace() for c in word):  # words, not phrases
         return None
     for i in range(len(texts)):
         if not texts[i].strip():  # a piece starts with text: not a space or a line break before the word
@@ -415,8 +428,7 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
             if len(joined) > len(word) or not word.startswith(joined.lower()):
                 break
             if j > i and joined.lower() == word:
-                pieces = " + ".join(repr(label) for label in labels[i : j + 1])
-                return f"{name.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
+                return i, j
     return None
 
 

@@ -625,6 +625,11 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
     # at a position, as a repeated token is named: the same pieces
     at = trace("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engineers@0")
     assert at.stderr.splitlines()[-1] == "error: --query Engineers@0: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
+    # the word as typed is cut, the same word in lower case stands elsewhere: the cut is said, not
+    # the other word taken (a cased tokenizer's "Engineers" is not its "engineers")
+    cased = trace("--model", "smollm2", "--text", "Engineers build bridges and engineers build roads.", "--query", "Engineers")
+    assert cased.stderr.splitlines()[-1] == "error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
+    assert "query ␣engineers (position 1)" in ok("--model", "smollm2", "--text", "the engineers build roads.", "--query", "Engineers", "--stage", "scores")
     phrase = trace("--model", "smollm2", "--text", "the cat sat", "--query", "the cat")
     assert phrase.stderr.splitlines()[-1].startswith("error: unknown query token 'the cat'")
     # a piece itself is a query
