@@ -55,9 +55,9 @@ def whole_number(option: str, value: str, count: int, what: str) -> int:
 def spec_of(model_name: str):
     """The registry's entry of a named model (its layers and heads, known before it loads); None
     for a checkpoint's path."""
-    from .models.registry import SPECS
+    from .models.registry import spec_named
 
-    return next((s for s in SPECS if s.name == model_name), None)
+    return spec_named(model_name)
 
 
 def check_layers(model_name: str, layers: list[str]) -> None:

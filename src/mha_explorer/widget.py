@@ -174,20 +174,21 @@ class Explorer(anywidget.AnyWidget):
 
     @classmethod
     def from_model(cls, name: str, text: str | None = None, layer: int = 0, **view) -> Explorer:
-        """One attention layer of a real model ("minilm", "smollm2", "gemma3" or a checkpoint path),
+        """One attention layer of a real model ("minilm", "smollm2", "gemma3", a checkpoint's path, or
+        a model load_model() gave),
         traced on the input that layer really receives for the text (by default the one
         `mha-explorer trace --model` takes). Layers are numbered from 0.
 
         The view gets the page's compact payload: one head's arrays at a time, in float32, and every
         head's pattern in small. When the view asks for another head, Python sends that head's arrays.
         """
-        from .models import load_model  # read only when a model is asked for
+        from .models import LoadedModel, load_model  # read only when a model is asked for
         from .modelview import DEFAULT_TEXT, model_payload
 
         _check_view("Explorer.from_model()", view, "a model's layer is chosen by name, text= and layer=")
         text = DEFAULT_TEXT if text is None else text
         layer = _text_and_layer(text, layer)
-        model = load_model(name)
+        model = name if isinstance(name, LoadedModel) else load_model(name)
         head = view.get("head", 0)
         valid = _is_index(head) and 0 <= head < model.layer_config(layer).n_heads
         # a bad head is left to the widget's own check, which says what to give

@@ -98,7 +98,7 @@ def test_text_longer_than_the_model_takes_is_refused(model):
 
 @pytest.mark.parametrize(
     "text, said",
-    [(None, "the text is NoneType, not str"), (b"a cat", r"the text is bytes, not str: give a sentence as a str \(decode bytes first\)"), (" ", "the text is empty"), ("\u200b\u200b", r"the text has nothing all-MiniLM-L6-v2's tokenizer keeps \(only \[CLS\] \[SEP\]\): give a sentence of words")],
+    [(None, "the text is NoneType, not str"), (["a cat", "a dog"], r"the text is list, not str: give a sentence as a str \(one text a call\)"), (b"a cat", r"the text is bytes, not str: give a sentence as a str \(decode bytes first\)"), (" ", "the text is empty"), ("\u200b\u200b", r"the text has nothing all-MiniLM-L6-v2's tokenizer keeps \(only \[CLS\] \[SEP\]\): give a sentence of words")],
 )
 def test_a_text_that_is_not_a_sentence_is_said_for_what_it_is(model, text, said):
     from mha_explorer.models import ModelError
@@ -119,3 +119,20 @@ def test_the_layer_count_said_before_loading_is_the_models(model):
     assert next(s for s in SPECS if s.name == "minilm").n_layers == model.n_layers
     spec = next(s for s in SPECS if s.name == "minilm")
     assert all(model.layer_config(layer).n_heads == spec.n_heads for layer in range(model.n_layers))  # said before it loads
+
+
+def test_a_model_is_named_in_any_case_and_loaded_once(model, tmp_path, monkeypatch):
+    """"MiniLM", as the page and the README write it, is minilm: the same loaded model, not a second
+    copy; a folder of that name in the working directory is a checkpoint's path, and stays one."""
+    from mha_explorer import Explorer
+    from mha_explorer.models import ModelError, load_model
+
+    assert load_model("MiniLM") is model and load_model(" MINILM ") is model
+    view = Explorer.from_model(model, text="cats like milk", layer=2)  # a model load_model gave
+    assert repr(view).startswith("Explorer(minilm, layer 2, 5 tokens")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "MiniLM").mkdir()
+    with pytest.raises(ModelError, match="MiniLM holds no checkpoint"):  # an empty folder: no checkpoint, said as the folder's
+        load_model("MiniLM")
+    with pytest.raises(ModelError, match=r"progress is int; give a function of \(fraction, message\), or None"):
+        load_model("minilm", progress=5)

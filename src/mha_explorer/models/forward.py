@@ -201,7 +201,7 @@ class LoadedModel:
     def encode(self, text: str):
         """The text's ids, tokens and special marks, once it is checked: not empty, not too long."""
         if not isinstance(text, str):
-            raise ModelError(f"the text is {type(text).__name__}, not str: give a sentence as a str" + (" (decode bytes first)" if isinstance(text, bytes) else ""))
+            raise ModelError(f"the text is {type(text).__name__}, not str: give a sentence as a str" + (" (decode bytes first)" if isinstance(text, bytes) else " (one text a call)" if isinstance(text, (list, tuple)) else ""))
         if not text.strip():
             raise ModelError(EMPTY_TEXT)
         try:
@@ -223,7 +223,7 @@ class LoadedModel:
     def _residual(self, text: str, layer: int):
         """The residual stream entering layer, computed once per text and extended as needed."""
         with self._lock:
-            if text in self._streams:
+            if isinstance(text, str) and text in self._streams:  # anything else is encode()'s to refuse
                 self._streams.move_to_end(text)
                 encoded, stream = self._streams[text]
             else:

@@ -242,16 +242,29 @@ _guard = threading.Lock()  # over _locks
 _locks: dict[str, threading.Lock] = {}  # one per model: a load waits only for another of the same model
 
 
+def spec_named(name: str) -> ModelSpec | None:
+    """The registry's entry a name calls, in any case ("MiniLM", as the page writes it); None for a
+    checkpoint's path (a folder of that name included)."""
+    exact = next((s for s in SPECS if s.name == name), None)
+    if exact is not None or Path(name).expanduser().exists():
+        return exact
+    return next((s for s in SPECS if s.name == name.strip().lower()), None)
+
+
 def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None) -> LoadedModel:
     """A named model ("minilm", "smollm2", "gemma3") or a local checkpoint path, loaded once per process.
 
     progress(fraction, message) is called as loading goes, fraction from 0 to 1.
     Raises ModelError (unknown name, not installed) or CheckpointError (a file refused or unreadable).
     """
+    if progress is not None and not callable(progress):
+        raise ModelError(f"progress is {type(progress).__name__}; give a function of (fraction, message), or None")
     report = progress or (lambda fraction, message: None)
     key = str(name_or_path)
-    spec = next((s for s in SPECS if s.name == key), None)
-    if spec is None:
+    spec = spec_named(key)
+    if spec is not None:
+        key = spec.name  # "MiniLM" is loaded once, as "minilm"
+    else:
         path = Path(key).expanduser()
         choices = f"choose one of {', '.join(NAMES)}, or give the path of a local checkpoint ({SUPPORTED})"
         if not key.strip():  # not the current directory, which Path("") would be
