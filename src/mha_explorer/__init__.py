@@ -1,10 +1,17 @@
 """mha-explorer: follow one query token through every stage of multi-head attention."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .config import PRESETS, AttentionConfig, ConfigError
 from .costs import costs
 from .examples import load_teaching_example
 from .trace import STAGE_NAMES, STAGES, Trace, trace
 from .weights import AttentionWeights
+
+try:
+    __version__ = version("mha-explorer")  # as `mha-explorer --version` says it
+except PackageNotFoundError:  # the source tree on the path, not installed
+    __version__ = "unknown"
 
 __all__ = [
     "PRESETS",

@@ -166,3 +166,15 @@ PRESETS: dict[str, AttentionConfig] = {
     "gqa": AttentionConfig(d_model=8, n_heads=4, n_kv_heads=2, causal=True),
     "mqa": AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, causal=True),
 }
+
+
+def expect_config(config: object, call: str) -> AttentionConfig:
+    """config, if it is an AttentionConfig; else a ConfigError saying what call takes (a preset's
+    name given as a str is pointed to PRESETS)."""
+    if isinstance(config, AttentionConfig):
+        return config
+    if isinstance(config, str) and config.lower() in PRESETS:
+        hint = f'PRESETS["{config.lower()}"]'
+    else:
+        hint = 'an AttentionConfig(d_model=..., n_heads=...) or one of PRESETS ("mha", "gqa", ...)'
+    raise ConfigError(f"{call}: config is {type(config).__name__}, not an AttentionConfig: give {hint}")

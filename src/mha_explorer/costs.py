@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError
+from .config import AttentionConfig, ConfigError, expect_config
 
 BYTES = {"float16": 2, "float32": 4}
 
@@ -51,6 +51,9 @@ def kv_cache(config: AttentionConfig, n: int) -> KVCache:
 
 
 def costs(config: AttentionConfig, n: int) -> Costs:
+    """What the layer costs on n tokens: multiply-adds per stage, the entries of its attention
+    matrices, and its KV cache beside MHA's and MQA's of the same widths."""
+    config = expect_config(config, "costs(config, n)")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise ConfigError(f"n={n!r} must be a whole number of tokens, such as 128")
     if n < 1:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import parallel
-from .config import AttentionConfig, ConfigError, as_array
+from .config import AttentionConfig, ConfigError, as_array, expect_config
 from .weights import AttentionWeights
 
 
@@ -235,6 +235,11 @@ PARALLEL_ROWS = 64
 def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, record: bool) -> dict[str, np.ndarray]:
     """Check that x, the positions and the weights fit the config, then attend, on every core
     when the layer is big enough."""
+    if isinstance(weights, AttentionConfig) and isinstance(config, AttentionWeights):
+        raise ConfigError("trace(x, weights, config) takes the weights before the config: swap them")
+    config = expect_config(config, "trace(x, weights, config)")
+    if not isinstance(weights, AttentionWeights):
+        raise ConfigError(f"trace(x, weights, config): weights is {type(weights).__name__}, not AttentionWeights: give AttentionWeights(W_Q=..., W_K=..., W_V=..., W_O=...) or AttentionWeights.random(config)")
     given = x
     x = as_array("x", x)
     if record and np.may_share_memory(x, given):  # a trace's X is its own: the caller's array, changed later, would change it alone

@@ -7,11 +7,12 @@ converters here move between the two forms without changing a number.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError, as_array
+from .config import AttentionConfig, ConfigError, as_array, expect_config
 
 
 def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
@@ -151,6 +152,12 @@ class AttentionWeights:
     def from_packed(cls, packed: dict[str, np.ndarray], config: AttentionConfig) -> AttentionWeights:
         """Per-head weights from nn.MultiheadAttention's state_dict (NumPy arrays or CPU tensors),
         copied. The config says whether there are biases: biases it would drop are refused."""
+        if isinstance(packed, AttentionConfig) and isinstance(config, Mapping):
+            raise ConfigError("from_packed(packed, config) takes the packed weights before the config: swap them")
+        config = expect_config(config, "from_packed(packed, config)")
+        if not isinstance(packed, Mapping):
+            raise ConfigError(f"from_packed(packed, config): packed is {type(packed).__name__}; give a dict such as nn.MultiheadAttention's state_dict()")
+        packed = {name: _numpy(a) for name, a in packed.items()}
         _require_packable(config)
         d, h = config.d_model, config.n_heads
         needed = ["in_proj_weight", "out_proj.weight", *(["in_proj_bias", "out_proj.bias"] if config.bias else [])]
@@ -181,6 +188,15 @@ class AttentionWeights:
         weights = cls(**{name: np.array(a, order="C") for name, a in arrays.items()})
         weights.check(config)
         return weights
+
+
+def _numpy(a):
+    """A torch tensor as NumPy: detached from autograd, on the CPU, bfloat16 widened to float32
+    (NumPy has no bfloat16). Anything else as it is."""
+    if hasattr(a, "detach") and hasattr(a, "cpu"):
+        a = a.detach().cpu()
+        return (a.float() if str(a.dtype) == "torch.bfloat16" else a).numpy()
+    return a
 
 
 def pack_heads(w: np.ndarray) -> np.ndarray:

@@ -21,3 +21,13 @@ def test_core_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"imported: {done.stdout.strip()}"
+
+
+def test_the_package_says_its_version_as_the_command_line_does():
+    import importlib.metadata
+
+    import mha_explorer
+
+    done = subprocess.run([sys.executable, "-m", "mha_explorer", "--version"], capture_output=True, text=True, timeout=120)
+    assert mha_explorer.__version__ == importlib.metadata.version("mha-explorer")
+    assert done.stdout.split()[-1] == mha_explorer.__version__

@@ -230,3 +230,39 @@ def test_a_seed_numpy_cannot_use_is_refused_with_what_to_give(seed):
     with pytest.raises(ConfigError, match=rf"seed={seed!r} cannot seed the random values; give a whole number, 0 or more"):
         AttentionWeights.random(GQA_BIAS, seed=seed)
     np.testing.assert_array_equal(AttentionWeights.random(GQA_BIAS, seed=np.int64(3)).W_Q, AttentionWeights.random(GQA_BIAS, seed=3).W_Q)
+
+
+def test_from_packed_takes_a_live_modules_parameters_and_bfloat16():
+    """The parameters of a module being trained (they require grad) and a bfloat16 state_dict are
+    taken as their numbers: NumPy cannot read either as it is."""
+    import torch
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2)
+    config = AttentionConfig(d_model=8, n_heads=2, bias=True)
+    reference = {name: t.detach().numpy() for name, t in mha.state_dict().items()}
+    expected = AttentionWeights.from_packed(reference, config)
+    live = AttentionWeights.from_packed(dict(mha.named_parameters()), config)
+    assert all(np.array_equal(live.arrays()[name], a) for name, a in expected.arrays().items())
+    half = AttentionWeights.from_packed({name: t.bfloat16() for name, t in mha.state_dict().items()}, config)
+    assert half.W_Q.dtype == np.float32  # bfloat16 widened, exactly: every bfloat16 is a float32
+    np.testing.assert_allclose(half.W_Q, expected.W_Q, rtol=2**-8)  # bfloat16 keeps 8 bits of mantissa
+
+
+def test_arguments_given_in_the_wrong_order_or_of_the_wrong_kind_say_so():
+    from mha_explorer import costs
+    from mha_explorer.trace import trace
+
+    config = AttentionConfig(d_model=8, n_heads=2)
+    weights = AttentionWeights.random(config, seed=0)
+    x = np.ones((3, 8))
+    for call, said in (
+        (lambda: trace(x, config, weights), r"trace\(x, weights, config\) takes the weights before the config: swap them"),
+        (lambda: trace(x, weights, "gqa"), r'config is str, not an AttentionConfig: give PRESETS\["gqa"\]'),
+        (lambda: trace(x, {"W_Q": 1}, config), r"weights is dict, not AttentionWeights: give AttentionWeights\(W_Q=..."),
+        (lambda: costs("mqa", 5), r'costs\(config, n\): config is str, not an AttentionConfig: give PRESETS\["mqa"\]'),
+        (lambda: AttentionWeights.from_packed(config, {}), r"from_packed\(packed, config\) takes the packed weights before the config: swap them"),
+        (lambda: AttentionWeights.from_packed([], config), r"packed is list; give a dict such as nn.MultiheadAttention's state_dict\(\)"),
+    ):
+        with pytest.raises(ConfigError, match=said):
+            call()
