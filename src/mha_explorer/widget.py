@@ -24,6 +24,7 @@ it ("␣fox"). The trait itself always holds an int, the index the front end und
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -133,7 +134,7 @@ class Explorer(anywidget.AnyWidget):
         the config's fields as a dict. tokens: a list of strings, or one string split at spaces;
         the teaching example's when not given (t0, t1, ... for an x of other than 4 rows). x (n, d_model) and the weights are drawn from `seed`
         (a whole number, 0 or more) when not given, rounded to one decimal so that they can be read."""
-        _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})')
+        _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})', ("tokens", "x", "weights", "seed"))
         config = _config(config)
         given = tokens is not None
         if x is not None:
@@ -185,7 +186,7 @@ class Explorer(anywidget.AnyWidget):
         from .models import LoadedModel, load_model  # read only when a model is asked for
         from .modelview import DEFAULT_TEXT, model_payload
 
-        _check_view("Explorer.from_model()", view, "a model's layer is chosen by name, text= and layer=")
+        _check_view("Explorer.from_model()", view, "a model's layer is chosen by name, text= and layer=", ("text", "layer"))
         text = DEFAULT_TEXT if text is None else text
         layer = _text_and_layer(text, layer)
         model = name if isinstance(name, LoadedModel) else load_model(name)
@@ -464,11 +465,14 @@ def _checked_payload(payload: dict) -> dict:
 VIEW = ("stage", "head", "query", "all_queries")
 
 
-def _check_view(call: str, view: Mapping, hint: str) -> None:
-    """The keywords a way in passes on to the view: only the view's own."""
+def _check_view(call: str, view: Mapping, hint: str, own: tuple[str, ...]) -> None:
+    """The keywords a way in passes on to the view: only the view's own. A misspelt one (token=)
+    is offered the keyword it is closest to, the call's own (own) or the view's."""
     unknown = sorted(set(view) - set(VIEW))
     if unknown:
-        raise TypeError(f"{call} takes no {', '.join(unknown)}: {hint}; the view takes {'=, '.join(VIEW)}=")
+        close = [match for word in unknown for match in difflib.get_close_matches(word, [*own, *VIEW], n=1)]
+        why = f"did you mean {', '.join(f'{word}=' for word in close)}?" if close else hint
+        raise TypeError(f"{call} takes no {', '.join(unknown)}: {why}; it takes {'=, '.join(own)}=, and the view's {'=, '.join(VIEW)}=")
 
 
 def _stage_ids(payload: Mapping) -> list[str]:

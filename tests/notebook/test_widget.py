@@ -467,10 +467,12 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
         (lambda: Explorer({}), "payload is not a trace payload: it lacks tokens, config, stages, page_stages, query"),
         (lambda: Explorer.from_model("minilm", text="hi", layer="third"), r"layer must be a whole number \(layers are numbered from 0\), such as 3, not 'third'"),
         (lambda: Explorer.from_model("minilm", text=123), "text must be a str"),
-        (lambda: Explorer.from_model("minilm", text="hi", heads=2), r"Explorer.from_model\(\) takes no heads: a model's layer is chosen by name, text= and layer="),
+        (lambda: Explorer.from_model("minilm", text="hi", colour=2), r"Explorer.from_model\(\) takes no colour: a model's layer is chosen by name, text= and layer=; it takes text=, layer=, and the view's stage=, head="),
+        (lambda: Explorer.from_model("minilm", text="hi", heads=2), r"Explorer.from_model\(\) takes no heads: did you mean head=\?"),
+        (lambda: Explorer.from_config("mha", token="a b"), r"Explorer.from_config\(\) takes no token: did you mean tokens=\?; it takes tokens=, x=, weights=, seed=, and the view's"),
         (lambda: Explorer.from_config("mha", weights={"Wq": 1}), "weights has no Wq: give W_Q, W_K, W_V and W_O .* or leave weights out to draw them from seed"),
     ],
-    ids=["view-causal", "config-field", "x-teaching-tokens", "x-width", "payload-str", "payload-empty", "layer-str", "text-int", "model-heads", "weights-unknown"],
+    ids=["view-causal", "config-field", "x-teaching-tokens", "x-width", "payload-str", "payload-empty", "layer-str", "text-int", "model-colour", "model-heads", "config-token", "weights-unknown"],
 )
 def test_a_wrong_argument_says_what_to_give(call, message):
     with pytest.raises((TypeError, ValueError, ConfigError), match=message):
