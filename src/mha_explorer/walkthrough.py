@@ -210,11 +210,11 @@ def render(
                 body = [_unruled(part) if isinstance(part, Table) else part for part in body]
             explanation = s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O")  # as the tables write them
             console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
+    by_hand = " (only the softmax by hand takes e^s of the scores as shown)" if stage in (None, "weights") else ""
     print_wrapped(
         console,
-        "Numbers show two decimals; every result is worked out from the full numbers (only the softmax by hand takes"
-        " e^s of the scores as shown), so a sum or product of the shown decimals may land a little off the shown"
-        " result: 0.01 or so, more when many numbers are added.",
+        f"Numbers show two decimals; every result is worked out from the full numbers{by_hand}, so a sum or product"
+        " of the shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
         style="dim",
     )
 

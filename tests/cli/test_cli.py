@@ -253,6 +253,9 @@ def test_a_small_layers_weights_are_printed_so_every_product_can_be_checked():
     for r in range(4):
         assert has_row(out, [f"head {r // 2} · z[{r % 2}]", *(two(v) for v in ex["W_O"][r])]), r
     assert "a sum or product of the shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added" in " ".join(out.split())
+    # the softmax by hand, which takes the scores as shown, is said where it is printed
+    assert "full numbers, so a sum" in " ".join(out.split())
+    assert "full numbers (only the softmax by hand takes e^s of the scores as shown), so a sum" in " ".join(ok("--stage", "weights").split())
 
 
 def test_output_rows_are_the_reference_output():
