@@ -454,7 +454,8 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
     def table_of(with_layer: bool, stacked: bool = False) -> Table:
         """stacked: each pair of numbers on two lines, for a narrow terminal."""
         join = "\n" if stacked else ", "
-        table = Table(title=f"head {h}: three pairs of q turned by hand, at position {i}")
+        what = "q's pairs turned by hand" if stacked else "three pairs of q turned by hand,"  # stacked: narrower
+        table = Table(title=f"head {h}: {what} at position {i}")
         table.caption = Text(
             f"pair (m, m + {half}) of q's {d} numbers; angle = {i} × θ^(−2m/{d}) radians; "
             "a′ = a cos − b sin, b′ = a sin + b cos" + ("" if with_layer else " (the same as q rotated above)"),

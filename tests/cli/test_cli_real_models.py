@@ -515,6 +515,15 @@ def test_the_rotary_pairs_and_headers_are_whole_at_every_width(width):
     assert ("the same as q rotated above" in " ".join(out.replace("│", " ").split())) != with_layer
 
 
+@needs["smollm2"]
+def test_on_60_columns_the_rotary_pairs_stack_under_a_title_of_one_line():
+    out = ok("--model", "smollm2", "--text", FOX, "--layer", "3", "--head", "2", "--stage", "rope", width=60)
+    assert max(map(cell_len, out.splitlines())) <= 60
+    assert re.search(r"│ +head 2: q's pairs turned by hand at position \d+ +│", out)  # the narrow title, whole on its line
+    for m in (0, 1, 31):  # each pair's numbers on two lines: cos, then sin below it
+        assert re.search(rf"│ \({m}, {m + 32}\) +-?\d\.\d\d +-?\d\.\d\d +-?\d\.\d\d +-?\d\.\d\d +│\n│ +-?\d\.\d\d", out), m
+
+
 def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch):
     import mha_explorer.models as models
 
