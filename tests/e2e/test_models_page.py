@@ -1428,6 +1428,20 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.go_back()
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed and left at once")
+    # left, come back to by its button (a new entry) and left again: that entry keeps the box too
+    page.get_by_label("Text", exact=True).fill("typed, then the mode left twice")
+    page.wait_for_timeout(400)
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => location.hash.includes('mode=model')")
+    expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
+    expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
 
 
 @needs("minilm")

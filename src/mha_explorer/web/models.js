@@ -512,8 +512,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       return started;
     },
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
-    // the page is about to start another history entry: a draft still waiting is written to this one
-    keepDraftNow: () => drafting !== null && writeDraft(),
+    // the page is about to leave this entry for another: the box's text is written to this one
+    keepDraftNow: writeDraft,
     head: showHead,
     // a head the user is about to pick (the pointer or the focus is on a thumbnail, or on a head's
     // name in the head outputs): fetch it now. A static copy holds every head already: it is only

@@ -148,7 +148,9 @@ function writeLinkNow(model, mode, lab) {
   const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
   // (a new entry starts with no state; one replaced keeps its own: the text typed in the model box)
   if (shown && shown !== mode) {
-    models?.keepDraftNow(); // (typed just before: its entry is the one being left)
+    // the model's entry being left keeps the box as it is: typed just now, or typed before the
+    // mode was left once and came back to by its button (an entry of its own, whose state was empty)
+    if (shown === "model") models?.keepDraftNow();
     history.pushState(null, "", `#${params}`);
   } else history.replaceState(history.state, "", `#${params}`);
   ownHash = location.hash;
