@@ -462,6 +462,10 @@ def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
     # stretched across the row
     widths = page.evaluate("() => [...document.querySelectorAll('.steps li')].map((li) => li.getBoundingClientRect().width)")
     assert max(widths) - min(widths) < 1, widths
+    # and rows of equal count, as near as can be: six tabs go three and three, not four and two
+    tops = page.evaluate("() => [...document.querySelectorAll('.steps li')].map((li) => Math.round(li.getBoundingClientRect().top))")
+    per_row = [tops.count(top) for top in sorted(set(tops))]
+    assert max(per_row) - min(per_row) <= 1, per_row
 
 
 @pytest.mark.parametrize("width", [911, 1007, 1100, 1176, 1280])

@@ -735,6 +735,23 @@ function render({ model, el, otherConfigs, printAll = null }) {
     controlsHeight = controls.offsetHeight;
     root.style.setProperty("--controls-height", `${controlsHeight}px`);
   }).observe(controls);
+  // The stage tabs take rows of equal count: eight tabs too wide for one row go four and four, not
+  // seven and one. (On a phone they are one row that scrolls sideways: the stylesheet's flex, which
+  // ignores the columns.) Worked out when the width or the number of tabs changes.
+  let stepsWidth = 0;
+  const balanceSteps = () => {
+    const n = steps.children.length;
+    if (!n || !stepsWidth) return;
+    const style = getComputedStyle(steps);
+    const narrowest = 8 * parseFloat(style.fontSize); // a tab's: 8em, as the stylesheet's columns
+    const rows = Math.max(1, Math.ceil((n * narrowest + (n - 1) * parseFloat(style.columnGap || 0)) / stepsWidth));
+    steps.style.gridTemplateColumns = `repeat(${Math.ceil(n / rows)}, minmax(0, 1fr))`;
+  };
+  new ResizeObserver(([entry]) => {
+    if (entry.contentRect.width === stepsWidth) return; // (its height changes with the rows)
+    stepsWidth = entry.contentRect.width;
+    balanceSteps();
+  }).observe(steps);
   const stay = () => getComputedStyle(controls).position === "sticky";
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
@@ -1037,6 +1054,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     fillMenu(stageSelect, payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
     steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
     stepShown = null; // new tabs (a Mask stage added before it): the current one is brought into the row again
+    balanceSteps();
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));
     const costsOpen = costs.firstChild?.open; // a panel opened stays open for the new numbers (n_kv_heads changed in the lab)
     costs.replaceChildren(costPanel(payload));
