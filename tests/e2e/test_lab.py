@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from urllib.parse import unquote
 
@@ -2205,3 +2206,26 @@ def test_a_table_wider_than_the_stage_scrolls_by_itself_its_caption_in_sight(pag
     }""")
     # the rows' names ("head 0 (inspected)") stay in sight too, at the table's left edge
     assert box == {"wider": True, "scrolls": True, "figureStill": True, "caption": [True, True], "names": True}, box
+
+
+@pytest.mark.parametrize("n_heads", [12, 20, 64])
+def test_the_output_charts_legend_names_each_head_it_colours_without_overlap(page, server_url, n_heads):
+    """Past 16 heads the colours would repeat (head 0 and head 16 alike): the inspected head keeps its
+    own and the others are one grey, said so in the legend. Its entries never run into each other
+    ("head 12 (h12" was cut by the next one)."""
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(server_url + f"#mode=lab&d_model=8&n_heads={n_heads}&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=1&tokens=the+cat+sat+on&seed=0&head=3&query=3&stage=output")
+    page.wait_for_selector(".chart-figure svg")
+    labels = page.locator(".chart-figure svg text.label").evaluate_all(
+        "(ts) => ts.filter((t) => !/^y\\[/.test(t.textContent)).map((t) => { const r = t.getBBox(); return [t.textContent, r.x, r.y, r.x + r.width, r.y + r.height]; })"
+    )
+    names = [label[0] for label in labels]
+    if n_heads <= 16:
+        assert names == [f"head {i} (h{i})" for i in range(n_heads)] + ["bias (b)", "total y"]
+    else:
+        assert names == ["head 3 (h3)", f"the other {n_heads - 1} heads", "bias (b)", "total y"]
+        grey = page.locator(".chart-figure .seg-rect.other-head").count()
+        assert grey >= n_heads - 1  # every other head is still a segment of its own (and the legend's key)
+    for a, b in itertools.combinations(labels, 2):
+        apart = a[3] + 14 <= b[1] or b[3] + 14 <= a[1] or a[4] <= b[2] or b[4] <= a[2]  # 14: the next entry's key
+        assert apart, (a, b)

@@ -2281,9 +2281,12 @@ function headShares(view, query, head) {
 }
 
 // Diverging stacked bars: for each output component, positive contributions stack right of 0,
-// negative ones left; a tick marks the total. Heads are told apart by label and pattern, not colour alone.
+// negative ones left; a tick marks the total. Heads are told apart by label and pattern, not colour
+// alone. Past the 16 colours, which would repeat, the inspected head keeps its own and the others
+// are one grey, each still a segment of its own (its tooltip names it; the table above gives each).
 function contributionChart(contrib, y, head, bias) {
   const nHeads = contrib.length;
+  const others = nHeads > HEAD_COLOURS;
   const parts = bias ? [...contrib, bias] : contrib; // rows: the heads, then the bias b^O (added once)
   const d = y.length;
   const rowH = 34;
@@ -2301,9 +2304,12 @@ function contributionChart(contrib, y, head, bias) {
   extent = extent || 1;
   const scale = plot / 2 / extent;
   const zero = left + plot / 2;
-  // the legend: one entry per head, then the total's tick, in rows of as many as fit
-  const perLine = Math.floor((width - left) / 96);
-  const legendLines = Math.ceil((parts.length + 1) / perLine);
+  // the legend: one entry per head (or the inspected one, then the others), then the bias's and
+  // the total's, in rows of as many as fit; "head 15 (h15)" needs more room than "head 5 (h5)"
+  const entries = (others ? 2 : nHeads) + (bias ? 1 : 0) + 1;
+  const step = others ? 160 : nHeads > 10 ? 108 : 96;
+  const perLine = Math.floor((width - left) / step);
+  const legendLines = Math.ceil(entries / perLine);
   const height = d * rowH + 28 + 18 * legendLines;
   const chart = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `Contributions of each head${bias ? " and of the bias" : ""} to each output component, as stacked bars: the table above gives each one` });
   const defs = svg("defs", {});
@@ -2328,11 +2334,11 @@ function contributionChart(contrib, y, head, bias) {
       if (v >= 0) pos += wpx;
       else neg -= wpx;
       const ofBias = i === nHeads;
-      const look = ofBias ? { class: "seg-rect bias" } : { fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") };
+      const look = ofBias ? { class: "seg-rect bias" } : others && i !== head ? { class: "seg-rect other-head" } : { fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") };
       const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, ...look });
       rect.append(svg("title", {}, ofBias ? `bias b^O: ${fmt(v)}` : `head ${i}: ${fmt(v)}`));
       chart.append(rect);
-      if (wpx > 26) labels.push([x, wpx, ofBias ? "b" : `h${i}`]);
+      if (wpx > 26 && !(others && i !== head && !ofBias)) labels.push([x, wpx, ofBias ? "b" : `h${i}`]);
     });
     const ty = zero + y[m] * scale;
     chart.append(svg("line", { x1: ty, x2: ty, y1: top + 1, y2: top + rowH - 3, class: "total-tick" }));
@@ -2348,18 +2354,24 @@ function contributionChart(contrib, y, head, bias) {
       chart.append(svg("text", { x: at, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "seg-label" }, name));
     }
   }
-  const at = (k) => [left + (k % perLine) * 96, d * rowH + 30 + 18 * Math.floor(k / perLine)]; // legend entry k
-  for (let i = 0; i < nHeads; i++) {
-    const [lx, ly] = at(i);
+  const at = (k) => [left + (k % perLine) * step, d * rowH + 30 + 18 * Math.floor(k / perLine)]; // legend entry k
+  const keyed = others ? [head] : range(nHeads);
+  keyed.forEach((i, k) => {
+    const [lx, ly] = at(k);
     chart.append(svg("rect", { x: lx, y: ly - 10, width: 14, height: 12, fill: `url(#${hatch}-${i})` }));
     chart.append(svg("text", { x: lx + 18, y: ly, class: "label" }, `head ${i} (h${i})`));
+  });
+  if (others) {
+    const [ox, oy] = at(1);
+    chart.append(svg("rect", { x: ox, y: oy - 10, width: 14, height: 12, class: "seg-rect other-head" }));
+    chart.append(svg("text", { x: ox + 18, y: oy, class: "label" }, `the other ${nHeads - 1} heads`));
   }
   if (bias) {
-    const [bx, by] = at(nHeads);
+    const [bx, by] = at(keyed.length + (others ? 1 : 0));
     chart.append(svg("rect", { x: bx, y: by - 10, width: 14, height: 12, class: "seg-rect bias" }));
     chart.append(svg("text", { x: bx + 18, y: by, class: "label" }, "bias (b)"));
   }
-  const [tx, ty] = at(parts.length);
+  const [tx, ty] = at(entries - 1);
   chart.append(svg("line", { x1: tx, x2: tx, y1: ty - 11, y2: ty + 2, class: "total-tick" }));
   chart.append(svg("text", { x: tx + 6, y: ty, class: "label" }, "total y"));
   const caption = `Bars right of the axis add, bars left subtract${bias ? " (the bias too)" : ""}; the heavy tick marks the output component, their sum.`;
