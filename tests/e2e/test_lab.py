@@ -2229,3 +2229,23 @@ def test_the_output_charts_legend_names_each_head_it_colours_without_overlap(pag
     for a, b in itertools.combinations(labels, 2):
         apart = a[3] + 14 <= b[1] or b[3] + 14 <= a[1] or a[4] <= b[2] or b[4] <= a[2]  # 14: the next entry's key
         assert apart, (a, b)
+
+
+def test_a_setting_typed_says_it_waits_for_enter_until_it_is_used(page, server_url):
+    """A number typed is used on Enter or when the focus leaves (16 passes through 1 on the way):
+    until then the line under the settings says so, in place of how the old widths add up."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat&seed=0")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    note = page.locator(".lab-widths")
+    expect(note).to_have_text(re.compile(r"^n_heads × d_head = 4 × 2 = 8 = d_model"))
+    heads = page.get_by_label("n_heads", exact=True)
+    heads.fill("2")
+    expect(note).to_have_text("Press Enter, or leave the field, to use what you typed.")
+    assert "n_heads=4" in page.evaluate("location.hash")  # nothing used yet
+    heads.fill("4")  # back to the value in use: nothing waits
+    expect(note).to_have_text(re.compile(r"^n_heads × d_head = 4 × 2 = 8 = d_model"))
+    page.get_by_label("Tokens (separated by spaces)").fill("the cat sat down")
+    expect(note).to_have_text("Press Enter, or leave the field, to use what you typed.")
+    page.get_by_label("Tokens (separated by spaces)").press("Enter")
+    page.wait_for_function("() => location.hash.includes('tokens=the+cat+sat+down')")
+    expect(note).to_have_text(re.compile(r"^n_heads × d_head = 4 × 2 = 8 = d_model"))

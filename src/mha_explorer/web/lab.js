@@ -452,6 +452,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // that work (as an edit), said at its cell until then
   const waitingValues = new Map();
   const NOT_USED = "That value was not used: the figure still shows the last good result.";
+  const TYPED = "Press Enter, or leave the field, to use what you typed.";
   const WAITING = "Not used yet: the settings above have an error. This value is used once they are fixed.";
   // the value drawn from the seed (no edit) at "name:i,j", for the settings last computed
   const drawnAt = (key) => {
@@ -685,6 +686,21 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   };
   tokensInput.addEventListener("change", onForm);
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
+  // A value typed is used on Enter or when the focus leaves (typing 16 passes through 1, which
+  // would be computed and drawn on the way): meanwhile the line under the settings says so, in
+  // place of how the widths add up, which the value typed would change.
+  const applied = (input) =>
+    input === tokensInput ? lab.tokens.join(" ") : String(input === seedInput ? lab.seed : lab.config[input.id.replace(/^lab-/, "")]);
+  for (const input of [tokensInput, ...Object.values(configInputs), seedInput]) {
+    input.addEventListener("input", () => {
+      if (!shown) return;
+      const typed = [tokensInput, ...Object.values(configInputs), seedInput].some((field) => field.value.trim().split(/\s+/).join(" ") !== applied(field));
+      if (typed) {
+        widths.replaceChildren(TYPED);
+        widths.hidden = false;
+      } else if (widths.textContent === TYPED) widths.replaceChildren(...widthsNote(lab.config));
+    });
+  }
   // the values the user changed: edits (not the teaching example's own), those waiting, those set aside
   const editedCount = () => [...everyEdit().keys()].filter((key) => waitingValues.has(key) || userEdit(key)).length + parked.size;
   // new values replace the cells the user edited: only when they say so
