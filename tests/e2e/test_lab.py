@@ -1002,7 +1002,7 @@ def test_a_one_token_text_names_k_and_v_as_such(page, server_url):
 def test_huge_values_show_their_power_of_ten_at_every_stage(page, server_url):
     """A value of 1e99 (the lab takes values under 1e100): every number derived from it shows three
     significant digits and its power of ten, as the terminal does, never seventeen digits."""
-    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1e99")
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&query=0&edits=x:0,0=1e99")
     expect(page.locator(".stage h2")).to_contain_text("query “a”")
     stage = page.get_by_label("Calculation stage")
     for name in ("projections", "scores", "weights", "mixing", "concat", "output"):
@@ -1014,7 +1014,7 @@ def test_huge_values_show_their_power_of_ten_at_every_stage(page, server_url):
     assert fmt(1e99) == "1.00e99" and fmt(-2.9999999999999995e98) == "-3.00e98" and fmt(9995000.0) == "1.00e7"
     # a note on rounding says how such numbers are rounded
     page.goto("about:blank")
-    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1234567.891&stage=scores")  # q and k past a million
+    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1234567.891&stage=scores&query=0")  # q and k past a million
     note = page.locator(".stage p.hint", has_text="Worked from the rounded numbers")
     expect(note).to_contain_text("Every number here is rounded: to two decimals, from a million on to three significant digits, and each result")
     out = page.locator(".stage")  # the contributions table stays inside its card
@@ -1504,7 +1504,7 @@ def test_a_bad_cells_message_is_all_in_sight_wherever_its_cell_is(browser, serve
 
 def test_a_printed_lab_leaves_its_form_out_and_prints_the_link_that_reproduces_the_view(page, server_url, artifacts):
     page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=1&tokens=we+like+tea&seed=0&stage=weights&edits=x%3A0%2C1%3D0.5")
-    expect(page.locator(".stage h2")).to_contain_text("4. Weights · head 0 · query “we”")  # the lab's view (causal: a Mask stage first)
+    expect(page.locator(".stage h2")).to_contain_text("4. Weights · head 0 · query “like”")  # the lab's view (causal: a Mask stage first)
     settle(page)
     page.emulate_media(media="print")
     shown = lambda selector: page.locator(selector).first.evaluate("(e) => getComputedStyle(e).display") != "none"  # noqa: E731
@@ -2249,3 +2249,15 @@ def test_a_setting_typed_says_it_waits_for_enter_until_it_is_used(page, server_u
     page.get_by_label("Tokens (separated by spaces)").press("Enter")
     page.wait_for_function("() => location.hash.includes('tokens=the+cat+sat+down')")
     expect(note).to_have_text(re.compile(r"^n_heads × d_head = 4 × 2 = 8 = d_model"))
+
+
+def test_a_lab_link_without_a_query_starts_at_the_second_token_as_the_labs_button_does(page, server_url):
+    """The first token under a causal mask sees only itself (under MQA every head's z alike): a link
+    that names no query opens on the second, as the lab opened from its button keeps the example's."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on&seed=0&stage=weights")
+    page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.startsWith('4. Weights')")
+    assert page.evaluate("() => window.mhaExplorer.model.get('query')") == 1
+    expect(page.get_by_label("Query token")).to_have_value("1")
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=alone&seed=0")
+    page.wait_for_function("() => document.querySelector('.stage h2') !== null && window.mhaExplorer.model.get('payload').tokens[0] === 'alone'")
+    assert page.evaluate("() => window.mhaExplorer.model.get('query')") == 0  # one token: the only query

@@ -333,7 +333,9 @@ async function main() {
         delete takenAway.query;
       }
       if (pendingView?.mode === "lab") {
-        const fitted = fitView(payload, pendingView);
+        // a link without a query: the second token, the first whose row under a causal mask has
+        // more than itself to look at (as Explorer.from_config, and as the lab's button keeps the example's)
+        const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? Math.min(1, payload.tokens.length - 1) });
         if (pendingView.lab?.damaged) fitted.problems.unshift(pendingView.lab.damaged);
         if (fitted.problems.length) say(partlyUsed(fitted.problems));
         view = fitted.view;
