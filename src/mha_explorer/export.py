@@ -148,7 +148,13 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     module_tag = '<script type="module" src="static/page.js"></script>'
     if module_tag not in page:
         raise RuntimeError("index.html no longer loads static/page.js as expected")
-    page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
+    # the page alone, without its static folder (copied by itself, or sent as one file), says so:
+    # its script, which would say it, is the file missing
+    missing = (
+        "document.getElementById('app').textContent = 'This copy of the explorer could not read its script, "
+        "static/app.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it.'"
+    )
+    page = page.replace(module_tag, f'<script src="static/data.js"></script>\n<script src="static/app.js" defer onerror="{missing}"></script>')
     texts = (
         page,
         WEB.joinpath("page.css").read_text(encoding="utf-8"),

@@ -899,6 +899,21 @@ def test_a_copy_without_its_data_file_says_what_to_upload(browser, tmp_path):
     context.close()
 
 
+def test_a_copy_of_its_page_alone_says_its_folder_is_missing(browser, tmp_path):
+    """index.html copied by itself: its script, which would say what is wrong, is missing too; the
+    page says so rather than "Loading…" for good."""
+    export_site(tmp_path / "site")
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "index.html").write_text((tmp_path / "site" / "index.html").read_text())
+    context, page, requests, errors = file_page(browser)
+    page.goto((alone / "index.html").as_uri())
+    expect(page.locator("#app")).to_have_text(
+        "This copy of the explorer could not read its script, static/app.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+    )
+    context.close()
+
+
 PIXELS = """() => {
   const canvas = document.querySelector(".stage canvas.heatmap");
   const ratio = canvas.width / parseFloat(canvas.style.width);
