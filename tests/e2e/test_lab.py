@@ -839,14 +839,21 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     assert str(tmp_path) not in printed
     # a preset's configuration on another seed, tokens and an edited value: that preset, and what
     # of the link it lacks, said
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&edits=x:0,0=1")
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&edits=x:0,0=1&stage=weights&head=3&query=2")
     # (the page opens again on an address changed by hand)
     expect(page.locator("#notice")).to_have_text(
         "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's tokens (each preset here is on “the cat sat on the mat”),"
-        " seed 7 (the presets here have seed 0's values) and 1 edited value cannot be shown here. Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, from its first view."
+        " seed 7 (the presets here have seed 0's values) and 1 edited value cannot be shown here. Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, at the link's stage and head."
     )
     wait_kind(page, "MQA")
     assert page.get_by_label("Preset").input_value() == "mqa"
+    # the preset has the link's configuration: its stage and head are shown; its query was another
+    # token's, and the preset's second token is
+    expect(page.locator(".stage h2")).to_have_text("4. Weights · head 3 · query “cat”")
+    # the preset's own tokens on another seed: the link's query as well
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=7&stage=mixing&head=2&query=4")
+    expect(page.locator("#notice")).to_contain_text("the link's seed 7 (the presets here have seed 0's values) cannot be shown here. Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, at the link's stage, head and query.")
+    expect(page.locator(".stage h2")).to_have_text("5. Value mixing · head 2 · query “the @4”")
     # settings no server computes either: why, in the lab's words
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
     expect(page.locator("#notice")).to_contain_text("the link's settings (no server computes them either: n_heads=4 is not a multiple of n_kv_heads=3")

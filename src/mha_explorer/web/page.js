@@ -187,12 +187,16 @@ function staticPreset(state) {
 
 // What a copy says of a link's lab settings it cannot show: which of them, and the preset shown
 // instead. refused: the lab's messages on settings no server would compute either (labMessages).
+// The preset's view: the link's stage and head where the preset has the link's configuration (its
+// query too, where its tokens are the link's), else the preset's first view.
 function staticLabNotice(state, refused) {
   const { id, missing: lacked } = againstPresets(state);
   const missing = id ? lacked : [refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
   const shown = PRESETS[id ?? "gqa"].title;
-  return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, from its first view.`;
+  const view = !id ? "from its first view" : sameTokens(state) ? "at the link's stage, head and query" : "at the link's stage and head";
+  return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, ${view}.`;
 }
+const sameTokens = (state) => state.tokens.join(" ") === PRESET_TOKENS.join(" ");
 
 async function compute(state) {
   if (STATIC) {
@@ -446,8 +450,9 @@ async function main() {
         if (!ok && STATIC) {
           // a copy cannot compute the settings it was given (a link made on a server), nor let them be
           // edited: the lab the link asked for, on the preset of the link's configuration if there is
-          // one (else GQA), with what the copy could not show said
-          pendingView = null; // the link's stage, head and query were of those values
+          // one (at the link's view), else GQA's first view, with what the copy could not show said
+          const { id } = againstPresets(editor.lab);
+          pendingView = id ? { ...pendingView, query: sameTokens(editor.lab) ? pendingView.query : null } : null; // (staticLabNotice)
           say(staticLabNotice(editor.lab, labMessages("[id^='lab-error-']")));
           editor.loadPreset(presetWithConfig(editor.lab.config) ?? "gqa");
         } else if (!ok && pendingView) {
