@@ -57,7 +57,7 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
     else:
         x = _array("x", request.x)
         if x.shape != (n, config.d_model):
-            raise LabError("x", f"x has shape {x.shape}; {n} tokens of width d_model={config.d_model} need {(n, config.d_model)}")
+            raise LabError("x", f"x has shape {x.shape}; {n} token{'s' if n != 1 else ''} of width d_model={config.d_model} need{'' if n != 1 else 's'} {(n, config.d_model)}")
 
     if request.weights is None:
         weights = random_weights(config, request.seed)

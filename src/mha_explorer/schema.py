@@ -343,7 +343,7 @@ def teaching_payload(encoding: str = "json") -> TracePayload:
 
 def query_out_of_range(query: int, n: int) -> str:
     """What the lab and a real model's layer say of a query position that is not one of n tokens."""
-    return f"query={query} is out of range; choose 0 to {n - 1}"
+    return f"query={query} is out of range; choose 0 to {n - 1}" if n > 1 else f"query={query} is out of range: there is 1 token; choose 0"
 
 
 def trace_payload(

@@ -561,6 +561,9 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         # the same shape as every other error answer, saying what to send instead
         headers = getattr(error, "headers", None)
         if error.status_code == 400:
+            if isinstance(error.__cause__, ValueError) and "integer string conversion" in str(error.__cause__):
+                # Python reads no whole number of more than 4,300 digits (sys.get_int_max_str_digits)
+                return problem(400, "body", "the body holds a number thousands of digits long, which cannot be read; send numbers of the sizes each field takes", headers)
             return problem(400, "body", "the body could not be read as JSON; send a JSON object in plain UTF-8 (not compressed), its arrays nested at most a few hundred deep", headers)
         if error.status_code == 405:
             allowed = next((v for k, v in (headers or {}).items() if k.lower() == "allow"), "")

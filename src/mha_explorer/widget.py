@@ -156,7 +156,7 @@ class Explorer(anywidget.AnyWidget):
         if x.shape != (len(tokens), config.d_model):
             which = "" if given or x.shape[:1] == (len(tokens),) else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
             raise ConfigError(
-                f"x has shape {x.shape}; {len(tokens)} tokens{which} of width d_model={config.d_model} need {(len(tokens), config.d_model)}"
+                f"x has shape {x.shape}; {len(tokens)} token{'s' if len(tokens) != 1 else ''}{which} of width d_model={config.d_model} need{'' if len(tokens) != 1 else 's'} {(len(tokens), config.d_model)}"
             )
         if weights is None:
             weights = random_weights(config, seed)

@@ -129,7 +129,7 @@ BAD = {
         "weights.W_Q",
         'entry [0][0][0] is "NaN", not a number',
     ),
-    "query out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "query": 3}, "query", "choose 0 to 0"),
+    "query out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "query": 3}, "query", "query=3 is out of range: there is 1 token; choose 0"),
     "unknown field": ({"config": {"d_model": 2, "n_heads": 1, "heads": 2}, "tokens": ["a"]}, "config.heads", "remove it"),
     "missing config": ({"tokens": ["a"]}, "config", "is required; add it"),
     "edit of an unknown array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_X:0,0": 1}}, "edits.W_X:0,0", "name one of x, W_Q, W_K, W_V, W_O"),

@@ -345,6 +345,16 @@ def test_a_body_that_cannot_be_read_as_json_says_the_ways_it_can_fail():
         assert "UTF-8" in message and "not compressed" in message and "nested at most a few hundred deep" in message, message
 
 
+def test_a_number_too_long_to_read_is_said_as_such_not_as_bad_json():
+    """A whole number of 5,000 digits is JSON, but more than Python reads (4,300): the 400 says
+    that, not that the body is compressed or nested too deep."""
+    client = TestClient(create_app())
+    body = '{"config": {"d_model": ' + "9" * 5000 + ', "n_heads": 2}, "tokens": ["a"]}'
+    answer = client.post("/api/trace", content=body.encode(), headers={"content-type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"] == [{"field": "body", "message": "the body holds a number thousands of digits long, which cannot be read; send numbers of the sizes each field takes"}]
+
+
 def test_a_parameter_of_the_address_no_route_takes_is_refused_not_ignored():
     """?encoding=binary on a POST (whose encoding goes in the body) would answer JSON with no word
     of why: it is a 422 that says where the field goes. A GET is told what it takes; the page

@@ -137,6 +137,7 @@ def test_any_trace_payload_can_be_shown():
         ("mha", {"tokens": []}, r"tokens must be words separated by spaces .* or a list of non-empty strings, not \[\]"),
         ("mha", {"tokens": "  "}, r"tokens must be words separated by spaces .*, not '  '"),
         ("mha", {"tokens": "a b", "x": np.zeros((3, 8))}, r"x has shape \(3, 8\); 2 tokens of width d_model=8 need \(2, 8\)"),
+        ("mha", {"tokens": "a", "x": np.zeros((1, 3))}, r"x has shape \(1, 3\); 1 token of width d_model=8 needs \(1, 8\)"),
         ("mha", {"tokens": "a b", "weights": {"W_Q": np.zeros((4, 8, 2))}}, "weights lacks W_K, W_V, W_O"),
         ({"d_model": 4, "n_heads": 2, "kv_group": (0, 1)}, {"tokens": "a b"}, r"a config has no kv_group; its fields are d_model, .*, scale$"),
         ({"d_model": 8}, {"tokens": "a b"}, r'a config needs n_heads: give at least d_model and n_heads, such as \{"d_model": 8, "n_heads": 2\}'),
@@ -144,7 +145,7 @@ def test_any_trace_payload_can_be_shown():
         ("mha", {"tokens": "a b", "x": [["a"] * 8] * 2}, "x holds text, not numbers"),
         ({"d_model": 100_000, "n_heads": 1}, {"tokens": "a b"}, "2 tokens of width d_model=100000: a view takes at most 1024 tokens and a d_model of at most 4096"),
     ],
-    ids=["unknown-preset", "bad-config", "no-tokens", "blank-text", "x-shape", "weights-incomplete", "worked-out-field", "no-heads", "tokens-a-number", "x-of-words", "too-wide"],
+    ids=["unknown-preset", "bad-config", "no-tokens", "blank-text", "x-shape", "x-shape-one-token", "weights-incomplete", "worked-out-field", "no-heads", "tokens-a-number", "x-of-words", "too-wide"],
 )
 def test_from_config_says_what_is_wrong(config, kwargs, message):
     with pytest.raises((ConfigError, ValueError, TypeError), match=message):
