@@ -20,6 +20,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import __version__
 from .lab import LabError, field_name, lab_inputs, lab_payload
 from .models.errors import ModelError
 from .modelview import MAX_TEXT, HeadArrays, ModelService, check_request, head_arrays, model_payload
@@ -438,7 +439,9 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     loopback address answers for LOOPBACK_NAMES, and the names `serve --allow-host` adds."""
     # no /docs or /redoc: their pages load scripts from a CDN, which the page's own CSP (and no
     # internet) would block; the schema itself is at /openapi.json
-    app = FastAPI(title="mha-explorer", version="0.1.0", docs_url=None, redoc_url=None, dependencies=[Depends(known_parameters)])
+    # every route refuses a foreign Host or Origin (Guard)
+    foreign = {403: {"model": ErrorResponse, "description": "a Host this server does not answer for, or a request from another site's page"}}
+    app = FastAPI(title="mha-explorer", version=__version__, docs_url=None, redoc_url=None, dependencies=[Depends(known_parameters)], responses=foreign)
     example = teaching_payload()  # computed once: the example never changes
     gate = app.state.gate = TraceGate(workers, queue)  # pending: traces running or waiting
     service = models or ModelService()
@@ -465,7 +468,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             raise Refused(409, "model", message) if in_path else LabError("model", message)
         return infos[name]
 
-    @app.get("/api/models", response_model=list[ModelStatus])
+    @app.get("/api/models", response_model=list[ModelStatus], responses=ADDRESS_ERRORS)
     def list_models() -> list[ModelStatus]:
         return [status(info) for info in service.infos()]
 

@@ -18,6 +18,7 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
+import mha_explorer
 from mha_explorer import server
 from mha_explorer.models import available_models
 from mha_explorer.server import create_app
@@ -315,6 +316,21 @@ def test_the_schema_lists_only_the_errors_a_route_can_answer():
         assert not {"400", "413", "415", "503"} & set(answers), (path, answers)
         assert "body" not in answers["422"]["description"] and "address" in answers["422"]["description"], path
     assert "400" not in spec["paths"]["/api/models/{name}/load"]["post"]["responses"]
+
+
+
+def test_the_schema_lists_every_error_a_route_answers():
+    """Every route refuses a foreign Host or Origin (403), and a parameter the address does not take
+    (422, /api/models?x=1 too): the schema says both, as clients are generated from it."""
+    client = TestClient(create_app())
+    spec = client.get("/openapi.json").json()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            assert "403" in operation["responses"], (method, path)
+            assert ("422" in operation["responses"]) == (path != "/api/health"), (method, path)  # a probe takes what is added
+    assert client.get("/api/models?x=1").status_code == 422
+    assert client.post("/api/trace", json=SMALL, headers={"origin": "https://elsewhere.example"}).status_code == 403
+    assert spec["info"]["version"] == mha_explorer.__version__
 
 
 def test_loading_a_model_takes_no_body_and_says_so_when_one_comes():
