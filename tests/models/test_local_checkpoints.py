@@ -276,6 +276,7 @@ DAMAGED_CONFIGS = {
         {"rope_parameters": {"rope_type": "default", "rope_theta": "x"}, "rope_theta": None},
         "config.json: rope_parameters' rope_theta is 'x'; give a number above 0",
     ),
+    "a vocabulary the embeddings do not have": ({"vocab_size": 1000}, "config.json: vocab_size is 1000, but the embedding table has 30522 rows; set vocab_size to 30522"),
 }
 
 
@@ -316,6 +317,7 @@ BERT_DAMAGES = {
         {"max_position_embeddings": 8},
         "config.json: max_position_embeddings is 8, but the position table embeddings.position_embeddings.weight has 512 rows; set max_position_embeddings to 512",
     ),
+    "a vocabulary the embeddings do not have": ({"vocab_size": 1000}, "config.json: vocab_size is 1000, but the embedding table has 30522 rows; set vocab_size to 30522"),
 }
 
 

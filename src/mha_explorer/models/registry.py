@@ -416,18 +416,23 @@ def _convert_hf(family: str, cfg: dict, tensors: SafetensorsCheckpoint, progress
         if family == "bert":
             from .bert import Bert
 
-            return Bert(cfg, tensors, progress)
-        if family == "llama":
+            arch = Bert(cfg, tensors, progress)
+        elif family == "llama":
             from . import llama
 
-            return llama.from_hf(cfg, tensors, progress)
-        from . import gemma3
+            arch = llama.from_hf(cfg, tensors, progress)
+        else:
+            from . import gemma3
 
-        return gemma3.from_hf(cfg, tensors, progress)
+            arch = gemma3.from_hf(cfg, tensors, progress)
     except KeyError as e:
         raise CheckpointError(f"{tensors.path}/config.json has no {e.args[0]!r}, which a {family} model needs") from None
     except ConfigError as e:  # sizes that make no attention layer (8 heads sharing 3 K/V heads)
         raise CheckpointError(f"{tensors.path}/config.json gives an attention layer that cannot be built: {said_as_keys(str(e), True, family)}") from None
+    vocab = cfg.get("vocab_size")
+    if vocab is not None and vocab != arch.n_vocab:  # as transformers, which would not load the table
+        raise CheckpointError(f"{tensors.path}/config.json: vocab_size is {vocab}, but the embedding table has {arch.n_vocab} rows; set vocab_size to {arch.n_vocab}")
+    return arch
 
 
 def said_as_keys(message: str, hf: bool, arch: str) -> str:
