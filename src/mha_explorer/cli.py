@@ -113,7 +113,8 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
         return int(wanted)
     if not found and re.fullmatch(r"@?[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
-        fail(f"--query {wanted.strip()} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those, or a token: {listed(labels)}")
+        where = f"{len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those" if len(tokens) > 1 else "1 token, at position 0; choose 0"
+        fail(f"--query {wanted.strip()} is out of range: the text has {where}, or a token: {listed(labels)}")
     hint = misnamed(wanted, found, position, texts, labels)
     if hint is not None:  # a position where the token is not, or a word cut into pieces
         fail(f"--query {wanted}: {hint}")

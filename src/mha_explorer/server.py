@@ -440,7 +440,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     # no /docs or /redoc: their pages load scripts from a CDN, which the page's own CSP (and no
     # internet) would block; the schema itself is at /openapi.json
     # every route refuses a foreign Host or Origin (Guard)
-    foreign = {403: {"model": ErrorResponse, "description": "a Host this server does not answer for, or a request from another site's page"}}
+    foreign = {403: {"model": ErrorResponse, "description": "a Host this server does not answer for, or a POST from another site's page"}}
     app = FastAPI(title="mha-explorer", version=__version__, docs_url=None, redoc_url=None, dependencies=[Depends(known_parameters)], responses=foreign)
     example = teaching_payload()  # computed once: the example never changes
     gate = app.state.gate = TraceGate(workers, queue)  # pending: traces running or waiting

@@ -210,7 +210,8 @@ def render(
                 body = [_unruled(part) if isinstance(part, Table) else part for part in body]
             explanation = s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O")  # as the tables write them
             console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
-    by_hand = " (only the softmax by hand takes e^s of the scores as shown)" if stage in (None, "weights") else ""
+    softmax_printed = stage in (None, "weights") and len(tokens) <= MAX_SHOWN  # as _weights() prints it
+    by_hand = " (only the softmax by hand takes e^s of the scores as shown)" if softmax_printed else ""
     print_wrapped(
         console,
         f"Numbers show two decimals; every result is worked out from the full numbers{by_hand}, so a sum or product"

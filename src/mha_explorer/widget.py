@@ -28,6 +28,7 @@ import difflib
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import anywidget
 import numpy as np
@@ -39,6 +40,9 @@ from .lab import checked_trace, random_weights, random_x
 from .schema import Packer, TracePayload, teaching_payload, to_numpy, trace_payload
 from .trace import Trace
 from .weights import AttentionWeights, check_seed
+
+if TYPE_CHECKING:
+    from .models import LoadedModel  # read only when a model is asked for (from_model)
 
 WEB = pathlib.Path(__file__).parent / "web"
 # the largest configuration a view takes: its payload holds every head's n x n stages, which a
@@ -132,8 +136,9 @@ class Explorer(anywidget.AnyWidget):
     ) -> Explorer:
         """Any configuration: an AttentionConfig, a preset name ("mha", "causal", "gqa", "mqa") or
         the config's fields as a dict. tokens: a list of strings, or one string split at spaces;
-        the teaching example's when not given (t0, t1, ... for an x of other than 4 rows). x (n, d_model) and the weights are drawn from `seed`
-        (a whole number, 0 or more) when not given, rounded to one decimal so that they can be read."""
+        when not given, t0, t1, ... for the rows of an x of your own, else the teaching example's.
+        x (n, d_model) and the weights are drawn from `seed` (a whole number, 0 or more) when not
+        given, rounded to one decimal so that they can be read."""
         _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})', ("tokens", "x", "weights", "seed"))
         config = _config(config)
         given = tokens is not None
@@ -141,7 +146,7 @@ class Explorer(anywidget.AnyWidget):
             x = as_array("x", x).astype(np.float64)
         if tokens is None:
             tokens = load_teaching_example().tokens
-            if x is not None and x.ndim == 2 and len(x) != len(tokens):  # x's rows, named by position
+            if x is not None and x.ndim == 2 and len(x) >= 1:  # your own x: its rows, named by position
                 tokens, given = [f"t{i}" for i in range(len(x))], True
         given_tokens = tokens
         tokens = tokens.split() if isinstance(tokens, str) else list(tokens) if isinstance(tokens, Iterable) else None
@@ -174,7 +179,7 @@ class Explorer(anywidget.AnyWidget):
         return cls(_payload(t, tokens, weights, query=min(1, len(tokens) - 1)), **view)
 
     @classmethod
-    def from_model(cls, name: str, text: str | None = None, layer: int = 0, **view) -> Explorer:
+    def from_model(cls, name: str | LoadedModel, text: str | None = None, layer: int = 0, **view) -> Explorer:
         """One attention layer of a real model ("minilm", "smollm2", "gemma3", a checkpoint's path, or
         a model load_model() gave),
         traced on the input that layer really receives for the text (by default the one

@@ -318,7 +318,6 @@ def test_the_schema_lists_only_the_errors_a_route_can_answer():
     assert "400" not in spec["paths"]["/api/models/{name}/load"]["post"]["responses"]
 
 
-
 def test_the_schema_lists_every_error_a_route_answers():
     """Every route refuses a foreign Host or Origin (403), and a parameter the address does not take
     (422, /api/models?x=1 too): the schema says both, as clients are generated from it."""

@@ -316,6 +316,8 @@ def test_every_heads_weights_are_readable_in_an_80_column_terminal():
 
     out = ok("--model", "minilm", "--text", FOX, "--stage", "weights", "--query", "fox", width=80)
     assert "…" not in out
+    # 12 tokens: no softmax by hand (8 at most), and the rounding note names none
+    assert "e^s" not in out and "full numbers, so a sum" in " ".join(out.split())
     run = load_model("minilm").run(FOX, 0)
     query = run.tokens.index("fox")
     seen, heads = {}, []
@@ -659,3 +661,10 @@ def test_a_causal_layers_first_query_sees_one_key_and_is_told_so_in_the_singular
     assert "the largest weight" in weights and "the 1 largest" not in weights
     mixing = ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "mixing", "--head", "0")
     assert "(1 visible key of 40; the largest weight shown)" in " ".join(mixing.replace("│", " ").split())
+
+
+@needs["smollm2"]
+def test_a_query_past_a_one_token_text_is_said_in_the_singular():
+    result = trace("--model", "smollm2", "--text", "a", "--query", "3")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == "error: --query 3 is out of range: the text has 1 token, at position 0; choose 0, or a token: a"

@@ -854,6 +854,12 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=7&stage=mixing&head=2&query=4")
     expect(page.locator("#notice")).to_contain_text("the link's seed 7 (the presets here have seed 0's values) cannot be shown here. Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, at the link's stage, head and query.")
     expect(page.locator(".stage h2")).to_have_text("5. Value mixing · head 2 · query “the @4”")
+    # a head the preset lacks as well: both are said, what the copy cannot show first
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&stage=weights&head=9")
+    expect(page.locator("#notice")).to_have_text(re.compile(
+        r"^This copy holds the lab's presets only .* seed 7 .* Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, at the link's stage and head\. "
+        r"This link could not be used in full: head 9 is out of range"
+    ))
     # settings no server computes either: why, in the lab's words
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
     expect(page.locator("#notice")).to_contain_text("the link's settings (no server computes them either: n_heads=4 is not a multiple of n_kv_heads=3")
@@ -2247,7 +2253,7 @@ def test_the_output_charts_legend_names_each_head_it_colours_without_overlap(pag
     else:
         assert names == ["head 3 (h3)", f"the other {n_heads - 1} heads", "bias (b)", "total y"]
         grey = page.locator(".chart-figure .seg-rect.other-head").count()
-        assert grey >= n_heads - 1  # every other head is still a segment of its own (and the legend's key)
+        assert grey == (n_heads - 1) * 8 + 1  # every other head a segment of its own in each of y's 8 rows, and the legend's key
     for a, b in itertools.combinations(labels, 2):
         apart = a[3] + 14 <= b[1] or b[3] + 14 <= a[1] or a[4] <= b[2] or b[4] <= a[2]  # 14: the next entry's key
         assert apart, (a, b)
@@ -2271,6 +2277,24 @@ def test_a_setting_typed_says_it_waits_for_enter_until_it_is_used(page, server_u
     page.get_by_label("Tokens (separated by spaces)").press("Enter")
     page.wait_for_function("() => location.hash.includes('tokens=the+cat+sat+down')")
     expect(note).to_have_text(re.compile(r"^n_heads × d_head = 4 × 2 = 8 = d_model"))
+    # a number used as read ("07" is seed 7): nothing waits after it, whatever else is typed and undone
+    seed = page.get_by_label("Seed")
+    seed.fill("07")
+    seed.press("Enter")
+    page.wait_for_function("() => location.hash.includes('seed=7')")
+    tokens = page.get_by_label("Tokens (separated by spaces)")
+    tokens.press("End")
+    tokens.press_sequentially("x")
+    expect(note).to_have_text("Press Enter, or leave the field, to use what you typed.")
+    tokens.press("Backspace")
+    expect(note).to_have_text(re.compile(r"^n_heads × d_head = 4 × 2 = 8 = d_model"))
+    # refused on Enter: its message says why, and nothing is said to wait for Enter
+    page.get_by_label("n_kv_heads", exact=True).fill("3")
+    page.get_by_label("n_kv_heads", exact=True).press("Enter")
+    expect(page.locator("#lab-error-n_kv_heads")).not_to_be_empty()
+    tokens.press_sequentially("y")
+    tokens.press("Backspace")
+    expect(note).to_be_hidden()
 
 
 def test_a_lab_link_without_a_query_starts_at_the_second_token_as_the_labs_button_does(page, server_url):
@@ -2283,3 +2307,20 @@ def test_a_lab_link_without_a_query_starts_at_the_second_token_as_the_labs_butto
     page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=alone&seed=0")
     page.wait_for_function("() => document.querySelector('.stage h2') !== null && window.mhaExplorer.model.get('payload').tokens[0] === 'alone'")
     assert page.evaluate("() => window.mhaExplorer.model.get('query')") == 0  # one token: the only query
+
+
+@pytest.mark.parametrize("width", [530, 555, 700])
+def test_seven_stage_tabs_stay_at_least_8em_wide_in_rows_of_equal_count(page, server_url, width):
+    """The causal lab's seven tabs: no more a row than have room for 8em each (four at 530 px were
+    117 px each), in as few rows as that allows."""
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(server_url + SMALL_LAB.format(causal=1, tokens="a+b+c"))
+    page.wait_for_selector(".mha-explorer .stage h2")
+    assert page.locator(".steps li").count() == 7
+    boxes = page.evaluate("() => [...document.querySelectorAll('.steps li')].map((li) => { const r = li.getBoundingClientRect(); return [Math.round(r.top), r.width]; })")
+    narrowest = page.evaluate("() => 8 * parseFloat(getComputedStyle(document.querySelector('.steps')).fontSize)")
+    assert min(w for _, w in boxes) >= narrowest - 0.5, (boxes, narrowest)
+    room = page.evaluate("() => document.querySelector('.steps').clientWidth")
+    fit = int((room + 4) // (narrowest + 4))  # 4: the gap between tabs
+    tops = [top for top, _ in boxes]
+    assert len(set(tops)) == -(-7 // fit), (tops, fit)

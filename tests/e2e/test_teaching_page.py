@@ -444,7 +444,7 @@ def test_in_a_small_window_next_by_keyboard_keeps_its_focus_in_view_and_the_stag
         context.close()
 
 
-@pytest.mark.parametrize("width", [540, 555, 600, 700, 900])
+@pytest.mark.parametrize("width", [530, 540, 555, 600, 700, 900])
 def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
     """A view some 555 px wide (a notebook's panel beside another): "Concatenation" ran 7 px past its
     tab and the view's edge. Each tab is at least as wide as its longest word, and all are as wide."""
@@ -466,6 +466,9 @@ def test_every_stage_tab_holds_its_whole_title(page, server_url, width):
     tops = page.evaluate("() => [...document.querySelectorAll('.steps li')].map((li) => Math.round(li.getBoundingClientRect().top))")
     per_row = [tops.count(top) for top in sorted(set(tops))]
     assert max(per_row) - min(per_row) <= 1, per_row
+    # and none narrower than the stylesheet's 8em
+    narrowest = page.evaluate("() => 8 * parseFloat(getComputedStyle(document.querySelector('.steps')).fontSize)")
+    assert min(widths) >= narrowest - 0.5, (widths, narrowest)
 
 
 @pytest.mark.parametrize("width", [911, 1007, 1100, 1176, 1280])

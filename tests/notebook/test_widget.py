@@ -169,6 +169,7 @@ def test_from_config_names_the_rows_of_an_x_without_tokens_by_position():
     x = np.random.default_rng(2).normal(size=(3, 8))
     w = Explorer.from_config(config, x=x, seed=4)
     assert w.tokens == ["t0", "t1", "t2"] and w.query_token == "t1"
+    assert Explorer.from_config(config, x=np.eye(4, 8)).tokens == ["t0", "t1", "t2", "t3"]  # the example's 4 rows too: not its words
     assert_same_trace(w.trace, trace(x, random_weights(config, 4), config))
 
 

@@ -744,8 +744,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
     if (!n || !stepsWidth) return;
     const style = getComputedStyle(steps);
     const narrowest = 8 * parseFloat(style.fontSize); // a tab's: 8em, as the stylesheet's columns
-    const rows = Math.max(1, Math.ceil((n * narrowest + (n - 1) * parseFloat(style.columnGap || 0)) / stepsWidth));
-    steps.style.gridTemplateColumns = `repeat(${Math.ceil(n / rows)}, minmax(0, 1fr))`;
+    const gap = parseFloat(style.columnGap) || 0;
+    const fit = Math.max(1, Math.floor((stepsWidth + gap) / (narrowest + gap))); // tabs a row has room for
+    const rows = Math.ceil(n / fit);
+    steps.style.gridTemplateColumns = `repeat(${Math.ceil(n / rows)}, minmax(0, 1fr))`; // (no more than fit)
   };
   new ResizeObserver(([entry]) => {
     if (entry.contentRect.width === stepsWidth) return; // (its height changes with the rows)

@@ -308,9 +308,18 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   }
 
   let rejected = null; // what the server said of the last values it refused (edits it cannot compute with)
+  let lastRun = null; // formKey of the settings last run: what a field typed differs from
+  const formKey = ({ config, tokens, seed }) => JSON.stringify([CONFIG_FIELDS.map(([name]) => config[name]), config.causal, config.bias, tokens, seed]);
+  // the widths line of the settings in use, hidden where they could not be (see runOnce)
+  const restoreWidths = () => {
+    widths.replaceChildren(...widthsNote(lab.config));
+    widths.hidden = Object.values(messages).some((node) => node.textContent);
+  };
   async function runOnce(next, { redraw, fromCell, changed, example: picked } = {}, isLatest) {
     clearErrors();
     rejected = null;
+    lastRun = formKey(next);
+    if (widths.textContent === TYPED) restoreWidths(); // what was typed is run now: the line says what it said
     const errors = formErrors(next);
     // n_heads and n_kv_heads must fit together: the message goes under the one just changed,
     // and both are marked
@@ -333,6 +342,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       if (result.errors) {
         status.textContent = "";
         showErrors(result.errors);
+        widths.hidden = true; // (as for a setting refused above)
         return false;
       }
       base = { key: baseKey(next), arrays: arraysOf(result.payload), payload: result.payload };
@@ -688,17 +698,15 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   for (const input of [...Object.values(configInputs), causal, bias, seedInput]) input.addEventListener("change", onForm);
   // A value typed is used on Enter or when the focus leaves (typing 16 passes through 1, which
   // would be computed and drawn on the way): meanwhile the line under the settings says so, in
-  // place of how the widths add up, which the value typed would change.
-  const applied = (input) =>
-    input === tokensInput ? lab.tokens.join(" ") : String(input === seedInput ? lab.seed : lab.config[input.id.replace(/^lab-/, "")]);
+  // place of how the widths add up, which the value typed would change. Typed is what differs
+  // from the settings last run (as read: "07" is 7), used or refused.
   for (const input of [tokensInput, ...Object.values(configInputs), seedInput]) {
     input.addEventListener("input", () => {
       if (!shown) return;
-      const typed = [tokensInput, ...Object.values(configInputs), seedInput].some((field) => field.value.trim().split(/\s+/).join(" ") !== applied(field));
-      if (typed) {
+      if (formKey(readForm()) !== lastRun) {
         widths.replaceChildren(TYPED);
         widths.hidden = false;
-      } else if (widths.textContent === TYPED) widths.replaceChildren(...widthsNote(lab.config));
+      } else if (widths.textContent === TYPED) restoreWidths();
     });
   }
   // the values the user changed: edits (not the teaching example's own), those waiting, those set aside

@@ -590,7 +590,7 @@ export function staticServer(models) {
       const heads = payload.config.n_heads;
       if (!(request.head >= 0 && request.head < heads)) return refuse(`head ${request.head} does not exist: this layer has heads 0 to ${heads - 1}`, "head");
       const n = payload.tokens.length;
-      if (request.query !== null && request.query !== undefined && !(request.query >= 0 && request.query < n)) return refuse(`query=${request.query} is out of range; choose 0 to ${n - 1}`, "query");
+      if (request.query !== null && request.query !== undefined && !(request.query >= 0 && request.query < n)) return refuse(n > 1 ? `query=${request.query} is out of range; choose 0 to ${n - 1}` : `query=${request.query} is out of range: there is 1 token; choose 0`, "query"); // (as the server says it)
       return reply({ ...payload, query: request.query ?? payload.query, model: { ...payload.model, held_layers: held.layers } }); // the heading says which layers the copy holds
     }
     return refuse(`this static page has no server; ${serve}`);

@@ -188,12 +188,12 @@ function staticPreset(state) {
 // What a copy says of a link's lab settings it cannot show: which of them, and the preset shown
 // instead. refused: the lab's messages on settings no server would compute either (labMessages).
 // The preset's view: the link's stage and head where the preset has the link's configuration (its
-// query too, where its tokens are the link's), else the preset's first view.
-function staticLabNotice(state, refused) {
+// query too, where its tokens are the link's and it names one), else the preset's first view.
+function staticLabNotice(state, refused, queried) {
   const { id, missing: lacked } = againstPresets(state);
   const missing = id ? lacked : [refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
   const shown = PRESETS[id ?? "gqa"].title;
-  const view = !id ? "from its first view" : sameTokens(state) ? "at the link's stage, head and query" : "at the link's stage and head";
+  const view = !id ? "from its first view" : queried && sameTokens(state) ? "at the link's stage, head and query" : "at the link's stage and head";
   return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, ${view}.`;
 }
 const sameTokens = (state) => state.tokens.join(" ") === PRESET_TOKENS.join(" ");
@@ -341,7 +341,9 @@ async function main() {
         // more than itself to look at (as Explorer.from_config, and as the lab's button keeps the example's)
         const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? Math.min(1, payload.tokens.length - 1) });
         if (pendingView.lab?.damaged) fitted.problems.unshift(pendingView.lab.damaged);
-        if (fitted.problems.length) say(partlyUsed(fitted.problems));
+        // (a static copy's notice of what of the link it could not show comes first)
+        const said = [pendingView.notice, fitted.problems.length ? partlyUsed(fitted.problems) : ""].filter(Boolean);
+        if (said.length) say(said.join(" "));
         view = fitted.view;
         pendingView = null;
       }
@@ -452,8 +454,9 @@ async function main() {
           // edited: the lab the link asked for, on the preset of the link's configuration if there is
           // one (at the link's view), else GQA's first view, with what the copy could not show said
           const { id } = againstPresets(editor.lab);
-          pendingView = id ? { ...pendingView, query: sameTokens(editor.lab) ? pendingView.query : null } : null; // (staticLabNotice)
-          say(staticLabNotice(editor.lab, labMessages("[id^='lab-error-']")));
+          const notice = staticLabNotice(editor.lab, labMessages("[id^='lab-error-']"), pendingView.query !== null);
+          pendingView = id ? { ...pendingView, query: sameTokens(editor.lab) ? pendingView.query : null, notice } : null;
+          say(notice);
           editor.loadPreset(presetWithConfig(editor.lab.config) ?? "gqa");
         } else if (!ok && pendingView) {
           // the lab stays open on the link's settings, each refused one marked with what to change,
