@@ -2572,7 +2572,8 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
   const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
   // every query's weights over a long text: most are far below the largest, and a linear scale
-  // leaves the map white; a square root (as the thumbnails) shows the faint ones
+  // leaves the map white; a square root (as the thumbnails) shows the faint ones, up to the map's
+  // largest, or its 99th percentile where a few weights (a first query's 1) stand far above the rest
   const root = kind === "weights" && rows > 1 && cols > 64;
   // labels a line of text apart, at least, and the second clear of the first (moved down inside
   // the map), in a round step (0, 20, 40: with a step of 10, the 10 fell under the 0 and was left out)
@@ -2605,9 +2606,10 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
         if (v === -Infinity) anyHidden = true;
         else if (Math.abs(v) > peak) peak = Math.abs(v);
       }
-    // weights run from 0 to 1 in a map of many rows, the same for every query; one query's strip
-    // over hundreds of keys, whose largest weight may be 0.03, runs from 0 to its own largest
-    if (kind === "weights") scale = rows > 1 || peak === 0 ? 1 : peak;
+    // weights run from 0 to 1 in a map of a few keys, the same for every query; over many keys, up
+    // to the map's largest (root, above); one query's strip over hundreds of keys, whose largest
+    // weight may be 0.03, runs from 0 to its own largest
+    if (kind === "weights") scale = peak === 0 ? 1 : root ? robustScale(values, peak) : rows > 1 ? 1 : peak;
     else scale = given ?? (rows > 1 ? robustScale(values, peak) : peak); // a strip has no legend to say so
   }
   const ratio = window.devicePixelRatio || 1;
@@ -2902,11 +2904,13 @@ function legend(kind, scale, masked, peak, root) {
   const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
   // a bound as small as 0.0008 (a bias) keeps its digits: two decimals would say ±0.00
   const bound = (x) => (x !== 0 && x < 0.1 ? String(Number(x.toPrecision(2))) : fmt(x));
+  const largest = root ? (peak > scale ? "" : " (the map's largest)") : " (this row's largest)";
   const parts =
     kind === "weights"
-      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))} (this row's largest)`, root ? ", on a square-root scale so that faint weights show" : ""]
+      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))}${largest}`, root ? ", on a square-root scale so that faint weights show" : ""]
       : [swatch("negative"), ` −${bound(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${bound(scale)}`];
-  const beyond = kind !== "weights" && peak > scale ? `; beyond ±${bound(scale)} (up to ±${bound(peak)}), full colour` : null;
+  const sign = kind === "weights" ? "" : "±";
+  const beyond = peak > scale ? `; beyond ${sign}${bound(scale)} (up to ${sign}${bound(peak)}), full colour` : null;
   return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, beyond, masked ? [" · ", swatch("masked"), " masked"] : null);
 }
 
