@@ -1220,6 +1220,22 @@ def hold_loading(page, server_url, name, fraction):
 
 
 @needs("minilm")
+def test_a_loads_progress_is_written_to_the_status_line_only_when_it_changes(page, server_url):
+    """The status line is a live region: written again with the same words every 250 ms, a screen
+    reader says them again. A load held at one step writes it once."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    hold_loading(page, server_url, "smollm2", 0.31)
+    page.evaluate("""() => {
+      window.statusWrites = 0;
+      new MutationObserver((changes) => (window.statusWrites += changes.length)).observe(document.querySelector('.model-status'), { childList: true, characterData: true, subtree: true });
+    }""")
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    expect(page.locator(".model-status")).to_contain_text("(31%): reading the GGUF metadata")
+    page.wait_for_timeout(1200)  # some four polls
+    assert page.evaluate("() => window.statusWrites") <= 2  # (the pick's own line, then the load's)
+
+
+@needs("minilm")
 def test_a_load_left_for_another_model_no_longer_speaks_in_the_status_line(page, server_url):
     """SmolLM2 picked while a MiniLM trace is on screen, and still loading when MiniLM is picked
     again: the status and the bar are MiniLM's. The old load's progress, polled on, wrote over them."""

@@ -166,7 +166,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       } else if (performance.now() - since > STALLED_MS) {
         bar.removeAttribute("value"); // a step that cannot count itself (Gemma's vocabulary): the bar moves to say it is busy, not stuck
       }
-      status.textContent = `Loading ${state.title} (${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
+      const line = `Loading ${state.title} (${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
+      if (status.textContent !== line) status.textContent = line; // written again, a screen reader would say it again
       await wait(250);
       state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     }
