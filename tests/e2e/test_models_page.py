@@ -2091,6 +2091,29 @@ def test_a_head_picked_in_the_menu_is_announced_when_it_comes(page, server_url):
     expect(live).to_contain_text("Head 1, query")
 
 
+@needs("minilm")
+def test_a_head_picked_by_its_thumbnail_is_announced_once(page, server_url):
+    """Drawn at once (loading), then again when its arrays come: the same words, said once."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
+    held = []
+    page.route("**/api/model-head", lambda route: held.append(route))
+    live = page.locator(".mha-explorer .sr-only[aria-live]")
+    page.evaluate("""() => {
+      window.liveWrites = [];
+      const live = document.querySelector('.mha-explorer .sr-only[aria-live]');
+      new MutationObserver(() => window.liveWrites.push(live.textContent)).observe(live, { childList: true, characterData: true, subtree: true });
+    }""")
+    page.locator('.thumb-button[data-head="3"]').click()
+    expect(page.locator(".stage .loading-head")).to_have_text("Loading head 3…")
+    expect(live).to_contain_text("Head 3, query")
+    routed(page, held, 1)
+    for route in held:
+        route.continue_()
+    expect(page.locator(".stage h2")).to_contain_text("· head 3 ·")
+    page.wait_for_timeout(200)
+    assert [text for text in page.evaluate("() => window.liveWrites") if text] == [live.inner_text()]
+
+
 @needs("smollm2")
 def test_the_query_rows_label_leaves_its_neighbours_labels_in_sight(page, server_url):
     """Rows a label apart (12 px): the query's dark label covers its own row's band only, so the

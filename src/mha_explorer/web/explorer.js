@@ -1334,7 +1334,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const quiet = saidByMenu;
     saidByMenu = false;
     if (announce && quiet) live.textContent = "";
-    else if (announce) live.textContent = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
+    else if (announce) {
+      // said once: a head fetched is drawn twice (loading, then its numbers), with the same words
+      const line = `Stage ${i + 1} of ${view.stageIds.length}: ${info.title}. Head ${head}, query ${tokenName(payload, query)}${all ? ", all queries shown" : ""}.`;
+      if (live.textContent !== line) live.textContent = line;
+    }
     buildNeighbours();
   }
 
