@@ -1117,13 +1117,15 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     readout = page.locator(".stage .readout").inner_text()
     row, col = (int(x) for x in re.match(r".*@(\d+) · key (\d+) ", readout).groups())
     assert readout.split(": ")[1].startswith(page_text(weights[row, col])), readout
+    legend = " ".join(page.locator(".stage .heatmap-legend").first.inner_text().split())
+    upto = float(re.search(r"Colours: 0 to ([0-9.]+)", legend).group(1))
     shot = page.evaluate(LENS_PIXELS)
     zoom = shot["cell"]
     top, first = min(row - 7, 512 - 15), min(col - 7, 512 - 15)  # 15 x 15 cells, the pointer's in the middle
     pixels = np.array(shot["data"]).reshape(shot["height"], shot["width"], 4)
     for r, c in ((row, col), (row - 5, col + 3), (row + 6, col - 6)):
         got = pixels[int((r - top + 0.5) * zoom), int((c - first + 0.5) * zoom)][:3]
-        shade = round(255 * np.sqrt(weights[r, c]))
+        shade = round(255 * np.sqrt(min(1.0, weights[r, c] / upto)))  # up to the legend's bound, full colour beyond
         expected = [round(255 + (blue - 255) * shade / 255) for blue in (29, 78, 160)]
         assert np.abs(got - expected).max() <= 1, (r, c, got, expected)
     page.mouse.move(box["x"] - 200, box["y"] - 40)
@@ -1132,8 +1134,21 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     canvas.focus()
     page.keyboard.press("ArrowDown")
     expect(lens).to_be_visible()
+    page.keyboard.press("Escape")  # as a number's full value: until the next arrow key
+    expect(lens).to_be_hidden()
+    page.keyboard.press("ArrowDown")
+    expect(lens).to_be_visible()
     page.keyboard.press("Tab")
     expect(lens).to_be_hidden()
+    # pointed at, Escape hides it until the pointer moves
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()  # (Tab may have scrolled the page)
+    page.mouse.move(box["x"] + box["width"] - 200.5, box["y"] + 300.5)
+    expect(lens).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(lens).to_be_hidden()
+    page.mouse.move(box["x"] + box["width"] - 190.5, box["y"] + 300.5)
+    expect(lens).to_be_visible()
     # another query changes the head outputs in place: the list of heads stays, and the inspected
     # head's z is the new query's
     page.evaluate("() => { document.querySelector('.outputs .head-list').dataset.kept = 'yes'; }")

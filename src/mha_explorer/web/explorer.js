@@ -772,13 +772,15 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // focus is often outside the view.
   const tipsOff = new Set();
   const hideTips = (event) => {
-    if (event.key !== "Escape") return;
+    if (event.key !== "Escape" || !event.isTrusted) return; // (not the one it sends a map, below)
     const focused = root.contains(event.target) ? event.target.closest?.(".num") : null;
     for (const number of [focused, ...root.querySelectorAll(".num:hover")]) {
       if (!number) continue;
       number.classList.add("tip-off");
       tipsOff.add(number);
     }
+    // the lens over a map pointed at (a focused map hears the key itself), until the pointer moves
+    for (const map of root.querySelectorAll("canvas.heatmap:hover:not(:focus)")) map.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape" }));
   };
   document.addEventListener("keydown", hideTips, true);
   const tipBack = (event) => {
@@ -2810,6 +2812,11 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
       drawLens();
     },
     keydown: (event) => {
+      if (event.key === "Escape" && lensOn) { // as a number's full value: the lens covers what is around it
+        lensOn = false;
+        drawLens();
+        return;
+      }
       const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
       if (!moves[event.key]) return;
       event.preventDefault();
