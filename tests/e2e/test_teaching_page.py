@@ -1317,3 +1317,17 @@ def test_reset_pressed_far_down_a_stage_brings_up_the_first_view_from_its_top(pa
     }""")
     assert "Projections" in box["text"]
     assert box["top"] >= -1 and box["under"] <= box["title"] < page.viewport_size["height"] / 2, box
+
+
+def test_every_column_of_a_table_has_a_header_a_screen_reader_can_say(page, server_url):
+    """The ÷ column of the scores, the × and = of value mixing, and the KV cache's row names had
+    empty headers (axe's empty-table-header): each now says what it is, unseen."""
+    open_page(page, server_url)
+    page.locator("summary", has_text="Cost of this configuration").click()
+    axe = Axe()
+    for title in ("Scores", "Value mixing"):
+        select(page, "Calculation stage", title)
+        violations = axe.run(page).response["violations"]
+        assert [v["id"] for v in violations if v["id"] == "empty-table-header"] == [], title
+    headers = page.locator(".mha-explorer th .sr-only").all_text_contents()
+    assert {"times", "equals", "kind"} <= set(headers), headers

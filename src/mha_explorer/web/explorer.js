@@ -1695,7 +1695,7 @@ function scores(view, query, head) {
       "table",
       { class: "calc-table" },
       h("caption", {}, "Dot product of the query with each key, then scaled"),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, `${QK_LABEL[qName]} as a sum of products`), h("th", { scope: "col" }, QK_LABEL[qName]), h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "scaled"))),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "key"), h("th", { scope: "col" }, `${QK_LABEL[qName]} as a sum of products`), h("th", { scope: "col" }, QK_LABEL[qName]), h("th", { scope: "col" }, unseen("divided by √d_head")), h("th", { scope: "col" }, "scaled"))),
       h("tbody", {}, rows),
     ),
     seen.size < n ? h("p", { class: "hint" }, "Keys marked “masked next” are hidden from the query: the mask, next, sets their scores to −∞, so their weights are 0.") : null,
@@ -1790,7 +1790,7 @@ function scoresMany(view, query, head) {
       "table",
       { class: "calc-table" },
       h("caption", {}, `The ${which}`),
-      h("thead", {}, h("tr", {}, ["key", "computed as", QK_LABEL[comparedQK(t)[0]], "", "scaled"].map((x) => h("th", { scope: "col" }, x)))),
+      h("thead", {}, h("tr", {}, ["key", "computed as", QK_LABEL[comparedQK(t)[0]], unseen("divided by √d_head"), "scaled"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows),
     ),
   ];
@@ -1965,7 +1965,7 @@ function mixing(view, query, head) {
       "table",
       { class: "calc-table" },
       h("caption", {}, `Weighted sum of the value rows, head ${head}`),
-      h("thead", {}, h("tr", {}, ["key", "weight", "", "value row", "", "weighted"].map((x) => h("th", { scope: "col" }, x)))),
+      h("thead", {}, h("tr", {}, ["key", "weight", unseen("times"), "value row", unseen("equals"), "weighted"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows, z),
     ),
     roundingHint([
@@ -2387,6 +2387,9 @@ function contributionChart(contrib, y, head, bias) {
 }
 
 // ---- big matrices: a canvas heatmap with a readout, instead of thousands of table cells ----
+
+// A column's header a screen reader says where the table shows none (a sign's column, ÷ or ×)
+const unseen = (text) => h("span", { class: "sr-only" }, text);
 
 const TABLE_LIMIT = 160; // cells; above this a matrix is drawn on canvas
 const HAND_SIZED = 64; // numbers: every query's map is a table up to this size (8 queries by 8 keys), readable at a glance
@@ -3067,7 +3070,7 @@ function costPanel(payload) {
   const cache = h(
     "table",
     { class: "calc-table cost", "aria-labelledby": cacheTitle.id },
-    h("thead", {}, h("tr", {}, ["", "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${plural(k.kv_cache.tokens, "token")}`, `float32, ${plural(k.kv_cache.tokens, "token")}`].map((x) => h("th", { scope: "col" }, x)))),
+    h("thead", {}, h("tr", {}, [unseen("kind"), "K/V heads", "numbers / token", "float16 / token", "float32 / token", `float16, ${plural(k.kv_cache.tokens, "token")}`, `float32, ${plural(k.kv_cache.tokens, "token")}`].map((x) => h("th", { scope: "col" }, x)))),
     h(
       "tbody",
       {},
