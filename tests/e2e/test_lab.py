@@ -2324,3 +2324,31 @@ def test_seven_stage_tabs_stay_at_least_8em_wide_in_rows_of_equal_count(page, se
     fit = int((room + 4) // (narrowest + 4))  # 4: the gap between tabs
     tops = [top for top, _ in boxes]
     assert len(set(tops)) == -(-7 // fit), (tops, fit)
+
+
+def test_every_querys_map_labels_its_sampled_rows_with_their_positions(browser, server_url):
+    """64 tokens in 5-px rows: one row in several is labelled, and each label says where its row is
+    ("w20 @20"), not only repeated tokens; a lone word was hard to place on the axis."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    try:
+        page.add_init_script("""(() => {
+          const fill = CanvasRenderingContext2D.prototype.fillText;
+          window.labelsOf = new Map();
+          CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+            if (!window.labelsOf.has(this.canvas)) window.labelsOf.set(this.canvas, []);
+            window.labelsOf.get(this.canvas).push(String(text));
+            return fill.call(this, text, ...rest);
+          };
+        })()""")
+        tokens = "+".join(f"w{i}" for i in range(64))
+        page.goto(server_url + f"#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens={tokens}&seed=0&stage=weights&head=0&query=3&all=1")
+        figure = page.locator(".stage figure.heatmap-figure").first
+        figure.wait_for()
+        labels = figure.locator("canvas.heatmap").evaluate("(c) => window.labelsOf.get(c) ?? []")
+        rows = [label for label in labels if label.startswith("w")]
+        assert len(rows) >= 4 and len(rows) < 64, labels  # sampled
+        for label in rows:
+            word, at = re.fullmatch(r"(w\d+) @(\d+)", label).groups()
+            assert word == f"w{at}", label
+    finally:
+        page.close()

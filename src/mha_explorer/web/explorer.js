@@ -1529,7 +1529,7 @@ function projections(view, query, head) {
       cols: range(c.d_model),
       value: (r, k) => t.x.at(outRows[r], k),
       src: (r, k) => `x:${outRows[r]},${k}`,
-      rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)),
+      rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wMap = grid({
@@ -1563,7 +1563,7 @@ function projections(view, query, head) {
       cols: range(dOut),
       value: (r, j) => t[name].at(own, outRows[r], j),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
-      rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)),
+      rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
       onCell: (r, j) => {
         for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
         lit.push(
@@ -2051,8 +2051,8 @@ function normed(view, query, head) {
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed", 0, t.q_rotated ? rotaryQScale(view, query, head) : undefined),
     h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w^k"),
-    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query }),
-    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
+    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query }),
+    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
   ];
 }
 
@@ -2090,8 +2090,8 @@ function rope(view, query, head) {
     vector(`${qName} at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
-    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
-    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, mark: query, scale: kScale }),
+    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query, scale: kScale }),
+    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query, scale: kScale }),
   ];
 }
 
@@ -2405,6 +2405,7 @@ function grid(options) {
     rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
     blockLabel: options.blockLabel,
+    tokenRows: options.tokenRows,
     source: options.source,
   });
 }
@@ -2562,7 +2563,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
 // column by column start their cells at one x). scale: the colour scale, given (two maps compared
 // by eye share one; see sharedScale), instead of the map's own.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, labelsAtLeast = 0, scale: given }) {
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, tokenRows = false, labelsAtLeast = 0, scale: given }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2594,7 +2595,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   const labelY = (r) => Math.min(height - fontSize / 2 - 1, Math.max(fontSize / 2 + 1, blockLabel && every > 1 ? r * ch + fontSize / 2 : r * ch + ch / 2));
   const drawnLabels = [];
   for (let r = 0; r < rows; r += blockLabel && every > 1 ? 1 : every) {
-    const label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
+    let label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
+    // one token in `every` is labelled: each with its position, a lone “:” placed as “: @260”
+    if (tokenRows && every > 1 && label !== null && !/ @\d+$/.test(label)) label = `${label} @${r}`;
     // none written over the one before (the first and last, moved inside the map, could be)
     if (label !== null && !(drawnLabels.length && labelY(r) - labelY(drawnLabels[drawnLabels.length - 1][0]) < Math.max(fontSize + 1, blockLabel && every > 1 ? 10 : 0))) drawnLabels.push([r, label]);
   }
@@ -2956,7 +2959,7 @@ function allQueries(view, query, head, stage) {
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
-      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, colLabel, colName, mark: query, kind, masked });
+      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, tokenRows: true, colLabel, colName, mark: query, kind, masked });
   const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
@@ -3157,7 +3160,7 @@ function packed(view, query) {
     cols: range(c.d_model),
     value: (_, m) => t.x.at(query, m),
     src: (_, m) => `x:${query},${m}`,
-    rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)),
+    rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)), tokenRows: true,
   });
   const b = c.bias
     ? grid({
@@ -3176,7 +3179,7 @@ function packed(view, query) {
     cols: range(width),
     value: (_, col) => t.q.at(headOf(col), query, col % c.d_head),
     src: (_, col) => `q:${headOf(col)},${query},${col % c.d_head}`,
-    rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)),
+    rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)), tokenRows: true,
     colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
   });
   return h(
@@ -3371,7 +3374,7 @@ function matricesView(view) {
     "div",
     { class: "matrices-body" },
     h("p", {}, "The numbers this view computes with. Every head reads all of X. ", sup("W", "O"), ` has a block of rows for each head, and each of its columns (one output component) runs through every block, so every output component gets contributions from ${c.n_heads === 2 ? "both heads" : `all ${c.n_heads} heads`}.`, range(c.n_heads).some((i) => !w.W_Q.has(i)) ? [" Below are the inspected head's projections and its block of rows of ", sup("W", "O"), ` only (head ${range(c.n_heads).find((i) => w.W_Q.has(i))}): pick another head to see its own.`] : ""),
-    grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok }),
+    grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok, tokenRows: true }),
     heads,
     wo,
     c.bias ? grid({ caption: h("span", {}, sup("b", "O"), ` (${c.d_model}): added once, after the heads`), rows: [0], cols: range(c.d_model), value: (_, m) => w.b_O.at(m), src: (_, m) => `b_O:${m}`, rowLabel: () => "", limit: 16 }) : null,
