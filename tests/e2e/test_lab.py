@@ -1968,21 +1968,24 @@ def test_the_current_stage_tab_wraps_no_more_than_the_others(browser, server_url
         page.close()
 
 
+# every label a map writes, with the map it is written on: window.labelsOf.get(canvas)
+RECORD_CANVAS_TEXT = """(() => {
+  const fill = CanvasRenderingContext2D.prototype.fillText;
+  window.labelsOf = new Map();
+  CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+    if (!window.labelsOf.has(this.canvas)) window.labelsOf.set(this.canvas, []);
+    window.labelsOf.get(this.canvas).push(String(text));
+    return fill.call(this, text, ...rest);
+  };
+})()"""
+
+
 def test_a_thin_rowed_maps_row_labels_come_in_a_round_step_with_none_left_out(browser, server_url):
     """W^Q of d_model 64 is a map of 5 px rows: its labels read 0, 4, 6, 8, … (the 2 fell under the
     0, moved down inside the map, and was left out). They come in a round step now, all of them."""
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     try:
-        # every label a map writes, with the map it is written on
-        page.add_init_script("""(() => {
-          const fill = CanvasRenderingContext2D.prototype.fillText;
-          window.labelsOf = new Map();
-          CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
-            if (!window.labelsOf.has(this.canvas)) window.labelsOf.set(this.canvas, []);
-            window.labelsOf.get(this.canvas).push(String(text));
-            return fill.call(this, text, ...rest);
-          };
-        })()""")
+        page.add_init_script(RECORD_CANVAS_TEXT)
         page.goto(server_url + "#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=0&bias=0&tokens=a+b+c&seed=0&stage=projections&head=0&query=0")
         page.wait_for_selector(".mha-explorer .stage h2")
         settle(page)
@@ -2331,15 +2334,7 @@ def test_every_querys_map_labels_its_sampled_rows_with_their_positions(browser, 
     ("w20 @20"), not only repeated tokens; a lone word was hard to place on the axis."""
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     try:
-        page.add_init_script("""(() => {
-          const fill = CanvasRenderingContext2D.prototype.fillText;
-          window.labelsOf = new Map();
-          CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
-            if (!window.labelsOf.has(this.canvas)) window.labelsOf.set(this.canvas, []);
-            window.labelsOf.get(this.canvas).push(String(text));
-            return fill.call(this, text, ...rest);
-          };
-        })()""")
+        page.add_init_script(RECORD_CANVAS_TEXT)
         tokens = "+".join(f"w{i}" for i in range(64))
         page.goto(server_url + f"#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens={tokens}&seed=0&stage=weights&head=0&query=3&all=1")
         figure = page.locator(".stage figure.heatmap-figure").first
