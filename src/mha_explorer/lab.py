@@ -43,6 +43,13 @@ def random_weights(config: AttentionConfig, seed: int) -> AttentionWeights:
     )
 
 
+def wrong_x(shape: tuple[int, ...], n: int, d_model: int, which: str = "") -> str:
+    """What an x of another shape than n tokens of width d_model is told; which: how the tokens were
+    given, when that is worth saying."""
+    tokens = f"{n} token{'s' if n != 1 else ''}{which}"
+    return f"x has shape {shape}; {tokens} of width d_model={d_model} need{'' if n != 1 else 's'} {(n, d_model)}"
+
+
 def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, AttentionWeights]:
     try:
         config = AttentionConfig(**request.config.model_dump())
@@ -57,7 +64,7 @@ def lab_inputs(request: TraceRequest) -> tuple[AttentionConfig, np.ndarray, Atte
     else:
         x = _array("x", request.x)
         if x.shape != (n, config.d_model):
-            raise LabError("x", f"x has shape {x.shape}; {n} token{'s' if n != 1 else ''} of width d_model={config.d_model} need{'' if n != 1 else 's'} {(n, config.d_model)}")
+            raise LabError("x", wrong_x(x.shape, n, config.d_model))
 
     if request.weights is None:
         weights = random_weights(config, request.seed)

@@ -151,7 +151,8 @@ class AttentionWeights:
     @classmethod
     def from_packed(cls, packed: dict[str, np.ndarray], config: AttentionConfig) -> AttentionWeights:
         """Per-head weights from nn.MultiheadAttention's state_dict (NumPy arrays or torch tensors:
-        detached, moved to the CPU, bfloat16 widened to float32), copied. The config says whether there are biases: biases it would drop are refused."""
+        detached, moved to the CPU, bfloat16 widened to float32), copied. The config says whether
+        there are biases: biases it would drop are refused."""
         if isinstance(packed, AttentionConfig) and isinstance(config, Mapping):
             raise ConfigError("from_packed(packed, config) takes the packed weights before the config: swap them")
         config = expect_config(config, "from_packed(packed, config)")

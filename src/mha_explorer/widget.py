@@ -36,7 +36,7 @@ import traitlets
 
 from .config import PRESETS, AttentionConfig, ConfigError, as_array
 from .examples import load_teaching_example
-from .lab import checked_trace, random_weights, random_x
+from .lab import checked_trace, random_weights, random_x, wrong_x
 from .schema import Packer, TracePayload, teaching_payload, to_numpy, trace_payload
 from .trace import Trace
 from .weights import AttentionWeights, check_seed
@@ -160,9 +160,7 @@ class Explorer(anywidget.AnyWidget):
         x = random_x(len(tokens), config.d_model, seed) if x is None else x
         if x.shape != (len(tokens), config.d_model):
             which = "" if given or x.shape[:1] == (len(tokens),) else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
-            raise ConfigError(
-                f"x has shape {x.shape}; {len(tokens)} token{'s' if len(tokens) != 1 else ''}{which} of width d_model={config.d_model} need{'' if len(tokens) != 1 else 's'} {(len(tokens), config.d_model)}"
-            )
+            raise ConfigError(wrong_x(x.shape, len(tokens), config.d_model, which))
         if weights is None:
             weights = random_weights(config, seed)
         elif not isinstance(weights, AttentionWeights):

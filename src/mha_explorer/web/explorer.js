@@ -2051,8 +2051,8 @@ function normed(view, query, head) {
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed", 0, t.q_rotated ? rotaryQScale(view, query, head) : undefined),
     h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w^k"),
-    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query }),
-    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
+    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query }),
+    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
   ];
 }
 
@@ -2090,8 +2090,8 @@ function rope(view, query, head) {
     vector(`${qName} at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
-    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query, scale: kScale }),
-    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenRows: true, mark: query, scale: kScale }),
+    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
+    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
   ];
 }
 
@@ -2405,7 +2405,7 @@ function grid(options) {
     rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
     blockLabel: options.blockLabel,
-    tokenRows: options.tokenRows,
+    tokenAt: options.tokenRows ? (r) => rows[r] : null,
     source: options.source,
   });
 }
@@ -2563,7 +2563,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
 // column by column start their cells at one x). scale: the colour scale, given (two maps compared
 // by eye share one; see sharedScale), instead of the map's own.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, tokenRows = false, labelsAtLeast = 0, scale: given }) {
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2596,8 +2596,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   const drawnLabels = [];
   for (let r = 0; r < rows; r += blockLabel && every > 1 ? 1 : every) {
     let label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
-    // one token in `every` is labelled: each with its position, a lone “:” placed as “: @260”
-    if (tokenRows && every > 1 && label !== null && !/ @\d+$/.test(label)) label = `${label} @${r}`;
+    // one token in `every` is labelled (tokenAt: the token position of a row): each with its
+    // position, a lone “:” placed as “: @260”
+    if (tokenAt && every > 1 && label !== null && !/ @\d+$/.test(label)) label = `${label} @${tokenAt(r)}`;
     // none written over the one before (the first and last, moved inside the map, could be)
     if (label !== null && !(drawnLabels.length && labelY(r) - labelY(drawnLabels[drawnLabels.length - 1][0]) < Math.max(fontSize + 1, blockLabel && every > 1 ? 10 : 0))) drawnLabels.push([r, label]);
   }
@@ -2959,7 +2960,7 @@ function allQueries(view, query, head, stage) {
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
-      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, tokenRows: true, colLabel, colName, mark: query, kind, masked });
+      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, tokenAt: (r) => r, colLabel, colName, mark: query, kind, masked });
   const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which

@@ -168,12 +168,14 @@ async function teachingPayload() {
 
 const presetWithConfig = (config) => Object.keys(PRESETS).find((id) => JSON.stringify(PRESETS[id].config) === JSON.stringify(config));
 
+const sameTokens = (state) => state.tokens.join(" ") === PRESET_TOKENS.join(" "); // a preset's own, as a copy holds it
+
 // The preset of a lab state's configuration, if any, and what of the state that preset, as a copy
 // holds it (its own tokens, seed 0, no edits), lacks: a copy shows the preset when nothing is.
 function againstPresets({ config, tokens, seed, edits }) {
   const id = presetWithConfig(config);
   const missing = [
-    tokens.join(" ") !== PRESET_TOKENS.join(" ") ? `tokens (each preset here is on “${PRESET_TOKENS.join(" ")}”)` : "",
+    !sameTokens({ tokens }) ? `tokens (each preset here is on “${PRESET_TOKENS.join(" ")}”)` : "",
     seed !== 0 ? `seed ${seed} (the presets here have seed 0's values)` : "",
     edits?.size ? plural(edits.size, "edited value") : "",
   ].filter(Boolean);
@@ -196,7 +198,6 @@ function staticLabNotice(state, refused, queried) {
   const view = !id ? "from its first view" : queried && sameTokens(state) ? "at the link's stage, head and query" : "at the link's stage and head";
   return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, ${view}.`;
 }
-const sameTokens = (state) => state.tokens.join(" ") === PRESET_TOKENS.join(" ");
 
 async function compute(state) {
   if (STATIC) {
@@ -457,7 +458,7 @@ async function main() {
           const notice = staticLabNotice(editor.lab, labMessages("[id^='lab-error-']"), pendingView.query !== null);
           pendingView = id ? { ...pendingView, query: sameTokens(editor.lab) ? pendingView.query : null, notice } : null;
           say(notice);
-          editor.loadPreset(presetWithConfig(editor.lab.config) ?? "gqa");
+          editor.loadPreset(id ?? "gqa");
         } else if (!ok && pendingView) {
           // the lab stays open on the link's settings, each refused one marked with what to change,
           // and the address keeps the link until they are; the link's stage, head and query wait
