@@ -71,6 +71,42 @@ def fmt(v: float, digits: int = 2) -> str:
     return s[1:] if s.startswith("-") and not s.strip("-0.") else s
 
 
+def as_shown(v: float) -> Decimal | None:
+    """The number a person reads off a table: v to two decimals, exactly; None for one shown with
+    its power of ten (a million or more) or a masked -inf, which a hand check does not use."""
+    shown = fmt(v)
+    return None if "e" in shown or "∞" in shown else Decimal(shown)
+
+
+def by_hand(terms) -> str | None:
+    """A result worked out from numbers as shown (Decimals, or None for one that cannot be read
+    off), rounded as a person rounds it: exactly, then half away from zero, as the page's notes do."""
+    terms = list(terms)
+    if any(x is None for x in terms):
+        return None
+    shown = str(sum(terms, Decimal(0)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))  # 0.235 is 0.24
+    return shown[1:] if shown == "-0.00" else shown
+
+
+def dot_by_hand(a: np.ndarray, b: np.ndarray) -> str | None:
+    """a·b worked out from a's and b's numbers as shown."""
+    pairs = [(as_shown(x), as_shown(y)) for x, y in zip(a, b)]
+    return None if any(x is None or y is None for x, y in pairs) else by_hand(x * y for x, y in pairs)
+
+
+def worked_note(misses: list[tuple[str, str | None, str]]) -> str | None:
+    """Where a hand check from the numbers shown lands off the number shown, as the page says it:
+    each miss is (what, worked from the numbers shown, shown); None when every check lands."""
+    off = [f"{what} comes to {hand} (shown: {shown})" for what, hand, shown in misses if hand not in (None, shown) and "e" not in shown]
+    return f"Worked from the rounded numbers shown instead, {'; '.join(off)}." if off else None
+
+
+def noted(misses: list[tuple[str, str | None, str]]) -> list[Text]:
+    """worked_note(misses) as a line to print under its table, if any."""
+    note = worked_note(misses)
+    return [Text(note, style="dim")] if note else []
+
+
 def vec(a: np.ndarray, digits: int = 2, lead: int = 3, count: bool = True) -> str:
     """A vector, whole when short; else its first `lead` numbers and, with count, how many it has
     (a table's header says that once: see counted())."""
@@ -485,6 +521,8 @@ def _scores(t, tokens, i, heads, fits):
     c = t.config
     scaling = f"÷√{c.d_head}" if c.scale is None else f"× {c.scale:.6g}"
     hidden = hidden_keys(len(tokens), c)[i]  # (n,): keys the mask hides next
+    # the scaling as a person applies it to a score shown: ÷ √d_head, or × the scale as the title writes it
+    factor_shown = 1 / Decimal(c.d_head).sqrt() if c.scale is None else Decimal(f"{c.scale:.6g}")
     out = []
     for h in heads:
         g = t.config.kv_group[h]
@@ -494,16 +532,28 @@ def _scores(t, tokens, i, heads, fits):
 
         def table_of(lead: int, h=h, g=g, keys=keys) -> Table:
             table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
-            for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products"), "score", "scaled"):
+            for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products")):
                 add_column(table, col)
+            for col in ("q·k_j", "scaled s"):  # numbers: decimal points in line
+                add_column(table, col, justify="right")
+            marked = hidden[keys].any()  # a column saying which keys the Mask stage hides next
+            if marked:
+                add_column(table, "")
             for j in keys:
                 terms = dot_terms(q_final[h, i], k_final[g, j], lead)
-                scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
-                table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
+                cells = [named(tokens, j), terms, fmt(t["scores"][h, i, j]), fmt(t["scaled"][h, i, j])]
+                table.add_row(*cells, *(["masked next" if hidden[j] else ""] if marked else []), style="dim" if hidden[j] else None)
             left_out(table, n, keys, "keys", hidden, "masked next")
             return table
 
         out.append(fitted(table_of, fits))
+        misses = []  # each q·k (when every product is shown) and scaled score, worked from the numbers shown
+        for j in keys:
+            name, score = named(tokens, j).plain, as_shown(t["scores"][h, i, j])
+            if c.d_head <= MAX_SHOWN:
+                misses.append((f"q·k of “{name}”", dot_by_hand(q_final[h, i], k_final[g, j]), fmt(t["scores"][h, i, j])))
+            misses.append((f"the scaled score of “{name}”", None if score is None else by_hand([score * factor_shown]), fmt(t["scaled"][h, i, j])))
+        out += noted(misses)
     return out
 
 
@@ -528,8 +578,8 @@ def _mask_table(t, tokens, i, heads):
     if c.causal and c.sliding_window is not None:
         title = f"keys after the query, or {c.sliding_window} or more before it, are masked"
     table = Table(title=title, min_width=len(title) + 4)  # the title on one line
-    for col in ("key", "position", "visible", *(f"head {h} masked score" for h in heads)):
-        add_column(table, col)
+    for col in ("key", "position", "visible", *(f"head {h} scaled s" for h in heads)):
+        add_column(table, col, justify="right" if col == "position" else "left")  # (a scaled s may be −∞, "-inf" in ASCII: see _softmax_by_hand)
     n = len(tokens)
     rows = list(range(n))
     if n > MANY_TOKENS:  # a long text: the first and last keys, and those where the mask begins or ends
@@ -564,7 +614,9 @@ def _softmax_by_hand(t, tokens, i, h, superscripts: bool = True) -> Table:
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
-        add_column(table, col)
+        # numbers right-aligned, but where a sign spelled longer in ASCII ("−∞" as "-inf", "÷ Σ e^s"
+        # as "/ sum e^s") needs the padding after it (the divisor's cells are all alike anyway)
+        add_column(table, col, justify="right" if col in ("e^s", "weight") else "left")
     for j in range(len(tokens)):
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
@@ -608,7 +660,7 @@ def _weights_table(t, tokens, i, heads):
     table = Table(title=title, min_width=len(title) + 4)
     add_column(table, "key")
     for h in heads:
-        add_column(table, f"head {h}")
+        add_column(table, f"head {h}")  # weights of one width, beside their bars
         add_column(table, "")
     hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
@@ -666,7 +718,15 @@ def _mixing(t, tokens, i, heads, fits):
             if t.config.d_v > MAX_SHOWN:
                 lines.append(f"{indent}  (v and z have {t.config.d_v} numbers each)")
             line = Text("\n".join(lines))
-        out.append(line)
+        if len(keys) == len(tokens) and t.config.d_v <= MAX_SHOWN:  # every term shown whole: z can be worked by hand
+            weights_shown = [as_shown(t["weights"][h, i, j]) for j in keys]
+            misses = [
+                (f"z_{h}[{e}]", None if None in weights_shown else dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e]))
+                for e in range(t.config.d_v)
+            ]
+        else:
+            misses = []
+        out += [line, *noted(misses)]
     return out
 
 
@@ -691,15 +751,23 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         table = _output_table(t, i, b_O, shown, lengths)
         if fits(table):
             break
+    # y as the sum of the rows shown, each component shown in every row
+    misses = [(f"y[{m}]", by_hand(as_shown(v) for v in [*t["contributions"][:, i, m], *([] if b_O is None else [b_O[m]])]), fmt(t["output"][i, m])) for m in range(shown)]
     if weights is None or d > MAX_SHOWN or c.n_heads * c.d_v > 2 * MAX_SHOWN:
-        return [table]
+        return [table, *noted(misses)]
     title = "W^O: head i's rows multiply its z_i"
     w_o = Table(title=title, min_width=len(title) + 4)
     for col in ("row", *(f"y[{m}]" for m in range(d))):
-        add_column(w_o, col)
+        add_column(w_o, col, justify="left" if col == "row" else "right")
     for r in range(c.n_heads * c.d_v):
         w_o.add_row(f"head {r // c.d_v} · z[{r % c.d_v}]", *(fmt(v) for v in weights.W_O[r]))
-    return [w_o, table]
+    # each head's row as z_h (Value mixing shows it) times its rows of W^O, before the rows' sum
+    rows = lambda h: slice(h * c.d_v, (h + 1) * c.d_v)
+    misses = [
+        (f"head {h}'s part of y[{m}]", dot_by_hand(t["z"][h, i], weights.W_O[rows(h), m]), fmt(t["contributions"][h, i, m]))
+        for h in range(c.n_heads) for m in range(d)
+    ] + misses
+    return [w_o, table, *noted(misses)]
 
 
 def _output_table(t, i, b_O: np.ndarray | None, shown: int, lengths: list[float]) -> Table:
@@ -714,9 +782,9 @@ def _output_table(t, i, b_O: np.ndarray | None, shown: int, lengths: list[float]
     table = Table(title=title, caption=f"length: over all {d} components" if cut else None)
     add_column(table, "", no_wrap=True)
     for m in range(shown):
-        add_column(table, f"y[{m}]", no_wrap=True)
+        add_column(table, f"y[{m}]", no_wrap=True, justify="right")
     if cut:
-        add_column(table, "length", no_wrap=True)
+        add_column(table, "length", no_wrap=True, justify="right")
     length = (lambda r: [fmt(lengths[r])]) if cut else (lambda r: [])  # r: the row's place, heads first
     h = t.config.n_heads
     for head in range(h):

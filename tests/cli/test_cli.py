@@ -480,8 +480,8 @@ def test_a_narrow_terminal_cuts_no_number_of_the_norm_and_rotary_stages(width):
 
 def test_a_causal_layers_scores_say_which_keys_the_mask_hides_next():
     out = ok("--causal", "--stage", "scores", "--head", "0")  # query "like", at position 1
-    rows = {row[0]: row for row in cells(out) if len(row) == 4 and row[0] in ("cats", "like", "warm", "milk")}
-    assert [key for key, row in rows.items() if row[3].endswith("(masked next)")] == ["warm", "milk"]
+    rows = {row[0]: row for row in cells(out) if len(row) == 5 and row[0] in ("cats", "like", "warm", "milk")}
+    assert [key for key, row in rows.items() if row[4] == "masked next"] == ["warm", "milk"]
 
 
 def test_a_long_causal_texts_mixing_counts_the_keys_the_query_sees():
@@ -567,6 +567,55 @@ def test_the_softmax_by_hand_names_the_rows_that_do_not_land_on_the_weight(query
         assert (said in table) == bool(off), (h, off, table)
         if not off:
             assert "Worked from" not in table
+
+
+def hand(total: Decimal) -> str:
+    """A result worked out by hand from two-decimal numbers: exactly, then rounded half away from zero."""
+    s = str(total.quantize(Decimal("0.01"), ROUND_HALF_UP))
+    return "0.00" if s == "-0.00" else s
+
+
+@pytest.mark.parametrize("query", ["cats", "like", "warm", "milk"])
+def test_scores_mixing_and_output_name_the_results_the_shown_numbers_do_not_give(query):
+    """A student works each result from the numbers printed: q·k from q and k, the scaled score as the
+    q·k shown ÷ √2, z from the weights and value rows shown, each head's part of y from z and W^O, and
+    y as the sum of the heads' rows. Where that lands off the number printed, the stage says so, as
+    the page does; where every one lands, it says nothing."""
+    ex = example()
+    ref = loop_attention(ex, causal=False)
+    i, names = ["cats", "like", "warm", "milk"].index(query), ["cats", "like", "warm", "milk"]
+    d, f = ex["config"]["d_model"], ex["config"]["d_v"]
+    D = lambda v: Decimal(two(v))  # noqa: E731 - a number as printed
+    expected = {"scores": [], "mixing": [], "output": []}
+    for h in (0, 1):
+        off = []
+        for j in range(4):
+            qk = hand(sum(D(a) * D(b) for a, b in zip(ref["q"][h][i], ref["k"][h][j])))
+            if qk != two(ref["scores"][h][i][j]):
+                off.append(f"q·k of “{names[j]}” comes to {qk} (shown: {two(ref['scores'][h][i][j])})")
+            scaled = hand(D(ref["scores"][h][i][j]) / Decimal(2).sqrt())
+            if scaled != two(ref["scores"][h][i][j] / math.sqrt(2)):
+                off.append(f"the scaled score of “{names[j]}” comes to {scaled} (shown: {two(ref['scores'][h][i][j] / math.sqrt(2))})")
+        expected["scores"].append(off)
+        z = [hand(sum(D(ref["weights"][h][i][j]) * D(ref["v"][h][j][e]) for j in range(4))) for e in range(f)]
+        expected["mixing"].append([f"z_{h}[{e}] comes to {z[e]} (shown: {two(ref['z'][h][i][e])})" for e in range(f) if z[e] != two(ref["z"][h][i][e])])
+    parts = [[sum(ref["z"][h][i][e] * ex["W_O"][h * f + e][m] for e in range(f)) for m in range(d)] for h in (0, 1)]
+    for h in (0, 1):
+        for m in range(d):
+            by_hand = hand(sum(D(ref["z"][h][i][e]) * D(ex["W_O"][h * f + e][m]) for e in range(f)))
+            if by_hand != two(parts[h][m]):
+                expected["output"].append(f"head {h}'s part of y[{m}] comes to {by_hand} (shown: {two(parts[h][m])})")
+    for m in range(d):
+        y = hand(sum(D(parts[h][m]) for h in (0, 1)))
+        if y != two(ref["output"][i][m]):
+            expected["output"].append(f"y[{m}] comes to {y} (shown: {two(ref['output'][i][m])})")
+    assert any(expected["output"]) or query != "like"  # the example's own query has three: y[1], y[2], y[3]
+    for stage in ("scores", "mixing", "output"):
+        out = " ".join(ok("--query", query, "--stage", stage).replace("│", " ").split())
+        notes = re.findall(r"Worked from the rounded numbers shown instead, (.*?)\.(?= |$)", out)
+        per_table = [expected[stage]] if stage == "output" else expected[stage]  # one note under each head's table; output's under y
+        wanted = ["; ".join(misses) for misses in per_table if misses]
+        assert notes == wanted, (stage, notes, wanted)
 
 
 def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out():
