@@ -112,10 +112,13 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
     found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
         return int(wanted)
-    if not found and re.fullmatch(r"@?[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
-        where = f"{len(tokens)} tokens, at positions 0 to {len(tokens) - 1}; choose one of those" if len(tokens) > 1 else "1 token, at position 0; choose 0"
-        fail(f"--query {wanted.strip()} is out of range: the text has {where}, or a token: {listed(labels)}")
     hint = misnamed(wanted, found, position, texts, labels)
+    if not found and re.fullmatch(r"@?[0-9]+|-[0-9]+", wanted.strip()):  # a position past the last token, or before the first
+        where = f"{len(tokens)} tokens, at positions 0 to {len(tokens) - 1}" if len(tokens) > 1 else "1 token, at position 0"
+        if hint is not None:  # "10", a number of the text, cut into "1" + "0"
+            fail(f"--query {wanted.strip()} is out of range: the text has {where}. As a word, {hint}")
+        choose = "choose one of those" if len(tokens) > 1 else "choose 0"
+        fail(f"--query {wanted.strip()} is out of range: the text has {where}; {choose}, or a token: {listed(labels)}")
     if hint is not None:  # a position where the token is not, or a word cut into pieces
         fail(f"--query {wanted}: {hint}")
     if not found or not wanted.strip():

@@ -643,6 +643,11 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
     assert "query ␣engineers (position 1)" in ok("--model", "smollm2", "--text", "the engineers build roads.", "--query", "Engineers", "--stage", "scores")
     phrase = trace("--model", "smollm2", "--text", "the cat sat", "--query", "the cat")
     assert phrase.stderr.splitlines()[-1].startswith("error: unknown query token 'the cat'")
+    # a number past the last position that is a word of the text, cut ("10" is "1" + "0"): both are said
+    number = trace("--model", "smollm2", "--text", "I have 10 dogs", "--query", "10")
+    assert number.stderr.splitlines()[-1] == (
+        "error: --query 10 is out of range: the text has 6 tokens, at positions 0 to 5. As a word, '10' is cut into 2 tokens here, '1' + '0' at positions 3 to 4; name one of them"
+    )
     # a piece itself is a query
     assert "query Engine (position 0)" in ok("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engine", "--stage", "scores")
 
