@@ -17,6 +17,7 @@ from mha_explorer.cli import layer_groups, main, page_url
 from mha_explorer.modelview import token_label
 from mha_explorer.config import AttentionConfig
 from mha_explorer.models import NAMES, available_models
+from mha_explorer.models.registry import SUPPORTED
 
 pytestmark = pytest.mark.cli
 INSTALLED = {m.name for m in available_models() if m.installed}
@@ -313,6 +314,21 @@ def test_python_dash_m_runs_the_same_command_line():
     assert done.stdout == invoke("trace", "--stage", "weights", "--head", "1").output
     usage = subprocess.run([sys.executable, "-m", "mha_explorer", "--help"], capture_output=True, text=True, timeout=120, env=env)
     assert usage.stdout.startswith("Usage: mha-explorer ")
+
+
+def test_serve_refuses_a_checkpoint_of_an_architecture_it_cannot_read_before_starting(tmp_path):
+    """A Hugging Face directory whose config.json names another architecture (GPT-2) is refused at
+    once, as trace and models refuse it: it was offered on the page, and refused only when picked."""
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}), encoding="utf-8")
+    (folder / "model.safetensors").write_bytes(b"")
+    result = CliRunner().invoke(main, ["serve", "--port", "1", "--model", str(folder)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"error: {folder}: model_type 'gpt2' is not supported; supported: {SUPPORTED}"
+    (folder / "config.json").write_text("{", encoding="utf-8")
+    result = CliRunner().invoke(main, ["serve", "--port", "1", "--model", str(folder)])
+    assert result.exit_code == 2 and "config.json is not readable JSON" in result.stderr, result.output
 
 
 def test_serve_offers_only_the_named_models_asked_for(monkeypatch):

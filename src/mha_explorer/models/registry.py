@@ -153,8 +153,10 @@ def short_name(path: str | os.PathLike) -> str:
 
 def local_models(paths: list[str]) -> dict[str, Path]:
     """Local checkpoints to offer beside the named models (`serve --model PATH`), by short name.
-    Raises ModelError for a path that is not there or a pickled file; the rest is checked when
-    the checkpoint loads. Two checkpoints of the same short name get -2, -3 after it."""
+    Raises ModelError for a path that is not there, a pickled file, or a directory whose
+    config.json names an architecture the explorer does not read (a GGUF file's metadata takes
+    long to read: it is checked, with the rest, when the checkpoint loads). Two checkpoints of the
+    same short name get -2, -3 after it."""
     out: dict[str, Path] = {}
     for given in paths:
         path = Path(given).expanduser()
@@ -167,6 +169,8 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise refuse_pickle(path)
         if path.is_file() and path.suffix.lower() not in (".gguf", ".safetensors"):
             raise not_a_checkpoint(path)
+        if path.is_dir():
+            _hf_config(path)  # a config.json of another architecture, or not JSON, is refused now, not when picked
         # named after the path given, a link's own name too (an experiment's link into a cache of hashes);
         # one checkpoint given twice, by two paths, is offered once
         path = utf8_path(path.absolute())
