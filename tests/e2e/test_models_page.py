@@ -1546,16 +1546,16 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     site = (tmp_path / "site" / "index.html").as_uri()
     page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=2")
     expect(page.locator("#notice")).to_have_text(
-        "This link could not be used in full: the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 2, the first this copy holds (not the link's query, a token of that model's)."
+        "This link could not be used in full: the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 0, the first this copy holds (not the link's query, a token of that model's)."
     )
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 4 · query “mat”")
     assert page.locator("#mode-model").get_attribute("aria-pressed") == "true" and page.locator("#models .lab-error").inner_text() == ""
-    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 2")
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 0")  # not the nearest to the link's layer 3: that was the other model's
     # another model and another text: each said, neither saying the other is kept
     page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=Hello&stage=weights&head=4&query=2")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: its text is not this copy's: the copy holds one text, “The cat sat on the mat because it was warm.”, shown with the link's stage and head;"
-        " the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 2, the first this copy holds (not the link's query, a token of that model's)."
+        " the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 0, the first this copy holds (not the link's query, a token of that model's)."
     )
     # a link made on another text (the copy made again on a new sentence) shows the copy's own
     # text, its model, layer and head kept; its query stood for a token of the other text

@@ -467,6 +467,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // another text (a lesson's copy made again on a new sentence): the model and layer on the text
     // the copy holds, said so; the link's query stood for a token of its own text, and goes
     const otherText = Boolean(fixed && initial.text && initial.text !== fixed.text);
+    if (otherModel) layer.value = String(fixed.layers[picker.value][0]); // the menu took the link's layer (refresh): it was another model's
     const ready = await prepare(picker.value, otherModel ? 0 : initial.layer ?? 0);
     if (ready === null) return true; // the user picked another model meanwhile
     if (!ready) return false;
