@@ -365,8 +365,10 @@ LAB_LINK = "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b
         ("#stage=nowhere&head=1", "stage “nowhere” is not one of projections, scores, weights, mixing, concat, output, so the first stage is shown.", ("Projections", "head 1", "“like”")),
         (LAB_LINK + "&head=9&query=1", "head 9 is out of range: there are 4 heads, so head 0 is shown.", ("Projections", "head 0", "“b”")),
         (LAB_LINK + "&stage=scores&head=3&query=9", "query 9 is out of range: there are 3 tokens, so query “a” is shown.", ("Scores", "head 3", "“a”")),
+        ("#stage=scores&head=1&query=dog", "the query “dog” is not a token here: name one of “cats”, “like”, “warm”, “milk”, or give a position (the first view's query is shown).", ("Scores", "head 1", "“like”")),
+        (LAB_LINK + "&stage=weights&head=2&query=c@1", "the query “c@1” is not a token here: name one of “a”, “b”, “c”, or give a position (the first view's query is shown).", ("Weights", "head 2", "“b”")),
     ],
-    ids=["teaching head", "teaching stage", "lab head", "lab query"],
+    ids=["teaching head", "teaching stage", "lab head", "lab query", "teaching query by an unknown name", "lab query named where it is not"],
 )
 def test_a_link_part_out_of_range_falls_back_alone(page, server_url, fragment, said, shown):
     """A stage, head or query a link cannot have is replaced by the first view's; the rest of the
@@ -384,6 +386,26 @@ def test_a_link_part_out_of_range_falls_back_alone(page, server_url, fragment, s
         assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
     else:
         assert page.get_by_role("button", name="Teaching example").get_attribute("aria-pressed") == "true"
+
+
+@pytest.mark.parametrize(
+    "fragment, shown",
+    [
+        ("#mode=teaching&stage=scores&head=1&query=milk", ("Scores", "head 1", "“milk”")),  # as --query milk, and the widget's query="milk"
+        ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=the+cat+sat+on+the+mat&seed=0&stage=weights&head=3&query=the@4", ("Weights", "head 3", "“the @4”")),
+    ],
+    ids=["teaching", "lab, a repeated token at its position"],
+)
+def test_a_link_may_name_its_query_by_its_token(page, server_url, fragment, shown):
+    """A teacher writes a link by hand with the query's word, as the terminal and the notebook take
+    it: the view opens on it, the link's stage and head kept, and nothing is said to be wrong. The
+    link the page then writes gives its position."""
+    page.goto(server_url + fragment)
+    title = page.locator(".stage h2")
+    for words in shown:
+        expect(title).to_contain_text(words)
+    assert page.locator("#notice").is_hidden()
+    page.wait_for_function("() => /[&#]query=\\d+/.test(location.hash)")
 
 
 def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):

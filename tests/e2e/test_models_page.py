@@ -1580,6 +1580,13 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 2")
         # the heading names the layers the copy holds among the model's
         assert page.locator(".overview h2").inner_text() == "all-MiniLM-L6-v2 · layer 2 (layers 0–5; this copy holds 0, 2) · every head's weights"
+    # a query named by its token, as the terminal takes it: found on the tokens the layer came with
+    page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&stage=weights&head=5&query=sat")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 5 · query “sat”")
+    assert page.locator("#notice").is_hidden()
+    page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&head=5&query=dog")
+    expect(page.locator("#notice")).to_contain_text("This link could not be used in full: the query “dog” is not a token here: name one of “[CLS]”, “the”, “cat”")
+    expect(page.locator(".stage h2")).to_contain_text("· head 5 · query “mat”")
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()

@@ -489,7 +489,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (!initial.autostart) return true;
     // a link's head or query the layer does not have is dropped alone (the first view's is
     // shown), so that its model, text and layer are not lost over it; linkProblems says so
-    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText || otherModel ? null : initial.query ?? null };
+    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText || otherModel || typeof initial.query === "string" ? null : initial.query ?? null }; // (a token's name is found on the tokens that come back)
     const dropped = [];
     let shown;
     while (!(shown = await trace(request))) {

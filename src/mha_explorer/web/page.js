@@ -83,7 +83,9 @@ function readLink(hash) {
   };
   const mode = params.get("mode") || "teaching";
   if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${echo(mode)}” is not teaching, lab or model`);
-  const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: whole("query", null), all: flag("all") };
+  // a query by its token ("like", or "the@4" for a repeated one, as the terminal takes it), found once the tokens are here
+  const named = params.has("query") && !/^-?\d+$/.test(params.get("query")) && params.get("query").trim() !== "";
+  const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: named ? params.get("query") : whole("query", null), all: flag("all") };
   if (mode === "model") {
     if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
     const model = params.get("model") || "";
@@ -230,7 +232,7 @@ const stageBefore = (stage, ids) => STAGE_ORDER.slice(0, Math.max(0, STAGE_ORDER
 // The view a link asks for, on this payload: a part it cannot have (a stage the layer lacks, a
 // head or query beyond its count) falls back (a stage to the one before it, see stageBefore), and
 // `problems` says which, so that the rest of the link (a lab's settings and edits) is not lost over it.
-function fitView(payload, view) {
+function fitView(payload, view, fallback = payload.query) {
   const ids = payload.page_stages.map((s) => s.id);
   const problems = [];
   let { stage, head, query } = view;
@@ -244,12 +246,33 @@ function fitView(payload, view) {
     problems.push(outOfRange("head", head, payload));
     head = 0;
   }
+  if (typeof query === "string") {
+    const found = tokenNamed(payload, query);
+    if (found === null) problems.push(`the query “${echo(query)}” is not a token here: ${choices(payload)}`);
+    query = found;
+  }
   if (query !== null && query >= payload.tokens.length) {
     problems.push(outOfRange("query", query, payload));
-    query = null;
+    query = payload.query; // the one the message names
   }
-  return { view: { stage: stage ?? ids[0], head, query: query ?? payload.query, all_queries: view.all }, problems };
+  return { view: { stage: stage ?? ids[0], head, query: query ?? fallback, all_queries: view.all }, problems };
 }
+// The position of the token a link names: as the page labels it ("␣cat") or as the tokenizer spells
+// it, its first place; "cat@4" (or "cat @4", as a map labels a repeated token) is cat at position 4
+// only. null when no token is so named.
+function tokenNamed(payload, name) {
+  const labels = payload.model?.labels ?? payload.tokens;
+  const [, bare, at] = /^(.*?) ?@(\d+)$/.exec(name) ?? [null, name, null];
+  const is = (j) => payload.tokens[j] === bare || labels[j] === bare;
+  if (at !== null) return Number(at) < payload.tokens.length && is(Number(at)) ? Number(at) : null;
+  const j = payload.tokens.findIndex((_, i) => is(i));
+  return j < 0 ? null : j;
+}
+const choices = (payload) => {
+  const labels = payload.model?.labels ?? payload.tokens;
+  const shown = labels.slice(0, 12).map((t) => `“${echo(t)}”`).join(", ");
+  return `name one of ${shown}${labels.length > 12 ? ", …" : ""}, or give a position (the first view's query is shown)`;
+};
 const partlyUsed = (problems) => `This link could not be used in full: ${problems.join("; ")}.`;
 
 async function main() {
@@ -340,7 +363,8 @@ async function main() {
       if (pendingView?.mode === "lab") {
         // a link without a query: the second token, the first whose row under a causal mask has
         // more than itself to look at (as Explorer.from_config, and as the lab's button keeps the example's)
-        const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? Math.min(1, payload.tokens.length - 1) });
+        const second = Math.min(1, payload.tokens.length - 1);
+        const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? second }, second);
         if (pendingView.lab?.damaged) fitted.problems.unshift(pendingView.lab.damaged);
         // (a static copy's notice of what of the link it could not show comes first)
         const said = [pendingView.notice, fitted.problems.length ? partlyUsed(fitted.problems) : ""].filter(Boolean);
@@ -384,14 +408,15 @@ async function main() {
         const ids = payload.page_stages.map((s) => s.id);
         // a link's stage and "all queries" (its head and query the server checked): a stage
         // this layer lacks falls back to the one before it, said with the link's other problems
-        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: null }) : null;
+        // (a query named by its token is found here, on the tokens the server sent)
+        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: typeof pendingView.query === "string" ? pendingView.query : null }) : null;
         if (view) stageProblems = view.problems;
         const stage = view ? view.view.stage : model.get("stage");
         pendingView = null;
         model.set("payload", payload);
         model.set("stage", ids.includes(stage) ? stage : stageBefore(stage, ids));
         model.set("head", request.head);
-        model.set("query", payload.query);
+        model.set("query", view ? view.view.query : payload.query);
         if (view) model.set("all_queries", Boolean(view.view.all_queries));
         writeLink(model, editor.lab);
       },
