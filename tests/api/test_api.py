@@ -133,6 +133,7 @@ BAD = {
     "unknown field": ({"config": {"d_model": 2, "n_heads": 1, "heads": 2}, "tokens": ["a"]}, "config.heads", "remove it"),
     "missing config": ({"tokens": ["a"]}, "config", "is required; add it"),
     "edit of an unknown array": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_X:0,0": 1}}, "edits.W_X:0,0", "name one of x, W_Q, W_K, W_V, W_O"),
+    "edit of a bias the config lacks": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"b_Q:0,0": 1}}, "edits.b_Q:0,0", "b_Q is a bias, and this config has none: set bias to true, or edit one of x, W_Q, W_K, W_V, W_O"),
     "edit out of range": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:1,0": 1}}, "edits.x:1,0", "x has shape (1, 2)"),
     "edit with too few indices": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"W_Q:0,0": 1}}, "edits.W_Q:0,0", "give 3 indices"),
     "edit that is not a number": ({"config": {"d_model": 2, "n_heads": 1}, "tokens": ["a"], "edits": {"x:0,0": "1"}}, "edits.x:0,0", "number"),
