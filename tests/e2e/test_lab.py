@@ -833,6 +833,8 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
             page.get_by_role("button", name="Next").click()
         assert page.get_by_role("button", name="Next").is_disabled()
         assert ("Mask" in page.get_by_label("Calculation stage").locator("option").all_inner_texts()) == (preset != "mha")
+    # the last stage sends the reader where a copy can go: its presets, its settings being fixed
+    expect(page.locator(".stage .next-steps")).to_contain_text("or change the configuration (heads, widths, a causal mask) with the Attention lab's presets (mha-explorer serve computes any other).")
     page.screenshot(path=str(artifacts / "static-site-mqa.png"), full_page=True)
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []

@@ -1072,20 +1072,20 @@ def test_the_last_stage_says_where_to_go_from_there(page, server_url):
     expect(page.locator(".stage .next-steps")).to_have_text(
         "That is the whole path of one query through the layer. From here: follow another head or query token, "
         "press All queries to see every query at once, or change the configuration (heads, widths, a causal mask) "
-        "in the Attention lab."
+        "with the Attention lab's settings."
     )
     page.get_by_role("button", name="All queries").click()  # every query on screen: the way back to one is offered instead
     expect(page.locator(".stage .next-steps")).to_have_text(
         "That is the whole path of every query through the layer. From here: follow another head, "
         "press All queries again to follow one query with its numbers, or change the configuration (heads, widths, a causal mask) "
-        "in the Attention lab."
+        "with the Attention lab's settings."
     )
-    # the same words in the lab, where they are true as well (its view of the teaching example's
-    # configuration is shared with the teaching example's own)
+    # the same words in the lab, where they are true as well, not sending the user where they are
+    # (its view of the teaching example's configuration is shared with the teaching example's own)
     page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0")
     page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
     select(page, "Calculation stage", "Output projection")
-    expect(page.locator(".stage .next-steps")).to_contain_text("or change the configuration (heads, widths, a causal mask) in the Attention lab.")
+    expect(page.locator(".stage .next-steps")).to_contain_text("or change the configuration (heads, widths, a causal mask) with the Attention lab's settings.")
 
 
 # Visits every place (stage, head, query, all queries or one) in turn without a pause, then goes
@@ -1331,3 +1331,21 @@ def test_every_column_of_a_table_has_a_header_a_screen_reader_can_say(page, serv
         assert [v["id"] for v in violations if v["id"] == "empty-table-header"] == [], title
     headers = page.locator(".mha-explorer th .sr-only").all_text_contents()
     assert {"times", "equals", "kind"} <= set(headers), headers
+
+
+def test_the_weighted_rows_a_note_speaks_of_can_be_pointed_at(page, server_url, api):
+    """Value mixing's note names weighted rows that land off weight × value row as shown, and says
+    to point at a number to see it in full: those products show their full value too (worked out
+    on the page, from the trace's weight and value), as every number beside them does."""
+    payload, arrays = api
+    page.goto(server_url + "#stage=mixing&head=0&query=3")  # milk: like's weighted row is [0.00, 0.19] by hand, 0.18 shown
+    expect(page.locator(".stage .hint")).to_contain_text("the weighted row of “like” comes to [0.00, 0.19] (shown: [0.00, 0.18])")
+    cells = page.locator(".calc-table tbody tr").nth(1).locator("td").last.locator(".num")
+    g = payload.kv_group[0]
+    for e in range(payload.config.d_v):
+        product = arrays["weights"][0, 3, 1] * arrays["v"][g, 1, e]  # as the page multiplies them: float64
+        assert float(cells.nth(e).get_attribute("data-full")) == product
+        assert cells.nth(e).inner_text() == fmt(product)
+    cells.nth(1).hover()
+    tip = cells.nth(1).evaluate("(n) => getComputedStyle(n, '::after').content")
+    assert tip.strip('"') == cells.nth(1).get_attribute("data-full")

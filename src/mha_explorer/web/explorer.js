@@ -679,8 +679,8 @@ const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond t
 
 // ---- the explorer ------------------------------------------------------------------------
 
-// otherConfigs: where the page around the explorer offers other configurations ("in the Attention
-// lab"), the same words in every mode (a view may be shared by the teaching example and the lab);
+// otherConfigs: where the page around the explorer offers other configurations ("with the Attention
+// lab's settings"), the same words in every mode (a view may be shared by the teaching example and the lab);
 // a notebook's widget has Explorer.from_config. printAll: the page's button that prints every stage
 // of the view's head and query, one after the other (a handout); a notebook prints the notebook.
 function render({ model, el, otherConfigs, printAll = null }) {
@@ -1727,7 +1727,7 @@ function mask(view, query, head) {
   if (n > MANY_TOKENS)
     return [
       h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey)${cut}.`),
-      heatmap({ caption: `Scaled scores after the mask, head ${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”` }),
+      heatmap({ caption: `Scaled scores after the mask, head\u00a0${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”` }),
     ];
   const rows = range(n).map((j) =>
     h(
@@ -1944,7 +1944,8 @@ function mixing(view, query, head) {
       h("td", { class: "op" }, "×"),
       h("td", {}, vec(range(dv).map((e) => num(t.v.at(g, j, e), `v:${g},${j},${e}`)))),
       h("td", { class: "op" }, "="),
-      h("td", {}, vec(weighted[j].map((x) => h("span", { class: "worked" }, fmt(x))))), // worked out here, set as the numbers beside it
+      // worked out here, set as the numbers beside it; pointed at, in full as they are (no trace array holds them: no data-src)
+      h("td", {}, vec(weighted[j].map((x) => h("span", { class: "num worked", tabindex: -1, "data-full": full(x, false) }, fmt(x))))),
     );
   });
   const z = h(
@@ -1964,7 +1965,7 @@ function mixing(view, query, head) {
     h(
       "table",
       { class: "calc-table" },
-      h("caption", {}, `Weighted sum of the value rows, head ${head}`),
+      h("caption", {}, `Weighted sum of the value rows, head\u00a0${head}`),
       h("thead", {}, h("tr", {}, ["key", "weight", unseen("times"), "value row", unseen("equals"), "weighted"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows, z),
     ),
@@ -2993,7 +2994,7 @@ function allQueries(view, query, head, stage) {
       map(scaleShown != null ? `Scaled: × ${scaleShown}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
       scaledOff(),
     ],
-    mask: () => [map(`Scaled scores after the mask (grey = −∞), head ${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later, tok)],
+    mask: () => [map(`Scaled scores after the mask (grey = −∞), head\u00a0${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later, tok)],
     weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later, tok), sumsOff()],
     mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
     concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],

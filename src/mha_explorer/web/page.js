@@ -318,7 +318,7 @@ async function main() {
   if (problems.length) say(partlyUsed(problems));
   const model = new PageModel({ payload: teaching, ...start });
   const printAll = document.getElementById("print-all");
-  explorer.render({ model, el: app, otherConfigs: "in the Attention lab", printAll });
+  explorer.render({ model, el: app, otherConfigs: STATIC ? "with the Attention lab's presets (mha-explorer serve computes any other)" : "with the Attention lab's settings", printAll });
   window.mhaExplorer = {
     model,
     get linkPending() {
