@@ -1268,6 +1268,20 @@ def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, s
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the", "cat", "sat"]
 
 
+def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
+    """A link written by hand with a configuration and no tokens opens on the tokens the lab opens
+    with, as #mode=lab alone does: it was refused, the Tokens box left empty and red."""
+    page.goto(server_url + "#mode=lab&n_heads=4&n_kv_heads=2&d_model=8&d_head=2&d_v=2&stage=scores&head=3")
+    wait_kind(page, "GQA")
+    expect(page.locator(".stage h2")).to_contain_text("Scores · head 3 · query “cat”")  # the second token, as a link without a query opens
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the @0", "cat", "sat", "on", "the @4", "mat"]
+    assert page.locator("#notice").is_hidden()
+    # tokens given empty are still refused, said mid-sentence without a capital
+    page.goto(server_url + "#mode=lab&n_heads=4&n_kv_heads=2&d_model=8&d_head=2&d_v=2&tokens=&seed=0")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert page.locator("#notice").inner_text().startswith("This link's lab settings were rejected (type at least one token")
+
+
 @pytest.mark.parametrize("part, field, said", [("d_model=-8", "d_model", "d_model must be between 1 and 64."), ("seed=-1", "Seed", "The seed must be a whole number from 0 to 4294967295.")])
 def test_a_negative_lab_setting_in_a_link_is_said_as_out_of_range_and_the_rest_kept(page, server_url, part, field, said):
     settings = dict(p.split("=") for p in "d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b+c&seed=3".split("&"))

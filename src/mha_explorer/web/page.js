@@ -100,7 +100,8 @@ function readLink(hash) {
     if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
     config.causal = flag("causal");
     config.bias = flag("bias");
-    const tokens = (params.get("tokens") || "").split(" ").filter(Boolean);
+    // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
+    const tokens = params.has("tokens") ? params.get("tokens").split(" ").filter(Boolean) : [...PRESET_TOKENS];
     view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")), damaged: damaged("tokens") };
   }
   return view;
@@ -489,7 +490,8 @@ async function main() {
           // and the address keeps the link until they are; the link's stage, head and query wait
           // for the first settings that compute (pendingView): nothing the link held is lost. The
           // notice gathers the lab's messages (each without its full stop: the notice has its own).
-          const why = labMessages(".lab-error, [id^='lab-error-']");
+          // (mid-sentence there: "Type at least one token" is "type …"; a name such as W_Q or MQA keeps its case)
+          const why = labMessages(".lab-error, [id^='lab-error-']").map((m) => m.replace(/^[A-Z](?=[a-z])/, (c) => c.toLowerCase()));
           say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.`);
         }
       });
