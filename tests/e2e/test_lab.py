@@ -2385,3 +2385,16 @@ def test_every_querys_map_labels_its_sampled_rows_with_their_positions(browser, 
             assert word == f"w{at}", label
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("width", [320, 360, 390])
+def test_the_labs_menus_fit_a_phone(page, server_url, width):
+    """The preset menu's longest name set its width (344 px): past the panel's edge at 390 px, past
+    the screen's, its arrow cut off, at 360 and 320."""
+    page.set_viewport_size({"width": width, "height": 800})
+    open_lab(page, server_url)
+    panel = page.locator("#lab").bounding_box()
+    for menu in page.locator("#lab select:visible").all():
+        box = menu.bounding_box()
+        assert box["x"] >= panel["x"] and box["x"] + box["width"] <= panel["x"] + panel["width"], (menu.get_attribute("id"), box, panel)
+    assert page.evaluate("document.documentElement.scrollWidth") == width
