@@ -2398,3 +2398,18 @@ def test_the_labs_menus_fit_a_phone(page, server_url, width):
         box = menu.bounding_box()
         assert box["x"] >= panel["x"] and box["x"] + box["width"] <= panel["x"] + panel["width"], (menu.get_attribute("id"), box, panel)
     assert page.evaluate("document.documentElement.scrollWidth") == width
+
+
+def test_many_heads_contributions_are_coloured_on_their_own_scale(page, server_url):
+    """With 64 heads the output y (their sum) is several times any head's part: on y's scale every
+    head's row was almost white. The map takes the heads' scale; y beyond it is full colour, said."""
+    page.goto(server_url + "#mode=lab&d_model=64&n_heads=64&n_kv_heads=64&d_head=1&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0&stage=output&head=40&query=1")
+    figure = page.locator(".stage figure", has_text="Each head's contribution to each output component")
+    expect(figure).to_be_visible()
+    payload = page.evaluate("() => { const p = window.mhaExplorer.model.get('payload'); return { c: Array.from(p.stages.contributions.data), y: Array.from(p.stages.output.data) }; }")
+    c = np.array(payload["c"]).reshape(64, 4, 64)[:, 1]  # (heads, d_model) for query 1
+    y = np.array(payload["y"]).reshape(4, 64)[1]
+    heads_peak, y_peak = np.abs(c).max(), np.abs(y).max()
+    assert y_peak > 2 * heads_peak
+    legend = figure.locator(".heatmap-legend").inner_text()
+    assert f"+{heads_peak:.2f}; beyond ±{heads_peak:.2f} (up to ±{y_peak:.2f}), full colour" in legend, legend

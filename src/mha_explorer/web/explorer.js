@@ -2240,6 +2240,9 @@ function output(view, query, head) {
       rowLabel: (r) => mapRows[r][0],
       colLabel: (m) => `y[${m}]`,
       mark: shown.indexOf(head),
+      // coloured on the heads' (and bias's) own scale: y, the sum of 64 of them, would set a scale on
+      // which each head's row is almost white; y beyond it takes the full colour, as the legend says
+      scale: sharedScale(mapRows.length - 1, d_model, (r, m) => mapRows[r][1](m)),
     });
   // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage; with
   // one head's block of W^O, that head's block of concat, which the block multiplies
