@@ -1349,3 +1349,15 @@ def test_the_weighted_rows_a_note_speaks_of_can_be_pointed_at(page, server_url, 
     cells.nth(1).hover()
     tip = cells.nth(1).evaluate("(n) => getComputedStyle(n, '::after').content")
     assert tip.strip('"') == cells.nth(1).get_attribute("data-full")
+
+
+def test_every_segment_of_the_weights_strip_names_its_key_when_pointed_at(page, server_url, api):
+    """The strip under the bars names a key only where its segment is wide enough: milk's 0.05 of
+    head 1 (query "like") had no name at all. Each segment says its key and weight when pointed at."""
+    payload, arrays = api
+    page.goto(server_url + "#stage=weights&head=1&query=1")
+    segments = page.locator(".stack .seg")
+    expect(segments).to_have_count(4)
+    names = ["cats", "like", "warm", "milk"]
+    assert segments.evaluate_all("(all) => all.map((s) => s.title)") == [f"{names[j]}: {fmt(arrays['weights'][1, 1, j])}" for j in range(4)]
+    assert segments.nth(3).inner_text() == ""  # too narrow for its name: the title is all it has

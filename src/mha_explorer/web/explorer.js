@@ -1822,7 +1822,8 @@ function weights(view, query, head) {
   a.forEach((x, j) => {
     if (x <= 0) return;
     // a name too long for its segment (a phone's narrow bar) ends in an ellipsis, not cut mid-letter
-    const seg = h("span", { class: `seg shade-${j % 4}` }, x >= 0.07 ? h("span", { class: "seg-name" }, tokenName(payload, j)) : "");
+    // (pointed at, every segment names its key and weight: one too narrow for its name has no other)
+    const seg = h("span", { class: `seg shade-${j % 4}`, title: `${tokenName(payload, j)}: ${fmt(x)}` }, x >= 0.07 ? h("span", { class: "seg-name" }, tokenName(payload, j)) : "");
     seg.style.width = `${(100 * x).toFixed(2)}%`;
     stack.append(seg);
   });
