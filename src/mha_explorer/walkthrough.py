@@ -674,7 +674,7 @@ def _weights_table(t, tokens, i, heads):
             cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
         table.add_row(named(tokens, j), *cells)
     left_out(table, len(tokens), keys, "keys", hidden)
-    total = "sum" if len(keys) == len(tokens) else f"sum of all {len(tokens)}"  # of every key, not only the rows shown
+    total = f"sum of all {len(tokens)}"  # of every key, not only the rows shown; no token's name (a text may hold the word "sum")
     table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     if len(keys) == len(tokens):  # every weight shown: say where the shown ones add up to 0.99 or 1.01
         shown_sums = {h: fmt(round(sum(float(fmt(w)) for w in t["weights"][h, i]), 2)) for h in heads}

@@ -202,7 +202,7 @@ def test_weights_rows_and_the_summing_line():
     for j, tok in enumerate(ex["tokens"]):
         w0, w1 = ref["weights"][0][i][j], ref["weights"][1][i][j]
         assert has_row(out, [tok, two(w0), "█" * round(w0 * 20), two(w1), "█" * round(w1 * 20)]), tok
-    assert has_row(out, ["sum", "1.00", "", "1.00", ""])
+    assert has_row(out, ["sum of all 4", "1.00", "", "1.00", ""])
     # head 0's shown weights, 0.17 + 0.24 + 0.20 + 0.40, make 1.01: said under the table; head 1's make 1.00
     shown = [round(sum(float(two(ref["weights"][h][i][j])) for j in range(len(ex["tokens"]))), 2) for h in (0, 1)]
     assert shown == [1.01, 1.0]

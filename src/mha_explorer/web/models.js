@@ -272,7 +272,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       // busy machine): the status says what is on screen
       if (current?.model === name) status.textContent = shownStatus;
       else status.textContent = held
-        ? `${state.title} (${sizes}). This page holds ${heldLayers(held)} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
+        ? `${state.title}: ${sizes}. This page holds ${heldLayers(held)} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
         : `${state.title} is loaded: ${sizes}.${stored(state)}${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
       return true;
     } catch (failure) {
