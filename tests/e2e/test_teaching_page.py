@@ -705,7 +705,7 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
             const a = op.getBoundingClientRect(), b = op.nextElementSibling.getBoundingClientRect();
             return !(a.right <= b.left && a.top < b.bottom && a.bottom > b.top); }).map((op) => op.textContent)""")
         assert apart == [], f"{title}: {apart}"
-        # a matrix's row labels ("head 0 · 1") stay on one line
+        # a matrix's row labels ("head 0 · z[1]") stay on one line
         tall = page.evaluate("() => [...document.querySelectorAll('.stage table.matrix tbody th')].filter((th) => th.getClientRects()[0].height > 30).map((th) => th.textContent)")
         assert tall == [], f"{title}: {tall}"
         if title == "Output projection":  # the chart is drawn for the width it has: its text stays legible

@@ -2194,7 +2194,7 @@ function output(view, query, head) {
     cols: range(d_model),
     value: (r, m) => w.W_O.at(rows[r], m),
     src: (r, m) => `W_O:${rows[r]},${m}`,
-    rowLabel: (r) => `head ${Math.floor(r / d_v)} · ${r % d_v}`,
+    rowLabel: (r) => `head ${Math.floor(r / d_v)} · z[${r % d_v}]`, // the row that multiplies that head's z[e], as the terminal names it
     blockLabel: (r) => (rows[r] % d_v === 0 ? `head ${rows[r] / d_v}` : null), // drawn as a map: one label per head's block
     rowClass: (r) => `block-row head-${Math.floor(r / d_v) % HEAD_COLOURS}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
     colLabel: (m) => `y[${m}]`,
@@ -3001,7 +3001,7 @@ function allQueries(view, query, head, stage) {
     mask: () => [map(`Scaled scores after the mask (grey = −∞), head\u00a0${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later, tok)],
     weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later, tok), sumsOff()],
     mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
-    concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · ${j % c.d_v}`)],
+    concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · z[${j % c.d_v}]`)],
     output: () => [map("output Y (n × d_model)", "output", (r, j) => [r, j], c.d_model, comp("y"))],
     qk_norm: () => [
       map(`Q of head ${head} after the norm`, "q_normed", (r, j) => [head, r, j], c.d_head, comp("q")),
@@ -3372,7 +3372,7 @@ function matricesView(view) {
     colLabel: (m) => `y[${m}]`,
     value: (r, m) => w.W_O.at(rows[r], m),
     src: (r, m) => `W_O:${rows[r]},${m}`,
-    rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · ${r % c.d_v}`,
+    rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · z[${r % c.d_v}]`,
     blockLabel: (r) => (rows[r] % c.d_v === 0 ? `head ${rows[r] / c.d_v}` : null),
     rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % HEAD_COLOURS}`,
   });
