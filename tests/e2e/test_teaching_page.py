@@ -353,7 +353,7 @@ def test_matrices_view(page, server_url, api):
     assert {f"W_O:{r},{m}" for r in range(c.n_heads * c.d_v) for m in range(c.d_model)} <= shown
     assert {f"x:{j},{m}" for j in range(len(payload.tokens)) for m in range(c.d_model)} <= shown
     row_labels = body.locator("tr.block-row th").all_inner_texts()
-    assert row_labels == [f"head {r // c.d_v} · {r % c.d_v}" for r in range(c.n_heads * c.d_v)]
+    assert row_labels == [f"head {r // c.d_v} · z[{r % c.d_v}]" for r in range(c.n_heads * c.d_v)]
 
 
 def test_full_precision_on_hover_and_focus(page, server_url, api):
