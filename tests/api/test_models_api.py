@@ -292,6 +292,9 @@ def test_a_local_checkpoint_that_cannot_be_served_is_refused_before_the_server_s
     assert other.exit_code == 2 and "notes.txt is not a checkpoint the explorer reads" in other.output
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "model.safetensors").write_bytes(b"")
+    no_type = CliRunner().invoke(main, ["serve", "--model", str(tmp_path)])  # a config.json that names no architecture
+    assert no_type.exit_code == 2 and "config.json has no model_type" in no_type.output
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
     # a file of a checkpoint directory stands for the directory, by the directory's name
     from mha_explorer.models.registry import local_models, short_name
 
