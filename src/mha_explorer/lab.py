@@ -95,7 +95,7 @@ def edited(edits: dict[str, float], x: np.ndarray, weights: AttentionWeights) ->
     for key, value in edits.items():
         field = f"edits.{field_name(key)}"  # the page's keys are short; a megabyte is not sent back
         match = EDIT_KEY.fullmatch(key)
-        if match and match[1] in ("b_Q", "b_K", "b_V", "b_O") and match[1] not in arrays:  # a bias of a layer without biases
+        if match and re.fullmatch(r"b_[QKVO]", match[1]) and match[1] not in arrays:  # a bias of a layer without biases
             raise LabError(field, f"{match[1]} is a bias, and this config has none: set bias to true, or edit one of {', '.join(arrays)}")
         if not match or match[1] not in arrays:
             raise LabError(field, f"an edit is keyed name:i,j (as W_Q:0,1,1), with name one of {', '.join(arrays)}")

@@ -53,6 +53,7 @@ PANEL_EDGES = 4  # a stage's panel takes a border and a space on each side
 
 
 HUGE = 1e6  # from here on a number shows its power of ten
+SMALL_D_MODEL = 16  # up to this d_model, y is checked as the sum of the rows shown (as on the page)
 
 
 def fmt(v: float, digits: int = 2) -> str:
@@ -78,7 +79,7 @@ def as_shown(v: float) -> Decimal | None:
     return None if "e" in shown or "∞" in shown else Decimal(shown)
 
 
-def by_hand(terms) -> str | None:
+def hand_sum(terms) -> str | None:
     """A result worked out from numbers as shown (Decimals, or None for one that cannot be read
     off), rounded as a person rounds it: exactly, then half away from zero, as the page's notes do."""
     terms = list(terms)
@@ -91,14 +92,14 @@ def by_hand(terms) -> str | None:
 def dot_by_hand(a: np.ndarray, b: np.ndarray) -> str | None:
     """a·b worked out from a's and b's numbers as shown."""
     pairs = [(as_shown(x), as_shown(y)) for x, y in zip(a, b)]
-    return None if any(x is None or y is None for x, y in pairs) else by_hand(x * y for x, y in pairs)
+    return None if any(x is None or y is None for x, y in pairs) else hand_sum(x * y for x, y in pairs)
 
 
 def worked_note(misses: list[tuple[str, str | None, str]]) -> str | None:
     """Where a hand check from the numbers shown lands off the number shown, as the page says it:
     each miss is (what, worked from the numbers shown, shown); None when every check lands."""
     off = [f"{what} comes to {hand} (shown: {shown})" for what, hand, shown in misses if hand not in (None, shown) and "e" not in shown]
-    return f"Worked from the rounded numbers shown instead, {'; '.join(off)}." if off else None
+    return f"Each result is worked out from the full numbers; from the rounded numbers shown, {'; '.join(off)}." if off else None
 
 
 def noted(misses: list[tuple[str, str | None, str]]) -> list[Text]:
@@ -534,15 +535,14 @@ def _scores(t, tokens, i, heads, fits):
             table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
             for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products")):
                 add_column(table, col)
-            for col in ("q·k_j", "scaled s"):  # numbers: decimal points in line
-                add_column(table, col, justify="right")
-            marked = hidden[keys].any()  # a column saying which keys the Mask stage hides next
-            if marked:
-                add_column(table, "")
+            # numbers right-aligned, decimal points in line; a key the Mask stage hides next is said
+            # after its scaled score (a column of its own would not fit a real model's at 60 columns)
+            add_column(table, "q·k_j", justify="right")
+            add_column(table, "scaled s", justify="left" if hidden[keys].any() else "right")
             for j in keys:
                 terms = dot_terms(q_final[h, i], k_final[g, j], lead)
-                cells = [named(tokens, j), terms, fmt(t["scores"][h, i, j]), fmt(t["scaled"][h, i, j])]
-                table.add_row(*cells, *(["masked next" if hidden[j] else ""] if marked else []), style="dim" if hidden[j] else None)
+                scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
+                table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
             left_out(table, n, keys, "keys", hidden, "masked next")
             return table
 
@@ -552,7 +552,7 @@ def _scores(t, tokens, i, heads, fits):
             name, score = named(tokens, j).plain, as_shown(t["scores"][h, i, j])
             if c.d_head <= MAX_SHOWN:
                 misses.append((f"q·k of “{name}”", dot_by_hand(q_final[h, i], k_final[g, j]), fmt(t["scores"][h, i, j])))
-            misses.append((f"the scaled score of “{name}”", None if score is None else by_hand([score * factor_shown]), fmt(t["scaled"][h, i, j])))
+            misses.append((f"the scaled score of “{name}”", None if score is None else hand_sum([score * factor_shown]), fmt(t["scaled"][h, i, j])))
         out += noted(misses)
     return out
 
@@ -719,11 +719,7 @@ def _mixing(t, tokens, i, heads, fits):
                 lines.append(f"{indent}  (v and z have {t.config.d_v} numbers each)")
             line = Text("\n".join(lines))
         if len(keys) == len(tokens) and t.config.d_v <= MAX_SHOWN:  # every term shown whole: z can be worked by hand
-            weights_shown = [as_shown(t["weights"][h, i, j]) for j in keys]
-            misses = [
-                (f"z_{h}[{e}]", None if None in weights_shown else dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e]))
-                for e in range(t.config.d_v)
-            ]
+            misses = [(f"z_{h}[{e}]", dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e])) for e in range(t.config.d_v)]
         else:
             misses = []
         out += [line, *noted(misses)]
@@ -751,8 +747,11 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         table = _output_table(t, i, b_O, shown, lengths)
         if fits(table):
             break
-    # y as the sum of the rows shown, each component shown in every row
-    misses = [(f"y[{m}]", by_hand(as_shown(v) for v in [*t["contributions"][:, i, m], *([] if b_O is None else [b_O[m]])]), fmt(t["output"][i, m])) for m in range(shown)]
+    # y as the sum of the rows shown, each component shown in every row; as on the page, only for a
+    # small layer's (a real model's sums of a dozen rounded rows land 0.01 to 0.03 off at every turn)
+    misses = [] if d > SMALL_D_MODEL else [
+        (f"y[{m}]", hand_sum(as_shown(v) for v in [*t["contributions"][:, i, m], *([] if b_O is None else [b_O[m]])]), fmt(t["output"][i, m])) for m in range(shown)
+    ]
     if weights is None or d > MAX_SHOWN or c.n_heads * c.d_v > 2 * MAX_SHOWN:
         return [table, *noted(misses)]
     title = "W^O: head i's rows multiply its z_i"
@@ -761,13 +760,13 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         add_column(w_o, col, justify="left" if col == "row" else "right")
     for r in range(c.n_heads * c.d_v):
         w_o.add_row(f"head {r // c.d_v} · z[{r % c.d_v}]", *(fmt(v) for v in weights.W_O[r]))
-    # each head's row as z_h (Value mixing shows it) times its rows of W^O, before the rows' sum
+    # each head's row as its block of concat (printed above W^O) times its rows of W^O, before the rows' sum
     rows = lambda h: slice(h * c.d_v, (h + 1) * c.d_v)
     misses = [
-        (f"head {h}'s part of y[{m}]", dot_by_hand(t["z"][h, i], weights.W_O[rows(h), m]), fmt(t["contributions"][h, i, m]))
-        for h in range(c.n_heads) for m in range(d)
+        (f"head {h}'s part of y[{m}]", dot_by_hand(t["concat"][i, rows(h)], weights.W_O[rows(h), m]), fmt(t["contributions"][h, i, m]))
+        for h in range(c.n_heads) for m in range(shown)
     ] + misses
-    return [w_o, table, *noted(misses)]
+    return [Text(f"concat = {vec(t['concat'][i])}"), w_o, table, *noted(misses)]
 
 
 def _output_table(t, i, b_O: np.ndarray | None, shown: int, lengths: list[float]) -> Table:

@@ -376,7 +376,7 @@ class Explorer(anywidget.AnyWidget):
             raise traitlets.TraitError(f"query must be a token or its index, not {value!r}; choose one of {choices}")
         if not 0 <= value < len(tokens):
             if isinstance(proposal["value"], str) and hint is not None:  # "10", a number of the text, cut into "1" + "0"
-                raise traitlets.TraitError(f"query {value} is out of range: there are {len(tokens)} tokens. As a word, {hint}")
+                raise traitlets.TraitError(f"query {value} is out of range: there are {len(tokens)} tokens, at indices 0 to {len(tokens) - 1}. As a word, {hint}")
             raise traitlets.TraitError(f"query {value} is out of range; choose one of {choices}")
         return int(value)
 

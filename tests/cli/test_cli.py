@@ -480,8 +480,8 @@ def test_a_narrow_terminal_cuts_no_number_of_the_norm_and_rotary_stages(width):
 
 def test_a_causal_layers_scores_say_which_keys_the_mask_hides_next():
     out = ok("--causal", "--stage", "scores", "--head", "0")  # query "like", at position 1
-    rows = {row[0]: row for row in cells(out) if len(row) == 5 and row[0] in ("cats", "like", "warm", "milk")}
-    assert [key for key, row in rows.items() if row[4] == "masked next"] == ["warm", "milk"]
+    rows = {row[0]: row for row in cells(out) if len(row) == 4 and row[0] in ("cats", "like", "warm", "milk")}
+    assert [key for key, row in rows.items() if row[3].endswith("(masked next)")] == ["warm", "milk"]
 
 
 def test_a_long_causal_texts_mixing_counts_the_keys_the_query_sees():
@@ -579,8 +579,8 @@ def hand(total: Decimal) -> str:
 def test_scores_mixing_and_output_name_the_results_the_shown_numbers_do_not_give(query):
     """A student works each result from the numbers printed: q·k from q and k, the scaled score as the
     q·k shown ÷ √2, z from the weights and value rows shown, each head's part of y from z and W^O, and
-    y as the sum of the heads' rows. Where that lands off the number printed, the stage says so, as
-    the page does; where every one lands, it says nothing."""
+    y as the sum of the heads' rows (concat, printed above W^O, gives each head's z). Where that lands
+    off the number printed, the stage says so, as the page does; where every one lands, it says nothing."""
     ex = example()
     ref = loop_attention(ex, causal=False)
     i, names = ["cats", "like", "warm", "milk"].index(query), ["cats", "like", "warm", "milk"]
@@ -612,10 +612,40 @@ def test_scores_mixing_and_output_name_the_results_the_shown_numbers_do_not_give
     assert any(expected["output"]) or query != "like"  # the example's own query has three: y[1], y[2], y[3]
     for stage in ("scores", "mixing", "output"):
         out = " ".join(ok("--query", query, "--stage", stage).replace("│", " ").split())
-        notes = re.findall(r"Worked from the rounded numbers shown instead, (.*?)\.(?= |$)", out)
+        notes = re.findall(r"Each result is worked out from the full numbers; from the rounded numbers shown, (.*?)\.(?= |$)", out)
         per_table = [expected[stage]] if stage == "output" else expected[stage]  # one note under each head's table; output's under y
         wanted = ["; ".join(misses) for misses in per_table if misses]
         assert notes == wanted, (stage, notes, wanted)
+
+
+def test_the_weights_sum_row_is_no_tokens_name():
+    """A text holding the word "sum": its row and the total's were both "sum" (0.01 above 1.00)."""
+    from rich.console import Console
+
+    from mha_explorer.walkthrough import render
+
+    config = AttentionConfig(d_model=4, n_heads=1)
+    t = trace(np.random.default_rng(0).normal(size=(3, 4)), AttentionWeights.random(config, seed=0), config)
+    console = Console(width=200, record=True, highlight=False)
+    render(t, ["the", "sum", "is"], 0, [0], "weights", console)
+    labels = [row[0] for row in cells(console.export_text()) if row]
+    assert labels.count("sum") == 2 and "sum of all 3" in labels  # the token, in both tables; the total, once
+
+
+def test_a_real_models_output_checks_y_only_where_the_page_does():
+    """y summed by hand from a dozen rounded rows lands 0.01 to 0.03 off at every turn in a real
+    layer: as the page, the terminal checks it only up to a d_model of 16, each head's part always."""
+    from rich.console import Console
+
+    from mha_explorer.walkthrough import render
+
+    for d_model, checked in ((16, True), (32, False)):
+        config = AttentionConfig(d_model=d_model, n_heads=16, d_head=2, d_v=1)
+        t = trace(np.random.default_rng(1).normal(size=(5, d_model)) * 3, AttentionWeights.random(config, seed=1), config)
+        console = Console(width=200, record=True, highlight=False)
+        render(t, [f"w{j}" for j in range(5)], 2, list(range(16)), "output", console)
+        out = " ".join(console.export_text().split())
+        assert ("y[0] comes to" in out or "y[1] comes to" in out or "y[2] comes to" in out) == checked, out[-600:]
 
 
 def test_a_softmax_whose_only_visible_key_scores_very_low_is_still_worked_out():

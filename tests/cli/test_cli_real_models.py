@@ -343,23 +343,6 @@ def test_a_character_cut_into_byte_pieces_is_named_by_itself_as_its_first_piece(
     assert "query ␣🐱 2/3" in ok("--model", "smollm2", "--text", "I like 🐱 cats", "--query", "␣🐱 2/3", "--stage", "weights", "--head", "0")
 
 
-def test_the_weights_sum_row_is_no_tokens_name():
-    """A text holding the word "sum": its row and the total's were both "sum" (0.01 above 1.00)."""
-    from rich.console import Console
-
-    from mha_explorer.config import AttentionConfig
-    from mha_explorer.trace import trace
-    from mha_explorer.walkthrough import render
-    from mha_explorer.weights import AttentionWeights
-
-    config = AttentionConfig(d_model=4, n_heads=1)
-    t = trace(np.random.default_rng(0).normal(size=(3, 4)), AttentionWeights.random(config, seed=0), config)
-    console = Console(width=200, record=True, highlight=False)
-    render(t, ["the", "sum", "is"], 0, [0], "weights", console)
-    labels = [row[0] for row in cells(console.export_text()) if row]
-    assert labels.count("sum") == 2 and "sum of all 3" in labels  # the token, in both tables; the total, once
-
-
 @needs["minilm"]
 def test_a_wordpiece_inside_a_word_keeps_its_marks():
     """"unbelievably" is un ##bel ##ie ##va ##bly: without the ## the pieces would read as words."""

@@ -512,7 +512,7 @@ def test_a_query_names_a_position_or_a_lowercased_token_as_the_terminal_does(min
         cut.query = "hyperparameters"
     # a number past the last index that is a word of the text, cut: both are said
     year = Explorer.from_model("minilm", text="the year 98765 ended", layer=0)
-    with pytest.raises(traitlets.TraitError, match=re.escape("query 98765 is out of range: there are 8 tokens. As a word, '98765' is cut into 3 tokens here, '98' + '##7' + '##65' at positions 3 to 5; name one of them")):
+    with pytest.raises(traitlets.TraitError, match=re.escape("query 98765 is out of range: there are 8 tokens, at indices 0 to 7. As a word, '98765' is cut into 3 tokens here, '98' + '##7' + '##65' at positions 3 to 5; name one of them")):
         year.query = "98765"
     m = Explorer.from_model("minilm", text="The Fox ran", layer=0, query="Fox")  # BERT's tokenizer lowercases
     assert m.query_token == "fox"
