@@ -365,8 +365,8 @@ LAB_LINK = "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b
         ("#stage=nowhere&head=1", "stage “nowhere” is not one of projections, scores, weights, mixing, concat, output, so the first stage is shown.", ("Projections", "head 1", "“like”")),
         (LAB_LINK + "&head=9&query=1", "head 9 is out of range: there are 4 heads, so head 0 is shown.", ("Projections", "head 0", "“b”")),
         (LAB_LINK + "&stage=scores&head=3&query=9", "query 9 is out of range: there are 3 tokens, so query “a” is shown.", ("Scores", "head 3", "“a”")),
-        ("#stage=scores&head=1&query=dog", "the query “dog” is not a token here: name one of “cats”, “like”, “warm”, “milk”, or give a position (the first view's query is shown).", ("Scores", "head 1", "“like”")),
-        (LAB_LINK + "&stage=weights&head=2&query=c@1", "the query “c@1” is not a token here: name one of “a”, “b”, “c”, or give a position (the first view's query is shown).", ("Weights", "head 2", "“b”")),
+        ("#stage=scores&head=1&query=dog", "the query “dog” is not a token here: name one of “cats”, “like”, “warm”, “milk”, or give a position; query “like” is shown.", ("Scores", "head 1", "“like”")),
+        (LAB_LINK + "&stage=weights&head=2&query=c@1", "the query “c@1” is not a token here (“c” is at position 2, not 1): name one of “a”, “b”, “c”, or give a position; query “a” is shown.", ("Weights", "head 2", "“a”")),
     ],
     ids=["teaching head", "teaching stage", "lab head", "lab query", "teaching query by an unknown name", "lab query named where it is not"],
 )
@@ -392,9 +392,11 @@ def test_a_link_part_out_of_range_falls_back_alone(page, server_url, fragment, s
     "fragment, shown",
     [
         ("#mode=teaching&stage=scores&head=1&query=milk", ("Scores", "head 1", "“milk”")),  # as --query milk, and the widget's query="milk"
+        ("#mode=teaching&stage=scores&head=1&query=Milk", ("Scores", "head 1", "“milk”")),  # in any case, as the terminal's fallback
+        ("#mode=teaching&stage=weights&query=@2", ("Weights", "head 0", "“warm”")),  # a position, as the terminal's @2
         ("#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=the+cat+sat+on+the+mat&seed=0&stage=weights&head=3&query=the@4", ("Weights", "head 3", "“the @4”")),
     ],
-    ids=["teaching", "lab, a repeated token at its position"],
+    ids=["teaching", "teaching, in another case", "teaching, a position", "lab, a repeated token at its position"],
 )
 def test_a_link_may_name_its_query_by_its_token(page, server_url, fragment, shown):
     """A teacher writes a link by hand with the query's word, as the terminal and the notebook take

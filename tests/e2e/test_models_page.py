@@ -1585,8 +1585,20 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 5 · query “sat”")
     assert page.locator("#notice").is_hidden()
     page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&head=5&query=dog")
-    expect(page.locator("#notice")).to_contain_text("This link could not be used in full: the query “dog” is not a token here: name one of “[CLS]”, “the”, “cat”")
+    expect(page.locator("#notice")).to_contain_text("This link could not be used in full: the query “dog” is not a token here: name one of “[CLS]”, “the@1”, “cat”")
+    expect(page.locator("#notice")).to_contain_text("or give a position; query “mat” is shown.")
     expect(page.locator(".stage h2")).to_contain_text("· head 5 · query “mat”")
+    # found as the text reads it, in any case: MiniLM's tokenizer lowercases "The"
+    page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&stage=weights&head=5&query=The")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 5 · query “the @1”")
+    assert page.locator("#notice").is_hidden()
+    # a link to another model: its query, a token of that model's, goes as the notice says (no
+    # second complaint, and not looked up among this copy's tokens, where "cat" is)
+    page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=cat")
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 0, the first this copy holds (not the link's query, a token of that model's)."
+    )
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 4 · query “mat”")
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert errors == []
     context.close()
@@ -1835,6 +1847,17 @@ def test_a_links_query_out_of_range_names_the_query_shown_as_the_page_does(page,
     expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: query 99 is out of range: there are {n} tokens, so query “{shown}” is shown.")
     expect(page.locator(".stage h2")).to_contain_text(f"query “{shown}”")
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the refused trace
+
+
+@needs("smollm2")
+def test_a_link_names_a_decoders_query_as_its_text_reads(page, server_url):
+    """SmolLM2's tokens carry their space (Ġquick, labelled ␣quick): a link written by hand names the
+    query as the text reads, "quick", or with the position of a repeated one, as the terminal takes it."""
+    page.goto(server_url + "#mode=model&model=smollm2&layer=0&text=The+quick+brown+fox+jumps+over+the+quick+dog.&stage=weights&head=2&query=quick@7")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 2 · query “␣quick @7”", timeout=60_000)
+    assert page.locator("#notice").is_hidden()
+    page.goto(server_url + "#mode=model&model=smollm2&layer=0&text=The+quick+brown+fox+jumps+over+the+quick+dog.&stage=weights&head=2&query=fox")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 2 · query “␣fox”", timeout=60_000)
 
 
 @needs("minilm")

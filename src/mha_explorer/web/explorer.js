@@ -229,10 +229,14 @@ export function unpack(buffer) {
 // A link's head or query that a payload lacks, as the page's notice says it (the first view's is shown).
 export function outOfRange(field, asked, payload) {
   const n = field === "head" ? payload.config.n_heads : payload.tokens.length;
-  const named = payload.model ? { ...payload, tokens: tokenLabels(payload) } : payload; // its tokens as the view names them ("␣jumps", not "Ġjumps")
   return field === "head"
     ? `head ${asked} is out of range: there ${n === 1 ? "is 1 head" : `are ${n} heads`}, so head 0 is shown`
-    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${tokenName(named, payload.query)}” is shown`;
+    : `query ${asked} is out of range: there ${n === 1 ? "is" : "are"} ${plural(n, "token")}, so query “${firstQuery(payload)}” is shown`;
+}
+
+// The query of a payload's first view, as the view names it ("␣jumps", not "Ġjumps")
+export function firstQuery(payload) {
+  return tokenName(payload.model ? { ...payload, tokens: tokenLabels(payload) } : payload, payload.query);
 }
 
 // A widget's real-model payload or head arrays: the JSON with `buffer`, every array's bytes (a
@@ -2989,26 +2993,26 @@ function allQueries(view, query, head, stage) {
   };
   const views = {
     projections: () => [
-      map(`Q of head ${head} (n × d_head)`, "q", (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`Q of head\u00a0${head} (n × d_head)`, "q", (r, j) => [head, r, j], c.d_head, comp("q")),
       map(`K of ${kvHead(payload, g)}`, "k", (r, j) => [g, r, j], c.d_head, comp("k")),
       map(`V of ${kvHead(payload, g)}`, "v", (r, j) => [g, r, j], c.d_v, comp("v")),
     ],
     scores: () => [
-      map(`Q Kᵀ of head ${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
+      map(`Q Kᵀ of head\u00a0${head}: row = query, column = key`, "scores", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
       map(scaleShown != null ? `Scaled: × ${scaleShown}` : `Scaled by 1/√${c.d_head}`, "scaled", (r, j) => [head, r, j], n, byToken, undefined, null, tok),
       scaledOff(),
     ],
     mask: () => [map(`Scaled scores after the mask (grey = −∞), head\u00a0${head}`, "mask", (r, j) => [head, r, j], n, byToken, "scores", later, tok)],
-    weights: () => [map(`Weights A of head ${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later, tok), sumsOff()],
-    mixing: () => [map(`Z = A V of head ${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
+    weights: () => [map(`Weights A of head\u00a0${head}: every row sums to 1${later ? "; grey cells are masked (exactly 0)" : ""}`, "weights", (r, j) => [head, r, j], n, byToken, "weights", later, tok), sumsOff()],
+    mixing: () => [map(`Z = A V of head\u00a0${head} (n × d_v)`, "z", (r, j) => [head, r, j], c.d_v, comp("z"))],
     concat: () => [map(`concat (n × ${c.n_heads}·${c.d_v})`, "concat", (r, j) => [r, j], c.n_heads * c.d_v, (j) => `head ${Math.floor(j / c.d_v)} · z[${j % c.d_v}]`)],
     output: () => [map("output Y (n × d_model)", "output", (r, j) => [r, j], c.d_model, comp("y"))],
     qk_norm: () => [
-      map(`Q of head ${head} after the norm`, "q_normed", (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`Q of head\u00a0${head} after the norm`, "q_normed", (r, j) => [head, r, j], c.d_head, comp("q")),
       map(`K of ${kvHead(payload, g)} after the norm`, "k_normed", (r, j) => [g, r, j], c.d_head, comp("k")),
     ],
     rope: () => [
-      map(`Q of head ${head} after the rotation`, "q_rotated", (r, j) => [head, r, j], c.d_head, comp("q")),
+      map(`Q of head\u00a0${head} after the rotation`, "q_rotated", (r, j) => [head, r, j], c.d_head, comp("q")),
       map(`K of ${kvHead(payload, g)} after the rotation`, "k_rotated", (r, j) => [g, r, j], c.d_head, comp("k")),
     ],
   };

@@ -468,7 +468,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     // the copy holds, said so; the link's query stood for a token of its own text, and goes
     const otherText = Boolean(fixed && initial.text && initial.text !== fixed.text);
     if (otherModel) layer.value = String(fixed.layers[picker.value][0]); // the menu took the link's layer (refresh): it was another model's
-    const ready = await prepare(picker.value, otherModel ? 0 : initial.layer ?? 0);
+    const ready = await prepare(picker.value, otherModel ? Number(layer.value) : initial.layer ?? 0); // (kept where the menu waited, disabled, for the model's layers)
     if (ready === null) return true; // the user picked another model meanwhile
     if (!ready) return false;
     // a layer the model (or the copy) lacks: the menu went to the nearest it has, which a link
@@ -486,10 +486,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         : `layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
       layerProblems.push(`${why}, so layer ${layer.value} is shown`);
     }
+    if (otherText || otherModel) initial.query = null; // a token of the link's own text or model's, dropped as said above
     if (!initial.autostart) return true;
     // a link's head or query the layer does not have is dropped alone (the first view's is
     // shown), so that its model, text and layer are not lost over it; linkProblems says so
-    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: otherText || otherModel || typeof initial.query === "string" ? null : initial.query ?? null }; // (a token's name is found on the tokens that come back)
+    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: typeof initial.query === "string" ? null : initial.query ?? null }; // (a token's name is found on the tokens that come back)
     const dropped = [];
     let shown;
     while (!(shown = await trace(request))) {

@@ -1,6 +1,6 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
-import explorer, { echo, h, outOfRange, plural, unpack } from "./explorer.js";
+import explorer, { echo, firstQuery, h, outOfRange, plural, unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels, staticServer } from "./models.js";
 
@@ -233,7 +233,7 @@ const stageBefore = (stage, ids) => STAGE_ORDER.slice(0, Math.max(0, STAGE_ORDER
 // The view a link asks for, on this payload: a part it cannot have (a stage the layer lacks, a
 // head or query beyond its count) falls back (a stage to the one before it, see stageBefore), and
 // `problems` says which, so that the rest of the link (a lab's settings and edits) is not lost over it.
-function fitView(payload, view, fallback = payload.query) {
+function fitView(payload, view) {
   const ids = payload.page_stages.map((s) => s.id);
   const problems = [];
   let { stage, head, query } = view;
@@ -248,31 +248,48 @@ function fitView(payload, view, fallback = payload.query) {
     head = 0;
   }
   if (typeof query === "string") {
-    const found = tokenNamed(payload, query);
-    if (found === null) problems.push(`the query “${echo(query)}” is not a token here: ${choices(payload)}`);
-    query = found;
+    const [found, why] = tokenNamed(payload, query);
+    if (found === null) problems.push(`the query “${echo(query)}” is not a token here${why ? ` (${why})` : ""}: ${choices(payload)}; query “${firstQuery(payload)}” is shown`);
+    query = found ?? payload.query;
   }
   if (query !== null && query >= payload.tokens.length) {
     problems.push(outOfRange("query", query, payload));
     query = payload.query; // the one the message names
   }
-  return { view: { stage: stage ?? ids[0], head, query: query ?? fallback, all_queries: view.all }, problems };
+  return { view: { stage: stage ?? ids[0], head, query: query ?? payload.query, all_queries: view.all }, problems };
 }
-// The position of the token a link names: as the page labels it ("␣cat") or as the tokenizer spells
-// it, its first place; "cat@4" (or "cat @4", as a map labels a repeated token) is cat at position 4
-// only. null when no token is so named.
+// The position of the token a link names, found as the terminal's --query finds it: the token as
+// the tokenizer spells it ("Ġcat") or as the page labels it ("␣cat"), else as the text reads
+// ("cat"; a WordPiece's "bel" for "##bel"), else in any case (a lowercasing tokenizer's "the" for
+// "The"): its first place. "cat@4" (or "cat @4", as a map labels a repeated token) is cat at
+// position 4 only; "@4" is position 4. Returns [position, or null, and why not when null].
 function tokenNamed(payload, name) {
+  const n = payload.tokens.length;
   const labels = payload.model?.labels ?? payload.tokens;
-  const [, bare, at] = /^(.*?) ?@(\d+)$/.exec(name) ?? [null, name, null];
-  const is = (j) => payload.tokens[j] === bare || labels[j] === bare;
-  if (at !== null) return Number(at) < payload.tokens.length && is(Number(at)) ? Number(at) : null;
-  const j = payload.tokens.findIndex((_, i) => is(i));
-  return j < 0 ? null : j;
+  const texts = payload.model?.readable ?? labels.map((label) => label.replaceAll("␣", " "));
+  const ways = [
+    (j, word) => payload.tokens[j] === word || labels[j] === word,
+    (j, word) => texts[j].trim() === word.trim(),
+    (j, word) => texts[j].trim().toLowerCase() === word.trim().toLowerCase(),
+  ];
+  const whole = payload.tokens.findIndex((_, j) => ways[0](j, name)); // a lab's token may hold "@"
+  if (whole >= 0) return [whole, null];
+  const [, word, at] = /^(.*?) ?@(\d+)$/.exec(name) ?? [null, name, null];
+  if (at !== null && word === "") return Number(at) < n ? [Number(at), null] : [null, `position ${at} is past the last, ${n - 1}`];
+  for (const way of ways) {
+    const found = payload.tokens.flatMap((_, j) => (word.trim() && way(j, word) ? [j] : []));
+    if (!found.length) continue;
+    if (at === null) return [found[0], null];
+    if (found.includes(Number(at))) return [Number(at), null];
+    return [null, `“${echo(word)}” is at ${found.length === 1 ? `position ${found[0]}` : `positions ${found.join(", ")}`}, not ${at}`];
+  }
+  return [null, null];
 }
+// The tokens a link may name its query by, as the page labels them (a repeated one with its position)
 const choices = (payload) => {
   const labels = payload.model?.labels ?? payload.tokens;
-  const shown = labels.slice(0, 12).map((t) => `“${echo(t)}”`).join(", ");
-  return `name one of ${shown}${labels.length > 12 ? ", …" : ""}, or give a position (the first view's query is shown)`;
+  const named = labels.slice(0, 12).map((t, j) => `“${echo(labels.indexOf(t) === labels.lastIndexOf(t) ? t : `${t}@${j}`)}”`);
+  return `name one of ${named.join(", ")}${labels.length > 12 ? ", …" : ""}, or give a position`;
 };
 const partlyUsed = (problems) => `This link could not be used in full: ${problems.join("; ")}.`;
 
@@ -364,8 +381,7 @@ async function main() {
       if (pendingView?.mode === "lab") {
         // a link without a query: the second token, the first whose row under a causal mask has
         // more than itself to look at (as Explorer.from_config, and as the lab's button keeps the example's)
-        const second = Math.min(1, payload.tokens.length - 1);
-        const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? second }, second);
+        const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? Math.min(1, payload.tokens.length - 1) });
         if (pendingView.lab?.damaged) fitted.problems.unshift(pendingView.lab.damaged);
         // (a static copy's notice of what of the link it could not show comes first)
         const said = [pendingView.notice, fitted.problems.length ? partlyUsed(fitted.problems) : ""].filter(Boolean);
@@ -399,9 +415,11 @@ async function main() {
   // a static copy has real models only when layers were written into it (export-site --model)
   const held = STATIC?.models;
   if (!STATIC || held) {
+    // (its query is dropped there, set to null, where the copy shows another model or text than the link's)
+    const modelLink = link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {};
     models = createModels({
       container: modelBox,
-      initial: link.model ? { ...link.model, head: link.head, query: link.query, autostart: true } : {},
+      initial: modelLink,
       ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, m.layers])) } }),
       getView: () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query") }),
       onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
@@ -410,7 +428,7 @@ async function main() {
         // a link's stage and "all queries" (its head and query the server checked): a stage
         // this layer lacks falls back to the one before it, said with the link's other problems
         // (a query named by its token is found here, on the tokens the server sent)
-        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: typeof pendingView.query === "string" ? pendingView.query : null }) : null;
+        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: typeof modelLink.query === "string" ? modelLink.query : null }) : null;
         if (view) stageProblems = view.problems;
         const stage = view ? view.view.stage : model.get("stage");
         pendingView = null;
