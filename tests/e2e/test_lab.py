@@ -1177,7 +1177,8 @@ def test_an_empty_seed_is_refused_not_taken_as_zero(page, server_url):
     "field, typed, said",
     [("d_head", "2,5", "“2,5” is not a whole number: type d_head as one from 1 to 64."),
      ("d_model", "abc", "“abc” is not a whole number: type d_model as one from 1 to 64."),
-     ("Seed", "1.5", "“1.5” is not a whole number: type the seed as one from 0 to 4294967295.")],
+     ("Seed", "1.5", "“1.5” is not a whole number: type the seed as one from 0 to 4294967295."),
+     ("n_heads", "1e9", "“1e9” is written with an exponent: type n_heads in plain digits, from 1 to 64.")],
 )
 def test_a_setting_that_is_no_whole_number_is_kept_as_typed_and_said(page, server_url, field, typed, said):
     """A browser's number field read "2,5" as 25 and computed with it, and dropped letters: the

@@ -425,7 +425,9 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     // a field's text that is no whole number is quoted: "2,5" is not read as 25, nor "abc" as nothing
     for (const [name, lo, hi] of [...CONFIG_FIELDS, ["seed", 0, SEED_MAX]]) {
       const typed = (name === "seed" ? seedInput : configInputs[name]).value.trim();
-      if (typed && !WHOLE.test(typed)) errors[name] = `“${echo(typed)}” is not a whole number: type ${name === "seed" ? "the seed" : name} as one from ${lo} to ${hi}.`;
+      const what = name === "seed" ? "the seed" : name;
+      // "1e9" is a whole number written with an exponent, which the field does not read
+      if (typed && !WHOLE.test(typed)) errors[name] = /^[-+]?(\d+\.?\d*|\.\d+)e[-+]?\d+$/i.test(typed) ? `“${echo(typed)}” is written with an exponent: type ${what} in plain digits, from ${lo} to ${hi}.` : `“${echo(typed)}” is not a whole number: type ${what} as one from ${lo} to ${hi}.`;
     }
     return errors;
   }
