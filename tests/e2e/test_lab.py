@@ -2405,7 +2405,9 @@ def test_the_labs_menus_fit_a_phone(page, server_url, width):
 
 def test_many_heads_contributions_are_coloured_on_their_own_scale(page, server_url):
     """With 64 heads the output y (their sum) is several times any head's part: on y's scale every
-    head's row was almost white. The map takes the heads' scale; y beyond it is full colour, said."""
+    head's row was almost white. The map takes the heads' scale; y beyond it is full colour, said.
+    Its last row, y, is labelled, whatever the step of the heads' labels."""
+    page.add_init_script(RECORD_CANVAS_TEXT)
     page.goto(server_url + "#mode=lab&d_model=64&n_heads=64&n_kv_heads=64&d_head=1&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0&stage=output&head=40&query=1")
     figure = page.locator(".stage figure", has_text="Each head's contribution to each output component")
     expect(figure).to_be_visible()
@@ -2416,3 +2418,5 @@ def test_many_heads_contributions_are_coloured_on_their_own_scale(page, server_u
     assert y_peak > 2 * heads_peak
     legend = figure.locator(".heatmap-legend").inner_text()
     assert f"+{heads_peak:.2f}; beyond ±{heads_peak:.2f} (up to ±{y_peak:.2f}), full colour" in legend, legend
+    labels = figure.locator("canvas.heatmap").evaluate("(c) => window.labelsOf.get(c) ?? []")
+    assert labels[0] == "head 0" and "head 60" in labels and labels[-1] == "output y", labels

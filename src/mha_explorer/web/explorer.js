@@ -2248,6 +2248,7 @@ function output(view, query, head) {
       // coloured on the heads' (and bias's) own scale: y, the sum of 64 of them, would set a scale on
       // which each head's row is almost white; y beyond it takes the full colour, as the legend says
       scale: sharedScale(mapRows.length - 1, d_model, (r, m) => mapRows[r][1](m)),
+      lastLabel: true,
     });
   // more than 64 numbers: concat as one row per head on canvas, as in the Concatenation stage; with
   // one head's block of W^O, that head's block of concat, which the block multiplies
@@ -2572,7 +2573,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
 // column by column start their cells at one x). scale: the colour scale, given (two maps compared
 // by eye share one; see sharedScale), instead of the map's own.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given }) {
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given, lastLabel = false }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2610,6 +2611,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     if (tokenAt && every > 1 && label !== null && !/ @\d+$/.test(label)) label = `${label} @${tokenAt(r)}`;
     // none written over the one before (the first and last, moved inside the map, could be)
     if (label !== null && !(drawnLabels.length && labelY(r) - labelY(drawnLabels[drawnLabels.length - 1][0]) < Math.max(fontSize + 1, blockLabel && every > 1 ? 10 : 0))) drawnLabels.push([r, label]);
+  }
+  // lastLabel: the last row is labelled whatever the step (a sum under the rows it adds: "output y"),
+  // the label before it left out if it would be written over
+  if (lastLabel && drawnLabels.at(-1)?.[0] !== rows - 1) {
+    if (drawnLabels.length && labelY(rows - 1) - labelY(drawnLabels.at(-1)[0]) < fontSize + 1) drawnLabels.pop();
+    drawnLabels.push([rows - 1, rowLabel(rows - 1)]);
   }
   const left = Math.max(labelsAtLeast, labelRoom(drawnLabels, fontSize));
   const width = left + cols * cw;
