@@ -2420,3 +2420,8 @@ def test_many_heads_contributions_are_coloured_on_their_own_scale(page, server_u
     assert f"+{heads_peak:.2f}; beyond ±{heads_peak:.2f} (up to ±{y_peak:.2f}), full colour" in legend, legend
     labels = figure.locator("canvas.heatmap").evaluate("(c) => window.labelsOf.get(c) ?? []")
     assert labels[0] == "head 0" and "head 60" in labels and labels[-1] == "output y", labels
+    # concat beside it, two columns wide: its axis names the first and last column under the map, no wider
+    concat = page.locator(".stage figure", has_text="concat for").first
+    canvas, axis = concat.locator("canvas.heatmap").bounding_box(), concat.locator(".heatmap-axis").bounding_box()
+    assert axis["x"] >= canvas["x"] and axis["x"] + axis["width"] <= canvas["x"] + canvas["width"] + 0.5, (axis, canvas)
+    assert concat.locator(".heatmap-axis").inner_text().split() == ["[0]", "[1]"]

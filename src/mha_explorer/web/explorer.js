@@ -2860,8 +2860,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   const named = colName && cw >= COLUMN_NAMED;
   const axis = cols < 2 ? null
     : named ? h("p", { class: "heatmap-axis names", "aria-hidden": "true" }, range(cols).map((c) => h("span", {}, colName(c))))
-    : h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), h("span", {}, "→"), h("span", {}, colLabel(cols - 1)));
-  if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` });
+    : h("p", { class: "heatmap-axis", "aria-hidden": "true" }, h("span", {}, colLabel(0)), cols * cw >= NARROW_AXIS ? h("span", {}, "→") : null, h("span", {}, colLabel(cols - 1)));
+  // under a narrow map (64 heads' concat, two columns wide) the first and last alone, within its width
+  if (axis) Object.assign(axis.style, { marginLeft: `${left}px`, width: `${cols * cw}px` }, cols * cw < NARROW_AXIS ? { minWidth: "0" } : {});
   if (named) axis.style.setProperty("--column", `${cw}px`);
   const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak, root), axis, readout);
   function claim(ahead = false) {
@@ -2893,6 +2894,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
 }
 
 const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written under it, on its side
+const NARROW_AXIS = 144; // px: a map narrower than this has its first and last columns named, no arrow between
 
 // The colour scale of a map: its largest |value|, unless that is more than OUTLIER times the
 // 99th percentile of |value|. A weight matrix with a few huge entries (W^O of a decoder) would
