@@ -16,6 +16,16 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class AttentionConfig:
+    """The shape of one attention layer: d_model, n_heads, and what defaults leave out.
+
+    n_kv_heads: K/V heads; n_heads (the default) is MHA, fewer GQA (each K/V head serves
+    n_heads / n_kv_heads query heads), 1 MQA. d_head: the width of q and k per head (default
+    d_model // n_heads); d_v: of v (default d_head). causal: a query sees no later key. bias: the
+    Q, K, V and output projections add biases. The rest is what real layers add: qk_norm (RMS norm
+    of every q and k row, with norm_eps), rope_theta (rotary positions), sliding_window (a query
+    sees only the keys less than this far back), scale (replaces 1 / sqrt(d_head)).
+    PRESETS holds small ones by name: "mha", "causal", "gqa", "mqa", "teaching"."""
+
     d_model: int  # width of each token's vector, X is (n, d_model)
     n_heads: int  # number of query heads h
     n_kv_heads: int | None = None  # key/value heads: n_heads = MHA, fewer = GQA, 1 = MQA
@@ -146,9 +156,10 @@ def _check_positive_int(name: str, value: object) -> None:
 
 
 def as_array(name: str, values) -> np.ndarray:
-    """values as an array of real numbers (lists of them are taken), or a ConfigError naming it."""
+    """values as an array of real numbers (lists and torch tensors of them are taken), or a
+    ConfigError naming it."""
     try:
-        a = np.asarray(values)
+        a = np.asarray(_numpy(values))
     except ValueError:  # rows of different lengths
         raise ConfigError(f"{name} is not a rectangular array: give every row the same length") from None
     if a.dtype.kind == "c":
@@ -156,6 +167,15 @@ def as_array(name: str, values) -> np.ndarray:
     if a.dtype.kind not in "biuf":
         what = {"U": "text", "S": "bytes", "O": "Python objects"}.get(a.dtype.kind, f"{a.dtype} values")
         raise ConfigError(f"{name} holds {what}, not numbers: give an array of numbers")
+    return a
+
+
+def _numpy(a):
+    """A torch tensor as NumPy: detached from autograd, on the CPU, bfloat16 widened to float32
+    (NumPy has no bfloat16). Anything else as it is."""
+    if hasattr(a, "detach") and hasattr(a, "cpu"):
+        a = a.detach().cpu()
+        return (a.float() if str(a.dtype) == "torch.bfloat16" else a).numpy()
     return a
 
 

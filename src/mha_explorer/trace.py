@@ -84,6 +84,9 @@ STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 
 @dataclass(frozen=True, eq=False)
 class Trace:
+    """Every stage of one attention layer, as trace() records it: t["weights"] is (n_heads, n, n),
+    row = query, column = key; t.stages lists them in order, STAGES gives each one's shape."""
+
     config: AttentionConfig
     stages: dict[str, np.ndarray]  # stage name -> array, in STAGES order
 
@@ -242,7 +245,8 @@ def _run(x, weights: AttentionWeights, config: AttentionConfig, positions, recor
         raise ConfigError(f"trace(x, weights, config): weights is {type(weights).__name__}, not AttentionWeights: give AttentionWeights(W_Q=..., W_K=..., W_V=..., W_O=...) or AttentionWeights.random(config)")
     given = x
     x = as_array("x", x)
-    if record and np.may_share_memory(x, given):  # a trace's X is its own: the caller's array, changed later, would change it alone
+    # a trace's X is its own: the caller's array (or a torch tensor's memory), changed later, would change it alone
+    if record and (not isinstance(given, np.ndarray) or np.may_share_memory(x, given)):
         x = x.copy()
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ConfigError(f"x has shape {x.shape}; this config needs (n, {config.d_model}) with n >= 1")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError, as_array, expect_config
+from .config import AttentionConfig, ConfigError, _numpy, as_array, expect_config
 
 
 def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
@@ -38,6 +38,14 @@ def weight_shapes(config: AttentionConfig) -> dict[str, tuple[int, ...]]:
 
 @dataclass(frozen=True, eq=False)
 class AttentionWeights:
+    """The arrays of one attention layer, per head (lists and torch tensors are taken):
+
+    W_Q (n_heads, d_model, d_head), W_K (n_kv_heads, d_model, d_head), W_V (n_kv_heads, d_model,
+    d_v), W_O (n_heads * d_v, d_model), whose rows i*d_v to (i+1)*d_v take head i's z; with bias,
+    b_Q (n_heads, d_head), b_K and b_V (n_kv_heads, ...), b_O (d_model,); with qk_norm, q_norm and
+    k_norm (d_head,). AttentionWeights.random(config, seed) draws them; from_packed(state_dict,
+    config) reads nn.MultiheadAttention's packed in_proj."""
+
     W_Q: np.ndarray  # (n_heads, d_model, d_head)
     W_K: np.ndarray  # (n_kv_heads, d_model, d_head)
     W_V: np.ndarray  # (n_kv_heads, d_model, d_v)
@@ -50,6 +58,11 @@ class AttentionWeights:
     # effective one: a checkpoint that stores w and multiplies by 1 + w (Gemma) is given 1 + w here.
     q_norm: np.ndarray | None = None  # (d_head,)
     k_norm: np.ndarray | None = None  # (d_head,)
+
+    def __repr__(self) -> str:
+        """Each array by its dtype and shape: its numbers would fill the screen (43 KB for a MiniLM layer)."""
+        given = ", ".join(f"{name}={a.dtype}{a.shape}" for name, a in self.arrays().items())
+        return f"AttentionWeights({given})"
 
     def check(self, config: AttentionConfig) -> None:
         """Raise ConfigError naming the first array whose shape does not fit the config."""
@@ -189,15 +202,6 @@ class AttentionWeights:
         weights = cls(**{name: np.array(a, order="C") for name, a in arrays.items()})
         weights.check(config)
         return weights
-
-
-def _numpy(a):
-    """A torch tensor as NumPy: detached from autograd, on the CPU, bfloat16 widened to float32
-    (NumPy has no bfloat16). Anything else as it is."""
-    if hasattr(a, "detach") and hasattr(a, "cpu"):
-        a = a.detach().cpu()
-        return (a.float() if str(a.dtype) == "torch.bfloat16" else a).numpy()
-    return a
 
 
 def pack_heads(w: np.ndarray) -> np.ndarray:

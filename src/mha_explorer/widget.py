@@ -134,11 +134,15 @@ class Explorer(anywidget.AnyWidget):
         seed: int = 0,
         **view,
     ) -> Explorer:
-        """Any configuration: an AttentionConfig, a preset name ("mha", "causal", "gqa", "mqa") or
-        the config's fields as a dict. tokens: a list of strings, or one string split at spaces;
-        when not given, t0, t1, ... for the rows of an x of your own, else the teaching example's.
-        x (n, d_model) and the weights are drawn from `seed` (a whole number, 0 or more) when not
-        given, rounded to one decimal so that they can be read."""
+        """Any configuration: an AttentionConfig, a preset name ("mha", "causal", "gqa", "mqa";
+        "teaching" is the teaching example's configuration, its values drawn: Explorer() has the
+        example's own) or the config's fields as a dict. tokens: a list of strings, or one string
+        split at spaces; when not given, t0, t1, ... for the rows of an x of your own, else the
+        teaching example's. x (n, d_model) and the weights are drawn from `seed` (a whole number, 0
+        or more) when not given, uniform in [-1, 1] and rounded to one decimal so that they can be
+        read, whatever the width: past a d_model of some 64 the scaled scores grow large and most
+        rows put almost all their weight on one key. For a wide layer as trained layers start, give
+        weights=AttentionWeights.random(config) (scaled by 1/sqrt(fan_in)) and an x of your own."""
         _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})', ("tokens", "x", "weights", "seed"))
         config = _config(config)
         given = tokens is not None
@@ -216,7 +220,7 @@ class Explorer(anywidget.AnyWidget):
     @property
     def text(self) -> str | None:
         """The text a real model's view runs through it, None for a configuration. Setting it traces
-        the new text at the same layer (the query goes back to the first view's)."""
+        the new text at the same layer (the query goes to the one the new text's first view shows)."""
         return None if self._model is None else self._model[1]
 
     @text.setter

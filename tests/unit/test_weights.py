@@ -249,6 +249,31 @@ def test_from_packed_takes_a_live_modules_parameters_and_bfloat16():
     np.testing.assert_allclose(half.W_Q, expected.W_Q, rtol=2**-8)  # bfloat16 keeps 8 bits of mantissa
 
 
+def test_trace_weights_and_the_widget_take_tensors_that_require_grad_or_are_bfloat16():
+    """Hidden states taken from a model are often bfloat16, or still part of its autograd graph:
+    trace(), AttentionWeights and Explorer.from_config take their numbers, as from_packed does,
+    and a trace's x is its own copy, not the tensor's memory."""
+    import torch
+
+    from mha_explorer import Explorer
+    from mha_explorer.trace import trace
+
+    config = AttentionConfig(d_model=8, n_heads=2)
+    weights = AttentionWeights.random(config, seed=0)
+    x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    expected = trace(x.detach().numpy().copy(), weights, config)
+    np.testing.assert_array_equal(trace(x, weights, config)["output"], expected["output"])
+    half = x.detach().bfloat16()
+    np.testing.assert_array_equal(trace(half, weights, config)["x"], half.float().numpy())  # widened exactly
+    tensors = AttentionWeights(**{name: torch.tensor(a, requires_grad=True).bfloat16() for name, a in weights.arrays().items()})
+    assert tensors.W_Q.dtype == np.float32 and np.allclose(tensors.W_Q, weights.W_Q, rtol=2**-8)
+    assert Explorer.from_config({"d_model": 8, "n_heads": 2}, x=x[:3]).trace["x"].shape == (3, 8)
+    plain = torch.zeros(2, 8, dtype=torch.float64)
+    t = trace(plain, weights, config)
+    plain += 1
+    assert (t["x"] == 0).all()
+
+
 def test_arguments_given_in_the_wrong_order_or_of_the_wrong_kind_say_so():
     from mha_explorer import costs
     from mha_explorer.trace import trace
@@ -266,3 +291,11 @@ def test_arguments_given_in_the_wrong_order_or_of_the_wrong_kind_say_so():
     ):
         with pytest.raises(ConfigError, match=said):
             call()
+
+
+def test_weights_print_as_their_shapes_not_their_numbers():
+    """A MiniLM layer's weights printed 43 KB of numbers; each array is given by its dtype and shape."""
+    config = AttentionConfig(d_model=384, n_heads=12, bias=True)
+    shown = repr(AttentionWeights.random(config, seed=0, dtype=np.float32))
+    assert shown.startswith("AttentionWeights(W_Q=float32(12, 384, 32), W_K=float32(12, 384, 32), W_V=float32(12, 384, 32), W_O=float32(384, 384), b_Q=float32(12, 32)")
+    assert len(shown) < 300 and "array" not in shown
