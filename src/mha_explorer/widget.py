@@ -255,8 +255,10 @@ class Explorer(anywidget.AnyWidget):
         else:
             what = f"{c['kind']} d_model={c['d_model']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']} d_head={c['d_head']}"
             what += (f" d_v={c['d_v']}" if c["d_v"] != c["d_head"] else "") + (" causal" if c["causal"] else "") + (" bias" if c["bias"] else "")
-        view = f"stage={self.stage!r}, head={self.head}, query={self.query} {self.query_token!r}" + (", all_queries=True" if self.all_queries else "")
-        return f"Explorer({what}, {len(self.tokens)} tokens, {view})"
+        labels = (self.payload.get("model") or {}).get("labels") or self.tokens  # as the view names them: "␣sat", not "Ġsat"
+        view = f"stage={self.stage!r}, head={self.head}, query={self.query} {labels[self.query]!r}" + (", all_queries=True" if self.all_queries else "")
+        n = len(self.tokens)
+        return f"Explorer({what}, {n} token{'' if n == 1 else 's'}, {view})"
 
     @property
     def tokens(self) -> list[str]:

