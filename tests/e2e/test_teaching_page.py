@@ -864,6 +864,13 @@ def test_a_system_in_dark_mode_gets_a_dark_page_with_no_serious_accessibility_vi
     mark = page.locator(".stage .heatmap-mark").first
     expect(mark).to_be_visible()
     assert mark.evaluate("(m) => [getComputedStyle(m).borderTopColor, getComputedStyle(m).boxShadow]") == ["rgb(29, 35, 48)", "rgb(228, 231, 237) 0px 0px 0px 1px"]
+    # its row labels, drawn on the canvas, take the dark look's grey (the light one's was 2.7:1 on the dark card)
+    page.add_init_script("""(() => { const fill = CanvasRenderingContext2D.prototype.fillText; window.labelInks = new Set();
+        CanvasRenderingContext2D.prototype.fillText = function (...a) { window.labelInks.add(this.fillStyle); return fill.apply(this, a); }; })()""")
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h+i&seed=1&stage=weights&query=4&all=1")
+    expect(page.locator(".stage canvas.heatmap").first).to_be_visible()
+    inks = page.evaluate("() => [...window.labelInks]")
+    assert "#a4adbc" in inks and "#5b6475" not in inks, inks
     page.goto(server_url + "#stage=nowhere")  # a notice says what of the link was not used
     page.wait_for_selector("#notice:not([hidden])")
     bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]

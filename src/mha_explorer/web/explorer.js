@@ -2561,10 +2561,11 @@ const LENS_CELLS = 15;
 const LENS_ZOOM = 10;
 
 // Row labels drawn on canvas take --muted of explorer.css by hand: a canvas drawn before it is in the
-// page has no computed style. A dark notebook theme marks the body as the stylesheet's dark block reads it.
+// page has no computed style. A dark notebook theme marks the body as the stylesheet's dark block
+// reads it; the page in a dark system theme marks its root mha-dark (page.js).
 const LIGHT_LABELS = "#5b6475";
 const DARK_LABELS = "#a4adbc";
-const darkHost = () => document.body.dataset.jpThemeLight === "false" || document.body.classList.contains("vscode-dark");
+const darkHost = () => document.body.dataset.jpThemeLight === "false" || document.body.classList.contains("vscode-dark") || document.documentElement.classList.contains("mha-dark");
 
 // A rows x cols heatmap on canvas. The readout names the cell under the pointer or the keyboard
 // cursor (arrow keys) with its value at two decimals and in full. `mark` outlines one row.
