@@ -296,6 +296,29 @@ def test_a_wide_layers_output_map_has_the_bias_row_between_the_heads_and_their_s
     assert page.locator(".stage .readout").last.inner_text().startswith(f"output y · y[{at.group(1)}]: {fmt(arrays['output'][1, int(at.group(1))])}")
 
 
+def test_a_maps_home_end_and_page_keys_move_its_cell_not_the_page(page, server_url):
+    """Home, End, Page Up and Page Down scrolled the page away from the focused map, and its last
+    cell took a key press a cell: they move the map's readout, as in a table."""
+    page.goto(server_url + "#mode=lab&d_model=20&n_heads=4&n_kv_heads=4&d_head=5&d_v=5&causal=0&bias=1&tokens=a+b&seed=0&stage=output&query=1")
+    canvas = page.get_by_role("application", name=re.compile(r"^Each head's contribution to each output component"))
+    expect(canvas).to_be_visible()
+    settle(page)
+    canvas.focus()
+    scrolled = page.evaluate("() => scrollY")
+    readout = lambda: page.locator(".stage .readout").last.inner_text()  # noqa: E731 - the output map's (the first is concat's)
+    page.keyboard.press("End")
+    assert readout().startswith("head 0 · y[19]:"), readout()
+    page.keyboard.press("Home")
+    assert readout().startswith("head 0 · y[0]:"), readout()
+    page.keyboard.press("PageDown")  # ten rows down, no further than the last (the output)
+    assert readout().startswith("output y · y[0]:"), readout()
+    page.keyboard.press("PageUp")
+    assert readout().startswith("head 0 · y[0]:"), readout()
+    page.keyboard.press("Control+End")
+    assert readout().startswith("output y · y[19]:"), readout()
+    assert page.evaluate("() => scrollY") == scrolled  # the page stayed where it was
+
+
 def test_packed_view_gives_the_same_q(page, server_url):
     open_lab(page, server_url)
     page.locator("summary", has_text="Packed view").click()

@@ -2841,13 +2841,19 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
         drawLens();
         return;
       }
-      const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-      if (!moves[event.key]) return;
+      // the arrows a cell; Home and End the row's first and last (with Ctrl, the map's); Page Up and
+      // Down ten rows (ten cells along a one-row strip), rather than scrolling the page from the map
+      const [r, c] = cursor || [0, 0];
+      const moves = {
+        ArrowUp: [r - 1, c], ArrowDown: [r + 1, c], ArrowLeft: [r, c - 1], ArrowRight: [r, c + 1],
+        Home: event.ctrlKey ? [0, 0] : [r, 0], End: event.ctrlKey ? [rows - 1, cols - 1] : [r, cols - 1],
+        PageUp: rows > 1 ? [r - MAP_PAGE, c] : [r, c - MAP_PAGE], PageDown: rows > 1 ? [r + MAP_PAGE, c] : [r, c + MAP_PAGE],
+      };
+      if (!moves[event.key] || event.altKey || event.metaKey) return;
       event.preventDefault();
       lensOn = true;
-      const [r, c] = cursor || [0, 0];
-      const [dr, dc] = cursor ? moves[event.key] : [0, 0];
-      show(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));
+      const [to, at] = cursor ? moves[event.key] : [0, 0];
+      show(Math.min(rows - 1, Math.max(0, to)), Math.min(cols - 1, Math.max(0, at)));
     },
     focus: () => {
       lensOn ||= entry.canvas.matches(":focus-visible"); // reached by Tab
@@ -2895,6 +2901,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
 }
 
 const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written under it, on its side
+const MAP_PAGE = 10; // rows a map's Page Up and Page Down move
 const NARROW_AXIS = 144; // px: a map narrower than this has its first and last columns named, no arrow between
 
 // The colour scale of a map: its largest |value|, unless that is more than OUTLIER times the
