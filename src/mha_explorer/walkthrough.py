@@ -620,7 +620,7 @@ def _softmax_by_hand(t, tokens, i, h, superscripts: bool = True) -> Table:
     for j in range(len(tokens)):
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)
-    by_hand = lambda j: str((Decimal(kept(e[j])) / Decimal(kept(total))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    by_hand = lambda j: hand_sum([Decimal(kept(e[j])) / Decimal(kept(total))])
     # (no check where every e^s is 0 even in full: scores below -745, which the layer's own softmax
     # takes relative to the largest; only an edited lab layer makes them)
     off = [j for j in range(len(tokens)) if e[j] > 0 and by_hand(j) != fmt(t["weights"][h, i, j])] if total > 0 else []
@@ -677,7 +677,7 @@ def _weights_table(t, tokens, i, heads):
     total = f"sum of all {len(tokens)}"  # of every key, not only the rows shown; no token's name (a text may hold the word "sum")
     table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
     if len(keys) == len(tokens):  # every weight shown: say where the shown ones add up to 0.99 or 1.01
-        shown_sums = {h: fmt(round(sum(float(fmt(w)) for w in t["weights"][h, i]), 2)) for h in heads}
+        shown_sums = {h: hand_sum(as_shown(w) for w in t["weights"][h, i]) for h in heads}
         off = [f"head {h}'s weights add up to {shown}" for h, shown in shown_sums.items() if shown != fmt(t["weights"][h, i].sum())]
         if off:
             table.caption = f"As shown, rounded to two decimals, {', '.join(off)}; in full, each column adds up to 1."
