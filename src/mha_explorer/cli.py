@@ -198,7 +198,7 @@ def main(ctx: click.Context) -> None:
     default=None,
     metavar="STAGE",
     callback=lambda ctx, param, value: value if value is None else stage_id(value),
-    help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}, or its title as the walkthrough heads it (\"Output projection\")",
+    help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}, its title as the walkthrough heads it (\"Output projection\"), or a trace array it shows (z for mixing)",
 )
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
 @click.option(

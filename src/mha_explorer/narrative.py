@@ -107,13 +107,16 @@ PAGE_STAGES: tuple[PageStage, ...] = (
 
 PAGE_STAGE_IDS = tuple(s.id for s in PAGE_STAGES)
 STAGE_TITLES = {s.title.casefold(): s.id for s in PAGE_STAGES}
+# a trace array named where a stage is asked for ("z") stands for the stage that shows it ("mixing")
+SHOWN_IN = {a: s.id for s in PAGE_STAGES for a in s.trace_stages if a not in PAGE_STAGE_IDS}
 
 
 def stage_id(given: str) -> str:
-    """A stage named as its id in any case (WEIGHTS, as LIKE is like) or by its title ("Value
-    mixing", as the page and the terminal head it), as its id; anything else as given, casefolded."""
+    """A stage named as its id in any case (WEIGHTS, as LIKE is like), by its title ("Value
+    mixing", as the page and the terminal head it) or by a trace array it shows ("z", "scaled"),
+    as its id; anything else as given, casefolded."""
     given = " ".join(given.split()).casefold()
-    return STAGE_TITLES.get(given, given)
+    return STAGE_TITLES.get(given) or SHOWN_IN.get(given, given)
 
 
 LACKS = {  # why a layer may lack one of the optional stages

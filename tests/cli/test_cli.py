@@ -307,6 +307,11 @@ def test_stage_option_shows_only_that_stage(stage):
     assert ok("--stage", title) == out  # its title too, as the walkthrough heads it ("Value mixing")
 
 
+@pytest.mark.parametrize("array, stage", [("z", "mixing"), ("scaled", "scores"), ("q", "projections"), ("contributions", "output")])
+def test_stage_option_takes_a_trace_array_for_the_stage_that_shows_it(array, stage):
+    assert ok("--stage", array) == ok("--stage", stage)
+
+
 def test_causal_adds_the_mask_stage_and_masks_later_keys():
     out = ok("--causal", "--query", "cats")
     assert titles(out) == TITLES_CAUSAL

@@ -389,6 +389,13 @@ def test_stage_and_head_are_validated():
     assert w.stage == "mixing"
     w.stage = " weights "
     assert w.stage == "weights"
+    w.stage = "z"  # a trace array, as trace["z"] names it: the stage that shows it
+    assert w.stage == "mixing"
+    w.stage = "Contributions"
+    assert w.stage == "output"
+    with pytest.raises(traitlets.TraitError, match=re.escape("stage 'q_rotated' is not a stage of this trace (it has no rotary positions)")):
+        w.stage = "q_rotated"
+    w.stage = " weights "
     with pytest.raises(traitlets.TraitError, match=re.escape("stage must be the name of a stage, one of projections, scores, weights, mixing, concat, output, not 2")):
         w.stage = 2
     assert w.stage == "weights"
