@@ -136,9 +136,21 @@ BIAS_TERMS = {"q": r" + b_i^Q", "k": r" + b_g^K", "v": r" + b_g^V", "output": r"
 
 
 def recorded_stages(t: "Trace") -> list[Stage]:
-    """The stages t recorded, in order, their formulas with the biases its layer adds."""
-    bias = t.config.bias
-    return [replace(s, formula=s.formula + BIAS_TERMS[s.name]) if bias and s.name in BIAS_TERMS else s for s in STAGES if s.name in t.stages]
+    """The stages t recorded, in order, their formulas with the biases its layer adds and the
+    scale it multiplies by, where its config sets one other than 1/sqrt(d_head)."""
+    config, stages = t.config, []
+    own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
+    for s in STAGES:
+        if s.name not in t.stages:
+            continue
+        if config.bias and s.name in BIAS_TERMS:
+            s = replace(s, formula=s.formula + BIAS_TERMS[s.name])
+        if own and s.name in ("scaled", "mask"):
+            s = replace(s, formula=s.formula.replace(r"/ \sqrt{d_{head}}", rf"\times {config.scale:g}"))
+            if s.name == "scaled":
+                s = replace(s, meaning=f"scores times the scale the config sets, {config.scale:g}, instead of 1/sqrt(d_head)")
+        stages.append(s)
+    return stages
 
 def trace(
     x: np.ndarray, weights: AttentionWeights, config: AttentionConfig, positions: np.ndarray | None = None

@@ -114,6 +114,24 @@ def test_the_stage_table_of_a_layer_with_biases_adds_them():
     assert not any("b" in s.formula.replace(r"\mathrm", "") for s in trace_payload(t0, tokens, w0).stage_table if s.name in ("q", "k", "v", "output"))
 
 
+def test_the_stage_table_of_a_layer_with_its_own_scale_multiplies_by_it():
+    """A config's own scale (the lab's, a checkpoint's query_pre_attn_scalar) is what the scaled and
+    masked scores are formed with, and what the table says; 1/sqrt(d_head) set as the scale, or
+    none, keeps the division."""
+    tokens = ["a", "b", "c"]
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    config = AttentionConfig(d_model=4, n_heads=2, scale=0.25, causal=True)
+    w = AttentionWeights.random(config, seed=0)
+    table = {s.name: s for s in trace_payload(trace(x, w, config), tokens, w).stage_table}
+    assert table["scaled"].formula == r"S_i \times 0.25" and table["mask"].formula == r"S_i \times 0.25 + M"
+    assert "0.25" in table["scaled"].meaning and "square root" not in table["scaled"].meaning
+    usual = {s.name: s for s in STAGES}
+    for scale in (None, 1 / np.sqrt(2)):
+        c = AttentionConfig(d_model=4, n_heads=2, scale=scale, causal=True)
+        table = {s.name: s for s in trace_payload(trace(x, w, c), tokens, w).stage_table}
+        assert [(table[k].formula, table[k].meaning) for k in ("scaled", "mask")] == [(usual[k].formula, usual[k].meaning) for k in ("scaled", "mask")]
+
+
 def test_non_causal_payload_has_no_mask_stage():
     t, tokens, w = teaching()
     p = trace_payload(t, tokens, w)
