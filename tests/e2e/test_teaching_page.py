@@ -754,6 +754,29 @@ def test_on_a_phone_a_box_with_more_to_scroll_fades_at_that_edge(page, server_ur
     assert table.evaluate("(t) => getComputedStyle(t).animationName") == "none"
 
 
+def test_a_formula_wider_than_its_box_is_a_named_tab_stop_the_arrow_keys_scroll(page, server_url):
+    """At 320 px the projections' formula scrolls sideways: Tab reaches it, it is named, and the
+    arrow keys scroll it. Once it fits, it is no tab stop."""
+    page.set_viewport_size({"width": 320, "height": 700})
+    open_page(page, server_url)
+    formula = page.locator(".stage .formula").first
+    assert formula.evaluate("(f) => f.scrollWidth > f.clientWidth")
+    expect(formula).to_have_attribute("tabindex", "0")
+    expect(formula).to_have_attribute("aria-label", "formula, scrolls sideways")
+    assert formula.get_attribute("role") == "region"
+    page.locator(".steps [tabindex='0']").first.focus()
+    for _ in range(4):  # from the stage tabs on: the panel's title, then the formula
+        page.keyboard.press("Tab")
+        if formula.evaluate("(f) => f === document.activeElement"):
+            break
+    assert formula.evaluate("(f) => f === document.activeElement"), "Tab never reached the formula"
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('.stage .formula').scrollLeft > 0")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    expect(formula).not_to_have_attribute("tabindex", "0")
+    assert formula.get_attribute("role") is None and formula.get_attribute("aria-label") is None
+
+
 def test_a_printed_page_is_a_handout_with_its_colours_and_every_section_open(page, server_url):
     """Printed, the view keeps its bars' colours (backgrounds a browser leaves out by default),
     drops its controls, and opens Matrices and the costs for the print only."""

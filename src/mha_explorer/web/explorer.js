@@ -758,6 +758,20 @@ function render({ model, el, otherConfigs, printAll = null }) {
     stepsWidth = entry.contentRect.width;
     balanceSteps();
   }).observe(steps);
+  // A formula wider than its box (a phone, a large font) scrolls sideways: it is then a stop of
+  // the Tab key, named, so that the arrow keys scroll it too. One that fits is no stop.
+  const formulaWidth = new ResizeObserver((entries) => {
+    for (const { target } of entries) {
+      const scrolls = target.scrollWidth > target.clientWidth;
+      if (scrolls === target.hasAttribute("tabindex")) continue;
+      if (scrolls) {
+        target.tabIndex = 0;
+        target.setAttribute("role", "region");
+        target.setAttribute("aria-label", "formula, scrolls sideways");
+      } else for (const name of ["tabindex", "role", "aria-label"]) target.removeAttribute(name);
+    }
+  });
+  const watchFormula = (box) => (formulaWidth.observe(box), box);
   const stay = () => getComputedStyle(controls).position === "sticky";
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
@@ -1135,7 +1149,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const model = v.payload.model;
       v.fixed.set(key, [
         [
-          h("div", { class: "formula" }, v.formulas[stage].cloneNode(true)),
+          watchFormula(h("div", { class: "formula" }, v.formulas[stage].cloneNode(true))),
           h("p", { class: "explain" }, v.payload.page_stages[i].explanation),
           // a real model's layer: where X comes from, and where y goes
           stage === "projections" && model?.input_note ? h("p", { class: "explain where-from" }, model.input_note) : null,
