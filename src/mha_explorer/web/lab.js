@@ -536,9 +536,11 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   }
 
   // Only what the box shows is drawn: the rows and blocks of columns in view, one more on each
-  // side, and the focused cell. The others are marked "far": their inputs stay in the page, but
-  // the browser skips their style, layout and paint (content-visibility in page.css), so a
-  // 64 × 64 grid costs each frame what its visible part costs.
+  // side, and the focused cell. The others are marked "far": their inputs stay in the page (and
+  // in what a screen reader reads), but the browser skips their style, layout and paint while
+  // they are out of view (content-visibility in page.css), so a 64 × 64 grid costs each frame
+  // what its visible part costs. The ring of near ones is drawn ahead: a row scrolled in is
+  // never blank for a frame.
   function drawWindow() {
     if (!gridRows.length || !gridBox.clientHeight) return; // hidden: drawn when shown (ResizeObserver)
     const head = gridBox.firstChild.firstChild.children; // the corner, then one heading per column
