@@ -826,6 +826,29 @@ def test_value_mixing_stacks_v_av_and_z_column_on_column(page, server_url):
     assert "value rows of head 1 that “" in page.locator(".stage").inner_text()
 
 
+@needs("minilm")
+def test_on_a_phone_next_takes_the_focus_to_the_stage_it_brings_into_view(browser, server_url):
+    """On a phone the controls scroll away with the page, and a real model's stage lies far below
+    them: Next scrolls the stage's title to the top. The focus goes with it (left on Next, it was a
+    screen and a half above, out of sight), and a screen reader reads the new stage's title."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    try:
+        page.goto(server_url + "#mode=model&model=minilm&layer=2&text=The+quick+brown+fox+jumps+over+the+lazy+dog.")
+        page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.startsWith('1. Projections')", timeout=120_000)
+        page.evaluate(SETTLED)
+        page.get_by_role("button", name="Next").focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.activeElement.matches('.stage h2') && document.activeElement.textContent.startsWith('2. Scores')")
+        page.evaluate(SETTLED)
+        top, bottom = page.evaluate("() => { const r = document.activeElement.getBoundingClientRect(); return [r.top, r.bottom]; }")
+        assert 0 <= top and bottom <= 844 and page.evaluate("scrollY") > 844  # in view, the page scrolled far down to it
+        page.keyboard.press("Tab")  # reading on from the title: into the stage
+        assert page.evaluate("() => document.querySelector('.stage').contains(document.activeElement)")
+    finally:
+        context.close()
+
+
 def minilm_stage(page, server_url, stage: str) -> None:
     """MiniLM's layer 1 on a sentence of 13 tokens, at the stage named (as the stage menu names it)."""
     trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)

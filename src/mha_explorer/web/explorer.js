@@ -964,11 +964,18 @@ function render({ model, el, otherConfigs, printAll = null }) {
       if (!title.isConnected || !(outOfView(top, bottom, height, stay()) || top > (2 * height) / 3)) return;
       // Next or the stage menu pressed where the controls scroll with the page (a small window):
       // the controls at the top, the stage under them, when its title fits there, so that the
-      // focus stays in view and Enter steps on; else the title at the top
+      // focus stays in view and Enter steps on; else the title at the top, and the focus with it
+      // (left on Next, far above, it would be out of sight: the stage's end has a button on)
       const focused = controls.contains(document.activeElement) && !stay();
       const above = focused ? controls.getBoundingClientRect().top : 0;
       if (focused && bottom - above <= height) controls.scrollIntoView({ block: "start" });
-      else title.scrollIntoView({ block: "start" });
+      else {
+        if (focused) {
+          title.tabIndex = -1; // focusable by script only
+          title.focus({ preventScroll: true });
+        }
+        title.scrollIntoView({ block: "start" });
+      }
     });
     seen.observe(title);
   };
