@@ -679,6 +679,30 @@ def test_the_lab_never_shows_a_real_models_layer_as_its_own(page, server_url):
     assert page.locator("#app").is_visible() and page.locator(".overview").is_visible()
 
 
+@needs("minilm")
+def test_the_lab_first_opened_from_a_real_model_opens_on_its_own_head_and_second_token(page, server_url):
+    """A real model's head 9 and query 3 ("sat") mean nothing in the lab's six tokens and four
+    heads: the lab opened on its own token 3 ("on"), or on its first when the index went past
+    them, without a word. It opens on head 0 and its second token, the model's stage kept; once
+    left, it comes back as it was."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
+    page.locator(".thumb-button").nth(9).click()
+    page.get_by_label("Query token").select_option(index=3)
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.startsWith('3. Weights · head 9')")
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    page.wait_for_function("() => !document.getElementById('lab').dataset.busy")
+    tokens = page.get_by_label("Query token").locator("option").all_inner_texts()
+    assert page.locator(".stage h2").inner_text() == f"4. Weights · head 0 · query “{tokens[1]}”"  # (the causal lab's Mask is stage 3)
+    assert page.locator("#notice").is_hidden()
+    page.get_by_label("Query token").select_option(index=4)
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('head 9')")
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("(t) => document.querySelector('.stage h2').textContent.includes(t)", arg=f"query “{tokens[4]}”")
+
+
 @needs("smollm2")
 def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url, artifacts):
     text = "Attention lets every token read from the tokens before it."

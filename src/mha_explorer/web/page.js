@@ -377,6 +377,10 @@ async function main() {
         view = { ...view, head: 0, query: teaching.query };
         delete takenAway.head;
         delete takenAway.query;
+      } else if (model.get("payload").model && !left.lab) {
+        // the lab first opened from a real model: a head and a query index of another layer and
+        // text would name other ones here; head 0 and the second token, as a link without them
+        view = { ...view, head: 0, query: Math.min(1, payload.tokens.length - 1) };
       }
       if (pendingView?.mode === "lab") {
         // a link without a query: the second token, the first whose row under a causal mask has
