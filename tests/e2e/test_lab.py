@@ -278,7 +278,7 @@ def test_the_output_chart_stacks_every_part_of_y_so_its_bars_end_at_the_tick(pag
     assert len(rows) == 4
     for row in rows:
         assert row["bias"] == bias and abs(row["sum"] - row["tick"]) < 1, rows  # the parts add up to the total, in pixels
-    assert ("bias (b)" in page.locator(".stage svg.chart").inner_html()) == bool(bias)
+    assert ("bias bᴼ (b)" in page.locator(".stage svg.chart").inner_html()) == bool(bias)
 
 
 def test_a_wide_layers_output_map_has_the_bias_row_between_the_heads_and_their_sum(page, server_url):
@@ -291,7 +291,7 @@ def test_a_wide_layers_output_map_has_the_bias_row_between_the_heads_and_their_s
     for key in ["ArrowDown"] * 8 + ["ArrowUp"]:  # down to the last row (the output), then one up
         page.keyboard.press(key)
     readout = page.locator(".stage .readout").last.inner_text()  # the output map's (the first is concat's)
-    at = re.match(r"bias b\^O · y\[(\d+)\]: (-?\d+\.\d+)", readout)
+    at = re.match(r"bias bᴼ · y\[(\d+)\]: (-?\d+\.\d+)", readout)
     assert at and at.group(2) == fmt(arrays["b_O"][int(at.group(1))]), readout
     page.keyboard.press("ArrowDown")
     assert page.locator(".stage .readout").last.inner_text().startswith(f"output y · y[{at.group(1)}]: {fmt(arrays['output'][1, int(at.group(1))])}")
@@ -2320,9 +2320,9 @@ def test_the_output_charts_legend_names_each_head_it_colours_without_overlap(pag
     )
     names = [label[0] for label in labels]
     if n_heads <= 16:
-        assert names == [f"head {i} (h{i})" for i in range(n_heads)] + ["bias (b)", "total y"]
+        assert names == [f"head {i} (h{i})" for i in range(n_heads)] + ["bias bᴼ (b)", "total y"]
     else:
-        assert names == ["head 3 (h3)", f"the other {n_heads - 1} heads", "bias (b)", "total y"]
+        assert names == ["head 3 (h3)", f"the other {n_heads - 1} heads", "bias bᴼ (b)", "total y"]
         grey = page.locator(".chart-figure .seg-rect.other-head").count()
         assert grey == (n_heads - 1) * 8 + 1  # every other head a segment of its own in each of y's 8 rows, and the legend's key
     for a, b in itertools.combinations(labels, 2):

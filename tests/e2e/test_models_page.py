@@ -541,6 +541,9 @@ def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_hea
         page.get_by_label("Query token").select_option(index=query)
         rows = page.locator(".stage .head-shares .bar-row")
         expect(rows).to_have_count(12)
+        # the caption's formula, |z_i W^O[i]|, is never broken across two lines
+        norm = page.locator(".stage .head-shares figcaption .nowrap")
+        assert norm.inner_text().replace("\n", "") == "|zi WO[i]|" and len(norm.evaluate("(e) => [...e.getClientRects()]")) == 1
         shown = check_numbers(page, ".stage .head-shares", {"head_shares": shares})
         assert shown == {f"head_shares:{i},{query}" for i in range(12)}
         most = int(np.argmax(shares[:, query]))

@@ -2256,7 +2256,7 @@ function output(view, query, head) {
       vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y", 0, undefined, component),
     );
   // rows: every head, the bias (added once) where the layer has one, then the output, their sum
-  const mapRows = [...shown.map((i, r) => [`head ${i}`, (m) => contrib[r][m]]), ...(bias ? [["bias b^O", (m) => bias[m]]] : []), ["output y", (m) => y[m]]];
+  const mapRows = [...shown.map((i, r) => [`head ${i}`, (m) => contrib[r][m]]), ...(bias ? [["bias bᴼ", (m) => bias[m]]] : []), ["output y", (m) => y[m]]];
   const contribMap = () =>
     shown.length < n_heads ? oneHead() : heatmap({
       caption: `Each head's contribution to each output component (rows: heads, ${payload.config.bias ? "the bias, " : ""}then the output)`,
@@ -2313,7 +2313,7 @@ function headShares(view, query, head) {
   return h(
     "figure",
     { class: "head-shares" },
-    h("figcaption", {}, "How much each head adds to y for “", tokenName(payload, query), "”: the length of its contribution, |", sub("z", "i"), " ", sup("W", "O"), "[i]|"),
+    h("figcaption", {}, "How much each head adds to y for “", tokenName(payload, query), "”: the length of its contribution, ", h("span", { class: "nowrap" }, "|", sub("z", "i"), " ", sup("W", "O"), "[i]|")),
     h("div", { class: "bars", role: "group", "aria-label": `Length of each head's contribution to the output of ${tokenName(payload, query)}` }, rows),
     h("p", { class: "hint" }, `Head ${most}'s contribution is the longest. A long contribution can still be cancelled by other heads, component by component: above are ${range(payload.config.n_heads).every((i) => view.t.contributions.has(i)) ? "every head's components" : "the inspected head's components"}, and y's.`),
   );
@@ -2375,7 +2375,7 @@ function contributionChart(contrib, y, head, bias) {
       const ofBias = i === nHeads;
       const look = ofBias ? { class: "seg-rect bias" } : others && i !== head ? { class: "seg-rect other-head" } : { fill: `url(#${hatch}-${i})`, class: "seg-rect" + (i === head ? " inspected" : "") };
       const rect = svg("rect", { x, y: top + 5, width: Math.max(wpx, 0.5), height: rowH - 12, ...look });
-      rect.append(svg("title", {}, ofBias ? `bias b^O: ${fmt(v)}` : `head ${i}: ${fmt(v)}`));
+      rect.append(svg("title", {}, ofBias ? `bias bᴼ: ${fmt(v)}` : `head ${i}: ${fmt(v)}`));
       chart.append(rect);
       if (wpx > 26 && !(others && i !== head && !ofBias)) labels.push([x, wpx, ofBias ? "b" : `h${i}`]);
     });
@@ -2408,7 +2408,7 @@ function contributionChart(contrib, y, head, bias) {
   if (bias) {
     const [bx, by] = at(keyed.length + (others ? 1 : 0));
     chart.append(svg("rect", { x: bx, y: by - 10, width: 14, height: 12, class: "seg-rect bias" }));
-    chart.append(svg("text", { x: bx + 18, y: by, class: "label" }, "bias (b)"));
+    chart.append(svg("text", { x: bx + 18, y: by, class: "label" }, "bias bᴼ (b)"));
   }
   const [tx, ty] = at(entries - 1);
   chart.append(svg("line", { x1: tx, x2: tx, y1: ty - 11, y2: ty + 2, class: "total-tick" }));
