@@ -683,6 +683,20 @@ def test_the_lab_never_shows_a_real_models_layer_as_its_own(page, server_url):
 
 
 @needs("minilm")
+def test_the_head_thumbnails_take_rows_of_equal_count(page, server_url):
+    """MiniLM's twelve thumbnails at a projector's 1024 px went eleven and one; now six and six,
+    and as many rows as at any width: one where all fit, three of four on a phone."""
+    rows = "() => { const tops = [...document.querySelectorAll('.thumb-button')].map((b) => Math.round(b.getBoundingClientRect().top)); return [...new Set(tops)].map((t) => tops.filter((u) => u === t).length); }"
+    page.set_viewport_size({"width": 1024, "height": 768})
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
+    page.evaluate(SETTLED)
+    assert page.evaluate(rows) == [6, 6]
+    for width, expected in ((1280, [12]), (390, [4, 4, 4]), (1024, [6, 6])):
+        page.set_viewport_size({"width": width, "height": 768})
+        page.wait_for_function(f"(e) => JSON.stringify(({rows})()) === JSON.stringify(e)", arg=expected)
+
+
+@needs("minilm")
 def test_the_lab_first_opened_from_a_real_model_opens_on_its_own_head_and_second_token(page, server_url):
     """A real model's head 9 and query 3 ("sat") mean nothing in the lab's six tokens and four
     heads: the lab opened on its own token 3 ("on"), or on its first when the index went past

@@ -934,6 +934,21 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let tokenMark = null; // the ring over it
   // a strip of another width (the window resized) wraps its tokens anew: the ring follows its token
   const stripSize = new ResizeObserver(() => chipOn && placeMark(chipOn));
+  // The thumbnails take rows of equal count, as the stage tabs do: twelve too many for one row go
+  // six and six, not eleven and one. A thumbnail's width is its map's plus the button's padding
+  // and border (4 + 1 px a side, explorer.css), never measured (a measure would lay the page out).
+  let overviewWidth = 0;
+  const balanceThumbs = () => {
+    const box = overviewBox.querySelector(".thumbs");
+    if (!box || !overviewWidth || !thumbRows) return;
+    const [width, gap, n] = [thumbRows.size + 10, 8, box.children.length];
+    const rows = Math.ceil(n / Math.max(1, Math.floor((overviewWidth + gap) / (width + gap))));
+    box.style.maxWidth = `${Math.ceil(n / rows) * (width + gap) - gap + 1}px`;
+  };
+  new ResizeObserver(([entry]) => {
+    overviewWidth = entry.contentRect.width;
+    balanceThumbs();
+  }).observe(overviewBox);
   let thumbRows = null; // a real model's thumbnails: { box, size, cells, block }
   let thumbQuery = null; // the query their frame is on
   // the numbered stages above the figure are buttons too
@@ -1099,6 +1114,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     // the thumbnails' size in page pixels, their rows, and the tokens a row stands for
     thumbRows = thumb ? { box: overviewBox.querySelector(".thumbs"), size: parseFloat(thumb.style.width), cells: thumb.height, block: payload.model.overview_block } : null;
     thumbRows?.box.style.setProperty("--query-height", `${thumbRows.size / thumbRows.cells}px`);
+    balanceThumbs();
     thumbQuery = null;
   }
 
