@@ -156,6 +156,8 @@ REFUSED = {
     "llama-linear-rope": "rope_parameters asks for RoPE scaling 'linear'; supported: default",
     # the old key beside a new one that says default: transformers scales all the same
     "llama-linear-rope-in-the-old-key": "rope_scaling asks for RoPE scaling 'linear'; supported: default",
+    # one base for every layer, as Llama's: transformers keeps Gemma 3's per layer type (1e6, 1e4)
+    "gemma3-flat-rope-parameters": "config.json: rope_parameters gives one rope_theta (50000.0) for every layer; Gemma 3's is per layer type",
 }
 
 
@@ -170,6 +172,15 @@ def test_a_checkpoint_that_would_trace_wrong_numbers_is_refused_saying_why(tmp_p
     small = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1, max_position_embeddings=64)
     if kind == "gemma3-attention-bias":
         save(Gemma3ForCausalLM(Gemma3TextConfig(**small, vocab_size=30522, num_key_value_heads=1, head_dim=16, attention_bias=True)), tmp_path)
+    elif kind == "gemma3-flat-rope-parameters":
+        save(Gemma3ForCausalLM(Gemma3TextConfig(**small, vocab_size=30522, num_key_value_heads=1, head_dim=16)), tmp_path)
+        cfg = json.loads((tmp_path / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps(cfg | {"rope_parameters": {"rope_type": "default", "rope_theta": 50000.0}}))
+        # what transformers makes of it: the flat base unused, Gemma 3's own per layer type
+        from transformers import AutoConfig
+
+        read = AutoConfig.from_pretrained(tmp_path).rope_parameters
+        assert read["full_attention"]["rope_theta"] == 1e6 and read["sliding_attention"]["rope_theta"] == 1e4
     elif kind == "bert-decoder":
         save(BertModel(BertConfig(**small, vocab_size=30522, is_decoder=True)), tmp_path)
     elif kind == "tokenizer-of-another-model":

@@ -173,6 +173,14 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
     if act != "gelu_pytorch_tanh":
         raise CheckpointError(f"{where}: hidden_activation is {act!r}; the Gemma 3 converter supports gelu_pytorch_tanh")
     common = llama.hf_sizes(cfg, where, HF_DEFAULTS)
+    params = cfg.get("rope_parameters")
+    if isinstance(params, dict) and "rope_theta" in params and not params.keys() & {"full_attention", "sliding_attention"}:
+        # transformers reads Gemma 3's per layer type: one flat base it leaves unused (1e6 and 1e4 stand)
+        raise CheckpointError(
+            f"{where}/config.json: rope_parameters gives one rope_theta ({params['rope_theta']!r}) for every layer; Gemma 3's is per "
+            'layer type, {"full_attention": {"rope_theta": ...}, "sliding_attention": {"rope_theta": ...}} (transformers leaves a flat '
+            "one unused and keeps 1000000 and 10000): write it in that form"
+        )
     types = cfg.get("layer_types")
     if not types:
         every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or GGUF_GLOBAL_EVERY)
