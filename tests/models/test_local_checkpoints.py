@@ -361,6 +361,24 @@ def test_a_count_written_as_a_float_is_a_whole_number(tmp_path):
     assert model.layer_config(0).n_heads == 12 and model.n_layers == 6
 
 
+def test_a_checkpoint_saved_again_is_read_again_and_one_unchanged_is_not(tmp_path):
+    """Loaded once per process: a checkpoint saved again since (a training step, an edited
+    config.json) is read again, where the first load was handed back with the old weights."""
+    import json
+
+    from mha_explorer.models import load_model
+
+    build("llama", tmp_path)
+    first = load_model(tmp_path)
+    assert load_model(tmp_path) is first and load_model(tmp_path / "config.json") is first
+    file = tmp_path / "config.json"
+    cfg = json.loads(file.read_text())
+    file.write_text(json.dumps(cfg | {"rope_parameters": cfg["rope_parameters"] | {"rope_theta": 777.0}}))
+    again = load_model(tmp_path)
+    assert again is not first and again.layer_config(0).rope_theta == 777.0 and first.layer_config(0).rope_theta == 5000.0
+    assert load_model(tmp_path) is again
+
+
 def test_a_null_where_the_family_has_a_default_takes_the_default(tmp_path):
     """null reads as "not given", as a key left out: rms_norm_eps then is Llama's 1e-6."""
     import json

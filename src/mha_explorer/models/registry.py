@@ -242,6 +242,7 @@ def local_info(name: str, path: Path, title: str | None = None) -> ModelInfo:
 # --- loading ---------------------------------------------------------------
 
 _loaded: dict[str, LoadedModel] = {}
+_stamps: dict[str, tuple | None] = {}  # a local checkpoint's files as loaded (_stamp): saved again, it is read again
 _guard = threading.Lock()  # over _locks
 _locks: dict[str, threading.Lock] = {}  # one per model: a load waits only for another of the same model
 
@@ -256,7 +257,8 @@ def spec_named(name: str) -> ModelSpec | None:
 
 
 def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None) -> LoadedModel:
-    """A named model ("minilm", "smollm2", "gemma3") or a local checkpoint path, loaded once per process.
+    """A named model ("minilm", "smollm2", "gemma3") or a local checkpoint path, loaded once per
+    process; a local checkpoint saved again since (its files changed) is read again.
 
     progress(fraction, message) is called as loading goes, fraction from 0 to 1.
     Raises ModelError (unknown name, not installed) or CheckpointError (a file refused or unreadable).
@@ -282,10 +284,19 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
-        if key not in _loaded:
+        stamp = None if spec else _stamp(given)
+        if key not in _loaded or _stamps.get(key) != stamp:
             _loaded[key] = _load_named(spec, report) if spec else open_checkpoint(given, report)
+            _stamps[key] = stamp
         report(1.0, "ready")
         return _loaded[key]
+
+
+def _stamp(path: Path) -> tuple:
+    """What changes when a local checkpoint is saved again: the size and time of each of its files."""
+    path = checkpoint_path(path)
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
 
 
 def open_checkpoint(path: Path, progress: Progress, name: str | None = None, title: str | None = None, origin: str = "local checkpoint") -> LoadedModel:
