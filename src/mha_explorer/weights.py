@@ -66,7 +66,7 @@ class AttentionWeights:
 
     def check(self, config: AttentionConfig) -> None:
         """Raise ConfigError naming the first array whose shape does not fit the config."""
-        expected = weight_shapes(config)
+        expected = weight_shapes(expect_config(config, "check(config)"))
         for name, shape in expected.items():
             got = getattr(self, name)
             if got is None:
@@ -131,6 +131,7 @@ class AttentionWeights:
     @classmethod
     def random(cls, config: AttentionConfig, seed: int = 0, dtype=np.float64) -> AttentionWeights:
         """Uniform in +-1/sqrt(fan_in), like a freshly initialised linear layer."""
+        config = expect_config(config, "AttentionWeights.random(config, seed)")
         rng = np.random.default_rng(check_seed(seed))
         arrays = {}
         for name, shape in weight_shapes(config).items():
@@ -150,6 +151,7 @@ class AttentionWeights:
         """These weights as torch.nn.MultiheadAttention's state_dict holds them: in_proj_weight
         (3*d_model, d_model), out_proj.weight (d_model, d_model), and with bias in_proj_bias and
         out_proj.bias. MHA only, with n_heads * d_head = d_model and d_v = d_head."""
+        config = expect_config(config, "to_packed(config)")
         _require_packable(config)
         W, b = self.packed_qkv()  # (d_model, 3*d_model), (3*d_model,) or None
         packed = {

@@ -288,6 +288,10 @@ def test_arguments_given_in_the_wrong_order_or_of_the_wrong_kind_say_so():
         (lambda: costs("mqa", 5), r'costs\(config, n\): config is str, not an AttentionConfig: give PRESETS\["mqa"\]'),
         (lambda: AttentionWeights.from_packed(config, {}), r"from_packed\(packed, config\) takes the packed weights before the config: swap them"),
         (lambda: AttentionWeights.from_packed([], config), r"packed is list; give a dict such as nn.MultiheadAttention's state_dict\(\)"),
+        (lambda: AttentionWeights.random("gqa", 0), r'AttentionWeights.random\(config, seed\): config is str, not an AttentionConfig: give PRESETS\["gqa"\]'),
+        (lambda: AttentionWeights.random({"d_model": 8}, 0), r"config is dict, not an AttentionConfig: give an AttentionConfig\(d_model=..., n_heads=...\)"),
+        (lambda: weights.to_packed("mha"), r'to_packed\(config\): config is str, not an AttentionConfig: give PRESETS\["mha"\]'),
+        (lambda: weights.check("mha"), r'check\(config\): config is str, not an AttentionConfig: give PRESETS\["mha"\]'),
     ):
         with pytest.raises(ConfigError, match=said):
             call()
