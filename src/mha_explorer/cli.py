@@ -434,7 +434,7 @@ def layer_groups(layers: list[dict]) -> list[str]:
         kind = ", ".join(_setting(key, layer.get(key)) for key in keys if key not in shared)
         kinds.setdefault(kind, []).append(i)
     if len(kinds) > 1:
-        lines += [f"layers {_spans(indexes)}: {kind}" for kind, indexes in kinds.items()]
+        lines += [f"layer{'s' if len(indexes) > 1 else ''} {_spans(indexes)}: {kind}" for kind, indexes in kinds.items()]
     return lines
 
 
