@@ -878,6 +878,9 @@ def test_on_a_phone_next_takes_the_focus_to_the_stage_it_brings_into_view(browse
         page.goto(server_url + "#mode=model&model=minilm&layer=2&text=The+quick+brown+fox+jumps+over+the+lazy+dog.")
         page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.startsWith('1. Projections')", timeout=120_000)
         page.evaluate(SETTLED)
+        # q's, k's and v's equations, each with its bias, wrap apart: the formula fits the phone whole
+        formula = page.locator(".stage .formula").first
+        assert formula.locator("math").count() == 3 and formula.evaluate("(f) => f.scrollWidth <= f.clientWidth")
         page.get_by_role("button", name="Next").focus()
         page.keyboard.press("Enter")
         page.wait_for_function("() => document.activeElement.matches('.stage h2') && document.activeElement.textContent.startsWith('2. Scores')")

@@ -592,6 +592,27 @@ function mathml(markup) {
   return doc.documentElement.nodeName === "math" ? document.importNode(doc.documentElement, true) : h("code", {}, markup);
 }
 
+// A formula of several equations side by side ("q_i = …,\quad k_{i,j} = …") as one math element
+// each, which wrap as words do where the box is too narrow for all of them (a phone): MathML
+// itself is never broken across lines. Each keeps its comma; a lone equation stays whole.
+function formulaParts(math) {
+  const row = math.children.length === 1 ? math.firstElementChild : null;
+  if (row?.localName !== "mrow") return [math.cloneNode(true)];
+  const parts = [[]];
+  for (const node of row.children) {
+    const after = parts.at(-1).at(-1);
+    if (node.localName === "mspace" && node.getAttribute("width") === "1em" && after?.localName === "mo" && after.textContent === ",") parts.push([]);
+    else parts.at(-1).push(node);
+  }
+  if (parts.length === 1) return [math.cloneNode(true)];
+  return parts.map((nodes) => {
+    const part = math.cloneNode(false);
+    part.append(row.cloneNode(false));
+    part.firstChild.append(...nodes.map((node) => node.cloneNode(true)));
+    return part;
+  });
+}
+
 const sub = (base, s) => [base, h("sub", {}, String(s))];
 export const sup = (base, s) => [base, h("sup", {}, s)];
 
@@ -1172,7 +1193,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const model = v.payload.model;
       v.fixed.set(key, [
         [
-          watchFormula(h("div", { class: "formula" }, v.formulas[stage].cloneNode(true))),
+          watchFormula(h("div", { class: "formula" }, formulaParts(v.formulas[stage]))),
           h("p", { class: "explain" }, v.payload.page_stages[i].explanation),
           // a real model's layer: where X comes from, and where y goes
           stage === "projections" && model?.input_note ? h("p", { class: "explain where-from" }, model.input_note) : null,
