@@ -283,6 +283,17 @@ def test_projection_cells_link_to_their_row_and_column(page, server_url, api):
     assert calc.startswith("k[milk][0] = ") and calc.endswith(f"= {fmt(arrays['k'][0, 3, 0])}")
     products = " + ".join(f"{factor(x)}×{factor(w)}" for x, w in zip(arrays["x"][3], arrays["W_K"][0, :, 0]))
     assert calc.startswith(f"k[milk][0] = {products}"), calc  # the sum as written by hand, no stray commas
+    # the pointer off to empty space leaves it lit, to be read; a lit number of it keeps it too
+    page.mouse.move(5, 5)
+    eq.locator("table").nth(0).locator("td.hl").first.hover()
+    assert eq.locator("td.hl").count() == 4 + 4 + 1
+    # a number that is no part of it, pointed at or focused, puts it out: V's W, here
+    for reach in ("hover", "focus"):
+        k_cell.hover()
+        other = page.locator(".figure .equation").nth(2).locator("table").nth(1).locator('td[data-row="0"][data-col="0"]')
+        getattr(other.locator(".num") if reach == "focus" else other, reach)()
+        assert page.locator(".figure td.hl").count() == 0, reach
+        assert page.locator(".figure .calc").inner_text().startswith("Point at a number"), reach
 
 
 def test_all_queries_shows_every_number_as_tables(page, server_url, api):

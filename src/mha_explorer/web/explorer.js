@@ -1576,6 +1576,7 @@ function projections(view, query, head) {
   const pointable = ["q", n * c.d_head <= TABLE_LIMIT && "K", n * c.d_v <= TABLE_LIMIT && "V"].filter(Boolean);
   const which = pointable.length === 1 ? "q" : `${pointable.slice(0, -1).join(", ")} or ${pointable.at(-1)}`;
   const calc = h("p", { class: "calc how", "aria-live": "off" }, c.d_model <= 16 ? `Point at a number of ${which} to see the row of X and the column of W that made it.` : `Point at a number of ${which} to see the largest products of x and the column of W that made it.`);
+  const how = calc.textContent; // the instruction, which a breakdown replaces
   const links = [];
   const lit = []; // the cells lit for the number pointed at last, in any of the three equations
 
@@ -1651,7 +1652,20 @@ function projections(view, query, head) {
       },
     });
     links.push(outTable);
-    return equation(xTable, ["×", wTable], bTable && ["+", bTable], ["=", outTable]);
+    const shown = equation(xTable, ["×", wTable], bTable && ["+", bTable], ["=", outTable]);
+    // the derivation stays lit when the pointer leaves for empty space, to be read; a number
+    // pointed at or focused that is no part of it (another equation's W, say) puts it out, lest it
+    // seem that number's own
+    const away = (event) => {
+      const cell = event.target.closest?.("td[data-col]");
+      if (!cell || !lit.length || lit.includes(cell) || links.some((table) => table.contains(cell))) return;
+      for (const lone of lit.splice(0)) lone.classList.remove("hl");
+      calc.classList.add("how");
+      calc.replaceChildren(how);
+    };
+    shown.addEventListener("mouseover", away);
+    shown.addEventListener("focusin", away);
+    return shown;
   }
 
   // K and V are the same for every query. As maps (no numbers linked to this panel's calculation),
