@@ -397,6 +397,21 @@ def test_full_precision_on_hover_and_focus(page, server_url, api):
     assert page.locator(".stage .num").nth(2).evaluate(after) == "none"
 
 
+def test_a_focused_number_in_a_vector_keeps_the_commas_beside_it_in_sight(page, server_url):
+    """concat = [0.41, 0.18, 0.04, 0.98]: the focus ring on 0.04, 3 px wide and 2 px out, covered
+    the comma after it, and the vector read as if a separator were missing."""
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Output projection")
+    page.keyboard.press("Tab")  # (the keyboard in use: a focus shows its ring)
+    number = page.locator(".stage .vec .num").nth(2)
+    number.focus()
+    ring = number.evaluate("(n) => [n.matches(':focus-visible'), getComputedStyle(n).outlineWidth, getComputedStyle(n).outlineOffset]")
+    assert ring == [True, "2px", "0px"]
+    # the ring ends where the comma's box begins: the comma's glyph, inside it, stays clear
+    gap = number.evaluate("(n) => { const r = document.createRange(); r.selectNodeContents(n.nextSibling); return r.getBoundingClientRect().left - n.getBoundingClientRect().right; }")
+    assert number.evaluate("(n) => n.nextSibling.textContent").startswith(",") and gap >= 0
+
+
 def test_keyboard_only_walkthrough(page, server_url, artifacts):
     open_page(page, server_url)
     page.locator("body").focus()
