@@ -255,6 +255,9 @@ class Explorer(anywidget.AnyWidget):
         else:
             what = f"{c['kind']} d_model={c['d_model']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']} d_head={c['d_head']}"
             what += (f" d_v={c['d_v']}" if c["d_v"] != c["d_head"] else "") + (" causal" if c["causal"] else "") + (" bias" if c["bias"] else "")
+            # what else the config sets (a window, rotary positions, the q/k norm, its own scale)
+            what += "".join(f" {key}={c[key]:g}" for key in ("sliding_window", "rope_theta", "scale") if c.get(key) is not None)
+            what += " qk_norm" if c.get("qk_norm") else ""
         labels = (self.payload.get("model") or {}).get("labels") or self.tokens  # as the view names them: "␣sat", not "Ġsat"
         view = f"stage={self.stage!r}, head={self.head}, query={self.query} {labels[self.query]!r}" + (", all_queries=True" if self.all_queries else "")
         n = len(self.tokens)
