@@ -464,10 +464,21 @@ def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_u
         drawn = page.locator(".stage canvas.heatmap").evaluate_all("(cs) => cs.map(window.drawn)")
         assert drawn and all(drawn), (title, drawn)
     # on paper the list of every head's output is whole (it scrolls on screen), without the note that says so
+    page.get_by_label("Calculation stage").select_option(label="Projections")
     page.emulate_media(media="print")
     listed = page.locator(".outputs .head-list").evaluate("(l) => [getComputedStyle(l).maxHeight, l.scrollHeight <= l.clientHeight + 1, l.querySelectorAll('.head-output').length]")
     assert listed == ["none", True, 12], listed
     assert page.locator(".outputs .list-note").evaluate("(p) => getComputedStyle(p).display") == "none"
+    # Matrices (and the packed view, where a static copy holds every head's W^Q), closed, print no
+    # heading with nothing under it
+    closed = page.evaluate("() => [...document.querySelectorAll('.mha-explorer details.matrices, .stage details.packed')].map((d) => d.open + ':' + getComputedStyle(d).display)")
+    assert closed and set(closed) == {"false:none"}, closed
+    # an equation of maps and the twelve heads' outputs go on over the page, each map and box
+    # whole; moved whole, they left a third of a page blank before them
+    breaks = "(e) => getComputedStyle(e).breakInside"
+    assert page.locator(".stage .equation:has(canvas)").first.evaluate(breaks) == "auto"
+    assert page.locator(".stage .equation canvas").first.evaluate("(c) => getComputedStyle(c.closest('figure')).breakInside") == "avoid"
+    assert page.locator(".outputs").evaluate(breaks) == "auto" and page.locator(".outputs .head-output").first.evaluate(breaks) == "avoid"
     page.emulate_media(media="screen")
 
 
