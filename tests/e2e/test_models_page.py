@@ -694,6 +694,22 @@ def test_the_lab_never_shows_a_real_models_layer_as_its_own(page, server_url):
 
 
 @needs("minilm")
+def test_the_model_mode_before_its_first_trace_writes_the_mode_alone_into_the_address(page, server_url):
+    """Real model, pressed from the teaching example, wrote the example's stage, head and query
+    into the address (#mode=model&stage=projections&head=0&query=1), a link to no model, layer or
+    text: a copied address read as if they were the model's. Once traced, the address has them all."""
+    page.goto(server_url)
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    assert page.evaluate("location.hash") == "#mode=model"
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    page.wait_for_function("() => location.hash.includes('&stage=projections&head=0&query=')")
+    assert page.evaluate("location.hash").startswith("#mode=model&model=minilm&layer=")
+
+
+@needs("minilm")
 def test_the_head_thumbnails_take_rows_of_equal_count(page, server_url):
     """MiniLM's twelve thumbnails at a projector's 1024 px went eleven and one; now six and six,
     and as many rows as at any width: one where all fit, three of four on a phone."""

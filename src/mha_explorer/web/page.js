@@ -142,13 +142,20 @@ function writeLinkNow(model, mode, lab) {
     params.set("seed", lab.seed);
     if (lab.edits.size) params.set("edits", encodeEdits(lab.edits));
   }
-  params.set("stage", model.get("stage"));
-  params.set("head", model.get("head"));
-  params.set("query", model.get("query"));
-  if (model.get("all_queries")) params.set("all", "1");
+  const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
+  // the model mode before its first trace shows no view of its own: the address names the mode
+  // alone (the teaching example's stage, head and query would read as the model's), and a model
+  // link on its way to its trace keeps all it says
+  const viewless = mode === "model" && !models?.request();
+  if (viewless && shown === "model") return;
+  if (!viewless) {
+    params.set("stage", model.get("stage"));
+    params.set("head", model.get("head"));
+    params.set("query", model.get("query"));
+    if (model.get("all_queries")) params.set("all", "1");
+  }
   // another mode is a step the browser's Back returns from (to the view the link held); a change
   // within a mode replaces the link, so that Back does not walk through every stage and query
-  const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
   // (a new entry starts with no state; one replaced keeps its own: the text typed in the model box)
   if (shown && shown !== mode) {
     // the model's entry being left keeps the box as it is: typed just now, or typed before the
