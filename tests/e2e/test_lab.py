@@ -2427,6 +2427,8 @@ def test_the_labs_menus_fit_a_phone(page, server_url, width):
     for menu in page.locator("#lab select:visible").all():
         box = menu.bounding_box()
         assert box["x"] >= panel["x"] and box["x"] + box["width"] <= panel["x"] + panel["width"], (menu.get_attribute("id"), box, panel)
+        # a name cut short says so with "…" ("Causal GQA: 4 query heads, 2 K/…", not "2 K/V h")
+        assert menu.evaluate("(s) => getComputedStyle(s).textOverflow") == "ellipsis"
     assert page.evaluate("document.documentElement.scrollWidth") == width
 
 
