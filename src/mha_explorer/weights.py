@@ -176,6 +176,21 @@ class AttentionWeights:
         packed = {name: _numpy(a) for name, a in packed.items()}
         _require_packable(config)
         d, h = config.d_model, config.n_heads
+        # what a self-attention layer of one input cannot be: said, not read past
+        if "q_proj_weight" in packed:
+            raise ConfigError(
+                "the packed weights hold q_proj_weight, k_proj_weight and v_proj_weight in place of in_proj_weight: an "
+                "nn.MultiheadAttention made with kdim or vdim other than embed_dim, whose keys and values come from "
+                "another input than its queries. A trace follows one input x through every projection: give a module "
+                "whose kdim and vdim are embed_dim"
+            )
+        extra = [name for name in ("bias_k", "bias_v") if packed.get(name) is not None]
+        if extra:  # add_bias_kv=True: a learned key and value appended to every sequence
+            raise ConfigError(
+                f"the packed weights hold {' and '.join(extra)} (add_bias_kv=True), a learned key and value that "
+                "nn.MultiheadAttention appends to every sequence: a trace has one key and value per token; "
+                "give a module without add_bias_kv"
+            )
         needed = ["in_proj_weight", "out_proj.weight", *(["in_proj_bias", "out_proj.bias"] if config.bias else [])]
         missing = [name for name in needed if name not in packed]
         if missing:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -230,6 +232,19 @@ def test_a_seed_numpy_cannot_use_is_refused_with_what_to_give(seed):
     with pytest.raises(ConfigError, match=rf"seed={seed!r} cannot seed the random values; give a whole number, 0 or more"):
         AttentionWeights.random(GQA_BIAS, seed=seed)
     np.testing.assert_array_equal(AttentionWeights.random(GQA_BIAS, seed=np.int64(3)).W_Q, AttentionWeights.random(GQA_BIAS, seed=3).W_Q)
+
+
+@pytest.mark.parametrize("kind", ["kdim", "add_bias_kv"])
+def test_from_packed_refuses_a_module_whose_attention_is_not_one_inputs(kind):
+    """kdim or vdim other than embed_dim: q, k and v come from two inputs, in three weights that
+    were said to be missing as if the dict were damaged. add_bias_kv: a learned key and value
+    appended to every sequence, which were read past without a word (every output changed)."""
+    import torch
+
+    module = torch.nn.MultiheadAttention(8, 2, kdim=6, vdim=6) if kind == "kdim" else torch.nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    said = "in place of in_proj_weight: an nn.MultiheadAttention made with kdim or vdim other than embed_dim" if kind == "kdim" else "hold bias_k and bias_v (add_bias_kv=True)"
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        AttentionWeights.from_packed(module.state_dict(), AttentionConfig(d_model=8, n_heads=2, bias=True))
 
 
 def test_from_packed_takes_a_live_modules_parameters_and_bfloat16():
