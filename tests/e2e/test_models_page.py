@@ -914,6 +914,10 @@ def test_on_a_phone_next_takes_the_focus_to_the_stage_it_brings_into_view(browse
         page.evaluate(SETTLED)
         top, bottom = page.evaluate("() => { const r = document.activeElement.getBoundingClientRect(); return [r.top, r.bottom]; }")
         assert 0 <= top and bottom <= 844 and page.evaluate("scrollY") > 844  # in view, the page scrolled far down to it
+        # the title goes on as Next: Page Down (a clicker's) and Enter step on, the focus with them
+        for key, title in (("PageDown", "3. Weights"), ("Enter", "4. Value mixing"), ("PageUp", "3. Weights")):
+            page.keyboard.press(key)
+            page.wait_for_function("(t) => document.activeElement.matches('.stage h2') && document.activeElement.textContent.startsWith(t)", arg=title)
         page.keyboard.press("Tab")  # reading on from the title: into the stage
         assert page.evaluate("() => document.querySelector('.stage').contains(document.activeElement)")
     finally:

@@ -802,6 +802,13 @@ def test_a_formula_wider_than_its_box_is_a_named_tab_stop_the_arrow_keys_scroll(
     assert formula.evaluate("(f) => f === document.activeElement"), "Tab never reached the formula"
     page.keyboard.press("ArrowRight")
     page.wait_for_function("() => document.querySelector('.stage .formula').scrollLeft > 0")
+    # equations side by side that wrap apart: one wider than the box starts at its left edge,
+    # where scrolling reaches it (centred, its start lay before the box, out of reach)
+    page.evaluate("() => { document.documentElement.style.fontSize = '48px'; }")
+    select(page, "Calculation stage", "Projections")
+    parts = page.locator(".stage .formula").first.evaluate("""(f) => { const left = f.getBoundingClientRect().left + parseFloat(getComputedStyle(f).paddingLeft);
+        return [f.scrollWidth > f.clientWidth, ...[...f.querySelectorAll('math')].map((m) => m.getBoundingClientRect().left >= left - 0.5)]; }""")
+    assert parts == [True, True, True, True], parts
     page.evaluate("() => { document.documentElement.style.fontSize = ''; }")
     page.set_viewport_size({"width": 1280, "height": 800})
     expect(formula).not_to_have_attribute("tabindex", "0")

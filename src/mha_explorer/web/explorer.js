@@ -979,7 +979,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     set({ stage: button.dataset.goStage }); // (not brought into view: the tab, which keeps the focus, would leave it)
   });
   // the button at a stage's end: the next stage is read from its top, where the focus goes too
-  // (the button pressed leaves the page with its stage)
+  // (the button pressed leaves the page with its stage); "steps": a key on a title that steps
   let wentOn = false;
   // A stage picked with Previous, Next or the stage menu, until it is drawn: its title is brought
   // into view when it lies out of it, or in the window's last third (under a real model's overview
@@ -1008,6 +1008,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       else {
         if (focused) {
           title.tabIndex = -1; // focusable by script only
+          title.dataset.steps = ""; // where Next's keys go on stepping (see STEP_KEYS)
           title.focus({ preventScroll: true });
         }
         title.scrollIntoView({ block: "start" });
@@ -1033,6 +1034,20 @@ function render({ model, el, otherConfigs, printAll = null }) {
       if (move(delta)) event.preventDefault(); // past the first or last stage the key scrolls, as elsewhere
     });
   }
+  // A stage's title that took the focus from Next (a small window, where Next went out of sight:
+  // bringUp) goes on as Next: Enter, Page Down and → step on, Page Up and ← back, and the focus
+  // moves to the next title (wentOn), so that a clicker or Enter keeps stepping
+  stagePanel.addEventListener("keydown", (event) => {
+    if (!event.target.matches?.("h2[data-steps]") || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    const delta = event.key === "Enter" ? 1 : STEP_KEYS[event.key];
+    if (!delta) return;
+    wentOn = "steps";
+    if (move(delta)) event.preventDefault();
+    else wentOn = false;
+  });
+  stagePanel.addEventListener("focusout", (event) => {
+    if (event.target.matches?.("h2[data-steps]")) delete event.target.dataset.steps; // left: a title again
+  });
   reset.addEventListener("click", () => {
     // the teaching example and a configuration go back to their first payload; a real model's view
     // starts again on the layer and text it shows (which Python may have set since)
@@ -1359,6 +1374,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const title = panel[0];
       if (wentOn) {
         title.tabIndex = -1; // focusable by script only
+        if (wentOn === "steps") title.dataset.steps = ""; // stepped from the title before: this one steps on
         title.focus({ preventScroll: true });
         const { top, bottom } = title.getBoundingClientRect(); // (at once: the focus is there)
         if (outOfView(top, bottom, window.innerHeight, stay())) title.scrollIntoView({ block: "start" }); // (a phone's: it lies far above)
