@@ -721,6 +721,15 @@ def test_the_head_thumbnails_take_rows_of_equal_count(page, server_url):
     for width, expected in ((1280, [12]), (390, [4, 4, 4]), (1024, [6, 6])):
         page.set_viewport_size({"width": width, "height": 768})
         page.wait_for_function(f"(e) => JSON.stringify(({rows})()) === JSON.stringify(e)", arg=expected)
+    # a label wider than its map (a large default font here; "Head 31" of a 32-head model) widens
+    # its thumbnail: the rows, worked out from the width it has, stay even
+    page.evaluate("() => { document.documentElement.style.fontSize = '30px'; }")
+    page.evaluate(SETTLED)
+    wider, fit = page.evaluate("""() => { const b = document.querySelector('.thumb-button'), o = document.querySelector('.overview');
+        const room = o.clientWidth - parseFloat(getComputedStyle(o).paddingLeft) - parseFloat(getComputedStyle(o).paddingRight);
+        return [b.offsetWidth - b.querySelector('canvas').offsetWidth, Math.floor((room + 8) / (b.offsetWidth + 8))]; }""")
+    counts = page.evaluate(rows)
+    assert wider > 10 and len(counts) == -(-12 // fit) and max(counts) - min(counts) <= 1, (wider, fit, counts)  # as few rows as fit, even
 
 
 @needs("minilm")

@@ -755,11 +755,13 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // The page keeps the controls at the top of the window on a large screen (page.css; a notebook
   // does not). Their height is kept as it changes, never measured on the way (a measure would lay
   // the page out), for a number focused or a title scrolled to, which stop under them.
+  const observers = []; // every observer of the view's sizes, disconnected with the view
+  const watching = (observer) => (observers.push(observer), observer);
   let controlsHeight = 0;
-  new ResizeObserver(() => {
+  watching(new ResizeObserver(() => {
     controlsHeight = controls.offsetHeight;
     root.style.setProperty("--controls-height", `${controlsHeight}px`);
-  }).observe(controls);
+  })).observe(controls);
   // The stage tabs take rows of equal count: eight tabs too wide for one row go four and four, not
   // seven and one. (On a phone they are one row that scrolls sideways: the stylesheet's flex, which
   // ignores the columns.) Worked out when the width or the number of tabs changes.
@@ -774,14 +776,14 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const rows = Math.ceil(n / fit);
     steps.style.gridTemplateColumns = `repeat(${Math.ceil(n / rows)}, minmax(0, 1fr))`; // (no more than fit)
   };
-  new ResizeObserver(([entry]) => {
+  watching(new ResizeObserver(([entry]) => {
     if (entry.contentRect.width === stepsWidth) return; // (its height changes with the rows)
     stepsWidth = entry.contentRect.width;
     balanceSteps();
-  }).observe(steps);
+  })).observe(steps);
   // A formula wider than its box (a phone, a large font) scrolls sideways: it is then a stop of
   // the Tab key, named, so that the arrow keys scroll it too. One that fits is no stop.
-  const formulaWidth = new ResizeObserver((entries) => {
+  const formulaWidth = watching(new ResizeObserver((entries) => {
     for (const { target } of entries) {
       const scrolls = target.scrollWidth > target.clientWidth;
       if (scrolls === target.hasAttribute("tabindex")) continue;
@@ -791,7 +793,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
         target.setAttribute("aria-label", "formula, scrolls sideways");
       } else for (const name of ["tabindex", "role", "aria-label"]) target.removeAttribute(name);
     }
-  });
+  }));
   const watchFormula = (box) => (formulaWidth.observe(box), box);
   const stay = () => getComputedStyle(controls).position === "sticky";
   root.addEventListener("keydown", moveFocus);
@@ -954,22 +956,23 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let chipOn = null; // the one marked as the query
   let tokenMark = null; // the ring over it
   // a strip of another width (the window resized) wraps its tokens anew: the ring follows its token
-  const stripSize = new ResizeObserver(() => chipOn && placeMark(chipOn));
+  const stripSize = watching(new ResizeObserver(() => chipOn && placeMark(chipOn)));
   // The thumbnails take rows of equal count, as the stage tabs do: twelve too many for one row go
-  // six and six, not eleven and one. A thumbnail's width is its map's plus the button's padding
-  // and border (4 + 1 px a side, explorer.css), never measured (a measure would lay the page out).
+  // six and six, not eleven and one. Worked out when the overview's width changes or new
+  // thumbnails come (their box observed anew), once the page is laid out: a thumbnail's width is
+  // read then (its label may be wider than its map: "Head 31"), at no cost of its own.
   let overviewWidth = 0;
-  const balanceThumbs = () => {
-    const box = overviewBox.querySelector(".thumbs");
-    if (!box || !overviewWidth || !thumbRows) return;
-    const [width, gap, n] = [thumbRows.size + 10, 8, box.children.length];
+  let thumbsSeen = null; // the thumbnails' box observed
+  const thumbsSize = watching(new ResizeObserver((entries) => {
+    for (const { target, contentRect } of entries) if (target === overviewBox) overviewWidth = contentRect.width;
+    const box = thumbRows?.box;
+    if (!box?.isConnected || !overviewWidth) return;
+    const [width, gap, n] = [box.firstElementChild.offsetWidth, parseFloat(getComputedStyle(box).columnGap) || 0, box.children.length];
     const rows = Math.ceil(n / Math.max(1, Math.floor((overviewWidth + gap) / (width + gap))));
-    box.style.maxWidth = `${Math.ceil(n / rows) * (width + gap) - gap + 1}px`;
-  };
-  new ResizeObserver(([entry]) => {
-    overviewWidth = entry.contentRect.width;
-    balanceThumbs();
-  }).observe(overviewBox);
+    const most = `${Math.ceil(n / rows) * (width + gap) - gap + 1}px`;
+    if (box.style.maxWidth !== most) box.style.maxWidth = most;
+  }));
+  thumbsSize.observe(overviewBox);
   let thumbRows = null; // a real model's thumbnails: { box, size, cells, block }
   let thumbQuery = null; // the query their frame is on
   // the numbered stages above the figure are buttons too
@@ -1150,7 +1153,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
     // the thumbnails' size in page pixels, their rows, and the tokens a row stands for
     thumbRows = thumb ? { box: overviewBox.querySelector(".thumbs"), size: parseFloat(thumb.style.width), cells: thumb.height, block: payload.model.overview_block } : null;
     thumbRows?.box.style.setProperty("--query-height", `${thumbRows.size / thumbRows.cells}px`);
-    balanceThumbs();
+    if (thumbsSeen) thumbsSize.unobserve(thumbsSeen);
+    thumbsSeen = thumbRows?.box;
+    if (thumbsSeen) thumbsSize.observe(thumbsSeen);
     thumbQuery = null;
   }
 
@@ -1532,6 +1537,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     window.removeEventListener("beforeprint", beforePrint);
     window.removeEventListener("afterprint", afterPrint);
     printAll?.removeEventListener("click", printEveryStage);
+    for (const observer of observers) observer.disconnect();
     dropPlaces();
     model.off?.("change:upcoming", buildAhead);
     model.off?.("change:head_arrays", onPayload);
