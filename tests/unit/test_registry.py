@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 
 import pytest
@@ -49,6 +50,21 @@ def test_local_checkpoints_of_the_same_name_are_told_apart_in_the_menu(tmp_path)
     for folder in deeper:
         folder.mkdir(parents=True)
     assert sorted(local_titles(local_models([str(f) for f in deeper])).values()) == [str(f) for f in deeper]
+
+
+@pytest.mark.parametrize("cache", ["a file", "under a file"])
+def test_a_cache_that_is_no_folder_is_said_in_one_line(tmp_path, monkeypatch, cache):
+    """MHA_EXPLORER_CACHE at a file, or under one (/dev/null/x): the message was built, then lost
+    under a NotADirectoryError from removing the partial file, a stack trace."""
+    files = {("p1", "a.part"): tmp_path / "a.part", ("main", "SHA256SUMS"): tmp_path / "SHA256SUMS"}
+    files[("p1", "a.part")].write_bytes(b"whole")
+    files[("main", "SHA256SUMS")].write_text(f"{hashlib.sha256(b'whole').hexdigest()}  joined.gguf\n")
+    monkeypatch.setattr(registry, "_installed_file", lambda package, name: files[(package, name)])
+    (tmp_path / "afile").write_text("not a folder")
+    monkeypatch.setenv("MHA_EXPLORER_CACHE", str(tmp_path / "afile" / ("" if cache == "a file" else "x")))
+    spec = registry.ModelSpec("x", "X", "llama", "main", ("SHA256SUMS",), "", 1, 1, parts=(("p1", "a.part"),), joined_name="joined.gguf")
+    with pytest.raises(CheckpointError, match=re.escape(f"({tmp_path / 'afile'} is a file, not a folder); set MHA_EXPLORER_CACHE to a writable directory")):
+        registry._join_parts(spec, lambda f, m: None)
 
 
 @pytest.mark.parametrize("case", ["right", "checksum differs", "a part fails to read"])

