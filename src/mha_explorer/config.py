@@ -123,6 +123,14 @@ class AttentionConfig:
         return DEFAULT_NORM_EPS if self.norm_eps is None else self.norm_eps
 
     @property
+    def own_scale(self) -> float | None:
+        """The scale the scores are multiplied by, where the config sets one other than the usual
+        1/sqrt(d_head); else None (none set, or one equal to it: Gemma's query_pre_attn_scalar)."""
+        if self.scale is None or math.isclose(self.scale, 1 / math.sqrt(self.d_head)):
+            return None
+        return float(self.scale)
+
+    @property
     def masked(self) -> bool:
         """Whether some keys are hidden from some queries: causal, a sliding window, or both."""
         return self.causal or self.sliding_window is not None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -303,7 +302,7 @@ def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:
     elif config.qk_norm:
         q, k = r"\hat{q}", r"\hat{k}"
         text += " Here q and k are the normed ones of the stage before (q̂, k̂)."
-    own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
+    own = config.own_scale is not None
     if config.scale is not None and not own:  # set by the config (Gemma's query_pre_attn_scalar), equal to the usual one
         text += f" This layer's config sets the scale itself, {config.scale:g}, which here equals 1/√d_head."
     product = rf"{q}_i \cdot {k}_{{{_kv(config)},j}}"  # head i's query against the keys it reads

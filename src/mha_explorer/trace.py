@@ -139,16 +139,16 @@ def recorded_stages(t: "Trace") -> list[Stage]:
     """The stages t recorded, in order, their formulas with the biases its layer adds and the
     scale it multiplies by, where its config sets one other than 1/sqrt(d_head)."""
     config, stages = t.config, []
-    own = config.scale is not None and not math.isclose(config.scale, 1 / math.sqrt(config.d_head))
+    own = config.own_scale
     for s in STAGES:
         if s.name not in t.stages:
             continue
         if config.bias and s.name in BIAS_TERMS:
             s = replace(s, formula=s.formula + BIAS_TERMS[s.name])
-        if own and s.name in ("scaled", "mask"):
-            s = replace(s, formula=s.formula.replace(r"/ \sqrt{d_{head}}", rf"\times {config.scale:g}"))
+        if own is not None and s.name in ("scaled", "mask"):
+            s = replace(s, formula=s.formula.replace(r"/ \sqrt{d_{head}}", rf"\times {own:g}"))
             if s.name == "scaled":
-                s = replace(s, meaning=f"scores times the scale the config sets, {config.scale:g}, instead of 1/sqrt(d_head)")
+                s = replace(s, meaning=f"scores times the scale the config sets, {own:g}, instead of 1/sqrt(d_head)")
         stages.append(s)
     return stages
 
