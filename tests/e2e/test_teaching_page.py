@@ -407,9 +407,12 @@ def test_a_focused_number_in_a_vector_keeps_the_commas_beside_it_in_sight(page, 
     number.focus()
     ring = number.evaluate("(n) => [n.matches(':focus-visible'), getComputedStyle(n).outlineWidth, getComputedStyle(n).outlineOffset]")
     assert ring == [True, "2px", "0px"]
-    # the ring ends where the comma's box begins: the comma's glyph, inside it, stays clear
-    gap = number.evaluate("(n) => { const r = document.createRange(); r.selectNodeContents(n.nextSibling); return r.getBoundingClientRect().left - n.getBoundingClientRect().right; }")
-    assert number.evaluate("(n) => n.nextSibling.textContent").startswith(",") and gap >= 0
+    # the ring's outer edge stays in the first third of the comma's box, short of its glyph (a
+    # comma's ink sits in the middle of its monospace cell)
+    ring_right, comma_left, comma_width = number.evaluate("""(n) => { const r = document.createRange(); r.setStart(n.nextSibling, 0); r.setEnd(n.nextSibling, 1);
+        const s = getComputedStyle(n), c = r.getBoundingClientRect();
+        return [n.getBoundingClientRect().right + parseFloat(s.outlineOffset) + parseFloat(s.outlineWidth), c.left, c.width]; }""")
+    assert number.evaluate("(n) => n.nextSibling.textContent").startswith(",") and ring_right <= comma_left + comma_width / 3, (ring_right, comma_left, comma_width)
 
 
 def test_keyboard_only_walkthrough(page, server_url, artifacts):

