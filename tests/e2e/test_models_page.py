@@ -707,6 +707,10 @@ def test_the_model_mode_before_its_first_trace_writes_the_mode_alone_into_the_ad
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
     page.wait_for_function("() => location.hash.includes('&stage=projections&head=0&query=')")
     assert page.evaluate("location.hash").startswith("#mode=model&model=minilm&layer=")
+    # a link of the mode that names no model is written as the mode alone, as it shows nothing else
+    page.goto(server_url + "#mode=model&stage=weights&head=3")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    page.wait_for_function("() => location.hash === '#mode=model'")
 
 
 @needs("minilm")

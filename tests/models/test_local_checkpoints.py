@@ -371,6 +371,8 @@ def test_a_checkpoint_saved_again_is_read_again_and_one_unchanged_is_not(tmp_pat
     build("llama", tmp_path)
     first = load_model(tmp_path)
     assert load_model(tmp_path) is first and load_model(tmp_path / "config.json") is first
+    (tmp_path / "training.log").write_text("step 1")  # a file a load does not read is no change
+    assert load_model(tmp_path) is first
     file = tmp_path / "config.json"
     cfg = json.loads(file.read_text())
     file.write_text(json.dumps(cfg | {"rope_parameters": cfg["rope_parameters"] | {"rope_theta": 777.0}}))

@@ -292,11 +292,20 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
         return _loaded[key]
 
 
-def _stamp(path: Path) -> tuple:
-    """What changes when a local checkpoint is saved again: the size and time of each of its files."""
+def _read_by_a_load(file: Path) -> bool:
+    return file.suffix == ".safetensors" or file.name in ("config.json", "tokenizer.json") or file.name.endswith(".index.json")
+
+
+def _stamp(path: Path) -> tuple | None:
+    """What changes when a local checkpoint is saved again: the size and time of each file a load
+    reads (a log or a README beside them is no change); None where they cannot be read (a load
+    then says why)."""
     path = checkpoint_path(path)
-    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
-    return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file() and _read_by_a_load(p)) if path.is_dir() else [path]
+        return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
+    except OSError:
+        return None
 
 
 def open_checkpoint(path: Path, progress: Progress, name: str | None = None, title: str | None = None, origin: str = "local checkpoint") -> LoadedModel:

@@ -147,7 +147,7 @@ function writeLinkNow(model, mode, lab) {
   // alone (the teaching example's stage, head and query would read as the model's), and a model
   // link on its way to its trace keeps all it says
   const viewless = mode === "model" && !models?.request();
-  if (viewless && shown === "model") return;
+  if (viewless && shown === "model" && new URLSearchParams(location.hash.slice(1)).has("model")) return;
   if (!viewless) {
     params.set("stage", model.get("stage"));
     params.set("head", model.get("head"));
