@@ -179,7 +179,7 @@ def main(ctx: click.Context) -> None:
 
 
 
-@main.command("trace")
+@main.command("trace", short_help="Walk attention stage by stage in the terminal.")
 @click.option(
     "--query",
     "query_token",
@@ -351,7 +351,7 @@ def _load(name: str):
             click.echo(err=True)
 
 
-@main.command("models")
+@main.command("models", short_help="List the real models, where each comes from, its config.")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="print the list (or NAME's configuration) as JSON")
 def models_command(name, as_json) -> None:
@@ -466,7 +466,7 @@ def _spans(indexes: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
-@main.command()
+@main.command(short_help="Serve the explorer; open the address it prints in a browser.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to bind; 0.0.0.0 exposes the explorer")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="port to listen on")
 @click.option(
@@ -491,7 +491,7 @@ def _spans(indexes: list[int]) -> str:
     help="offer only this named model (repeat for more: --offer minilm --offer smollm2); the others are neither listed nor loaded. Default: all",
 )
 def serve(host: str, port: int, checkpoints: tuple[str, ...], allowed: tuple[str, ...], offered: tuple[str, ...]) -> None:
-    """Start the explorer in the browser."""
+    """Start the explorer's server; open the address it prints in a browser."""
     from .models import available_models
     from .models.errors import ModelError
     from .models.registry import local_models
@@ -546,7 +546,7 @@ def check_port(host: str, port: int) -> None:
         fail(f"cannot listen on {host} port {port} ({os.strerror(e.errno) if e.errno else e}); choose another --host or --port")
 
 
-@main.command("export-site")
+@main.command("export-site", short_help="Write a static copy of the explorer, to host or open.")
 @click.argument("directory")
 @click.option(
     "--model",

@@ -302,6 +302,11 @@ def test_a_longer_spelling_takes_its_room_from_the_padding_after_it():
 def test_no_command_prints_the_help_and_succeeds():
     result = invoke()
     assert result.exit_code == 0 and "Commands:" in result.stdout and "trace" in result.stdout
+    # each command in a whole line of its own ("... (works..." was its docstring cut), serve's
+    # without the promise of a browser it does not open
+    commands = result.stdout.split("Commands:")[1].strip().splitlines()
+    assert [line.split()[0] for line in commands] == ["export-site", "models", "serve", "trace"]
+    assert not any(line.endswith("...") for line in commands) and "open the address it prints in a browser" in result.stdout
 
 
 def test_a_stage_the_teaching_example_lacks_is_said_of_the_example_not_of_a_layer():
