@@ -154,7 +154,7 @@ class Gemma3(Architecture):
     def summary(self) -> dict:
         s = self.sizes
         return {
-            "norm": "pre- and post-norm RMSNorm (1 + w)",
+            "norm": "pre- and post-norm RMSNorm, multiplying by 1 + g (g: the stored weight)",
             "mlp": "GeGLU (tanh GELU)",
             "positions": "RoPE",
             "mask": f"causal; sliding window of {s.sliding_window} except on full-attention layers",
