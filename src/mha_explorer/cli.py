@@ -613,7 +613,7 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
     click.echo(f"wrote a copy of the explorer to {directory}, {_size(sum(sizes.values()))} in all:")
     for name, size in sizes.items():
         click.echo(f"  {name:<20} {_size(size):>9}")
-    click.echo(
+    echo_wrapped(
         f"open {Path(directory) / 'index.html'} in a browser, or put index.html and the static folder, "
         "side by side, on any static host (the page needs both)"
     )

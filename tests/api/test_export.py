@@ -68,10 +68,12 @@ def test_export_site_lists_what_it_wrote_and_what_to_upload(tmp_path):
     lines = result.output.splitlines()
     total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
     assert lines[0] == f"wrote a copy of the explorer to {site}, {total / 1000:.0f} KB in all:"
-    listed = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
+    last = next(i for i, line in enumerate(lines) if line.split()[0] == "open")  # the advice, wrapped to the terminal
+    listed = {line.split()[0]: line.split()[1:] for line in lines[1:last]}
     assert set(listed) == {"index.html", "static/page.css", "static/explorer.css", "static/app.js", "static/data.js"}
     assert listed["static/data.js"] == [f"{(site / 'static/data.js').stat().st_size / 1000:.0f}", "KB"]
-    assert lines[-1].endswith("put index.html and the static folder, side by side, on any static host (the page needs both)")
+    assert " ".join(lines[last:]).endswith("put index.html and the static folder, side by side, on any static host (the page needs both)")
+    assert len(lines) - last > 1 and all(len(line) <= 80 or " " not in line for line in lines[last:])  # (a path keeps a line of its own, whole)
 
 
 def read_data(site):
