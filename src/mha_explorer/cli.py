@@ -60,6 +60,11 @@ def spec_of(model_name: str):
     return spec_named(model_name)
 
 
+# The optional stages every layer of a family has (narrative.LACKS names them), so that a stage a
+# named model lacks is refused before it loads (half a minute for gemma3)
+FAMILY_STAGES = {"bert": (), "llama": ("rope", "mask"), "gemma3": ("qk_norm", "rope", "mask")}
+
+
 def check_layers(model_name: str, layers: list[str]) -> None:
     """Refuse a --layer that is no whole number, or out of a named model's range, before the model
     loads (gemma3 takes a while); a checkpoint's layers are known once it is read."""
@@ -257,6 +262,9 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
         fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
     check_layers(model_name, [] if layer is None else [layer])
     spec = spec_of(model_name)
+    if spec is not None and stage in LACKS and stage not in FAMILY_STAGES[spec.family]:
+        has = [s for s in PAGE_STAGE_IDS if s not in LACKS or s in FAMILY_STAGES[spec.family]]
+        fail(f"{spec.title} has no {stage} stage ({LACKS[stage]}); choose one of: {', '.join(has)}")
     choose = "choose a head of the layer, numbered from 0, or all"
     if not every_head(head):
         if spec is not None:

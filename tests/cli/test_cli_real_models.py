@@ -24,7 +24,7 @@ from .test_cli import broken_vectors, cells, two, unruled
 
 pytestmark = pytest.mark.cli
 INSTALLED = {m.name: m for m in available_models() if m.installed}
-needs = {name: pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models") for name in ("minilm", "smollm2")}
+needs = {name: pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models") for name in ("minilm", "smollm2", "gemma3")}
 
 FOX = "The quick brown fox jumps over the lazy dog."
 NUMBER = re.compile(r"-?\d+\.\d\d")
@@ -306,6 +306,30 @@ def test_a_layer_that_is_not_a_whole_number_says_so(layer, said):
     assert result.exit_code == 2 and result.stdout == ""
     error = result.stderr.splitlines()[-1]
     assert error.startswith("error: --layer") and said in error
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=needs[n]) for n in ("minilm", "smollm2", "gemma3")])
+def test_a_stage_a_named_model_lacks_is_refused_before_it_loads_as_its_loaded_layers_would(name, monkeypatch):
+    """--stage qk_norm on SmolLM2 waited for the model to load (6 s; Gemma 3's rope, 20 s) to be
+    refused. A named model's family tells its optional stages: each is refused at once, and the
+    family's stages are those every one of its loaded layers has."""
+    from mha_explorer.cli import FAMILY_STAGES
+    from mha_explorer.models import registry
+    from mha_explorer.narrative import LACKS, page_stages
+
+    model = load_model(name)
+    family = registry.spec_named(name).family
+    for layer in range(model.n_layers):
+        assert {s.id for s in page_stages(model.layer_config(layer))} & set(LACKS) == set(FAMILY_STAGES[family]), layer
+    lacked = [stage for stage in LACKS if stage not in FAMILY_STAGES[family]]
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("mha_explorer.models.load_model", no_load)
+    for stage in lacked:
+        result = trace("--model", name, "--stage", stage)
+        assert result.exit_code == 2 and result.stderr.splitlines()[-1].startswith(f"error: {model.title} has no {stage} stage ({LACKS[stage]}); choose one of: projections")
 
 
 @needs["minilm"]
