@@ -390,7 +390,7 @@ def test_a_stage_no_layer_has_is_refused_before_the_model_loads(monkeypatch):
 def test_a_stage_this_layer_lacks_says_why(stage, why):
     result = trace("--model", "minilm", "--text", FOX, "--stage", stage)
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == f"error: layer 0 of all-MiniLM-L6-v2 has no {stage} stage ({why}); choose one of: projections, scores, weights, mixing, concat, output"
+    assert result.stderr.splitlines()[-1] == f"error: all-MiniLM-L6-v2 has no {stage} stage ({why}); choose one of: projections, scores, weights, mixing, concat, output"
 
 
 @needs["smollm2"]
