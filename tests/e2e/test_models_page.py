@@ -722,6 +722,9 @@ def test_the_head_thumbnails_take_rows_of_equal_count(page, server_url):
     trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
     page.evaluate(SETTLED)
     assert page.evaluate(rows) == [6, 6]
+    # (the head outputs beside the stage name every head's z alike: z₁, as the inspected z₀, not "z1")
+    hints = page.locator(".outputs .head-output .hint")
+    assert hints.count() == 11 and hints.locator("sub").count() == 11 and hints.first.inner_text() == "z1: 32 numbers"
     for width, expected in ((1280, [12]), (390, [4, 4, 4]), (1024, [6, 6])):
         page.set_viewport_size({"width": width, "height": 768})
         page.wait_for_function(f"(e) => JSON.stringify(({rows})()) === JSON.stringify(e)", arg=expected)

@@ -995,6 +995,25 @@ def test_a_dark_notebook_theme_gets_a_dark_view_that_stays_readable(page, server
         assert bad == [], f"{title}: {bad}"
 
 
+def test_a_scale_of_the_configs_own_is_said_where_the_scores_are_divided(page, server_url, api):
+    """A configuration with its own scale (Explorer.from_config(..., scale=0.05)): the table divided
+    by 20 while the line above it gave only √d_head = √2 = 1.414, and the configuration's line
+    under the head outputs left the scale out."""
+    payload, _ = api
+    own = payload.model_copy(deep=True)
+    own.config.scale = 0.05
+    body = own.model_dump_json()
+    page.route("**/api/example*", lambda route: route.fulfill(status=200, content_type="application/json", body=body))
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Scores")
+    lead = page.locator(".stage p.lead").first.inner_text()
+    assert "This layer's config sets the scale, 0.05: each score is divided by 20, in place of √d_head = √2 = 1.414." in lead, lead
+    assert page.locator(".stage td.div").first.inner_text() == "÷ 20"
+    assert page.locator(".outputs p.hint").last.inner_text().endswith("· scale 0.05")
+    # a formula's box scrolls sideways only: the Mask's ink, a pixel below it, gave it a vertical scrollbar
+    assert page.locator(".stage .formula").first.evaluate("(f) => getComputedStyle(f).overflowY") == "hidden"
+
+
 def test_token_text_is_rendered_as_text(page, server_url, api):
     payload, _ = api
     hostile = payload.model_copy(deep=True)

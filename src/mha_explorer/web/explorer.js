@@ -390,6 +390,8 @@ export function withHead(payload, arrays) {
 
 // The factor of the scores: 1/√d_head, unless the layer's config sets its own.
 const scaleOf = (config) => config.scale ?? 1 / Math.sqrt(config.d_head);
+// a scale the config sets other than 1/√d_head (as AttentionConfig.own_scale: Gemma's equals it)
+const ownScale = (config) => config.scale != null && Math.abs(config.scale * Math.sqrt(config.d_head) - 1) > 1e-9;
 
 // scaled or mask from the scores, exactly as the server computes them: each score times the scale
 // in the scores' own precision (a float32 product of two float32 numbers is exact in a double,
@@ -1788,7 +1790,7 @@ function scores(view, query, head) {
     ];
   });
   return [
-    h("p", { class: "lead" }, "q = ", vec(q.map((x, e) => num(x, `q:${head},${query},${e}`))), ` for “`, tokenName(payload, query), `”, head ${head}. √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
+    h("p", { class: "lead" }, "q = ", vec(q.map((x, e) => num(x, `q:${head},${query},${e}`))), ` for “`, tokenName(payload, query), `”, head ${head}. `, ownScale(payload.config) ? `This layer's config sets the scale, ${Number(payload.config.scale.toPrecision(4))}: each score is divided by ${fmtConstant(divisor)}, in place of √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.` : `√d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
     h(
       "table",
       { class: "calc-table" },
@@ -3353,7 +3355,7 @@ function headOutputs(view, query, head) {
           i === head
             ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
             : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
-          many && i !== head ? h("span", { class: "hint" }, `z${i}: ${d_v} numbers`) : i === head ? (shown = zOf(i, query)) : zOf(i, query),
+          many && i !== head ? h("span", { class: "hint" }, sub("z", i), `: ${d_v} numbers`) : i === head ? (shown = zOf(i, query)) : zOf(i, query),
         ),
       ),
     ),
@@ -3388,12 +3390,14 @@ function cacheWhy(c, kv) {
   );
 }
 
-// "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6 · causal · bias": what tells the configurations apart
+// "GQA · d_model 16 · 8 heads, 2 K/V heads · d_head 4, d_v 6 · causal · bias": what tells the
+// configurations apart (a scale of its own too: "scale 0.05")
 function configLine(c) {
   const kv = c.n_kv_heads === c.n_heads ? "" : `, ${plural(c.n_kv_heads, "K/V head")}`;
   const dv = c.d_v === c.d_head ? "" : `, d_v ${c.d_v}`;
   const mask = c.causal ? ` · causal${c.sliding_window != null ? `, window ${c.sliding_window}` : ""}` : c.sliding_window != null ? ` · window ${c.sliding_window}` : "";
-  return `${c.kind} · d_model ${c.d_model} · ${plural(c.n_heads, "head")}${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}`;
+  const scale = ownScale(c) ? ` · scale ${Number(c.scale.toPrecision(4))}` : "";
+  return `${c.kind} · d_model ${c.d_model} · ${plural(c.n_heads, "head")}${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}${scale}`;
 }
 
 // ---- a real model: every head of the layer in small, and the tokens as the tokenizer split them
