@@ -360,7 +360,7 @@ class Explorer(anywidget.AnyWidget):
         if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):  # "1", as the query takes "2"
             value = int(value)
         if not _is_index(value):
-            raise traitlets.TraitError(f"head must be a whole number from 0 to {n_heads - 1}, not {value!r}")
+            raise traitlets.TraitError(f"head must be an int from 0 to {n_heads - 1}, or its digits as text, not {value!r}")
         if not 0 <= value < n_heads:
             raise traitlets.TraitError(f"head {value} is out of range: this trace has heads 0 to {n_heads - 1}")
         return int(value)

@@ -317,7 +317,7 @@ def test_a_real_model_sends_the_head_the_view_asks_for(minilm):
     w.set_state({"head": 2})  # the payload's own head again: nothing to merge
     assert w.head_arrays is None
     # a head that is not one is refused by the widget's own check, which names the range
-    for bad, words in (("one", "whole number from 0 to 11"), (12, "out of range")):
+    for bad, words in (("one", "an int from 0 to 11"), (12, "out of range")):
         with pytest.raises(traitlets.TraitError, match=words):
             Explorer.from_model(minilm, text="cats like warm milk", layer=3, head=bad)
 
@@ -379,7 +379,8 @@ def test_stage_and_head_are_validated():
     with pytest.raises(traitlets.TraitError, match="head -1 is out of range"):
         w.head = -1
     for value in ("one", None, 1.0, True):
-        with pytest.raises(traitlets.TraitError, match=re.escape(f"head must be a whole number from 0 to 1, not {value!r}")):
+        # (1.0 is whole, but no int: the message does not say "a whole number, not 1.0")
+        with pytest.raises(traitlets.TraitError, match=re.escape(f"head must be an int from 0 to 1, or its digits as text, not {value!r}")):
             w.head = value
     w.head = np.int64(1)
     assert w.head == 1 and type(w.head) is int
