@@ -1652,6 +1652,28 @@ def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page,
     assert [r.locator("td").all_inner_texts()[1] for r in table.locator("tbody tr").all()] == ["1.000", "1.000", "1.000"]
 
 
+def test_tokens_typed_before_the_teaching_example_come_back_with_the_next_preset(page, server_url):
+    """The teaching example's preset put its own tokens in place of those typed, and the next
+    preset kept the example's: what was typed was gone. Typed again meanwhile, the new ones stay."""
+    open_lab(page, server_url)
+    set_field(page, "Tokens (separated by spaces)", "one two three four five")
+    page.get_by_label("Preset").select_option("example")
+    wait_kind(page, "MHA")
+    settle(page)
+    tokens = page.get_by_label("Tokens (separated by spaces)")
+    assert tokens.input_value() == "cats like warm milk"
+    page.get_by_label("Preset").select_option("mha")
+    settle(page)
+    assert tokens.input_value() == "one two three four five"
+    assert page.get_by_label("Query token").locator("option").all_inner_texts()[:2] == ["one", "two"]
+    page.get_by_label("Preset").select_option("example")
+    settle(page)
+    set_field(page, "Tokens (separated by spaces)", "red green blue")
+    page.get_by_label("Preset").select_option("gqa")
+    settle(page)
+    assert tokens.input_value() == "red green blue"
+
+
 def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_url):
     """A preset brings the teaching example into the lab, its numbers the same to the last digit,
     so that one of them can be changed; its own values are not marked as the user's edits."""
@@ -1668,7 +1690,8 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     page.get_by_label("Preset").select_option("example")
     wait_kind(page, "MHA")
     settle(page)
-    assert page.locator(".lab-status").inner_text() == ""  # replaced, not "kept at the same numbers"
+    # replaced, not "kept at the same numbers"; the tokens typed before are said to come back
+    assert page.locator(".lab-status").inner_text() == "The teaching example brings its own tokens; yours, “the cat sat on the mat”, come back with the next preset you pick."
     # the example's own view: query "like" and head 0, as on its first screen, not position 2 kept
     assert "head 0 · query “like”" in page.locator(".stage h2").inner_text()
     assert page.get_by_label("Preset").input_value() == "example"

@@ -780,21 +780,31 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   }
   // A preset is a configuration: the tokens and the seed typed stay (when they are good), except
   // in a static copy, which holds each preset on its own tokens only. The teaching example brings
-  // its tokens and its values.
+  // its tokens and its values: the tokens typed before it come back with the next preset picked,
+  // as long as the example's are still in the box.
+  let tokensBeforeExample = null;
   function loadPreset(preset) {
     drafts.clear();
     forgetWaiting();
     fromExample = preset === own ? own.edits : null;
     const form = readForm();
     const errors = formErrors({ ...form, config: { ...preset.config } });
-    const tokens = preset.tokens ?? (!editable ? PRESET_TOKENS : errors.tokens ? lab.tokens : form.tokens);
+    const typed = errors.tokens ? lab.tokens : form.tokens;
+    const exampleShown = own && form.tokens.join(" ") === own.tokens.join(" ");
+    const back = preset !== own && exampleShown ? tokensBeforeExample : null;
+    tokensBeforeExample = preset === own && editable && !exampleShown ? typed : preset === own ? tokensBeforeExample : null;
+    const tokens = preset.tokens ?? (!editable ? PRESET_TOKENS : back ?? typed);
     const seed = !editable ? 0 : errors.seed ? lab.seed : form.seed;
     for (const [name] of CONFIG_FIELDS) configInputs[name].value = preset.config[name];
     causal.checked = preset.config.causal;
     bias.checked = preset.config.bias;
     tokensInput.value = tokens.join(" ");
     seedInput.value = String(seed);
-    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map(preset.edits) }, { redraw: true, example: preset === own });
+    const said = preset === own && tokensBeforeExample ? `The teaching example brings its own tokens; yours, “${tokensBeforeExample.join(" ")}”, come back with the next preset you pick.` : "";
+    return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map(preset.edits) }, { redraw: true, example: preset === own }).then((result) => {
+      if (said) status.textContent = [status.textContent, said].filter(Boolean).join(" ");
+      return result;
+    });
   }
   matrixSelect.addEventListener("change", () => {
     current = matrixSelect.value;
