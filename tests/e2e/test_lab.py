@@ -1312,7 +1312,16 @@ def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
     assert page.locator("#notice").inner_text().startswith("This link's lab settings were rejected (type at least one token")
 
 
-@pytest.mark.parametrize("part, field, said", [("d_model=-8", "d_model", "d_model must be between 1 and 64."), ("seed=-1", "Seed", "The seed must be a whole number from 0 to 4294967295.")])
+@pytest.mark.parametrize(
+    "part, field, said",
+    [
+        ("d_model=-8", "d_model", "d_model must be between 1 and 64."),
+        ("seed=-1", "Seed", "The seed must be a whole number from 0 to 4294967295."),
+        # a typo, no number at all, as the lab takes one typed (it opened the teaching example)
+        ("d_model=abc", "d_model", "“abc” is not a whole number: type d_model as one from 1 to 64."),
+        ("seed=x1", "Seed", "“x1” is not a whole number: type the seed as one from 0 to 4294967295."),
+    ],
+)
 def test_a_negative_lab_setting_in_a_link_is_said_as_out_of_range_and_the_rest_kept(page, server_url, part, field, said):
     settings = dict(p.split("=") for p in "d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b+c&seed=3".split("&"))
     key, value = part.split("=")

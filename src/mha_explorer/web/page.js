@@ -96,13 +96,16 @@ function readLink(hash) {
   // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
   // of a lab needs its whole configuration
   if (mode === "lab" && LAB_KEYS.some((k) => params.has(k))) {
-    const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, whole(k, null, true)]));
+    // a setting that is no whole number ("abc", a typo) is left to the lab too, as typed: its
+    // field says what it takes, and the link's other settings stay in the form
+    const setting = (name, fallback) => (params.has(name) && !/^-?\d+$/.test(params.get(name).trim()) && params.get(name).trim() ? params.get(name) : whole(name, fallback, true));
+    const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, setting(k, null)]));
     if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
     config.causal = flag("causal");
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
     const tokens = params.has("tokens") ? params.get("tokens").split(" ").filter(Boolean) : [...PRESET_TOKENS];
-    view.lab = { config, tokens, seed: whole("seed", 0, true), edits: decodeEdits(params.get("edits")), damaged: damaged("tokens") };
+    view.lab = { config, tokens, seed: setting("seed", 0), edits: decodeEdits(params.get("edits")), damaged: damaged("tokens") };
   }
   return view;
 }
