@@ -2464,6 +2464,27 @@ def test_the_labs_menus_fit_a_phone(page, server_url, width):
     assert page.evaluate("document.documentElement.scrollWidth") == width
 
 
+def test_many_heads_are_listed_in_a_box_that_scrolls_and_wo_frames_the_inspected_heads_block(page, server_url):
+    """64 heads of one number each: the head outputs were 64 cards, 5,000 px, beside a main
+    column a third as tall, and W^O, drawn as a map, neither framed nor named head 10's row."""
+    for d_v, head in ((1, 10), (4, 5)):
+        heads = 64 if d_v == 1 else 8
+        page.goto(server_url + f"#mode=lab&d_model={heads * d_v}&n_heads={heads}&n_kv_heads=8&d_head=1&d_v={d_v}&causal=1&bias=0&tokens=a+b+c+d&seed=0&stage=output&head={head}&query=2")
+        expect(page.locator(".stage h2")).to_contain_text(f"head {head} inspected")
+        settle(page)
+        listed = page.locator(".outputs .head-list")
+        if heads == 64:
+            assert "compact" in listed.get_attribute("class") and listed.evaluate("(l) => l.scrollHeight > l.clientHeight && l.clientHeight < innerHeight")
+            assert listed.locator(".inspected").evaluate("(e) => { const l = e.parentElement.getBoundingClientRect(), r = e.getBoundingClientRect(); return r.top >= l.top && r.bottom <= l.bottom; }")
+            assert listed.locator(".inspected .vec").count() == 1  # each head's z is still there, one number
+        wo = page.locator(".stage figure", has=page.locator("canvas.heatmap")).first
+        expect(wo.locator(".heatmap-mark-label")).to_have_text(f"head {head} · z[0]" if d_v == 1 else f"head {head}")
+        frame = wo.locator(".heatmap-mark").evaluate("(m) => m.getBoundingClientRect().height")
+        cell = wo.locator("canvas.heatmap").evaluate("(c) => c.getBoundingClientRect().height") / (heads * d_v)
+        framed = d_v * cell + (4 if d_v * cell < 8 else 0)  # (a block thinner than 8 px is framed around, 2 px out)
+        assert abs(frame - framed) < 1.5, (frame, cell)  # the whole block: d_v rows
+
+
 def test_many_heads_contributions_are_coloured_on_their_own_scale(page, server_url):
     """With 64 heads the output y (their sum) is several times any head's part: on y's scale every
     head's row was almost white. The map takes the heads' scale; y beyond it is full colour, said.

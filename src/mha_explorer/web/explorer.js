@@ -2298,6 +2298,9 @@ function output(view, query, head) {
     blockLabel: (r) => (rows[r] % d_v === 0 ? `head ${rows[r] / d_v}` : null), // drawn as a map: one label per head's block
     rowClass: (r) => `block-row head-${Math.floor(r / d_v) % HEAD_COLOURS}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
     colLabel: (m) => `y[${m}]`,
+    // drawn as a map, the inspected head's block is framed and named, as its rows are in a table
+    mark: oneBlock ? null : rows.indexOf(head * d_v),
+    markSpan: d_v,
   });
   const y = range(d_model).map((m) => t.output.at(query, m));
   const shown = range(n_heads).filter((i) => t.contributions.has(i)); // a real model's payload: the inspected head
@@ -2513,6 +2516,8 @@ function grid(options) {
     blockLabel: options.blockLabel,
     tokenAt: options.tokenRows ? (r) => rows[r] : null,
     source: options.source,
+    mark: options.mark,
+    markSpan: options.markSpan,
   });
 }
 
@@ -2670,7 +2675,7 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
 // column by column start their cells at one x). scale: the colour scale, given (two maps compared
 // by eye share one; see sharedScale), instead of the map's own.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given, lastLabel = false }) {
+function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, markSpan = 1, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given, lastLabel = false }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2798,10 +2803,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     if (entry.base !== cells) drawBase(); // the same cells are already on this canvas
     const marked = mark !== undefined && mark !== null;
     // a thin row (a long text's) is framed around, not over: its own cells stay in sight
-    outline(entry.mark, marked && (ch < 8 ? [left - 2, mark * ch - 2, cols * cw + 4, ch + 4] : [left, mark * ch, cols * cw, ch]));
+    // (markSpan rows from mark: an inspected head's block of W^O, labelled by its block's label)
+    const tall = markSpan * ch;
+    outline(entry.mark, marked && (tall < 8 ? [left - 2, mark * ch - 2, cols * cw + 4, tall + 4] : [left, mark * ch, cols * cw, tall]));
     // the query's label, dark, on the panel's white over the grey labels it may overlap
     // it covers wholly the grey labels it overlaps, never leaving half a neighbour's label
-    const middle = marked ? labelY(mark) : 0;
+    const middle = !marked ? 0 : markSpan > 1 ? Math.min(height - fontSize / 2 - 1, Math.max(fontSize / 2 + 1, (mark + markSpan / 2) * ch)) : labelY(mark);
     // (a label's own height, as the others': rows a label apart keep their neighbours' labels)
     let [top, bottom] = [middle - fontSize / 2 - 1, middle + fontSize / 2 + 1];
     for (let grown = marked; grown; ) {
@@ -2816,7 +2823,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     [top, bottom] = [Math.max(0, top), Math.min(height, bottom)];
     outline(entry.markLabel, marked && [0, top, left - 2, bottom - top]);
     if (marked) {
-      entry.markLabel.textContent = rowLabel(mark); // cut by CSS, with an ellipsis, where it is too long
+      entry.markLabel.textContent = markSpan > 1 && blockLabel ? blockLabel(mark) : rowLabel(mark); // cut by CSS, with an ellipsis, where it is too long
       const line = fontSize + 2;
       Object.assign(entry.markLabel.style, { fontSize: `${fontSize}px`, lineHeight: `${line}px`, paddingTop: `${Math.max(0, middle - top - line / 2)}px` });
     }
@@ -2860,9 +2867,9 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
         ctx.fillRect(c * zx, r * zy, zx, zy);
       }
     ctx.lineWidth = 2;
-    if (rows > 1 && mark !== undefined && mark !== null && mark >= top && mark < top + down) {
+    if (rows > 1 && mark !== undefined && mark !== null && mark + markSpan > top && mark < top + down) {
       ctx.strokeStyle = "#1d2330"; // --ink: the query's row, as the mark over the map
-      ctx.strokeRect(1, (mark - top) * zy + 1, w - 2, zy - 2);
+      ctx.strokeRect(1, (mark - top) * zy + 1, w - 2, markSpan * zy - 2);
     }
     ctx.strokeStyle = "#c2410c"; // the cursor's colour on the map
     ctx.strokeRect((cursor[1] - first) * zx + 1, (cursor[0] - top) * zy + 1, zx - 2, zy - 2);
@@ -3329,6 +3336,7 @@ function headOutputs(view, query, head) {
   const { payload, t } = view;
   const { n_heads, d_v, d_model } = payload.config;
   const many = manyHeads(payload.config); // a real model: say which head, show its z on inspection only
+  const scrolls = many || n_heads > 16; // a list taller than a screen (the lab's 64 heads of one number) scrolls in its box
   // a head as wide as Gemma 3's (256) would fill the list with its z and hide the other heads:
   // its first numbers, and where every one is
   const cut = d_v > Z_LISTED ? Z_SHOWN : d_v;
@@ -3347,7 +3355,7 @@ function headOutputs(view, query, head) {
     title,
     h(
       "ul",
-      { class: "head-list" + (many ? " compact" : "") },
+      { class: "head-list" + (scrolls ? " compact" : "") },
       range(n_heads).map((i) =>
         h(
           "li",
@@ -3359,7 +3367,7 @@ function headOutputs(view, query, head) {
         ),
       ),
     ),
-    many ? h("p", { class: "hint list-note screen-only" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
+    scrolls ? h("p", { class: "hint list-note screen-only" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
     h("p", { class: "hint" }, configLine(payload.config)),
   ].filter(Boolean);
