@@ -246,7 +246,7 @@ def _shared_kv(stage: PageStage, config: AttentionConfig) -> PageStage:
         per = config.n_heads // config.n_kv_heads
         shared = (
             f"the {config.n_heads} query heads share {config.n_kv_heads} pairs of key and value matrices, one pair (a K/V head) to every {per} query heads "
-            f"(grouped-query attention): head i reads the keys and values of its K/V head g, i ÷ {per} rounded down (heads 0 to {per - 1} read K/V head 0)"
+            f"(grouped-query attention): head i reads the keys and values of its K/V head g, i ÷ {per} rounded down (heads 0 {'and' if per == 2 else 'to'} {per - 1} read K/V head 0)"
         )
     text = (
         "Each query head multiplies the whole input vector of a token by its own query matrix to get the query vector q. "

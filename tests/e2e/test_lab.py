@@ -362,7 +362,7 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
 @pytest.mark.parametrize(
     "fragment, words",
     [
-        ("#mode=lab&d_model=abc", "not a whole number"),
+        ("#stage=scores&head=abc", "not a whole number"),  # (a lab setting that is no number opens the lab, marked)
         ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
         ("#what=1", "unknown part"),
         ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "a lab link needs d_model, n_heads"),  # not the default lab, silently
@@ -1218,6 +1218,19 @@ def test_a_setting_that_is_no_whole_number_is_kept_as_typed_and_said(page, serve
     assert page.locator(f"#lab-error-{key}").inner_text() == said
     assert page.get_by_label(field, exact=True).get_attribute("aria-invalid") == "true"
     assert page.locator(".layout").inner_text() == before and link(page) == address  # nothing computed with it
+
+
+@pytest.mark.parametrize(
+    "typed, said",
+    [("a " + "x" * 70 + " b", f"The token “{'x' * 12}…” is 70 characters long; a token has at most 64: shorten it, or split it with spaces."),
+     (" ".join(f"t{i}" for i in range(66)), "66 tokens: the lab takes at most 64; remove 2.")],
+)
+def test_tokens_the_lab_cannot_take_are_said_with_what_to_change(page, server_url, typed, said):
+    """"A token is longer than 64 characters." named no token and said nothing of what to do."""
+    open_lab(page, server_url)
+    set_field(page, "Tokens (separated by spaces)", typed)
+    assert page.locator("#lab-error-tokens").inner_text() == said
+    assert page.get_by_label("Tokens (separated by spaces)").input_value() == typed  # kept as typed
 
 
 def test_the_arrow_keys_step_a_setting_within_its_range(page, server_url):

@@ -117,3 +117,12 @@ def test_the_pages_order_of_stages_is_the_narratives():
     listed = re.search(r"const STAGE_ORDER = \[([^\]]*)\]", source)
     assert listed, "page.js has no STAGE_ORDER"
     assert tuple(re.findall(r'"([a-z_]+)"', listed[1])) == PAGE_STAGE_IDS
+
+
+@pytest.mark.parametrize("n_heads, said", [(4, "heads 0 and 1 read K/V head 0"), (6, "heads 0 to 2 read K/V head 0")])
+def test_the_query_heads_of_a_kv_head_are_said_as_a_pair_or_a_range(n_heads, said):
+    """"heads 0 to 1" of a pair read oddly: two are "0 and 1"."""
+    from mha_explorer.narrative import page_stages
+
+    text = next(s.explanation for s in page_stages(AttentionConfig(d_model=12, n_heads=n_heads, n_kv_heads=2, d_head=2)) if s.id == "projections")
+    assert said in text

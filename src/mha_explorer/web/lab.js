@@ -143,8 +143,11 @@ function checkConfig(config, tokens) {
     }
   }
   if (tokens.length < 1) errors.tokens = "Type at least one token.";
-  else if (tokens.length > LAB_LIMITS.tokens) errors.tokens = `${tokens.length} tokens: the lab takes at most ${LAB_LIMITS.tokens}.`;
-  else if (tokens.some((t) => [...t].length > LAB_LIMITS.tokenChars)) errors.tokens = `A token is longer than ${LAB_LIMITS.tokenChars} characters.`; // characters, not UTF-16 units: 🐱 is one
+  else if (tokens.length > LAB_LIMITS.tokens) errors.tokens = `${tokens.length} tokens: the lab takes at most ${LAB_LIMITS.tokens}; remove ${tokens.length - LAB_LIMITS.tokens}.`;
+  else {
+    const long = tokens.find((t) => [...t].length > LAB_LIMITS.tokenChars); // characters, not UTF-16 units: 🐱 is one
+    if (long) errors.tokens = `The token “${[...long].slice(0, 12).join("")}…” is ${[...long].length} characters long; a token has at most ${LAB_LIMITS.tokenChars}: shorten it, or split it with spaces.`;
+  }
   return errors;
 }
 
