@@ -732,6 +732,25 @@ def test_a_64_by_64_grid_keeps_every_cell_but_draws_only_what_the_box_shows(page
     assert 0 < page.evaluate(drawn) < 64 * 64 / 4
 
 
+def test_the_values_fold_away_to_bring_the_figure_onto_a_projectors_first_screen(page, server_url):
+    """At 1024 × 768 the settings and the grid of X filled the first screen: the stage began at
+    y = 913. Folded, the values keep their edits; shown again, the grid is drawn."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_lab(page, server_url)
+    edit(page, "x", "x:0,0", "0.5")
+    title_top = "() => document.querySelector('.stage h2').getBoundingClientRect().top"
+    assert page.evaluate(title_top) > 768
+    toggle = page.get_by_role("button", name="Hide the values")
+    assert toggle.get_attribute("aria-expanded") == "true"
+    toggle.click()
+    assert page.locator("#lab-values-body").is_hidden() and page.evaluate(title_top) < 768 - 100
+    shown = page.get_by_role("button", name="Show the values (X and the weights) to edit them")
+    assert shown.get_attribute("aria-expanded") == "false"
+    shown.click()
+    expect(page.locator('.edit-grid input[data-key="x:0,0"]')).to_be_visible()
+    assert page.locator('.edit-grid input[data-key="x:0,0"]').input_value() == "0.5"
+
+
 def test_the_keyboard_can_skip_the_grid(page, server_url):
     page.goto(server_url + BIG)
     wait_kind(page, "d_model 64")

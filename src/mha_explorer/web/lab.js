@@ -219,8 +219,18 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const general = h("p", { class: "lab-error", role: "alert" });
 
   const field = (id, label, input) => h("div", { class: "field" }, h("label", { for: id }, label), input);
-  // the values to edit: hidden until the lab has a result (a link refused has none to edit)
-  const valuesPart = h("div", { class: "lab-values", hidden: true }, h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer" }, " "), undo)), gridCaption, skipGrid, gridBox);
+  // the values to edit: hidden until the lab has a result (a link refused has none to edit).
+  // Folded away by their button (a projector's screen, where they pushed the figure below it),
+  // they stay as they are, edits and all, until shown again.
+  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer" }, " "), undo)), gridCaption, skipGrid, gridBox);
+  const valuesToggle = h("button", { type: "button", class: "values-toggle", "aria-expanded": "true", "aria-controls": "lab-values-body" }, "Hide the values");
+  valuesToggle.addEventListener("click", () => {
+    const open = valuesBody.hidden;
+    valuesBody.hidden = !open;
+    valuesToggle.setAttribute("aria-expanded", String(open));
+    valuesToggle.textContent = open ? "Hide the values" : "Show the values (X and the weights) to edit them";
+  });
+  const valuesPart = h("div", { class: "lab-values", hidden: true }, h("div", { class: "lab-row" }, valuesToggle), valuesBody);
   container.replaceChildren(
     ...[
     h("h2", {}, "Attention lab"),
