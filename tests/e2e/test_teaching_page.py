@@ -320,7 +320,7 @@ def test_all_queries_shows_every_number_as_tables(page, server_url, api):
                 if head == 1:
                     assert off, "head 1 has such numbers (-0.63 ÷ 1.414 = -0.45, shown -0.44)"
                     said = "Every number here is rounded to two decimals, the divisor 1.414 to three, and each result is worked out from the full numbers"
-                    assert hint.inner_text().startswith(f"{said}. Worked from the rounded numbers instead, {'; '.join(off)}."), hint.inner_text()
+                    assert hint.inner_text().startswith(rounding_note(said, off)), hint.inner_text()
                 else:
                     assert hint.count() == (1 if off else 0), off
             select(page, "Inspect head", "Head 0")
@@ -1042,6 +1042,14 @@ def by_hand(value) -> str:
 FULL_NUMBERS = "Every number here is rounded to two decimals, and each result is worked out from the full numbers"
 
 
+def rounding_note(why: str, where: list[str]) -> str:
+    """The start of a note of results that land off the rounded ones shown: in one sentence up to
+    three, else one a line (ten clauses in a sentence could not be read off a projector)."""
+    if len(where) <= 3:
+        return f"{why}. Worked from the rounded numbers instead, {'; '.join(where)}."
+    return f"{why}. Worked from the rounded numbers instead:\n" + ";\n".join(where) + "."
+
+
 def test_where_rounded_contributions_do_not_add_up_the_page_says_so(page, server_url, api):
     """A learner works out each head's part of each output component from the z and Wᴼ shown, and
     adds the two rounded parts: where either misses the rounded number shown by 0.01, the table's
@@ -1056,7 +1064,7 @@ def test_where_rounded_contributions_do_not_add_up_the_page_says_so(page, server
     off = [f"y[{m}] comes to {by_hand(total(m))} (shown: {fmt(arrays['output'][q, m])})" for m in range(4) if by_hand(total(m)) != fmt(arrays["output"][q, m])]
     assert off  # the example has some (query "like": y[1], y[2], y[3])
     note = page.locator(".stage p", has_text="Worked from the rounded numbers").inner_text()
-    assert note.startswith(f"{FULL_NUMBERS}. Worked from the rounded numbers instead, {'; '.join(parts + off)}."), note
+    assert note.startswith(rounding_note(FULL_NUMBERS, parts + off)), note
 
 
 def test_every_hand_check_lands_or_is_explained(page, server_url, api):
@@ -1076,7 +1084,7 @@ def test_every_hand_check_lands_or_is_explained(page, server_url, api):
         """where: each miss as "what comes to (by hand) (shown: …)"."""
         assert note.count() == bool(where), where
         if where:
-            assert note.inner_text().startswith(f"{why}. Worked from the rounded numbers instead, {'; '.join(where)}."), (note.inner_text(), where)
+            assert note.inner_text().startswith(rounding_note(why, where)), (note.inner_text(), where)
             explained.extend(where)
 
     def numbers(text: str) -> list[str]:

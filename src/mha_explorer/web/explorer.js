@@ -190,9 +190,13 @@ const roundedAs = (also = "") =>
 // from the scores as shown).
 function roundingHint(misses, why = roundedAs()) {
   if (!misses.length) return null;
-  const given = misses.map(([what, byHand, shown]) => `${what} comes to ${byHand} (shown: ${shown})`).join("; ");
-  return h("p", { class: "hint" }, `${why}. Worked from the rounded numbers instead, ${given}.`, h("span", { class: "screen-only" }, " Point at a number, or tap it, to see it in full."));
+  const given = misses.map(([what, byHand, shown]) => `${what} comes to ${byHand} (shown: ${shown})`);
+  const more = " Point at a number, or tap it, to see it in full.";
+  // past ROUNDING_INLINE, one a line: a sentence of ten clauses could not be read off a projector
+  if (given.length <= ROUNDING_INLINE) return h("p", { class: "hint" }, `${why}. Worked from the rounded numbers instead, ${given.join("; ")}.`, h("span", { class: "screen-only" }, more));
+  return h("p", { class: "hint misses" }, `${why}. Worked from the rounded numbers instead:`, given.map((miss, i) => h("span", { class: "miss" }, `${miss}${i < given.length - 1 ? ";" : "."}`)), h("span", { class: "screen-only" }, more));
 }
+const ROUNDING_INLINE = 3;
 
 // Every digit the number has: a float32 value (a real model's) with the fewest digits that give
 // it back in float32 (at most 9), not the 17 of the double it is read into. A float64 value (the
