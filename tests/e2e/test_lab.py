@@ -188,8 +188,11 @@ def test_gqa_sharing_and_costs_are_shown(page, server_url):
     rows = {r.split("\t")[0]: r.split("\t")[1:] for r in page.locator("table.cost:has(caption:text('Arithmetic')) tbody tr").all_inner_texts()}
     assert rows["scaled"] == [f"{costs.multiply_adds['scaled']:,}", "divisions by √d_head, one per score (computed as multiplies by 1/√d_head)"]
     assert rows["q"] == [f"{costs.multiply_adds['q']:,}", "multiply-adds"]
-    # the total adds operations of different kinds: it says so
-    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one"]
+    # the total adds operations of different kinds: it says so, after the multiply-adds alone (what
+    # a FLOP count is made of: a class read the total as one)
+    macs = sum(v for name, v in costs.multiply_adds.items() if name in ("q", "k", "v", "scores", "z", "output"))
+    assert rows["multiply-adds"] == [f"{macs:,}", f"the multiply-add rows added (q, k, v, scores, z, output): about {2 * macs:,} floating-point operations"]
+    assert rows["total"] == [f"{sum(costs.multiply_adds.values()):,}", "every stage's row added, each in its own unit: a softmax entry, its exponential and its division, counts as one"]
     assert "masked ones too" in page.locator(".costs .hint", has_text="Every entry is counted").inner_text()
 
 
@@ -1491,7 +1494,7 @@ def test_the_arithmetic_says_it_leaves_the_biases_out(page, server_url):
     assert weights == ["700", "400"], weights
     page.get_by_label("Bias").uncheck()
     expect(total).not_to_contain_text(said)
-    assert total.text_content().startswith("the rows above added")
+    assert total.text_content().startswith("every stage's row added")
 
 
 def test_a_links_bad_cell_is_said_with_one_full_stop(page, server_url):

@@ -3218,6 +3218,8 @@ function costPanel(payload) {
   );
   const stages = Object.entries(k.multiply_adds);
   const total = stages.reduce((sum, [, v]) => sum + v, 0);
+  // the rows that count multiply-adds alone: what a FLOP count (two a multiply-add) is made of
+  const plainMacs = stages.filter(([name]) => !(name in COUNTED)).reduce((sum, [, v]) => sum + v, 0);
   const macs = h(
     "div",
     {},
@@ -3230,8 +3232,9 @@ function costPanel(payload) {
         "tbody",
         {},
         stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, name === "scaled" && c.scale != null ? "multiplies by the layer's own scale, one per score" : COUNTED[name] ?? "multiply-adds"))),
-        // the rows count different operations: the sum says so
-        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "the rows above added, each in its own unit: a softmax entry, its exponential and its division, counts as one", c.bias ? "; the biases' additions, one per number of q, k, v and y, are not counted" : "")),
+        // the rows count different operations: the multiply-adds alone first, then the sum, which says so
+        plainMacs !== total ? h("tr", { class: "subtotal" }, h("th", { scope: "row" }, "multiply-adds"), h("td", {}, plainMacs.toLocaleString("en")), h("td", { class: "counted" }, `the multiply-add rows added (${stages.filter(([name]) => !(name in COUNTED)).map(([name]) => name).join(", ")}): about ${(2 * plainMacs).toLocaleString("en")} floating-point operations`)) : null,
+        h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "every stage's row added, each in its own unit: a softmax entry, its exponential and its division, counts as one", c.bias ? "; the biases' additions, one per number of q, k, v and y, are not counted" : "")),
       ),
     ),
     // a plain implementation computes every entry; the mask only sets some to −∞ afterwards
