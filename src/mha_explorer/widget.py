@@ -256,7 +256,9 @@ class Explorer(anywidget.AnyWidget):
             what = f"{c['kind']} d_model={c['d_model']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']} d_head={c['d_head']}"
             what += (f" d_v={c['d_v']}" if c["d_v"] != c["d_head"] else "") + (" causal" if c["causal"] else "") + (" bias" if c["bias"] else "")
             # what else the config sets (a window, rotary positions, the q/k norm, its own scale)
-            what += "".join(f" {key}={_number(c[key])}" for key in ("sliding_window", "rope_theta", "scale") if c.get(key) is not None)
+            from .cli import plain  # a setting as a person writes it: a RoPE base of 1000000, not 1e+06
+
+            what += "".join(f" {key}={plain(c[key])}" for key in ("sliding_window", "rope_theta", "scale") if c.get(key) is not None)
             what += " qk_norm" if c.get("qk_norm") else ""
         labels = (self.payload.get("model") or {}).get("labels") or self.tokens  # as the view names them: "␣sat", not "Ġsat"
         view = f"stage={self.stage!r}, head={self.head}, query={self.query} {labels[self.query]!r}" + (", all_queries=True" if self.all_queries else "")
@@ -416,11 +418,6 @@ def _text_and_layer(text, layer) -> int:
     if not _is_index(layer):
         raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
     return int(layer)
-
-
-def _number(value) -> str:
-    """A setting as a person writes it: a RoPE base of 1000000, not 1e+06; a scale to 6 digits."""
-    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 
 
 def _is_index(value) -> bool:

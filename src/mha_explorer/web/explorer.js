@@ -396,6 +396,7 @@ export function withHead(payload, arrays) {
 const scaleOf = (config) => config.scale ?? 1 / Math.sqrt(config.d_head);
 // a scale the config sets other than 1/√d_head (as AttentionConfig.own_scale: Gemma's equals it)
 const ownScale = (config) => config.scale != null && Math.abs(config.scale * Math.sqrt(config.d_head) - 1) > 1e-9;
+const scaleShownOf = (config) => (config.scale != null ? Number(config.scale.toPrecision(4)) : null); // as the page writes it, to four digits
 
 // scaled or mask from the scores, exactly as the server computes them: each score times the scale
 // in the scores' own precision (a float32 product of two float32 numbers is exact in a double,
@@ -1794,7 +1795,7 @@ function scores(view, query, head) {
     ];
   });
   return [
-    h("p", { class: "lead" }, "q = ", vec(q.map((x, e) => num(x, `q:${head},${query},${e}`))), ` for “`, tokenName(payload, query), `”, head ${head}. `, ownScale(payload.config) ? `This layer's config sets the scale, ${Number(payload.config.scale.toPrecision(4))}: each score is divided by ${fmtConstant(divisor)}, in place of √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.` : `√d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
+    h("p", { class: "lead" }, "q = ", vec(q.map((x, e) => num(x, `q:${head},${query},${e}`))), ` for “`, tokenName(payload, query), `”, head ${head}. `, ownScale(payload.config) ? `This layer's config sets the scale, ${scaleShownOf(payload.config)}: each score is divided by ${fmtConstant(divisor)}, in place of √d_head = √${payload.config.d_head} = ${fmtConstant(root)}.` : `√d_head = √${payload.config.d_head} = ${fmtConstant(root)}.`),
     h(
       "table",
       { class: "calc-table" },
@@ -3106,7 +3107,7 @@ function allQueries(view, query, head, stage) {
   };
   // a scaled table whose numbers are not the shown scores scaled as its caption gives it (over √d_head
   // as 1.414, or times the layer's own scale to four digits) says where
-  const scaleShown = c.scale != null ? Number(c.scale.toPrecision(4)) : null;
+  const scaleShown = scaleShownOf(c);
   const scaledOff = () => {
     if (n * n > HAND_SIZED) return null;
     const divisor = fmtConstant(1 / scaleOf(c));
@@ -3219,7 +3220,8 @@ function costPanel(payload) {
   const stages = Object.entries(k.multiply_adds);
   const total = stages.reduce((sum, [, v]) => sum + v, 0);
   // the rows that count multiply-adds alone: what a FLOP count (two a multiply-add) is made of
-  const plainMacs = stages.filter(([name]) => !(name in COUNTED)).reduce((sum, [, v]) => sum + v, 0);
+  const macRows = stages.filter(([name]) => !(name in COUNTED));
+  const plainMacs = macRows.reduce((sum, [, v]) => sum + v, 0);
   const macs = h(
     "div",
     {},
@@ -3233,7 +3235,7 @@ function costPanel(payload) {
         {},
         stages.map(([name, v]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, v.toLocaleString("en")), h("td", { class: "counted" }, name === "scaled" && c.scale != null ? "multiplies by the layer's own scale, one per score" : COUNTED[name] ?? "multiply-adds"))),
         // the rows count different operations: the multiply-adds alone first, then the sum, which says so
-        plainMacs !== total ? h("tr", { class: "subtotal" }, h("th", { scope: "row" }, "multiply-adds"), h("td", {}, plainMacs.toLocaleString("en")), h("td", { class: "counted" }, `the multiply-add rows added (${stages.filter(([name]) => !(name in COUNTED)).map(([name]) => name).join(", ")}): about ${(2 * plainMacs).toLocaleString("en")} floating-point operations`)) : null,
+        plainMacs !== total ? h("tr", { class: "subtotal" }, h("th", { scope: "row" }, "multiply-adds"), h("td", {}, plainMacs.toLocaleString("en")), h("td", { class: "counted" }, `the multiply-add rows added (${macRows.map(([name]) => name).join(", ")}): about ${(2 * plainMacs).toLocaleString("en")} floating-point operations`)) : null,
         h("tr", { class: "total" }, h("th", { scope: "row" }, "total"), h("td", {}, total.toLocaleString("en")), h("td", { class: "counted" }, "every stage's row added, each in its own unit: a softmax entry, its exponential and its division, counts as one", c.bias ? "; the biases' additions, one per number of q, k, v and y, are not counted" : "")),
       ),
     ),
@@ -3411,7 +3413,7 @@ function configLine(c) {
   const kv = c.n_kv_heads === c.n_heads ? "" : `, ${plural(c.n_kv_heads, "K/V head")}`;
   const dv = c.d_v === c.d_head ? "" : `, d_v ${c.d_v}`;
   const mask = c.causal ? ` · causal${c.sliding_window != null ? `, window ${c.sliding_window}` : ""}` : c.sliding_window != null ? ` · window ${c.sliding_window}` : "";
-  const scale = ownScale(c) ? ` · scale ${Number(c.scale.toPrecision(4))}` : "";
+  const scale = ownScale(c) ? ` · scale ${scaleShownOf(c)}` : "";
   return `${c.kind} · d_model ${c.d_model} · ${plural(c.n_heads, "head")}${kv} · d_head ${c.d_head}${dv}${mask}${c.bias ? " · bias" : ""}${scale}`;
 }
 
