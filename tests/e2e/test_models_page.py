@@ -1365,6 +1365,39 @@ def test_a_loads_progress_is_written_to_the_status_line_only_when_it_changes(pag
 
 
 @needs("minilm")
+def test_a_loads_steps_are_shown_but_said_once(page, server_url):
+    """A load of thirty steps (SmolLM2's layers) said each step to a screen reader: the status line
+    is a live region. The load is said when it starts; its steps change a part marked not to be
+    said, and the bar's value text."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    real = httpx.get(server_url + "api/models/smollm2").json()
+    polls = []
+
+    def step(route):
+        polls.append(1)
+        n = len(polls)
+        route.fulfill(json={**real, "state": "loading", "fraction": min(0.9, n / 30), "message": f"layer {n}"})
+
+    page.route("**/api/models/smollm2", step)
+    page.route("**/api/models/smollm2/load", step)
+    page.evaluate("""() => {
+      window.said = [];
+      const status = document.querySelector('.model-status');
+      new MutationObserver((changes) => {
+        for (const c of changes) if (!(c.target.closest ? c.target : c.target.parentElement)?.closest('.load-step')) window.said.push(status.textContent);
+      }).observe(status, { childList: true, characterData: true, subtree: true });
+    }""")
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.wait_for_function("() => document.querySelector('.model-status .load-step')?.textContent.includes('layer 5')")
+    quiet = page.locator(".model-status .load-step")
+    assert quiet.get_attribute("aria-live") == "off"
+    assert page.locator(".model-status").inner_text().startswith("Loading SmolLM2")
+    assert "%: layer " in page.locator("#model-progress").get_attribute("aria-valuetext")
+    said = [s for s in page.evaluate("() => window.said") if s.startswith("Loading")]
+    assert len(said) == 1, said  # written once; the steps after it change only the quiet part
+
+
+@needs("minilm")
 def test_a_load_left_for_another_model_no_longer_speaks_in_the_status_line(page, server_url):
     """SmolLM2 picked while a MiniLM trace is on screen, and still loading when MiniLM is picked
     again: the status and the bar are MiniLM's. The old load's progress, polled on, wrote over them."""

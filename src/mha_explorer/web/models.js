@@ -146,6 +146,21 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     fillLayers(info?.config ?? info?.outline, Number(layer.value || initial.layer || 0));
   }
 
+  // The status line is a live region: a screen reader says "Loading SmolLM2 (2%): …" once, when
+  // the load starts; its steps that follow (thirty for SmolLM2) change only a part marked not to be
+  // said, which the bar's own value also gives. Words written again would be said again.
+  function sayLoading(state) {
+    const words = `Loading ${state.title} `;
+    const step = `(${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
+    const quiet = status.querySelector(".load-step");
+    if (quiet && status.firstChild.textContent === words) {
+      if (quiet.textContent !== step) quiet.textContent = step;
+    } else {
+      status.replaceChildren(words, h("span", { class: "load-step", "aria-live": "off" }, step));
+    }
+    bar.setAttribute("aria-valuetext", `${Math.round(100 * state.fraction)}%: ${state.message}`);
+  }
+
   const STALLED_MS = 2000; // a fraction unchanged for this long: the bar shows work without a measure
   // stale(): a newer pick or trace took this one's place; its load goes on at the server, but
   // its progress is no longer said (the status and bar are the newer one's)
@@ -166,8 +181,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       } else if (performance.now() - since > STALLED_MS) {
         bar.removeAttribute("value"); // a step that cannot count itself (Gemma's vocabulary): the bar moves to say it is busy, not stuck
       }
-      const line = `Loading ${state.title} (${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
-      if (status.textContent !== line) status.textContent = line; // written again, a screen reader would say it again
+      sayLoading(state);
       await wait(250);
       state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     }
