@@ -2327,6 +2327,31 @@ def test_the_query_rows_label_leaves_its_neighbours_labels_in_sight(page, server
 
 
 @needs("minilm")
+def test_a_larger_default_font_enlarges_the_maps_labels_and_rows(page, server_url):
+    """The maps' labels are drawn in pixels, which a reader's default font (24 px for 16) leaves
+    alone: the text around them grew, and they did not. They grow with it now, and their rows too."""
+    text = "The quick brown fox jumps over the lazy dog because it was warm."
+
+    def concat_map():
+        page.goto(server_url + f"#mode=model&model=minilm&layer=3&text={text}&stage=concat&head=1&query=6")
+        page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+        figure = page.locator(".stage .heatmap-box").first
+        expect(figure.locator(".heatmap-mark-label")).to_have_text("head 1")
+        return figure.evaluate("""(box) => ({
+            font: parseFloat(box.querySelector(".heatmap-mark-label").style.fontSize),
+            row: box.querySelector("canvas.heatmap").getBoundingClientRect().height / 12,
+        })""")
+
+    assert concat_map() == {"font": 12, "row": 17}  # twelve heads, a row each
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Page.enable")
+    cdp.send("Page.setFontSizes", {"fontSizes": {"standard": 24, "fixed": 21}})  # the browser's font setting
+    page.reload()
+    assert page.evaluate("() => getComputedStyle(document.documentElement).fontSize") == "24px"
+    assert concat_map() == {"font": 16, "row": 18}
+
+
+@needs("minilm")
 def test_trace_again_on_the_same_text_keeps_the_query_and_head(page, server_url):
     text = "The cat sat on the mat because it was warm."
     trace_model(page, server_url, "minilm", text, 1)

@@ -2094,7 +2094,7 @@ function mixingMany(view, query, head) {
   const keyName = (j) => (few ? tokenName(payload, j) : `${visibleToken(payload.tokens[j])} @${j}`);
   const weighted = (r) => `${fmt(t.weights.at(head, query, top[r]))} × ${keyName(top[r])}`;
   // the three maps' cells start at one x: component e of v, of a·v and of z stand in one column
-  const left = labelRoom([...top.map((_, r) => [r, weighted(r)]), [0, `z${head}`]], 12);
+  const left = labelRoom([...top.map((_, r) => [r, weighted(r)]), [0, `z${head}`]], Math.round(12 * labelScale()));
   return [
     h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of ${kvHead(payload, g)} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
     heatmap({
@@ -2604,9 +2604,19 @@ let measuring = null;
 function labelRoom(labels, fontSize) {
   measuring ??= document.createElement("canvas").getContext("2d");
   measuring.font = `${fontSize}px system-ui, sans-serif`;
+  const [least, most] = [LABEL_MIN, LABEL_MAX].map((px) => px * labelScale());
   let widest = 0;
-  for (let i = 0; i < labels.length && widest < LABEL_MAX; i++) widest = Math.max(widest, measuring.measureText(String(labels[i][1])).width);
-  return Math.round(Math.min(LABEL_MAX, Math.max(LABEL_MIN, widest + 10)));
+  for (let i = 0; i < labels.length && widest < most; i++) widest = Math.max(widest, measuring.measureText(String(labels[i][1])).width);
+  return Math.round(Math.min(most, Math.max(least, widest + 10)));
+}
+
+// A reader who set a larger default font (24 px, not 16) reads the maps' labels larger too, as
+// the page's text: the canvas's sizes are pixels, which that setting leaves alone (zooming scales
+// both). Never smaller: a notebook's own root size is no reader's choice. Read once: a style read
+// amid a change would make the browser work out the page's styles there and then.
+let grownLabels = 0;
+function labelScale() {
+  return (grownLabels ||= Math.max(1, parseFloat(getComputedStyle(document.documentElement).fontSize) / 16 || 1));
 }
 
 // Left and Right (Up and Down too), Home and End move the focus along a row of buttons.
@@ -2694,10 +2704,13 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   // as keep it under 320 px, up to 8 times higher than wide (X of a 40-token text, 384 wide, or one
   // head's block of W^O: not a strip of 1 px rows); and a tall map of few columns (every token's
   // q, K, V; a W) gets cells up to 8 times wider than high, so that it can be seen and pointed at.
+  // (Those 16 and 12 px, and the labels' 8 to 12 px, grow with a larger default font: labelScale.)
+  const grown = labelScale();
+  const [tallest, readable] = [Math.round(16 * grown), Math.round(12 * grown)]; // a map's least height, a row's
   const square = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
-  const ch = Math.max(square, Math.min(28, Math.ceil(16 / rows)), rows * 12 <= 320 ? 12 : Math.min(Math.floor(320 / rows), 8 * square));
+  const ch = Math.max(square, Math.min(Math.max(28, tallest), Math.ceil(tallest / rows)), rows * readable <= 320 ? readable : Math.min(Math.floor(320 / rows), 8 * square));
   const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
-  const fontSize = Math.min(12, Math.max(8, ch - 2)); // of the row labels
+  const fontSize = Math.round(Math.min(12 * grown, Math.max(8 * grown, ch - 2))); // of the row labels
   // every query's weights over a long text: most are far below the largest, and a linear scale
   // leaves the map white; a square root (as the thumbnails) shows the faint ones, up to the map's
   // largest, or its 99th percentile where a few weights (a first query's 1) stand far above the rest
