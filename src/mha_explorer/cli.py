@@ -22,6 +22,7 @@ from .narrative import LACKS, PAGE_STAGE_IDS, page_stages, stage_id
 from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import EMPTY_TEXT
+from .models.forward import MAX_TOKENS
 from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, short_label, token_labels
 from .walkthrough import ASCII_SIGNS, print_wrapped, render
 
@@ -359,6 +360,13 @@ def _load(name: str):
             click.echo(err=True)
 
 
+# what a key of a model's configuration means, where its name alone could mislead
+SUMMARY_NOTES = {
+    "context_length": " (the longest input the model was built for)",
+    "max_tokens": f" (the longest text traced here: the context length, up to {MAX_TOKENS})",
+}
+
+
 @main.command("models", short_help="List the real models, where each comes from, its config.")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="print the list (or NAME's configuration) as JSON")
@@ -384,7 +392,7 @@ def models_command(name, as_json) -> None:
             return
         layers = summary.pop("layers")
         for key, value in summary.items():
-            echo_wrapped(f"{key}: {plain(value)}", "    ")
+            echo_wrapped(f"{key}: {plain(value)}{SUMMARY_NOTES.get(key, '') if value is not None else ''}", "    ")
         click.echo(f"attention, by layer ({len(layers)} layers, numbered from 0):")
         for line in layer_groups(layers):
             echo_wrapped(line, "      ", "  ")

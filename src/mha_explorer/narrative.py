@@ -19,6 +19,9 @@ class PageStage:
     explanation: str
 
 
+# the reason for dividing the scores by √d_head, said of a layer with its own scale as of most layers
+USUAL_SCALE = "Dividing by the square root of the key width keeps"
+
 PAGE_STAGES: tuple[PageStage, ...] = (
     PageStage(
         "projections",
@@ -56,7 +59,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         ("scores", "scaled"),
         r"s_{i,j} = \frac{q_i \cdot k_{i,j}}{\sqrt{d_{\text{head}}}}",
         "The query is compared with every key by a dot product: multiply matching components and add. "
-        "Dividing by the square root of the key width keeps the scores' typical size from growing with the width "
+        + USUAL_SCALE
+        + " the scores' typical size from growing with the width "
         "(if the components of q and k are independent, with mean 0 and variance 1, their dot product has a standard deviation "
         "of the square root of d_head), so that a wide head's softmax does not put almost all the weight on one key for that reason alone. "
         "A trained head may still give some keys large scores.",
@@ -296,19 +300,21 @@ def _scores(stage: PageStage, config: AttentionConfig) -> PageStage:
     """The scores of the q and k the layer compares (rotated, or normed, when it has those
     stages), divided by √d_head or multiplied by the layer's own scale."""
     q, k, text = "q", "k", stage.explanation
+    own = config.own_scale is not None
+    if own:  # the reason for √d_head, said of most layers, not of this one
+        text = text.replace(USUAL_SCALE, "Most layers divide by the square root of the key width, which keeps", 1)
     if config.rope_theta is not None:
         q, k = r"\tilde{q}", r"\tilde{k}"
         text += " Here q and k are the rotated ones of the stage before (q̃, k̃), so each score depends on how far apart the two tokens are."
     elif config.qk_norm:
         q, k = r"\hat{q}", r"\hat{k}"
         text += " Here q and k are the normed ones of the stage before (q̂, k̂)."
-    own = config.own_scale is not None
     if config.scale is not None and not own:  # set by the config (Gemma's query_pre_attn_scalar), equal to the usual one
         text += f" This layer's config sets the scale itself, {config.scale:g}, which here equals 1/√d_head."
     product = rf"{q}_i \cdot {k}_{{{_kv(config)},j}}"  # head i's query against the keys it reads
     if own:
         latex = rf"s_{{i,j}} = {product} \times {config.scale:g}"
-        text += f" This layer multiplies by {config.scale:g}, a scale its config sets, instead of dividing by √d_head."
+        text += f" This layer multiplies by {config.scale:g} instead, a scale its config sets."
     else:
         latex = rf"s_{{i,j}} = \frac{{{product}}}{{\sqrt{{d_{{\text{{head}}}}}}}}"
     return replace(stage, latex=latex, explanation=text)

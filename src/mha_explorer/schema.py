@@ -144,6 +144,9 @@ class TracePayload(BaseModel):
     config: ConfigModel
     tokens: list[str]
     query: int = Field(description="index of the query token the view starts from")
+    positions: list[int] | None = Field(
+        default=None, description="each token's position, by which RoPE turns q and k, where a trace was given its own (else the token's index)"
+    )
     kv_group: list[int] = Field(description="head i reads key/value head kv_group[i]")
     stage_table: list[StageModel] = Field(description="name, shape and formula of every recorded stage, in order")
     stages: dict[str, Array]
@@ -365,6 +368,7 @@ def trace_payload(
         config=config_model(config),
         tokens=list(tokens),
         query=query,
+        positions=None if t.positions is None else list(t.positions),
         kv_group=list(config.kv_group),
         stage_table=[StageModel(**asdict(s)) for s in recorded_stages(t)],
         stages={name: encode(name, a) for name, a in t.stages.items() if name not in derived},

@@ -89,6 +89,11 @@ class Trace:
 
     config: AttentionConfig
     stages: dict[str, np.ndarray]  # stage name -> array, in STAGES order
+    positions: tuple[int, ...] | None = None  # each token's position, where trace() was given them; else its index
+
+    def position(self, i: int) -> int:
+        """The position of token i, by which RoPE turned its q and k."""
+        return i if self.positions is None else self.positions[i]
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
@@ -160,7 +165,8 @@ def trace(
     positions: the position of each token, (n,) integers, default 0..n-1. Only RoPE reads them;
     the causal and sliding-window masks compare token indices.
     """
-    return Trace(config=config, stages=_run(x, weights, config, positions, record=True))
+    stages = _run(x, weights, config, positions, record=True)  # positions checked there
+    return Trace(config=config, stages=stages, positions=None if positions is None else tuple(int(p) for p in np.asarray(positions)))
 
 
 def attention(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> np.ndarray:

@@ -470,7 +470,7 @@ def _rope(t, tokens, i, heads, fits):
             for j in rows if with_k else [i]:
                 q = ((shown(q_before[h, j]), shown(t["q_rotated"][h, j])) if j == i else ("", "")) if with_q else ()
                 k = (shown(k_before[g, j]), shown(t["k_rotated"][g, j])) if with_k else ()
-                table.add_row(Text(tokens[j]), str(j), *q, *k, style="bold" if j == i else None)
+                table.add_row(Text(tokens[j]), str(t.position(j)), *q, *k, style="bold" if j == i else None)
             if with_k:
                 left_out(table, n, rows, "tokens")
             return table
@@ -488,14 +488,16 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
     half = d // 2
     after = t["q_rotated"][h, i]
     pairs = sorted({0, 1, half - 1} & set(range(half)))
+    at = t.position(i)
+    counted_pairs = {1: "one pair", 2: "two pairs", 3: "three pairs"}[len(pairs)]
 
     def table_of(with_layer: bool, stacked: bool = False) -> Table:
         """stacked: each pair of numbers on two lines, for a narrow terminal."""
         join = "\n" if stacked else ", "
-        what = "q's pairs turned by hand" if stacked else "three pairs of q turned by hand,"  # stacked: narrower
-        table = Table(title=f"head {h}: {what} at position {i}")
+        what = "q's pairs turned by hand" if stacked else f"{counted_pairs} of q turned by hand,"  # stacked: narrower
+        table = Table(title=f"head {h}: {what} at position {at}")
         table.caption = Text(
-            f"pair (m, m + {half}) of q's {d} numbers; angle = {i} × θ^(−2m/{d}) radians; "
+            f"pair (m, m + {half}) of q's {d} numbers; angle = {at} × θ^(−2m/{d}) radians; "
             "a′ = a cos − b sin, b′ = a sin + b cos" + ("" if with_layer else " (the same as q rotated above)"),
             style="dim",
         )
@@ -503,7 +505,7 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
         for col in ("pair", "angle", "cos, sin", "a, b", "a′, b′ by hand") + (("a′, b′ in the layer",) if with_layer else ()):
             add_column(table, col, no_wrap=col == "pair" or not stacked)  # stacked: a header may take two lines, a number never
         for m in pairs:
-            angle = i * t.config.rope_theta ** (-2 * m / d)
+            angle = at * t.config.rope_theta ** (-2 * m / d)
             a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
             cos, sin = math.cos(angle), math.sin(angle)
             layer = (f"{fmt(after[m])}{join}{fmt(after[m + half])}",) if with_layer else ()

@@ -77,6 +77,11 @@ def test_a_models_configuration_fits_80_columns_and_agrees_with_its_json(name):
     for key in ("d_model", "n_heads", "n_kv_heads", "d_head", "d_v"):
         assert f"{key} {summary['layers'][0][key]}" in by_layer, key
     assert "layers 0" not in out  # nothing to group
+    # the tool's own limit on a text is not said as the model's: SmolLM2 was built for 8,192
+    context = {"minilm": 512, "smollm2": 8192}[name]
+    assert summary["context_length"] == context and summary["max_tokens"] == min(context, 1024)
+    assert f"context_length: {context} (the longest input the model was built for)" in out
+    assert f"max_tokens: {min(context, 1024)} (the longest text traced here: the context length, up to 1024)" in out
 
 
 def _spans_to_layers(spans: str) -> list[int]:

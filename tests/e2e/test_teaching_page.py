@@ -1459,3 +1459,26 @@ def test_every_segment_of_the_weights_strip_names_its_key_when_pointed_at(page, 
     names = ["cats", "like", "warm", "milk"]
     assert segments.evaluate_all("(all) => all.map((s) => s.title)") == [f"{names[j]}: {fmt(arrays['weights'][1, 1, j])}" for j in range(4)]
     assert segments.nth(3).inner_text() == ""  # too narrow for its name: the title is all it has
+
+
+def test_a_trace_given_positions_of_its_own_is_turned_by_them_on_the_page(page, server_url):
+    """A payload of trace(..., positions=[10, 11, 12, 13]) (a notebook's Explorer of it): the
+    rotary stage said the query stood at its index and turned its pairs by hand by it, beside the
+    layer's numbers, which RoPE turned by the positions given."""
+    from mha_explorer import AttentionWeights
+
+    config = AttentionConfig(d_model=8, n_heads=2, causal=True, rope_theta=10000.0)
+    w = AttentionWeights.random(config, seed=2)
+    x = np.round(np.random.default_rng(0).uniform(-1, 1, (4, 8)), 1)
+    t = trace(x, w, config, positions=np.array([10, 11, 12, 13]))
+    body = trace_payload(t, ["cats", "like", "warm", "milk"], w, query=2).model_dump_json()
+    page.route("**/api/example*", lambda route: route.fulfill(body=body, content_type="application/json"))
+    open_page(page, server_url)
+    select(page, "Calculation stage", "Rotary positions")
+    expect(page.locator(".stage p.lead").first).to_contain_text("Query “warm” is at position 12.")
+    table = page.locator(".stage table.rotary")
+    expect(table.locator("caption")).to_have_text("Two pairs of q turned by hand, at position 12")
+    for row in table.locator("tbody tr").all():  # turned by hand = turned by the layer, as shown
+        cells = row.locator("td").all_inner_texts()
+        assert cells[3] == cells[4], cells
+    assert table.locator("tbody tr td").first.inner_text() == fmt(12.0)  # pair (0, 2) turns by 12 × θ⁰

@@ -360,3 +360,39 @@ def test_the_rotary_stage_says_positions_count_through_their_distance_not_that_s
     explanation = next(s for s in page_stages(config) if s.id == "rope").explanation
     assert "the positions count only through how far apart the tokens are, j − t" in explanation
     assert "depends only on how far apart" not in explanation
+
+
+def test_a_trace_given_positions_keeps_them_for_the_terminal_and_the_page():
+    """trace(..., positions=) turned q and k by the positions given, but the trace forgot them: the
+    terminal's rotary stage wrote the token indices 0 to 3 beside them and turned its pairs by
+    hand by the index, so its "by hand" numbers disagreed with the layer's."""
+    from mha_explorer.schema import trace_payload
+
+    c = AttentionConfig(d_model=8, n_heads=2, causal=True, rope_theta=10000.0)
+    w = AttentionWeights.random(c, seed=2)
+    x = np.round(np.random.default_rng(0).uniform(-1, 1, (4, 8)), 1)
+    t = trace(x, w, c, positions=np.array([10, 11, 12, 13]))
+    assert t.positions == (10, 11, 12, 13) and t.position(2) == 12
+    assert trace(x, w, c).positions is None and trace(x, w, c).position(2) == 2
+    assert trace_payload(t, list("abcd"), w).positions == [10, 11, 12, 13]
+    assert trace_payload(trace(x, w, c), list("abcd"), w).positions is None
+    console = Console(width=120, record=True, highlight=False)
+    render(t, list("abcd"), 2, [0], "rope", console, w)
+    out = console.export_text()
+    cells = [[c.strip() for c in line.split("│") if c.strip()] for line in out.splitlines()]  # (in a panel: rules of its own)
+    rows = [row for row in cells if row and row[0] in "abcd"]
+    assert {row[0]: row[1] for row in rows} == {"a": "10", "b": "11", "c": "12", "d": "13"}, rows  # each token's position
+    # d_head 4: two pairs, turned by 12 × θ^(−2m/4), by hand as in the layer
+    assert "head 0: two pairs of q turned by hand, at position 12" in out and "angle = 12 × θ^(−2m/4)" in out
+    pairs = [row for row in cells if row and re.fullmatch(r"\(\d, \d\)", row[0])]
+    assert len(pairs) == 2 and all(row[4] == row[5] for row in pairs), pairs  # a′, b′ by hand = in the layer
+
+
+def test_a_layer_with_its_own_scale_is_not_told_it_divides_by_the_root_of_d_head():
+    """The Scores stage opened with "Dividing by the square root of the key width keeps…" for a
+    layer that multiplies by its own scale, and said only at its end that it does not."""
+    own = next(s for s in page_stages(AttentionConfig(d_model=8, n_heads=2, scale=0.37)) if s.id == "scores").explanation
+    usual = next(s for s in page_stages(AttentionConfig(d_model=8, n_heads=2)) if s.id == "scores").explanation
+    assert "Dividing by" not in own and "Most layers divide by the square root of the key width" in own
+    assert own.endswith("This layer multiplies by 0.37 instead, a scale its config sets.")
+    assert usual.startswith("The query is compared") and "Dividing by the square root of the key width keeps" in usual

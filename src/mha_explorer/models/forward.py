@@ -136,7 +136,8 @@ class LoadedModel:
             "d_head": first.d_head,
             "kind": first.kind,
             "causal": first.causal,
-            "max_tokens": self.max_tokens,
+            "context_length": self.arch.max_positions,  # the model's own longest input (None: its config gives none)
+            "max_tokens": self.max_tokens,  # the longest text traced here: the context, up to MAX_TOKENS
             "tokenizer": self.tokenizer.source,
             "layers": [self.arch.attention_config(i).to_dict() for i in range(self.n_layers)],
             **self.arch.summary(),

@@ -2172,7 +2172,8 @@ function rope(view, query, head) {
   const kIn = t.k_normed ? "k_normed" : "k";
   // how much the rotation moves q here: with a large θ (Gemma's global layers, 1,000,000) most pairs
   // barely turn, and where q's length lies in them the two strips below look alike
-  const turned = range(d / 2).filter((m) => query * Math.pow(payload.config.rope_theta, (-2 * m) / d) > 0.1).length;
+  const at = position(payload, query); // by which q turns
+  const turned = range(d / 2).filter((m) => at * Math.pow(payload.config.rope_theta, (-2 * m) / d) > 0.1).length;
   let change = 0, length = 0;
   for (let e = 0; e < d; e++) {
     const [before, after] = [t[qIn].at(head, query, e), t.q_rotated.at(head, query, e)];
@@ -2189,12 +2190,12 @@ function rope(view, query, head) {
   const kScale = rotaryKScale(view, g);
   // a layer with a q/k norm turns the normed q̂ and K̂: named so, as the stage's text names them
   const [qName, kName] = t.q_normed ? ["q̂", "K̂"] : ["q", "K"];
-  const said = query === 0
+  const said = at === 0
     ? ` At position 0 no pair turns: ${qName} is the same after the rotation.`
-    : ` At position ${query}, ${turned} of the ${d / 2} pairs turn by more than 0.1 radian (about 6°), and ${qName} moves by ${Math.round(100 * moved)}% of its length (|q̃ − ${qName}| / |${qName}|)${moved < 0.25 ? `: the strips of ${qName} before and after look much alike` : ""}.`;
+    : ` At position ${at}, ${turned} of the ${d / 2} pairs ${turned === 1 ? "turns" : "turn"} by more than 0.1 radian (about 6°), and ${qName} moves by ${Math.round(100 * moved)}% of its length (|q̃ − ${qName}| / |${qName}|)${moved < 0.25 ? `: the strips of ${qName} before and after look much alike` : ""}.`;
   return [
-    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${query}.${said}`),
-    vector(`${qName} at position ${query}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
+    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${at}.${said}`),
+    vector(`${qName} at position ${at}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
     heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
@@ -2202,7 +2203,10 @@ function rope(view, query, head) {
   ];
 }
 
-// Three of q's pairs turned by hand: the first (fastest), the second and the last (slowest). The
+// A token's position, by which RoPE turns it: its index, unless the trace was given positions of its own.
+const position = (payload, i) => payload.positions?.[i] ?? i;
+
+// Three of q's pairs turned by hand (fewer where d_head/2 is under 3): the first (fastest), the second and the last (slowest). The
 // angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos give the numbers
 // after the rotation (worked here in double precision, the layer's own are float32).
 function turnedPairs(view, query, head, qIn) {
@@ -2211,7 +2215,7 @@ function turnedPairs(view, query, head, qIn) {
   const half = d / 2;
   const pairs = [...new Set([0, 1, half - 1])].filter((m) => m < half);
   const rows = pairs.map((m) => {
-    const angle = query * Math.pow(payload.config.rope_theta, (-2 * m) / d);
+    const angle = position(payload, query) * Math.pow(payload.config.rope_theta, (-2 * m) / d);
     const [a, b] = [t[qIn].at(head, query, m), t[qIn].at(head, query, m + half)];
     const [cos, sin] = [Math.cos(angle), Math.sin(angle)];
     return h(
@@ -2228,7 +2232,7 @@ function turnedPairs(view, query, head, qIn) {
   return h(
     "table",
     { class: "calc-table rotary" },
-    h("caption", {}, `Three pairs of ${qIn === "q_normed" ? "q̂" : "q"} turned by hand, at position ${query}`),
+    h("caption", {}, `${["One pair", "Two pairs", "Three pairs"][pairs.length - 1]} of ${qIn === "q_normed" ? "q̂" : "q"} turned by hand, at position ${position(payload, query)}`),
     h("thead", {}, h("tr", {}, ["pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
