@@ -288,6 +288,10 @@ DAMAGED_CONFIGS = {
         "config.json: rope_parameters' rope_theta is 'x'; give a number above 0",
     ),
     "a vocabulary the embeddings do not have": ({"vocab_size": 1000}, "config.json: vocab_size is 1000, but the embedding table has 30522 rows; set vocab_size to 30522"),
+    "a scaling named, not given (it was read as none)": (
+        {"rope_scaling": "linear"},
+        "config.json: rope_scaling is 'linear'; transformers writes it as an object",
+    ),
 }
 
 
@@ -440,3 +444,67 @@ def test_an_empty_folder_is_said_to_hold_no_checkpoint(tmp_path):
 
     with pytest.raises(CheckpointError, match=re.escape(f"{tmp_path} holds no checkpoint: a Hugging Face directory holds config.json, tokenizer.json and .safetensors files; or give a GGUF file")):
         load_model(tmp_path)
+
+
+def test_damaged_files_that_no_check_foresaw_are_said_as_the_checkpoints_in_a_line(tmp_path, monkeypatch):
+    """Each was a stack trace at the terminal (and a bare "'int' object is not iterable" on the
+    page): a value of the wrong kind read deep in a converter, JSON nested thousands deep, an index
+    that names no files."""
+    from click.testing import CliRunner
+
+    from mha_explorer.cli import main
+    from mha_explorer.models import CheckpointError, load_model
+
+    def copy(name, changes=None):
+        (tmp_path / name).mkdir()
+        return minilm_copy(tmp_path / name, changes or {})
+
+    with pytest.raises(CheckpointError, match=re.escape("config.json: type_vocab_size is 'abc'; give a whole number, 1 or more")):
+        load_model(copy("types", {"type_vocab_size": "abc"}))
+    deep = copy("deep")
+    (deep / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match=re.escape("config.json is not readable JSON (nested too deep): the file is damaged")):
+        load_model(deep)
+    folder = copy("folder")
+    (folder / "config.json").unlink()
+    (folder / "config.json").mkdir()
+    with pytest.raises(CheckpointError, match=re.escape("config.json is a folder, not a file")):
+        load_model(folder)
+    for name, index, message in (("none", {}, "lists no files in its weight_map"), ("number", {"a": 5}, "some are not names (5)")):
+        indexed = copy(name)
+        (indexed / "model.safetensors.index.json").write_text(json.dumps({"weight_map": index}))
+        with pytest.raises(CheckpointError, match=re.escape(message)):
+            load_model(indexed)
+    # what no check foresees: said as the checkpoint's, with the error, in one line; exit 2 at the terminal
+    import mha_explorer.models.registry as registry
+
+    def fails(*args, **kwargs):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(registry, "_convert_hf", fails)
+    odd = copy("odd")
+    with pytest.raises(CheckpointError, match=re.escape("the checkpoint could not be read (TypeError: 'int' object is not iterable): a file in it is damaged")):
+        load_model(odd)
+    result = CliRunner().invoke(main, ["trace", "--model", str(odd), "--text", "hi"])
+    assert result.exit_code == 2 and "Traceback" not in result.output and "could not be read (TypeError" in result.output, result.output
+
+
+def test_a_gemma3_layer_types_not_a_list_is_said_with_the_names_it_takes(tmp_path):
+    """layer_types 5 was "'int' object is not iterable"; a string was split into its letters."""
+    from mha_explorer.models import CheckpointError, load_model
+
+    build("gemma3", tmp_path)
+    file = tmp_path / "config.json"
+    cfg = json.loads(file.read_text())
+    for n, (types, message) in enumerate(
+        (
+            (5, 'layer_types is 5; give a list, one "sliding_attention" or "full_attention" per layer'),
+            ("full_attention", "layer_types is 'full_attention'; give a list"),
+            (["full"] * 6, 'layer_types [\'full\', \'full\', \'full\', \'full\', \'full\', \'full\'] do not give one of "sliding_attention" and "full_attention" for each of the 6 layers'),
+        )
+    ):
+        damaged = tmp_path / f"damaged{n}"
+        shutil.copytree(tmp_path, damaged, ignore=shutil.ignore_patterns("damaged*"))
+        (damaged / "config.json").write_text(json.dumps({**cfg, "layer_types": types}))
+        with pytest.raises(CheckpointError, match=re.escape(message)):
+            load_model(damaged)

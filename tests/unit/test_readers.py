@@ -321,6 +321,43 @@ def test_a_byte_level_vocabulary_in_gguf_metadata_tokenizes(tmp_path):
     assert tokenizer.readable("Ġhi") == " hi"
 
 
+SPM_TOKENS = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
+DAMAGED_VOCABULARIES = {
+    "a token_type cut short (control tokens would split as text)": (
+        {"tokenizer__ggml__token_type": [2, 3]},
+        "tokenizer.ggml.token_type has 2 entries for 6 tokens; the file is damaged",
+    ),
+    "scores cut short": ({"tokenizer__ggml__scores": [0.0]}, "tokenizer.ggml.scores has 1 entries for 6 tokens"),
+    "an unknown token past the vocabulary": (
+        {"tokenizer__ggml__unknown_token_id": 99999},
+        "tokenizer.ggml.unknown_token_id is 99999, past the vocabulary's 6 tokens (0 to 5)",
+    ),
+    "a first token past the vocabulary": ({"tokenizer__ggml__bos_token_id": 6}, "tokenizer.ggml.bos_token_id is 6, past the vocabulary's 6 tokens"),
+    "a merge of three": (
+        {"tokenizer__ggml__model": "gpt2", "tokenizer__ggml__merges": ["a b", "x y z"]},
+        "tokenizer.ggml.merges holds 'x y z'; each merge is two tokens and one space between them",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_VOCABULARIES)
+def test_a_damaged_vocabulary_is_said_in_its_metadatas_keys(tmp_path, damage):
+    """Each was an IndexError or a tokenizers TypeError out of the loader (a stack trace at the
+    terminal), or, a token_type cut short, a tokenizer that split control tokens as text in silence."""
+    changes, message = DAMAGED_VOCABULARIES[damage]
+    meta = dict(
+        tokenizer__ggml__model="llama",
+        tokenizer__ggml__tokens=SPM_TOKENS,
+        tokenizer__ggml__token_type=[2, 3, 3, 1, 1, 1],
+        tokenizer__ggml__scores=[0.0] * 6,
+        tokenizer__ggml__bos_token_id=1,
+        tokenizer__ggml__unknown_token_id=0,
+    )
+    path = write_gguf(tmp_path / "v.gguf", **{**meta, **changes})
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        from_gguf(GGUFFile(path))
+
+
 def test_an_unknown_text_splitting_is_named(tmp_path):
     path = write_gguf(
         tmp_path / "pre.gguf",

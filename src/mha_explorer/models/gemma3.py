@@ -81,7 +81,7 @@ class Gemma3(Architecture):
         self.sizes, self.n_layers, self.d_model, self.max_positions = s, s.n_layers, s.d_model, s.max_positions
         d, h, g, e = s.d_model, s.n_heads, s.n_kv_heads, s.d_head
         if len(s.layer_types) != s.n_layers or set(s.layer_types) - {"sliding_attention", "full_attention"}:
-            raise CheckpointError(f"{where}: layer_types {s.layer_types} do not give one of sliding/full per layer")
+            raise CheckpointError(f'{where}: layer_types {list(s.layer_types)} do not give one of "sliding_attention" and "full_attention" for each of the {s.n_layers} layers')
         self.configs = {
             kind: AttentionConfig(
                 d_model=d,
@@ -182,6 +182,8 @@ def from_hf(cfg: dict, tensors: SafetensorsCheckpoint, progress) -> Gemma3:
             "one unused and keeps 1000000 and 10000): write it in that form"
         )
     types = cfg.get("layer_types")
+    if types is not None and not isinstance(types, list):
+        raise CheckpointError(f'{where}/config.json: layer_types is {types!r}; give a list, one "sliding_attention" or "full_attention" per layer')
     if not types:
         every = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or GGUF_GLOBAL_EVERY)
         types = _pattern(common["n_layers"], every)

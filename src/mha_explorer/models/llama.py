@@ -268,6 +268,8 @@ def hf_rope_theta(cfg: dict, where: str, layer_type: str | None = None, default:
         params = params[layer_type]
     # a config may hold both keys (transformers applies a scaling under either): each is checked
     for key, entry in (("rope_parameters", params), ("rope_scaling", cfg.get("rope_scaling"))):
+        if entry is not None and not isinstance(entry, dict):  # "linear": a scaling named, not given
+            raise CheckpointError(f"{where}/config.json: {key} is {entry!r}; transformers writes it as an object ({{\"rope_type\": ...}}), and the explorer supports RoPE without scaling: remove it, or write it so")
         kind = entry.get("rope_type", entry.get("type", "default")) if isinstance(entry, dict) else "default"
         if kind != "default":
             raise CheckpointError(f"{where}: {key} asks for RoPE scaling {kind!r}; supported: default (none)")

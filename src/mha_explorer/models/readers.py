@@ -145,6 +145,8 @@ def _read_safetensors_header(path: Path) -> tuple[dict[str, TensorEntry], dict[s
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{name}: the header is not valid JSON ({e}); the file is damaged") from None
+    except RecursionError:
+        raise CheckpointError(f"{name}: the header is JSON nested too deep to read; the file is damaged") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{name}: the header is not a JSON object")
 

@@ -286,7 +286,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     with lock:
         stamp = None if spec else _stamp(given)
         if key not in _loaded or _stamps.get(key) != stamp:
-            _loaded[key] = _load_named(spec, report) if spec else open_checkpoint(given, report)
+            _loaded[key] = _load_named(spec, report) if spec else _read_checkpoint(given, report)
             _stamps[key] = stamp
         report(1.0, "ready")
         return _loaded[key]
@@ -306,6 +306,24 @@ def _stamp(path: Path) -> tuple | None:
         return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
     except OSError:
         return None
+
+
+def _read_checkpoint(path: Path, progress: Progress) -> LoadedModel:
+    """open_checkpoint(), where a damaged file that no check foresaw (a value of the wrong kind deep
+    in a tokenizer, JSON nested thousands deep) is said as the checkpoint's fault, in a line, and
+    not as a stack trace."""
+    try:
+        return open_checkpoint(path, progress)
+    except (ModelError, MemoryError):  # said already (CheckpointError is a ModelError), or no fault of the files
+        raise
+    except RecursionError:
+        raise CheckpointError(f"{path}: a file in it nests its data thousands deep (JSON or a safetensors header): the checkpoint is damaged") from None
+    except Exception as error:  # noqa: BLE001: any fault of a file (the tokenizers package raises plain Exception)
+        what = " ".join(str(error).split())[:160] or type(error).__name__
+        raise CheckpointError(
+            f"{path}: the checkpoint could not be read ({type(error).__name__}: {what}): a file in it is damaged, or holds a "
+            "value of another kind than transformers or llama.cpp would write; check config.json, the tokenizer's file and the weights"
+        ) from None
 
 
 def open_checkpoint(path: Path, progress: Progress, name: str | None = None, title: str | None = None, origin: str = "local checkpoint") -> LoadedModel:
@@ -368,8 +386,12 @@ def _indexed_shards(path: Path, shards: list[Path]) -> list[Path]:
         return shards
     try:
         listed = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise CheckpointError(f"{index} is not a safetensors index (a JSON object with a weight_map)") from None
+    if not listed:
+        raise CheckpointError(f"{index} lists no files in its weight_map: give the index the checkpoint was saved with, or remove it to read the .safetensors files beside it")
+    if not all(isinstance(name, str) for name in listed):
+        raise CheckpointError(f"{index}: its weight_map gives each tensor's file by name, and some are not names ({', '.join(sorted({repr(n) for n in listed if not isinstance(n, str)}))})")
     if any(Path(name).name != name or not name.endswith(".safetensors") for name in listed):
         raise CheckpointError(f"{index} lists files that are not .safetensors files beside it; the explorer reads only those")
     missing = [name for name in listed if not (path / name).is_file()]
@@ -386,12 +408,16 @@ def _indexed_shards(path: Path, shards: list[Path]) -> list[Path]:
 def _hf_config(path: Path) -> dict | None:
     """The directory's config.json, None when it has none; refused unless its model_type is supported."""
     file = path / "config.json"
+    if file.is_dir():
+        raise CheckpointError(f"{file} is a folder, not a file: the checkpoint's config.json is a JSON file")
     if not file.is_file():
         return None
     try:
         cfg = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{file} is not readable JSON ({e})") from None
+    except RecursionError:
+        raise CheckpointError(f"{file} is not readable JSON (nested too deep): the file is damaged") from None
     family = cfg.get("model_type") if isinstance(cfg, dict) else None
     if family is None:
         raise CheckpointError(f"{file} has no model_type; the explorer reads {SUPPORTED}")
@@ -412,6 +438,7 @@ def _looks_like_a_path(name: str) -> bool:
 WHOLE_NUMBERS = (
     "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "num_hidden_layers",
     "max_position_embeddings", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern", "vocab_size",
+    "type_vocab_size",
 )
 POSITIVE_NUMBERS = ("layer_norm_eps", "rms_norm_eps", "rope_theta", "rope_local_base_freq", "query_pre_attn_scalar")
 REQUIRED = ("hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers")

@@ -110,6 +110,8 @@ def from_tokenizer_json(path: Path) -> TextTokenizer:
 
 def from_gguf(gguf: GGUFFile) -> TextTokenizer:
     kind = gguf.value("tokenizer.ggml.model", None)
+    if kind in ("gpt2", "llama"):
+        _check_vocabulary(gguf)
     if kind == "gpt2":
         return _byte_level_bpe(gguf)
     if kind == "llama":
@@ -118,6 +120,24 @@ def from_gguf(gguf: GGUFFile) -> TextTokenizer:
     raise CheckpointError(
         f"{gguf.path.name}{said}; the explorer reads 'gpt2' (byte-level BPE) and 'llama' (SentencePiece BPE) vocabularies"
     )
+
+
+def _check_vocabulary(gguf: GGUFFile) -> None:
+    """The vocabulary's arrays, one entry per token, and the ids it names, within it: a token_type
+    array cut short would leave the last tokens' kinds unread (control tokens split as text)."""
+    n = len(gguf.value("tokenizer.ggml.tokens"))
+    for key in ("token_type", "scores"):
+        given = gguf.value(f"tokenizer.ggml.{key}", None)
+        if given is not None and len(given) != n:
+            raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.{key} has {len(given)} entries for {n} tokens; the file is damaged")
+    for key in ("unknown_token_id", "bos_token_id"):
+        given = gguf.value(f"tokenizer.ggml.{key}", None)
+        if given is not None and not (isinstance(given, int) and 0 <= given < n):
+            raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.{key} is {given!r}, past the vocabulary's {n} tokens (0 to {n - 1}); the file is damaged")
+    merges = gguf.value("tokenizer.ggml.merges", None) or []
+    bad = next((m for m in merges if not isinstance(m, str) or m.count(" ") != 1), None)
+    if bad is not None:
+        raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.merges holds {bad!r}; each merge is two tokens and one space between them")
 
 
 def _byte_level_bpe(gguf: GGUFFile) -> TextTokenizer:
