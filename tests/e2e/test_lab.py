@@ -365,13 +365,10 @@ def test_a_copied_link_reproduces_the_exact_view(page, server_url, browser):
 @pytest.mark.parametrize(
     "fragment, words",
     [
-        ("#stage=scores&head=abc", "not a whole number"),  # (a lab setting that is no number opens the lab, marked)
-        ("#edits=zzz&mode=lab&d_model=8&n_heads=4&n_kv_heads=4&d_head=2&d_v=2&tokens=a&seed=0", "not of the form"),
-        ("#what=1", "unknown part"),
-        ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "a lab link needs d_model, n_heads"),  # not the default lab, silently
         ("#mode=lab&mode=model&stage=scores&stage=weights", "it gives mode twice (“lab”, “model”); keep one"),  # not the first, silently
+        ("#mode=teach", "mode=“teach” is not teaching, lab or model"),
     ],
-    ids=["not a number", "bad edits", "unknown key", "lab without its configuration", "a part given twice"],
+    ids=["a part given twice", "no mode"],
 )
 def test_a_malformed_link_says_why_and_falls_back(page, server_url, fragment, words):
     page.goto(server_url + fragment)
@@ -1371,9 +1368,42 @@ def test_a_negative_lab_setting_in_a_link_is_said_as_out_of_range_and_the_rest_k
 
 
 def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
-    page.goto(server_url + "#head=-1")
+    page.goto(server_url + "#head=-1&stage=scores")
     page.wait_for_function("() => !document.getElementById('notice').hidden")
-    assert page.locator("#notice").inner_text() == "This link could not be used: head=“-1” is negative: it must be 0 or more. Showing the teaching example instead."
+    assert page.locator("#notice").inner_text() == "This link could not be used in full: head=“-1” is negative: it must be 0 or more (0 is used)."
+    expect(page.locator(".stage h2")).to_contain_text("Scores · head 0")  # the rest of the link is used
+
+
+@pytest.mark.parametrize(
+    "fragment, said, shown",
+    [
+        ("#stage=scores&head=abc&what=1", "it has an unknown part “what” (left out); head=“abc” is not a whole number (0 is used)", "Scores · head 0 · query “like”"),
+        ("#stage=weights&all=yes", "all=“yes” must be 0 or 1 (0 is used)", "Weights · head 0 · query “like”"),
+        (
+            "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b+c&seed=3&causal=yes&edits=x:0,0=0.5;x:0,1=abc;zzz&stage=weights&head=1&query=2",
+            "causal=“yes” must be 0 or 1 (0 is used); the edit of x at 0,1: “abc” is not a number: type one such as 0.5 or -1 (left out); the edit “zzz” is not of the form name:i,j=value (left out)",
+            "Weights · head 1 · query “c”",
+        ),
+        ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "it gives no d_model or n_heads (the GQA preset's 8 and 4 are used)", "Projections · head 0 · query “y”"),
+    ],
+    ids=["a head no number, and a part unknown", "a flag no flag", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes"],
+)
+def test_a_links_part_that_cannot_be_read_is_left_out_and_the_rest_used(page, server_url, fragment, said, shown):
+    """One bad part threw the whole link away for the teaching example: the lab's settings, tokens
+    and good edits were lost, as a real model's text (below)."""
+    page.goto(server_url + fragment)
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert page.locator("#notice").inner_text() == f"This link could not be used in full: {said}."
+    expect(page.locator(".stage h2")).to_contain_text(shown)
+    if "mode=lab" in fragment:
+        settle(page)
+        assert page.get_by_label("n_heads", exact=True).input_value() == "4"
+        assert page.get_by_role("button", name="Attention lab").get_attribute("aria-pressed") == "true"
+    if "edits" in fragment:
+        assert page.locator('.edit-grid input[data-key="x:0,0"]').input_value() == "0.5"  # the good edit kept
+        assert page.get_by_label("Tokens (separated by spaces)").input_value() == "a b c"
+    if "tokens=x+y+z" in fragment:
+        assert page.get_by_label("n_kv_heads", exact=True).input_value() == "2" and page.get_by_label("Tokens (separated by spaces)").input_value() == "x y z"
 
 
 def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):

@@ -2023,8 +2023,8 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     # "all queries" comes back; a stage the layer lacks falls back to the one before it, said
     page.goto(server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat.&head=2&stage=mask&all=1")
     expect(page.locator("#notice")).to_have_text(
-        "This link could not be used in full: stage “mask” is not one of projections, scores, weights, mixing, concat, output, so Scores is shown."
-    )
+        "This link could not be used in full: this layer has no Mask stage (it is not causal and has no sliding window), so Scores is shown."
+    )  # (it said "stage “mask” is not one of …", as of a typo)
     expect(page.locator(".stage h2")).to_contain_text("2. Scores · head 2 ·")
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
     # a layer the model lacks: its last layer, said
@@ -2450,3 +2450,19 @@ def test_at_911_px_trace_stays_on_the_row_beside_gemmas_wide_layer_menu(page, se
     menu = page.get_by_label("Layer (from 0)").bounding_box()
     go = page.get_by_role("button", name="Trace").bounding_box()
     assert go["y"] < menu["y"] + menu["height"] and go["x"] > menu["x"] + menu["width"], (menu, go)
+
+
+@needs("minilm")
+def test_a_model_links_bad_part_is_left_out_and_its_text_traced(page, server_url):
+    """head=-1 (or layer=two) threw the whole link away for the teaching example, and the text with
+    it: the Real model panel then held its default sentence. A model named in capitals, as the
+    terminal takes it, was "not a model name"."""
+    page.goto(server_url + "#mode=model&model=MiniLM&layer=two&text=my+precious+sentence&head=-1&stage=weights")
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: head=“-1” is negative: it must be 0 or more (0 is used); layer=“two” is not a whole number (0 is used)."
+    )
+    assert page.get_by_label("Text", exact=True).input_value() == "my precious sentence"
+    expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 0")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 0")
+    page.wait_for_function("() => location.hash.includes('model=minilm')")

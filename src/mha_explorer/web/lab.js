@@ -103,15 +103,16 @@ export function encodeEdits(edits) {
   return [...edits].map(([key, value]) => `${key}=${value}`).join(";");
 }
 
-export function decodeEdits(text) {
+// A link's edits; one that cannot be read is left out, and said in `dropped` (the others are kept).
+export function decodeEdits(text, dropped = []) {
   const edits = new Map();
   if (!text) return edits;
   for (const part of text.split(";")) {
     const match = /^(x|W_Q|W_K|W_V|W_O|b_Q|b_K|b_V|b_O):(\d+(?:,\d+)*)=(.+)$/.exec(part);
-    if (!match) throw new Error(`the edit “${echo(part, 30)}” is not of the form name:i,j=value`);
-    const parsed = parseCell(match[3]);
-    if (parsed.error) throw new Error(`the edit of ${match[1]} at ${match[2]}: ${parsed.error}`);
-    edits.set(`${match[1]}:${match[2]}`, parsed.value);
+    const parsed = match && parseCell(match[3]);
+    if (!match) dropped.push(`the edit “${echo(part, 30)}” is not of the form name:i,j=value (left out)`);
+    else if (parsed.error) dropped.push(`the edit of ${match[1]} at ${match[2]}: ${parsed.error.replace(/\.+$/, "")} (left out)`);
+    else edits.set(`${match[1]}:${match[2]}`, parsed.value);
   }
   return edits;
 }

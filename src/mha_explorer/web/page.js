@@ -62,8 +62,11 @@ const brokenEscape = (part) => `its ${part} ${part === "text" ? "has" : "have"} 
 function readLink(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const damaged = (part) => (decodes(new RegExp(`(?:^#?|&)${part}=([^&]*)`).exec(hash)?.[1] ?? "") ? null : brokenEscape(part)); // null: read whole
+  // A part that cannot be read is left out, and said (dropped), and the rest of the link used: a
+  // text or settings typed into a link are not lost for one mistyped part.
+  const dropped = [];
   const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
-  for (const key of params.keys()) if (!known.has(key)) throw new Error(`it has an unknown part “${echo(key)}”`);
+  for (const key of new Set(params.keys())) if (!known.has(key)) dropped.push(`it has an unknown part “${echo(key)}” (left out)`);
   // a part given twice (a link edited by hand) says two things: which was meant is not guessed
   const twice = [...new Set(params.keys())].find((key) => params.getAll(key).length > 1);
   if (twice) throw new Error(`it gives ${twice} twice (${params.getAll(twice).map((v) => `“${echo(v)}”`).join(", ")}); keep one`);
@@ -72,14 +75,17 @@ function readLink(hash) {
   const whole = (name, fallback, negative = false) => {
     if (!params.has(name)) return fallback;
     const text = params.get(name);
-    if (/^-\d+$/.test(text) && !negative) throw new Error(`${name}=“${echo(text)}” is negative: it must be 0 or more`);
-    if (!/^-?\d+$/.test(text)) throw new Error(`${name}=“${echo(text)}” is not a whole number`);
-    return Number(text);
+    const instead = fallback === null ? "left out" : `${fallback} is used`;
+    if (/^-\d+$/.test(text) && !negative) dropped.push(`${name}=“${echo(text)}” is negative: it must be 0 or more (${instead})`);
+    else if (!/^-?\d+$/.test(text)) dropped.push(`${name}=“${echo(text)}” is not a whole number (${instead})`);
+    else return Number(text);
+    return fallback;
   };
   const flag = (name) => {
     const text = params.get(name) ?? "0";
-    if (text !== "0" && text !== "1") throw new Error(`${name} must be 0 or 1`);
-    return text === "1";
+    if (text === "0" || text === "1") return text === "1";
+    dropped.push(`${name}=“${echo(text)}” must be 0 or 1 (0 is used)`);
+    return false;
   };
   const mode = params.get("mode") || "teaching";
   if (!["teaching", "lab", "model"].includes(mode)) throw new Error(`mode=“${echo(mode)}” is not teaching, lab or model`);
@@ -88,9 +94,9 @@ function readLink(hash) {
   const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: named ? params.get("query") : whole("query", null), all: flag("all") };
   if (mode === "model") {
     if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
-    const model = params.get("model") || "";
+    const model = (params.get("model") || "").toLowerCase(); // "MiniLM", as the terminal takes it
     // no model named: the Real model mode as its button opens it, nothing traced yet
-    if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${echo(model)}” is not a model name`);
+    if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${echo(params.get("model"))}” is not a model name`);
     if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text"), damaged: damaged("text") }; // text null when the link has none
   }
   // a lab link with nothing of a lab (#mode=lab) opens the lab as its button does; one with some
@@ -100,13 +106,25 @@ function readLink(hash) {
     // field says what it takes, and the link's other settings stay in the form
     const setting = (name, fallback) => (params.has(name) && !/^-?\d+$/.test(params.get(name).trim()) && params.get(name).trim() ? params.get(name) : whole(name, fallback, true));
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, setting(k, null)]));
-    if (CONFIG_KEYS.some((k) => config[k] === null)) throw new Error("a lab link needs d_model, n_heads, n_kv_heads, d_head and d_v");
+    // settings left out (a link written by hand, "d_model=8&n_heads=2"): as Explorer.from_config
+    // takes them, every head its own K/V head and the width split among the heads; GQA's preset
+    // for a width or a head count not given
+    const had = Object.fromEntries(CONFIG_KEYS.map((k) => [k, typeof config[k] === "number"]));
+    const given = (k) => had[k];
+    const missing = ["d_model", "n_heads"].filter((k) => config[k] === null);
+    if (missing.length) dropped.push(`it gives no ${missing.join(" or ")} (the GQA preset's ${missing.map((k) => PRESETS.gqa.config[k]).join(" and ")} ${missing.length > 1 ? "are" : "is"} used)`);
+    config.d_model ??= PRESETS.gqa.config.d_model;
+    config.n_heads ??= PRESETS.gqa.config.n_heads;
+    config.n_kv_heads ??= given("n_heads") ? config.n_heads : PRESETS.gqa.config.n_kv_heads;
+    config.d_head ??= given("d_model") && given("n_heads") && config.n_heads > 0 && config.d_model % config.n_heads === 0 ? config.d_model / config.n_heads : PRESETS.gqa.config.d_head;
+    config.d_v ??= given("d_head") ? config.d_head : PRESETS.gqa.config.d_v;
     config.causal = flag("causal");
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
     const tokens = params.has("tokens") ? params.get("tokens").split(" ").filter(Boolean) : [...PRESET_TOKENS];
-    view.lab = { config, tokens, seed: setting("seed", 0), edits: decodeEdits(params.get("edits")), damaged: damaged("tokens") };
+    view.lab = { config, tokens, seed: setting("seed", 0), edits: decodeEdits(params.get("edits"), dropped), damaged: damaged("tokens") };
   }
+  view.dropped = dropped;
   return view;
 }
 
@@ -238,6 +256,9 @@ async function compute(state) {
 // without the mask, to Scores: the scaled scores it would have masked; a rotary stage to the one
 // before it), not to the first. Every stage a layer may have, in order (narrative.PAGE_STAGES).
 const STAGE_ORDER = ["projections", "qk_norm", "rope", "scores", "mask", "weights", "mixing", "concat", "output"];
+// the stages only some layers have, by their titles, and why a layer lacks each (as narrative.LACKS)
+const LACKED = { qk_norm: "Query/key norm", rope: "Rotary positions", mask: "Mask" };
+const LACKS = { qk_norm: "it does not normalize q and k", rope: "it has no rotary positions", mask: "it is not causal and has no sliding window" };
 const stageBefore = (stage, ids) => STAGE_ORDER.slice(0, Math.max(0, STAGE_ORDER.indexOf(stage))).reverse().find((id) => ids.includes(id)) ?? ids[0];
 
 // The view a link asks for, on this payload: a part it cannot have (a stage the layer lacks, a
@@ -250,7 +271,12 @@ function fitView(payload, view) {
   if (stage !== null && !ids.includes(stage)) {
     const instead = stageBefore(stage, ids);
     const title = payload.page_stages.find((s) => s.id === instead).title;
-    problems.push(`stage “${echo(String(stage))}” is not one of ${ids.join(", ")}, so ${instead === ids[0] ? "the first stage" : title} is shown`);
+    const shownInstead = instead === ids[0] ? "the first stage" : title;
+    problems.push(
+      STAGE_ORDER.includes(stage) // a stage of some layers: this one lacks it (a link made on a causal configuration)
+        ? `this layer has no ${LACKED[stage]} stage (${LACKS[stage]}), so ${shownInstead} is shown`
+        : `stage “${echo(String(stage))}” is not one of ${ids.join(", ")}, so ${shownInstead} is shown`,
+    );
     stage = instead;
   }
   if (head >= payload.config.n_heads) {
@@ -343,6 +369,7 @@ async function main() {
   let mode = "teaching";
   currentMode = () => mode;
   const { view: start, problems } = fitView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
+  if (link.mode === "teaching") problems.unshift(...(link.dropped ?? []));
   if (problems.length) say(partlyUsed(problems));
   const model = new PageModel({ payload: teaching, ...start });
   const printAll = document.getElementById("print-all");
@@ -397,6 +424,7 @@ async function main() {
         // more than itself to look at (as Explorer.from_config, and as the lab's button keeps the example's)
         const fitted = fitView(payload, { ...pendingView, query: pendingView.query ?? Math.min(1, payload.tokens.length - 1) });
         if (pendingView.lab?.damaged) fitted.problems.unshift(pendingView.lab.damaged);
+        fitted.problems.unshift(...(pendingView.dropped ?? []));
         // (a static copy's notice of what of the link it could not show comes first)
         const said = [pendingView.notice, fitted.problems.length ? partlyUsed(fitted.problems) : ""].filter(Boolean);
         if (said.length) say(said.join(" "));
@@ -493,7 +521,7 @@ async function main() {
       if (!modelsStarted) {
         modelsStarted = true;
         models.start().then((ok) => {
-          const problems = [...models.linkProblems(), ...stageProblems];
+          const problems = [...(link.mode === "model" ? link.dropped ?? [] : []), ...models.linkProblems(), ...stageProblems];
           if (ok && problems.length) say(partlyUsed(problems));
           if (!ok && pendingView) {
             pendingView = null;
