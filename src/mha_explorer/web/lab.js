@@ -166,14 +166,20 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // another preset is picked): edits over the seed's values, kept whatever the seed, and not the user's
   let fromExample = null;
   // the lab is the example, some of its values perhaps changed, while it has its configuration and
-  // tokens and holds a value at every place the example has one
-  const onExample = () => Boolean(fromExample) && fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.join(" ") === own.tokens.join(" ") && [...own.edits.keys()].every((key) => lab.edits.has(key));
+  // tokens (exampleShape) and holds a value at every place the example has one
+  const exampleShape = () => fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.join(" ") === own.tokens.join(" ");
+  const onExample = () => Boolean(fromExample) && exampleShape() && [...own.edits.keys()].every((key) => lab.edits.has(key));
   const presetNow = () => (onExample() ? "example" : presetOf(lab.config));
   // a value the user changed: an edit that is not the example's own value there
   const userEdit = (key, edits = lab.edits) => edits.has(key) && fromExample?.get(key) !== edits.get(key);
   const lab = { config: { ...initial.config }, tokens: [...initial.tokens], seed: initial.seed, edits: new Map(initial.edits) };
-  // a link to the example's values, some of them perhaps changed, opens as the example picked
-  // from the menu: only the changed ones are the user's (counted, marked, undone to the example's)
+  // a link to the example's values (values=example), some of them perhaps changed, opens as the
+  // example picked from the menu: only the changed ones are the user's (counted, marked, undone to
+  // the example's). The link holds those alone: with all of the example's 80 values it ran to
+  // 3,500 characters, above a printed handout's view.
+  if (own && initial.fromExample && exampleShape()) lab.edits = new Map([...own.edits, ...lab.edits]);
+  // what a link writes of the values: the example's, and the user's edits over them; or every edit
+  Object.defineProperty(lab, "linked", { get: () => (onExample() ? { fromExample: true, edits: new Map([...lab.edits].filter(([key]) => userEdit(key))) } : { fromExample: false, edits: lab.edits }) });
   if (own) {
     fromExample = own.edits;
     if (!onExample()) fromExample = null;

@@ -41,7 +41,7 @@ const STATIC = globalThis.MHA_DATA || null; // present only in an exported site
 const COPY = globalThis.MHA_COPY === true; // set by an exported site's script, even when its data did not load
 let currentMode = () => "teaching";
 const CONFIG_KEYS = ["d_model", "n_heads", "n_kv_heads", "d_head", "d_v"];
-const LAB_KEYS = [...CONFIG_KEYS, "tokens", "seed", "edits", "causal", "bias"]; // what a lab link may set
+const LAB_KEYS = [...CONFIG_KEYS, "tokens", "seed", "values", "edits", "causal", "bias"]; // what a lab link may set
 
 // ---- the link: the whole view in the URL's fragment ----------------------------------------
 
@@ -122,7 +122,9 @@ function readLink(hash) {
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
     const tokens = params.has("tokens") ? params.get("tokens").split(" ").filter(Boolean) : [...PRESET_TOKENS];
-    view.lab = { config, tokens, seed: setting("seed", 0), edits: decodeEdits(params.get("edits"), dropped), damaged: damaged("tokens") };
+    const values = params.get("values");
+    if (values !== null && values !== "example") dropped.push(`values=“${echo(values)}” is not “example” (left out)`);
+    view.lab = { config, tokens, seed: setting("seed", 0), fromExample: values === "example", edits: decodeEdits(params.get("edits"), dropped), damaged: damaged("tokens") };
   }
   view.dropped = dropped;
   return view;
@@ -161,7 +163,9 @@ function writeLinkNow(model, mode, lab) {
     params.set("bias", lab.config.bias ? "1" : "0");
     params.set("tokens", lab.tokens.join(" "));
     params.set("seed", lab.seed);
-    if (lab.edits.size) params.set("edits", encodeEdits(lab.edits));
+    const { fromExample, edits } = lab.linked;
+    if (fromExample) params.set("values", "example"); // the teaching example's, under the edits
+    if (edits.size) params.set("edits", encodeEdits(edits));
   }
   const shown = new URLSearchParams(location.hash.slice(1)).get("mode");
   // the model mode before its first trace shows no view of its own: the address names the mode
