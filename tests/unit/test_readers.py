@@ -468,3 +468,17 @@ def test_a_gguf_with_a_damaged_body_says_what_to_do_not_the_readers_words(tmp_pa
         load_model(path)
     assert "noise.gguf is not a readable GGUF file: its metadata or tensor table is damaged or cut short" in str(caught.value)
     assert "index" not in str(caught.value) and "axis" not in str(caught.value)
+
+
+def test_a_tokenizer_file_that_cannot_be_read_is_named_by_its_path(tmp_path):
+    """It was named "tokenizer.json" alone, with the tokenizers package's message over several lines."""
+    from mha_explorer.models.tokenize import from_tokenizer_json
+
+    path = tmp_path / "ckpt" / "tokenizer.json"
+    path.parent.mkdir()
+    path.write_text('{"model": {"type": "BPE", "vocab": {"a": "x"}}}')
+    with pytest.raises(CheckpointError) as said:
+        from_tokenizer_json(path)
+    message = str(said.value)
+    assert message.startswith(f"{path} is not a tokenizer file the tokenizers package can read (") and "\n" not in message
+    assert message.endswith("): give the tokenizer.json saved with the checkpoint")

@@ -95,7 +95,8 @@ def from_tokenizer_json(path: Path) -> TextTokenizer:
     try:
         backend = Tokenizer.from_file(str(path))
     except Exception as e:  # the tokenizers package raises plain Exception on a bad file
-        raise CheckpointError(f"{path.name} is not a tokenizer file the tokenizers package can read ({e})") from None
+        said = " ".join(str(e).split())[:200]  # (its message may run over lines)
+        raise CheckpointError(f"{path} is not a tokenizer file the tokenizers package can read ({said}): give the tokenizer.json saved with the checkpoint") from None
     backend.no_padding()
     backend.no_truncation()
     kind = type(backend.model).__name__
