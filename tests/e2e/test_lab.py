@@ -2324,7 +2324,7 @@ def test_small_lab_mends_a_typeset_minus_a_tiny_value_a_bad_seed_and_the_bias_in
     cell.fill("1e-400")
     cell.blur()
     message = cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
-    assert message.inner_text() == "1e-400 is too small for a computer's numbers (it would be 0): type 0, or a number from 1e-300 on."
+    assert message.inner_text() == "1e-400 is too small for a computer's numbers (it would be 0): type 0, or a larger one, such as 1e-300."
     # Draw new values with a seed that is no number keeps it as typed, and says why nothing was drawn
     seed = page.get_by_label("Seed", exact=True)
     seed.fill("abc")

@@ -73,7 +73,7 @@ function parseCell(text) {
   if (!NUMBER.test(typed)) return { error: `“${echo(typed)}” is not a number: type one such as 0.5 or -1.` };
   const value = Number(typed);
   // below the smallest number a float64 holds (about 5e-324) a value reads as 0: said, not done in silence
-  if (value === 0 && /[1-9]/.test(typed.split(/[eE]/)[0])) return { error: `${echo(typed)} is too small for a computer's numbers (it would be 0): type 0, or a number from 1e-300 on.` };
+  if (value === 0 && /[1-9]/.test(typed.split(/[eE]/)[0])) return { error: `${echo(typed)} is too small for a computer's numbers (it would be 0): type 0, or a larger one, such as 1e-300.` };
   // beyond it two such values make scores past float64's largest (about 1.8e308); values too large
   // only together are refused by the server (its overflow check), and said at the cell
   if (!(Math.abs(value) < 1e100)) return { error: `${echo(typed)} is too large to compute with: keep it under 1e100.` };
