@@ -36,7 +36,9 @@ def kv_cache(config: AttentionConfig, n: int) -> KVCache:
     """The layer's KV cache after n tokens, as a causal decoder generating text keeps it: a layer
     without the causal mask sees every token at once and keeps none, and the page gives these
     numbers as what it would keep as one. A sliding-window layer keeps only the last `window`
-    tokens' keys and values: no later query reads the older ones."""
+    tokens' keys and values, the keys the newest query reads (its own among them): no later query
+    reads the older ones. (A cache that keeps between steps only what the next query needs besides
+    its own key, as transformers' dynamic one, holds window - 1.)"""
     per_token = config.n_kv_heads * (config.d_head + config.d_v)
     kept = n if config.sliding_window is None else min(n, config.sliding_window)
     return KVCache(

@@ -3221,7 +3221,7 @@ function costPanel(payload) {
   const uncached = payload.model
     ? "This encoder keeps no KV cache; a decoder of its widths would keep, per layer, "
     : "A layer without the causal mask, as here, sees every token at once and keeps no KV cache; as a causal decoder generating text it would keep, per layer, ";
-  const cacheTitle = h("p", { class: c.causal ? "table-title" : "table-title sentence", id: uid("kv-cache") }, c.causal ? "KV cache per layer: " : uncached, "one key and one value per K/V head per token", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens` : "", c.causal ? "" : "."); // a sentence ends with a full stop; a title does not
+  const cacheTitle = h("p", { class: c.causal ? "table-title" : "table-title sentence", id: uid("kv-cache") }, c.causal ? "KV cache per layer: " : uncached, "one key and one value per K/V head per token", k.kv_cache.tokens < k.n ? `; this layer's sliding window keeps only the last ${k.kv_cache.tokens} of the ${k.n} tokens (the keys the newest query reads, itself among them)` : "", c.causal ? "" : "."); // a sentence ends with a full stop; a title does not
   const cache = h(
     "table",
     { class: "calc-table cost", "aria-labelledby": cacheTitle.id },
