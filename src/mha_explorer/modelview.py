@@ -111,9 +111,9 @@ class ModelService:
 
         try:
             if name in self.local:
-                from .models.registry import open_checkpoint
+                from .models.registry import read_checkpoint
 
-                model = open_checkpoint(self.local[name], progress, name=name, title=self.titles[name])
+                model = read_checkpoint(self.local[name], progress, name=name, title=self.titles[name])
             else:
                 from .models import load_model
 

@@ -470,7 +470,14 @@ def test_damaged_files_that_no_check_foresaw_are_said_as_the_checkpoints_in_a_li
     (folder / "config.json").mkdir()
     with pytest.raises(CheckpointError, match=re.escape("config.json is a folder, not a file")):
         load_model(folder)
-    for name, index, message in (("none", {}, "lists no files in its weight_map"), ("number", {"a": 5}, "some are not names (5)")):
+    config = copy("big")
+    text = (config / "config.json").read_text()
+    assert '"vocab_size": 30522' in text
+    (config / "config.json").write_text(text.replace('"vocab_size": 30522', '"vocab_size": ' + "9" * 5000))
+    with pytest.raises(CheckpointError, match=re.escape("config.json is not readable JSON (")):  # an integer of 5,000 digits
+        load_model(config)
+    cases = (("none", {}, "lists no files in its weight_map"), ("number", {"a": 5}, "some are not names (5)"), ("mixed", {"a": "model.safetensors", "b": True}, "some are not names (true)"))
+    for name, index, message in cases:
         indexed = copy(name)
         (indexed / "model.safetensors.index.json").write_text(json.dumps({"weight_map": index}))
         with pytest.raises(CheckpointError, match=re.escape(message)):
@@ -487,6 +494,14 @@ def test_damaged_files_that_no_check_foresaw_are_said_as_the_checkpoints_in_a_li
         load_model(odd)
     result = CliRunner().invoke(main, ["trace", "--model", str(odd), "--text", "hi"])
     assert result.exit_code == 2 and "Traceback" not in result.output and "could not be read (TypeError" in result.output, result.output
+    # and on the page: serve --model reads it the same way, and says to pick it again once mended
+    from mha_explorer.modelview import ModelService
+
+    service = ModelService(local={"odd": odd})
+    service._load("odd")
+    state = service.state("odd")
+    assert state["state"] == "error" and state["message"].startswith("odd: the checkpoint could not be read (TypeError: 'int' object is not iterable)"), state
+    assert state["message"].endswith("Once the checkpoint is mended, pick it again: it is read anew"), state
 
 
 def test_a_gemma3_layer_types_not_a_list_is_said_with_the_names_it_takes(tmp_path):

@@ -325,14 +325,18 @@ SPM_TOKENS = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
 DAMAGED_VOCABULARIES = {
     "a token_type cut short (control tokens would split as text)": (
         {"tokenizer__ggml__token_type": [2, 3]},
-        "tokenizer.ggml.token_type has 2 entries for 6 tokens; the file is damaged",
+        "tokenizer.ggml.token_type has 2 entries for 6 tokens, where it has one a token; the file is damaged",
     ),
-    "scores cut short": ({"tokenizer__ggml__scores": [0.0]}, "tokenizer.ggml.scores has 1 entries for 6 tokens"),
+    "scores cut short": ({"tokenizer__ggml__scores": [0.0]}, "tokenizer.ggml.scores has 1 entry for 6 tokens, where it has one a token"),
+    "a merge of a token the list lacks": (
+        {"tokenizer__ggml__model": "gpt2", "tokenizer__ggml__merges": ["a b", "ab zz"]},
+        "its vocabulary cannot be built (",
+    ),
     "an unknown token past the vocabulary": (
         {"tokenizer__ggml__unknown_token_id": 99999},
-        "tokenizer.ggml.unknown_token_id is 99999, past the vocabulary's 6 tokens (0 to 5)",
+        "tokenizer.ggml.unknown_token_id is 99999, not the id of one of the vocabulary's 6 tokens (0 to 5)",
     ),
-    "a first token past the vocabulary": ({"tokenizer__ggml__bos_token_id": 6}, "tokenizer.ggml.bos_token_id is 6, past the vocabulary's 6 tokens"),
+    "a first token past the vocabulary": ({"tokenizer__ggml__bos_token_id": 6}, "tokenizer.ggml.bos_token_id is 6, not the id of one of the vocabulary's 6 tokens"),
     "a merge of three": (
         {"tokenizer__ggml__model": "gpt2", "tokenizer__ggml__merges": ["a b", "x y z"]},
         "tokenizer.ggml.merges holds 'x y z'; each merge is two tokens and one space between them",

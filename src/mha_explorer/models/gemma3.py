@@ -81,7 +81,7 @@ class Gemma3(Architecture):
         self.sizes, self.n_layers, self.d_model, self.max_positions = s, s.n_layers, s.d_model, s.max_positions
         d, h, g, e = s.d_model, s.n_heads, s.n_kv_heads, s.d_head
         if len(s.layer_types) != s.n_layers or set(s.layer_types) - {"sliding_attention", "full_attention"}:
-            raise CheckpointError(f'{where}: layer_types {list(s.layer_types)} do not give one of "sliding_attention" and "full_attention" for each of the {s.n_layers} layers')
+            raise CheckpointError(f'{where}: layer_types {list(s.layer_types)} do not give one of "sliding_attention" and "full_attention" for each of the {s.n_layers} layer{"" if s.n_layers == 1 else "s"}')
         self.configs = {
             kind: AttentionConfig(
                 d_model=d,

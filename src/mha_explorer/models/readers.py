@@ -143,7 +143,7 @@ def _read_safetensors_header(path: Path) -> tuple[dict[str, TensorEntry], dict[s
         raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # (UnicodeDecodeError, JSONDecodeError, and an integer of thousands of digits)
         raise CheckpointError(f"{name}: the header is not valid JSON ({e}); the file is damaged") from None
     except RecursionError:
         raise CheckpointError(f"{name}: the header is JSON nested too deep to read; the file is damaged") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -25,6 +26,8 @@ from ..config import ConfigError
 from .errors import CheckpointError, ModelError
 from .forward import LoadedModel
 from .readers import GGUFFile, SafetensorsCheckpoint, is_pickle, refuse_pickle
+
+log = logging.getLogger("mha_explorer.models")
 
 Progress = Callable[[float, str], None]
 
@@ -286,7 +289,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     with lock:
         stamp = None if spec else _stamp(given)
         if key not in _loaded or _stamps.get(key) != stamp:
-            _loaded[key] = _load_named(spec, report) if spec else _read_checkpoint(given, report)
+            _loaded[key] = _load_named(spec, report) if spec else read_checkpoint(given, report)
             _stamps[key] = stamp
         report(1.0, "ready")
         return _loaded[key]
@@ -308,22 +311,22 @@ def _stamp(path: Path) -> tuple | None:
         return None
 
 
-def _read_checkpoint(path: Path, progress: Progress) -> LoadedModel:
-    """open_checkpoint(), where a damaged file that no check foresaw (a value of the wrong kind deep
-    in a tokenizer, JSON nested thousands deep) is said as the checkpoint's fault, in a line, and
-    not as a stack trace."""
+def read_checkpoint(path: Path, progress: Progress, **named) -> LoadedModel:
+    """open_checkpoint() of a user's checkpoint (load_model, serve --model), where a value of the
+    wrong kind that no check foresaw, read deep in a converter, is said in a line as the
+    checkpoint's, and not as a stack trace. The error is chained and logged, for a fault of ours."""
     try:
-        return open_checkpoint(path, progress)
-    except (ModelError, MemoryError):  # said already (CheckpointError is a ModelError), or no fault of the files
-        raise
-    except RecursionError:
-        raise CheckpointError(f"{path}: a file in it nests its data thousands deep (JSON or a safetensors header): the checkpoint is damaged") from None
-    except Exception as error:  # noqa: BLE001: any fault of a file (the tokenizers package raises plain Exception)
-        what = " ".join(str(error).split())[:160] or type(error).__name__
+        return open_checkpoint(path, progress, **named)
+    except (TypeError, KeyError, IndexError, ValueError, AttributeError, RecursionError) as error:
+        if isinstance(error, ModelError):  # said already (CheckpointError is one)
+            raise
+        log.debug("reading %s failed", path, exc_info=True)
+        what = " ".join(str(error).split())[:160]
         raise CheckpointError(
-            f"{path}: the checkpoint could not be read ({type(error).__name__}: {what}): a file in it is damaged, or holds a "
-            "value of another kind than transformers or llama.cpp would write; check config.json, the tokenizer's file and the weights"
-        ) from None
+            f"{path}: the checkpoint could not be read ({type(error).__name__}{f': {what}' if what else ''}): a file in it is damaged, "
+            "or holds a value of another kind than transformers or llama.cpp write; check config.json, the tokenizer's file and "
+            "the weights (if they are as those wrote them, this is a fault of mha-explorer's: report it)"
+        ) from error
 
 
 def open_checkpoint(path: Path, progress: Progress, name: str | None = None, title: str | None = None, origin: str = "local checkpoint") -> LoadedModel:
@@ -385,13 +388,15 @@ def _indexed_shards(path: Path, shards: list[Path]) -> list[Path]:
     if not index.is_file():
         return shards
     try:
-        listed = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        given = list(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise CheckpointError(f"{index} is not a safetensors index (a JSON object with a weight_map)") from None
-    if not listed:
+    if not given:
         raise CheckpointError(f"{index} lists no files in its weight_map: give the index the checkpoint was saved with, or remove it to read the .safetensors files beside it")
-    if not all(isinstance(name, str) for name in listed):
-        raise CheckpointError(f"{index}: its weight_map gives each tensor's file by name, and some are not names ({', '.join(sorted({repr(n) for n in listed if not isinstance(n, str)}))})")
+    odd = [name for name in given if not isinstance(name, str)]
+    if odd:
+        raise CheckpointError(f"{index}: its weight_map gives each tensor's file by name, and some are not names ({', '.join(sorted({json.dumps(n) for n in odd}))})")
+    listed = sorted(set(given))
     if any(Path(name).name != name or not name.endswith(".safetensors") for name in listed):
         raise CheckpointError(f"{index} lists files that are not .safetensors files beside it; the explorer reads only those")
     missing = [name for name in listed if not (path / name).is_file()]
@@ -414,7 +419,7 @@ def _hf_config(path: Path) -> dict | None:
         return None
     try:
         cfg = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # (UnicodeDecodeError, JSONDecodeError, and an integer of thousands of digits)
         raise CheckpointError(f"{file} is not readable JSON ({e})") from None
     except RecursionError:
         raise CheckpointError(f"{file} is not readable JSON (nested too deep): the file is damaged") from None

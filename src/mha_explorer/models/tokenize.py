@@ -123,18 +123,31 @@ def from_gguf(gguf: GGUFFile) -> TextTokenizer:
     )
 
 
+def _built(gguf: GGUFFile, build):
+    """The tokenizers package's BPE of the file's vocabulary; its refusal (a merge of a token the
+    list lacks), a plain Exception, said as the file's."""
+    try:
+        return build()
+    except Exception as error:  # noqa: BLE001: the tokenizers package raises plain Exception
+        raise CheckpointError(f"{gguf.path.name}: its vocabulary cannot be built ({' '.join(str(error).split())[:200]}); the file is damaged") from error
+
+
 def _check_vocabulary(gguf: GGUFFile) -> None:
     """The vocabulary's arrays, one entry per token, and the ids it names, within it: a token_type
     array cut short would leave the last tokens' kinds unread (control tokens split as text)."""
-    n = len(gguf.value("tokenizer.ggml.tokens"))
+    tokens = gguf.value("tokenizer.ggml.tokens")
+    n = len(tokens) if isinstance(tokens, list) else 0
+    if not n:
+        raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.tokens holds no list of tokens; the file is damaged")
     for key in ("token_type", "scores"):
         given = gguf.value(f"tokenizer.ggml.{key}", None)
-        if given is not None and len(given) != n:
-            raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.{key} has {len(given)} entries for {n} tokens; the file is damaged")
+        if given is not None and (not isinstance(given, list) or len(given) != n):
+            said = f"{len(given)} {'entry' if len(given) == 1 else 'entries'}" if isinstance(given, list) else f"one value, {given!r},"
+            raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.{key} has {said} for {n} tokens, where it has one a token; the file is damaged")
     for key in ("unknown_token_id", "bos_token_id"):
         given = gguf.value(f"tokenizer.ggml.{key}", None)
         if given is not None and not (isinstance(given, int) and 0 <= given < n):
-            raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.{key} is {given!r}, past the vocabulary's {n} tokens (0 to {n - 1}); the file is damaged")
+            raise CheckpointError(f"{gguf.path.name}: tokenizer.ggml.{key} is {given!r}, not the id of one of the vocabulary's {n} tokens (0 to {n - 1}); the file is damaged")
     merges = gguf.value("tokenizer.ggml.merges", None) or []
     bad = next((m for m in merges if not isinstance(m, str) or m.count(" ") != 1), None)
     if bad is not None:
@@ -153,7 +166,7 @@ def _byte_level_bpe(gguf: GGUFFile) -> TextTokenizer:
         )
     merges = [tuple(m.split(" ", 1)) for m in gguf.value("tokenizer.ggml.merges")]
     vocab = {t: i for i, t in enumerate(tokens)}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    backend = _built(gguf, lambda: Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False)))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if BYTE_LEVEL_SPLITS[pre]:
         backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
@@ -173,14 +186,17 @@ def _sentencepiece_bpe(gguf: GGUFFile) -> TextTokenizer:
     scores = gguf.value("tokenizer.ggml.scores", None)
     vocab = {t: i for i, t in enumerate(tokens)}
     unk = gguf.value("tokenizer.ggml.unknown_token_id", None)
-    backend = Tokenizer(
-        models.BPE(
-            vocab=vocab,
-            merges=_merges_from_scores(tokens, types, scores, vocab),
-            unk_token=None if unk is None else tokens[unk],
-            fuse_unk=True,
-            byte_fallback=True,
-        )
+    backend = _built(
+        gguf,
+        lambda: Tokenizer(
+            models.BPE(
+                vocab=vocab,
+                merges=_merges_from_scores(tokens, types, scores, vocab),
+                unk_token=None if unk is None else tokens[unk],
+                fuse_unk=True,
+                byte_fallback=True,
+            )
+        ),
     )
     backend.normalizer = normalizers.Replace(" ", SPACE)
     backend.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
