@@ -392,7 +392,10 @@ def models_command(name, as_json) -> None:
             return
         layers = summary.pop("layers")
         for key, value in summary.items():
-            echo_wrapped(f"{key}: {plain(value)}{SUMMARY_NOTES.get(key, '') if value is not None else ''}", "    ")
+            note = SUMMARY_NOTES.get(key, "") if value is not None else ""
+            if key == "max_tokens" and summary.get("context_length") is None:  # no context to be bounded by
+                note = " (the longest text traced here)"
+            echo_wrapped(f"{key}: {plain(value)}{note}", "    ")
         click.echo(f"attention, by layer ({len(layers)} layers, numbered from 0):")
         for line in layer_groups(layers):
             echo_wrapped(line, "      ", "  ")

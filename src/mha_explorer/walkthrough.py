@@ -233,7 +233,10 @@ def render(
     if features:
         console.print(features)
     console.print(f"d_model={c.d_model}, n_heads={c.n_heads}, n_kv_heads={c.n_kv_heads}, d_head={c.d_head}, d_v={c.d_v}")
-    console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] (position {query})")  # as the tables name it (the position says what @ means); a line of its own: never cut in two
+    # as the tables name it (the position says what @ means); a line of its own: never cut in two. A
+    # trace given positions of its own (RoPE's) tells them from the token's place in the text
+    at = f"position {query}" if t.position(query) == query else f"token {query} of the text, at position {t.position(query)}"
+    console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] ({at})")
     fits = partial(_fits, console, console.width - PANEL_EDGES)
     views = {name: partial(view, fits=fits) for name, view in _STAGE_VIEWS.items()}
     for name in ("projections", "qk_norm", "output"):
@@ -480,7 +483,7 @@ def _rope(t, tokens, i, heads, fits):
 
 
 def _turned_pairs(t, i, h, q_before, fits) -> Table:
-    """Three pairs (m, m + d_head/2) of the query's q turned by hand, as the page shows them: the
+    """Up to three pairs (m, m + d_head/2) of the query's q turned by hand, as the page shows them: the
     angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos, beside q
     rotated as the layer computed it when the terminal has room. The formulas are in the caption,
     so that the headers stay short and no pair of numbers is cut."""

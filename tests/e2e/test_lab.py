@@ -1385,9 +1385,14 @@ def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
             "causal=“yes” must be 0 or 1 (0 is used); the edit of x at 0,1: “abc” is not a number: type one such as 0.5 or -1 (left out); the edit “zzz” is not of the form name:i,j=value (left out)",
             "Weights · head 1 · query “c”",
         ),
-        ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "it gives no d_model or n_heads (the GQA preset's 8 and 4 are used)", "Projections · head 0 · query “y”"),
+        ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "it gives no d_model or n_heads (the GQA preset's settings are used where it gives none)", "Projections · head 0 · query “y”"),
+        (
+            "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+tea&seed=0&values=example&stage=scores&head=1&query=1",
+            "values=example, as its settings or tokens are not the teaching example's (left out)",
+            "Scores · head 1 · query “like”",
+        ),
     ],
-    ids=["a head no number, and a part unknown", "a flag no flag", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes"],
+    ids=["a head no number, and a part unknown", "a flag no flag", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes", "the example's values on other tokens"],
 )
 def test_a_links_part_that_cannot_be_read_is_left_out_and_the_rest_used(page, server_url, fragment, said, shown):
     """One bad part threw the whole link away for the teaching example: the lab's settings, tokens
@@ -1398,13 +1403,41 @@ def test_a_links_part_that_cannot_be_read_is_left_out_and_the_rest_used(page, se
     expect(page.locator(".stage h2")).to_contain_text(shown)
     if "mode=lab" in fragment:
         settle(page)
-        assert page.get_by_label("n_heads", exact=True).input_value() == "4"
+        assert page.get_by_label("n_heads", exact=True).input_value() == ("2" if "n_heads=2" in fragment else "4")
         assert page.get_by_role("button", name="Attention lab").get_attribute("aria-pressed") == "true"
     if "edits" in fragment:
         assert page.locator('.edit-grid input[data-key="x:0,0"]').input_value() == "0.5"  # the good edit kept
         assert page.get_by_label("Tokens (separated by spaces)").input_value() == "a b c"
     if "tokens=x+y+z" in fragment:
         assert page.get_by_label("n_kv_heads", exact=True).input_value() == "2" and page.get_by_label("Tokens (separated by spaces)").input_value() == "x y z"
+
+
+@pytest.mark.parametrize(
+    "given, fields",
+    [
+        ("d_model=16&n_heads=2", {"n_kv_heads": "2", "d_head": "8", "d_v": "8"}),
+        ("d_model=16&n_heads=4&d_head=2", {"n_kv_heads": "4", "d_head": "2", "d_v": "2"}),
+        ("d_model=12&n_heads=3&n_kv_heads=1", {"n_kv_heads": "1", "d_head": "4", "d_v": "4"}),
+    ],
+)
+def test_a_lab_link_may_leave_out_what_from_config_works_out(page, server_url, given, fields):
+    """As Explorer.from_config takes a config: n_kv_heads = n_heads, d_head = d_model / n_heads,
+    d_v = d_head, each from the settings before it (a lab link needed all five)."""
+    page.goto(server_url + f"#mode=lab&{given}&tokens=a+b+c")
+    wait_kind(page, "")
+    settle(page)
+    for name, value in fields.items():
+        assert page.get_by_label(name, exact=True).input_value() == value, name
+    assert page.locator("#notice").is_hidden() and page.locator("[id^='lab-error-']:not(:empty)").count() == 0
+
+
+def test_a_lab_link_whose_width_the_heads_do_not_split_leaves_d_head_to_be_set(page, server_url):
+    """from_config refuses d_model 10 over 4 heads without a d_head; the lab opens on the link, d_head marked."""
+    page.goto(server_url + "#mode=lab&d_model=10&n_heads=4&tokens=a+b")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert "lab settings were rejected" in page.locator("#notice").inner_text()
+    assert page.get_by_label("d_model", exact=True).input_value() == "10" and page.get_by_label("n_heads", exact=True).input_value() == "4"
+    assert page.get_by_label("d_head", exact=True).get_attribute("aria-invalid") == "true"
 
 
 def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):

@@ -1475,7 +1475,7 @@ def test_a_trace_given_positions_of_its_own_is_turned_by_them_on_the_page(page, 
     page.route("**/api/example*", lambda route: route.fulfill(body=body, content_type="application/json"))
     open_page(page, server_url)
     select(page, "Calculation stage", "Rotary positions")
-    expect(page.locator(".stage p.lead").first).to_contain_text("Query “warm” is at position 12.")
+    expect(page.locator(".stage p.lead").first).to_contain_text("Query “warm” (token 2 of the text) is at position 12.")
     table = page.locator(".stage table.rotary")
     expect(table.locator("caption")).to_have_text("Two pairs of q turned by hand, at position 12")
     for row in table.locator("tbody tr").all():  # turned by hand = turned by the layer, as shown

@@ -119,6 +119,26 @@ def test_the_pages_order_of_stages_is_the_narratives():
     assert tuple(re.findall(r'"([a-z_]+)"', listed[1])) == PAGE_STAGE_IDS
 
 
+def test_the_page_says_why_a_layer_lacks_a_stage_as_the_narrative_does():
+    """A link's stage the layer lacks is said on the page by the stage's title and why the layer
+    lacks it (LACKED, LACKS in page.js): the narrative's titles and reasons, word for word."""
+    import json
+    import re
+    from pathlib import Path
+
+    from mha_explorer.narrative import LACKS, PAGE_STAGES
+
+    source = (Path(__file__).resolve().parents[2] / "src/mha_explorer/web/page.js").read_text(encoding="utf-8")
+
+    def table(name):
+        found = re.search(rf"const {name} = (\{{[^}}]*\}});", source)
+        assert found, f"page.js has no {name}"
+        return json.loads(re.sub(r"(\w+):", r'"\1":', found[1]))
+
+    assert table("LACKS") == LACKS
+    assert table("LACKED") == {s.id: s.title for s in PAGE_STAGES if s.id in LACKS}
+
+
 @pytest.mark.parametrize("n_heads, said", [(4, "heads 0 and 1 read K/V head 0"), (6, "heads 0 to 2 read K/V head 0")])
 def test_the_query_heads_of_a_kv_head_are_said_as_a_pair_or_a_range(n_heads, said):
     """"heads 0 to 1" of a pair read oddly: two are "0 and 1"."""

@@ -379,6 +379,7 @@ def test_a_trace_given_positions_keeps_them_for_the_terminal_and_the_page():
     console = Console(width=120, record=True, highlight=False)
     render(t, list("abcd"), 2, [0], "rope", console, w)
     out = console.export_text()
+    assert "query c (token 2 of the text, at position 12)" in out  # the header tells its place in the text from RoPE's position
     cells = [[c.strip() for c in line.split("│") if c.strip()] for line in out.splitlines()]  # (in a panel: rules of its own)
     rows = [row for row in cells if row and row[0] in "abcd"]
     assert {row[0]: row[1] for row in rows} == {"a": "10", "b": "11", "c": "12", "d": "13"}, rows  # each token's position

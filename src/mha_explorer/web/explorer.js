@@ -2173,7 +2173,7 @@ function rope(view, query, head) {
   // how much the rotation moves q here: with a large θ (Gemma's global layers, 1,000,000) most pairs
   // barely turn, and where q's length lies in them the two strips below look alike
   const at = position(payload, query); // by which q turns
-  const turned = range(d / 2).filter((m) => at * Math.pow(payload.config.rope_theta, (-2 * m) / d) > 0.1).length;
+  const turned = range(d / 2).filter((m) => Math.abs(at) * Math.pow(payload.config.rope_theta, (-2 * m) / d) > 0.1).length;
   let change = 0, length = 0;
   for (let e = 0; e < d; e++) {
     const [before, after] = [t[qIn].at(head, query, e), t.q_rotated.at(head, query, e)];
@@ -2194,7 +2194,7 @@ function rope(view, query, head) {
     ? ` At position 0 no pair turns: ${qName} is the same after the rotation.`
     : ` At position ${at}, ${turned} of the ${d / 2} pairs ${turned === 1 ? "turns" : "turn"} by more than 0.1 radian (about 6°), and ${qName} moves by ${Math.round(100 * moved)}% of its length (|q̃ − ${qName}| / |${qName}|)${moved < 0.25 ? `: the strips of ${qName} before and after look much alike` : ""}.`;
   return [
-    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `” is at position ${at}.${said}`),
+    h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `”${at === query ? "" : ` (token ${query} of the text)`} is at position ${at}.${said}`),
     vector(`${qName} at position ${at}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),

@@ -48,6 +48,13 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   const go = h("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
   const bar = h("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
   const status = h("p", { class: "model-status", role: "status" });
+  // a load's steps: beside the status line, out of it, so that a screen reader, which says the
+  // status line's words whenever they change, says "Loading …" once (the bar's value text has them)
+  const step = h("span", { class: "model-step", hidden: true });
+  const showLoading = (on) => {
+    bar.hidden = step.hidden = !on;
+    if (!on) step.textContent = "";
+  };
   const error = h("p", { class: "lab-error", id: "model-error", role: "alert" });
   const python = h("details", { class: "in-python" }, h("summary", {}, "This layer in Python"), h("pre", {}, h("code", {})));
   let models = [];
@@ -70,11 +77,11 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), text, fixed ? h("span", { class: "field-note", id: "model-text-note" }, "This copy holds this text only; mha-explorer serve traces any text.") : null),
       h("div", { class: "field" }, h("span", { class: "spacer" }, " "), go),
     ),
-    h("div", { class: "model-load" }, bar, status),
+    h("div", { class: "model-load" }, bar, status, step),
     error,
     python,
   );
-  bar.hidden = true;
+  showLoading(false);
   python.hidden = true;
 
   // The layer on screen in Python, to take its arrays further: written when it is opened, and again
@@ -146,19 +153,15 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     fillLayers(info?.config ?? info?.outline, Number(layer.value || initial.layer || 0));
   }
 
-  // The status line is a live region: a screen reader says "Loading SmolLM2 (2%): …" once, when
-  // the load starts; its steps that follow (thirty for SmolLM2) change only a part marked not to be
-  // said, which the bar's own value also gives. Words written again would be said again.
+  // The status line is a live region: a screen reader says "Loading SmolLM2…" once, when the load
+  // starts; its steps (thirty for SmolLM2) are written beside it, and in the bar's value text.
+  // Words written again would be said again.
   function sayLoading(state) {
-    const words = `Loading ${state.title} `;
-    const step = `(${Math.round(100 * state.fraction)}%): ${state.message}`; // the message may end in brackets of its own
-    const quiet = status.querySelector(".load-step");
-    if (quiet && status.firstChild.textContent === words) {
-      if (quiet.textContent !== step) quiet.textContent = step;
-    } else {
-      status.replaceChildren(words, h("span", { class: "load-step", "aria-live": "off" }, step));
-    }
-    bar.setAttribute("aria-valuetext", `${Math.round(100 * state.fraction)}%: ${state.message}`);
+    const words = `Loading ${state.title}…`;
+    const now = `${Math.round(100 * state.fraction)}%: ${state.message}`; // the message may end in brackets of its own
+    if (status.textContent !== words) status.textContent = words;
+    if (step.textContent !== now) step.textContent = now;
+    bar.setAttribute("aria-valuetext", now);
   }
 
   const STALLED_MS = 2000; // a fraction unchanged for this long: the bar shows work without a measure
@@ -171,7 +174,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (state.state === "ready") return state;
     state = await answer(await ask(`api/models/${encodeURIComponent(name)}/load`, { method: "POST" }));
     if (stale()) return state; // the bar is a newer pick's now
-    bar.hidden = false;
+    showLoading(true);
     let fraction = -1, since = 0; // the last fraction heard, and when it came
     while (state.state === "loading") {
       if (stale()) return state;
@@ -185,7 +188,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       await wait(250);
       state = await answer(await ask(`api/models/${encodeURIComponent(name)}`));
     }
-    if (!stale()) bar.hidden = true;
+    if (!stale()) showLoading(false);
     if (state.state === "error") throw new Error(state.message);
     if (listed) listed.state = state.state;
     return state;
@@ -229,7 +232,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
-      bar.hidden = true; // (an older pick's load, still going, showed it)
+      showLoading(false); // (an older pick's load, still going, showed it)
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
       showPython();
@@ -243,7 +246,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       const said = ended(sentence(failure.message));
       tell(current ? `${said} The last good result stays on screen.` : said, failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
       status.textContent = current ? shownStatus : ""; // what is on screen is still that
-      bar.hidden = true;
+      showLoading(false);
       return false;
     } finally {
       if (!stale()) {
@@ -261,7 +264,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     latest++;
     tracing = false;
     go.removeAttribute("aria-disabled");
-    bar.hidden = true;
+    showLoading(false);
   }
 
   go.addEventListener("click", () => {
@@ -278,7 +281,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     try {
       const state = await ensureLoaded(name, () => picker.value !== name);
       if (picker.value !== name) return null;
-      bar.hidden = true;
+      showLoading(false);
       fillLayers(state.config, layer.disabled ? keepLayer : Number(layer.value)); // a layer picked from its outline while it loaded stays
       const sizes = `${state.config.n_layers} layers, ${state.config.n_heads} query heads, ${state.config.n_kv_heads} K/V head${state.config.n_kv_heads === 1 ? "" : "s"} (${state.config.kind})`;
       const held = fixed?.layers[name];
@@ -293,7 +296,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       if (picker.value !== name) return null;
       tell(ended(sentence(failure.message)));
       status.textContent = "";
-      bar.hidden = true;
+      showLoading(false);
       return false;
     }
   }

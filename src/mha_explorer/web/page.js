@@ -106,18 +106,20 @@ function readLink(hash) {
     // field says what it takes, and the link's other settings stay in the form
     const setting = (name, fallback) => (params.has(name) && !/^-?\d+$/.test(params.get(name).trim()) && params.get(name).trim() ? params.get(name) : whole(name, fallback, true));
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, setting(k, null)]));
-    // settings left out (a link written by hand, "d_model=8&n_heads=2"): as Explorer.from_config
-    // takes them, every head its own K/V head and the width split among the heads; GQA's preset
-    // for a width or a head count not given
-    const had = Object.fromEntries(CONFIG_KEYS.map((k) => [k, typeof config[k] === "number"]));
-    const given = (k) => had[k];
-    const missing = ["d_model", "n_heads"].filter((k) => config[k] === null);
-    if (missing.length) dropped.push(`it gives no ${missing.join(" or ")} (the GQA preset's ${missing.map((k) => PRESETS.gqa.config[k]).join(" and ")} ${missing.length > 1 ? "are" : "is"} used)`);
+    // settings left out (a link written by hand, "d_model=8&n_heads=2"), each from those before it
+    // as Explorer.from_config takes them: every head its own K/V head, the width split among the
+    // heads (where it does not split, d_head is left for the lab to mark), d_v = d_head; a width
+    // or a head count left out is GQA's preset's, and said (both left out: every setting left out)
+    const absent = ["d_model", "n_heads"].filter((k) => !params.has(k));
+    if (absent.length) dropped.push(`it gives no ${absent.join(" or ")} (the GQA preset's ${absent.length > 1 ? "settings are used where it gives none" : `${PRESETS.gqa.config[absent[0]]} is used`})`);
+    if (absent.length > 1) for (const k of CONFIG_KEYS) config[k] ??= PRESETS.gqa.config[k];
+    const number = (v) => typeof v === "number";
     config.d_model ??= PRESETS.gqa.config.d_model;
     config.n_heads ??= PRESETS.gqa.config.n_heads;
-    config.n_kv_heads ??= given("n_heads") ? config.n_heads : PRESETS.gqa.config.n_kv_heads;
-    config.d_head ??= given("d_model") && given("n_heads") && config.n_heads > 0 && config.d_model % config.n_heads === 0 ? config.d_model / config.n_heads : PRESETS.gqa.config.d_head;
-    config.d_v ??= given("d_head") ? config.d_head : PRESETS.gqa.config.d_v;
+    config.n_kv_heads ??= number(config.n_heads) ? config.n_heads : "";
+    const { d_model, n_heads } = config;
+    config.d_head ??= number(d_model) && number(n_heads) && n_heads > 0 && d_model % n_heads === 0 ? d_model / n_heads : "";
+    config.d_v ??= number(config.d_head) ? config.d_head : "";
     config.causal = flag("causal");
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
@@ -368,6 +370,14 @@ async function main() {
   } catch (error) {
     say(`This link could not be used: ${error.message.replace(/\.+$/, "")}. Showing the teaching example instead.`); // a cell's message ends in its own full stop
     link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
+  }
+
+  // values=example names the teaching example's values: of no use on other settings or tokens (a
+  // link edited by hand), said so rather than opened on the seed's values in silence
+  const example = link.lab?.fromExample && link.lab;
+  if (example && !([...CONFIG_KEYS, "causal", "bias"].every((k) => example.config[k] === teaching.config[k]) && example.tokens.join(" ") === teaching.tokens.join(" "))) {
+    example.fromExample = false;
+    link.dropped.push("values=example, as its settings or tokens are not the teaching example's (left out)");
   }
 
   let mode = "teaching";
