@@ -2620,3 +2620,14 @@ def test_many_heads_contributions_are_coloured_on_their_own_scale(page, server_u
     canvas, axis = concat.locator("canvas.heatmap").bounding_box(), concat.locator(".heatmap-axis").bounding_box()
     assert axis["x"] >= canvas["x"] and axis["x"] + axis["width"] <= canvas["x"] + canvas["width"] + 0.5, (axis, canvas)
     assert concat.locator(".heatmap-axis").inner_text().split() == ["[0]", "[1]"]
+
+
+def test_a_link_with_refused_settings_says_what_else_it_left_out_at_once(page, server_url):
+    """The parts of the link left out were said only once the refused settings were mended."""
+    page.goto(server_url + "#mode=lab&d_model=abc&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b&seed=0&what=1")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    said = page.locator("#notice").inner_text()
+    assert "lab settings were rejected" in said and said.endswith("This link could not be used in full: it has an unknown part “what” (left out).")
+    set_field(page, "d_model", 8)  # mended: computed, and not said a second time
+    wait_kind(page, "GQA")
+    assert page.locator("#notice").inner_text().count("unknown part") <= 1

@@ -566,7 +566,10 @@ async function main() {
           // notice gathers the lab's messages (each without its full stop: the notice has its own).
           // (mid-sentence there: "Type at least one token" is "type …"; a name such as W_Q or MQA keeps its case)
           const why = labMessages(".lab-error, [id^='lab-error-']").map((m) => m.replace(/^[A-Z](?=[a-z])/, (c) => c.toLowerCase()));
-          say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.`);
+          // (what of the link was left out is said now, not once the settings are mended)
+          const dropped = pendingView.dropped?.length ? ` ${partlyUsed(pendingView.dropped)}` : "";
+          pendingView = { ...pendingView, dropped: [] };
+          say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.${dropped}`);
         }
       });
     }
