@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import __version__
 from .lab import LabError, field_name, lab_inputs, lab_payload
@@ -366,8 +366,13 @@ class ModelHeadRequest(BaseModel):
     """One head of a layer: its arrays hold every query, so a request names none."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    model: str = Field(description="a registry name from GET /api/models", max_length=64)
+    model: str = Field(description="a registry name from GET /api/models (any case: every name is lower case)", max_length=64)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
+
+    @field_validator("model", mode="after")
+    @classmethod
+    def any_case(cls, name: str) -> str:
+        return name.lower()  # "MiniLM", as the terminal, Python and the page's links take it
     # no bound here: a layer or head out of range, negative too, is answered with the model's own range
     layer: int = Field(description="numbered from 0; the model says how many it has")
     head: int = Field(default=0, description="numbered from 0; the layer says how many it has")
@@ -474,12 +479,13 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
     @app.get("/api/models/{name}", response_model=ModelStatus, responses=ADDRESS_ERRORS | NO_SUCH_MODEL)
     def model_status(name: str) -> ModelStatus:
-        return status(registry_entry(name, in_path=True, installed=False))  # one not installed says so, as in the list
+        return status(registry_entry(name.lower(), in_path=True, installed=False))  # one not installed says so, as in the list
 
     load_errors = {413: ERRORS[413], 415: ERRORS[415], 422: {"model": ErrorResponse, "description": "a body was sent (the route takes none), or a parameter of the address that it does not take"}}
 
     @app.post("/api/models/{name}/load", response_model=ModelStatus, status_code=202, responses=load_errors | NO_SUCH_MODEL | NOT_INSTALLED)
     async def load(name: str) -> ModelStatus:  # a body saying something is refused before it comes here (the middleware)
+        name = name.lower()  # any case, as a request's model
         info = await run_in_threadpool(registry_entry, name, in_path=True)
         service.start(name)
         return status(info)

@@ -387,3 +387,18 @@ def test_the_byte_pieces_of_a_character_that_draws_nothing_are_named_by_its_code
     client = loaded("smollm2")
     payload = TracePayload.model_validate_json(client.post("/api/model-trace", json={"model": "smollm2", "text": "a\u200bb", "layer": 0}).content)
     assert payload.model.labels == ["a", "U+200B 1/2", "U+200B 2/2", "b"]
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_a_model_is_named_in_any_case_as_the_terminal_and_python_take_it():
+    """"MiniLM" was "no model named": the CLI, load_model and the page's links read any case."""
+    client = TestClient(create_app())
+    assert client.post("/api/models/MiniLM/load").status_code == 202
+    deadline = time.monotonic() + 120
+    while client.get("/api/models/MINILM").json()["state"] == "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    answer = client.post("/api/model-trace", json={"model": "MiniLM", "text": "The cat sat.", "layer": 1, "head": 2})
+    assert answer.status_code == 200 and TracePayload.model_validate(answer.json()).model.name == "minilm"
+    refused = client.post("/api/model-trace", json={"model": "MiniLMX", "text": "hi", "layer": 0})
+    assert refused.status_code == 422 and "choose one of: minilm, smollm2, gemma3" in refused.json()["detail"][0]["message"]
