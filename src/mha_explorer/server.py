@@ -368,17 +368,17 @@ class ModelHeadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(description="a registry name from GET /api/models (any case: every name is lower case)", max_length=64)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
-
-    @field_validator("model", mode="after")
-    @classmethod
-    def any_case(cls, name: str) -> str:
-        return name.lower()  # "MiniLM", as the terminal, Python and the page's links take it
     # no bound here: a layer or head out of range, negative too, is answered with the model's own range
     layer: int = Field(description="numbered from 0; the model says how many it has")
     head: int = Field(default=0, description="numbered from 0; the layer says how many it has")
     encoding: Literal["base64", "binary"] = Field(
         default="base64", description=f"binary: the answer is {BINARY_MEDIA_TYPE}, a JSON head and the raw arrays"
     )
+
+    @field_validator("model", mode="after")
+    @classmethod
+    def any_case(cls, name: str) -> str:
+        return name.lower()  # "MiniLM", as the terminal, Python and the page's links take it
 
 
 class ModelTraceRequest(ModelHeadRequest):

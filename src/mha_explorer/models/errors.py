@@ -11,4 +11,9 @@ class CheckpointError(ModelError):
     """A weight file that is refused or cannot be read safely: the message names the file and the reason."""
 
 
+def one_line(error: BaseException, most: int = 200) -> str:
+    """Another library's error message as a message of ours quotes it: on one line, at most `most` characters."""
+    return " ".join(str(error).split())[:most]
+
+
 EMPTY_TEXT = "the text is empty: give a sentence to run through the model"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ConfigError
-from .errors import CheckpointError, ModelError
+from .errors import CheckpointError, ModelError, one_line
 from .forward import LoadedModel
 from .readers import GGUFFile, SafetensorsCheckpoint, is_pickle, refuse_pickle
 
@@ -321,7 +321,7 @@ def read_checkpoint(path: Path, progress: Progress, **named) -> LoadedModel:
         if isinstance(error, ModelError):  # said already (CheckpointError is one)
             raise
         log.debug("reading %s failed", path, exc_info=True)
-        what = " ".join(str(error).split())[:160]
+        what = one_line(error, 160)
         raise CheckpointError(
             f"{path}: the checkpoint could not be read ({type(error).__name__}{f': {what}' if what else ''}): a file in it is damaged, "
             "or holds a value of another kind than transformers or llama.cpp write; check config.json, the tokenizer's file and "

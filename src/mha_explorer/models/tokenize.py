@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, one_line
 from .readers import GGUFFile
 
 # llama.cpp's token types (tokenizer.ggml.token_type)
@@ -95,8 +95,7 @@ def from_tokenizer_json(path: Path) -> TextTokenizer:
     try:
         backend = Tokenizer.from_file(str(path))
     except Exception as e:  # the tokenizers package raises plain Exception on a bad file
-        said = " ".join(str(e).split())[:200]  # (its message may run over lines)
-        raise CheckpointError(f"{path} is not a tokenizer file the tokenizers package can read ({said}): give the tokenizer.json saved with the checkpoint") from None
+        raise CheckpointError(f"{path} is not a tokenizer file the tokenizers package can read ({one_line(e)}): give the tokenizer.json saved with the checkpoint") from None
     backend.no_padding()
     backend.no_truncation()
     kind = type(backend.model).__name__
@@ -123,13 +122,15 @@ def from_gguf(gguf: GGUFFile) -> TextTokenizer:
     )
 
 
-def _built(gguf: GGUFFile, build):
-    """The tokenizers package's BPE of the file's vocabulary; its refusal (a merge of a token the
-    list lacks), a plain Exception, said as the file's."""
+def _bpe(gguf: GGUFFile, **options):
+    """The tokenizers package's BPE tokenizer of the file's vocabulary; its refusal (a merge of a
+    token the list lacks), a plain Exception, said as the file's."""
+    from tokenizers import Tokenizer, models
+
     try:
-        return build()
+        return Tokenizer(models.BPE(**options))
     except Exception as error:  # noqa: BLE001: the tokenizers package raises plain Exception
-        raise CheckpointError(f"{gguf.path.name}: its vocabulary cannot be built ({' '.join(str(error).split())[:200]}); the file is damaged") from error
+        raise CheckpointError(f"{gguf.path.name}: its vocabulary cannot be built ({one_line(error)}); the file is damaged") from error
 
 
 def _check_vocabulary(gguf: GGUFFile) -> None:
@@ -155,7 +156,7 @@ def _check_vocabulary(gguf: GGUFFile) -> None:
 
 
 def _byte_level_bpe(gguf: GGUFFile) -> TextTokenizer:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import decoders, pre_tokenizers
 
     tokens = gguf.value("tokenizer.ggml.tokens")
     pre = gguf.value("tokenizer.ggml.pre", "default")
@@ -166,7 +167,7 @@ def _byte_level_bpe(gguf: GGUFFile) -> TextTokenizer:
         )
     merges = [tuple(m.split(" ", 1)) for m in gguf.value("tokenizer.ggml.merges")]
     vocab = {t: i for i, t in enumerate(tokens)}
-    backend = _built(gguf, lambda: Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False)))
+    backend = _bpe(gguf, vocab=vocab, merges=merges, fuse_unk=False)
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if BYTE_LEVEL_SPLITS[pre]:
         backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
@@ -178,7 +179,7 @@ def _byte_level_bpe(gguf: GGUFFile) -> TextTokenizer:
 
 
 def _sentencepiece_bpe(gguf: GGUFFile) -> TextTokenizer:
-    from tokenizers import Tokenizer, decoders, models, normalizers
+    from tokenizers import decoders, normalizers
 
     # A token of spaces only is stored with real spaces; text reaches the model with "▁" for each.
     tokens = [SPACE * len(t) if t and not t.strip(" ") else t for t in gguf.value("tokenizer.ggml.tokens")]
@@ -186,18 +187,8 @@ def _sentencepiece_bpe(gguf: GGUFFile) -> TextTokenizer:
     scores = gguf.value("tokenizer.ggml.scores", None)
     vocab = {t: i for i, t in enumerate(tokens)}
     unk = gguf.value("tokenizer.ggml.unknown_token_id", None)
-    backend = _built(
-        gguf,
-        lambda: Tokenizer(
-            models.BPE(
-                vocab=vocab,
-                merges=_merges_from_scores(tokens, types, scores, vocab),
-                unk_token=None if unk is None else tokens[unk],
-                fuse_unk=True,
-                byte_fallback=True,
-            )
-        ),
-    )
+    merges = _merges_from_scores(tokens, types, scores, vocab)
+    backend = _bpe(gguf, vocab=vocab, merges=merges, unk_token=None if unk is None else tokens[unk], fuse_unk=True, byte_fallback=True)
     backend.normalizer = normalizers.Replace(" ", SPACE)
     backend.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
     _add_special_tokens(backend, gguf, tokens)

@@ -177,7 +177,9 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // example picked from the menu: only the changed ones are the user's (counted, marked, undone to
   // the example's). The link holds those alone: with all of the example's 80 values it ran to
   // 3,500 characters, above a printed handout's view.
-  if (own && initial.fromExample && exampleShape()) lab.edits = new Map([...own.edits, ...lab.edits]);
+  // (on other settings or tokens, a link edited by hand, the example's values are of no use: left out)
+  const exampleLeftOut = Boolean(own && initial.fromExample && !exampleShape());
+  if (own && initial.fromExample && !exampleLeftOut) lab.edits = new Map([...own.edits, ...lab.edits]);
   // what a link writes of the values: the example's, and the user's edits over them; or every edit
   Object.defineProperty(lab, "linked", { get: () => (onExample() ? { fromExample: true, edits: new Map([...lab.edits].filter(([key]) => userEdit(key))) } : { fromExample: false, edits: lab.edits }) });
   if (own) {
@@ -222,6 +224,9 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const skipGrid = h("button", { type: "button", class: "skip-grid" }, "Skip the grid: go to the explorer");
   skipGrid.addEventListener("click", () => document.querySelector("#app .controls select")?.focus());
   const status = h("p", { class: "lab-status", role: "status" });
+  const sayAlso = (words) => {
+    if (words) status.textContent = [status.textContent, words].filter(Boolean).join(" ");
+  };
   const widths = h("p", { class: "lab-widths field-note" }); // how the heads' widths add up to d_model, or do not
   const general = h("p", { class: "lab-error", role: "alert" });
 
@@ -429,8 +434,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       returned.length ? `${returned.length === 1 ? "An edited value set aside fits again and is" : `${returned.length} edited values set aside fit again and are`} back: ${some(returned)}.` : "",
       moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
     ].filter(Boolean).join(" ");
-    const said = onPayload(payload, { example: Boolean(picked) }); // what the settings took away from the view, if anything
-    if (said) status.textContent = [status.textContent, said].filter(Boolean).join(" ");
+    sayAlso(onPayload(payload, { example: Boolean(picked) })); // what the settings took away from the view, if anything
     shown = true;
     showUndo();
     // a cell edit changes nothing else in the grid: the cell already shows what was typed
@@ -822,7 +826,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     seedInput.value = String(seed);
     const said = preset === own && tokensBeforeExample ? `The teaching example brings its own tokens; yours, “${tokensBeforeExample.join(" ")}”, come back with the next preset you pick.` : "";
     return run({ config: { ...preset.config }, tokens: [...tokens], seed, edits: new Map(preset.edits) }, { redraw: true, example: preset === own }).then((result) => {
-      if (said) status.textContent = [status.textContent, said].filter(Boolean).join(" ");
+      sayAlso(said);
       return result;
     });
   }
@@ -843,7 +847,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   }
 
   // a preset by its id, replacing whatever the form holds (a static copy's answer to settings it cannot compute)
-  return { lab, start, loadPreset: (id) => loadPreset(PRESETS[id]) };
+  return { lab, start, loadPreset: (id) => loadPreset(PRESETS[id]), exampleLeftOut };
 }
 
 // The x and weight arrays of a payload, as nested lists of plain numbers: the value grid's cells,

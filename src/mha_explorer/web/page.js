@@ -372,14 +372,6 @@ async function main() {
     link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
   }
 
-  // values=example names the teaching example's values: of no use on other settings or tokens (a
-  // link edited by hand), said so rather than opened on the seed's values in silence
-  const example = link.lab?.fromExample && link.lab;
-  if (example && !([...CONFIG_KEYS, "causal", "bias"].every((k) => example.config[k] === teaching.config[k]) && example.tokens.join(" ") === teaching.tokens.join(" "))) {
-    example.fromExample = false;
-    link.dropped.push("values=example, as its settings or tokens are not the teaching example's (left out)");
-  }
-
   let mode = "teaching";
   currentMode = () => mode;
   const { view: start, problems } = fitView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
@@ -466,6 +458,8 @@ async function main() {
       return `Not in these settings: ${gone.join("; ")}. ${gone.length === 1 ? "It comes" : "Each comes"} back with the first settings that have it.`;
     },
   });
+  // values=example on other settings or tokens (a link edited by hand): said, not opened on the seed's values in silence
+  if (editor.exampleLeftOut) link.dropped.push("values=example, as its settings or tokens are not the teaching example's (left out)");
 
   let modelsStarted = false;
   // a static copy has real models only when layers were written into it (export-site --model)
