@@ -23,7 +23,7 @@ from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
 from .schema import DERIVED, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
-MODULES = ("explorer.js", "lab.js", "models.js", "page.js")  # in dependency order
+MODULES = ("explorer.js", "heads.js", "lab.js", "models.js", "page.js")  # in dependency order
 PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"]  # as in lab.js
 LAB_PRESETS = ("mha", "causal", "gqa", "mqa")
 
@@ -35,7 +35,7 @@ def bundle() -> str:
         source = WEB.joinpath(name).read_text(encoding="utf-8")
         source = re.sub(r"^import .*?;\n", "", source, flags=re.M)
         source = source.replace("export default { render };", "const explorer = { render };")
-        source = re.sub(r"^export (async function|function|class|const) ", r"\1 ", source, flags=re.M)
+        source = re.sub(r"^export (async function|function\*?|class|const) ", r"\1 ", source, flags=re.M)
         if re.search(r"^\s*(import|export)\b", source, flags=re.M):
             raise RuntimeError(f"{name} has an import or export the static bundle cannot rewrite")
         parts.append(f"// ---- {name} ----\n{source}")

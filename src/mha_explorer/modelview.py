@@ -179,6 +179,21 @@ class HeadArrays(BaseModel):
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, their biases, W_O's rows, sliced the same way; q_norm and k_norm, where the layer has them")
 
 
+# A page's layer answer holds the whole W^Q, W^K, W^V, W^O and biases too (whole_weights, beside
+# the head's own) when they weigh at most this many bytes in float32, and the layer has no q/k norm: the page then
+# works out every other head itself while idle (web/heads.js), and a head picked shows at once.
+# MiniLM's weigh 2.4 MB, SmolLM2's 3.5 MB; Gemma 3's 6.6 MB, which would take its 512-token answer
+# past 10 MB, are sent a head at a time.
+WHOLE_WEIGHTS = 4_000_000
+PER_HEAD_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
+
+
+def works_heads(run) -> bool:
+    """Whether the page's answer for this run's layer carries the whole weights (WHOLE_WEIGHTS)."""
+    size = sum(a.size for name, a in run.weights.arrays().items() if name in PER_HEAD_WEIGHTS) * 4
+    return not run.trace.config.qk_norm and size <= WHOLE_WEIGHTS
+
+
 def _check_head(model, layer: int, head: int) -> None:
     """Before the layer is run: a head it does not have is refused at once, and pushes no other
     run out of layer_run's cache."""
@@ -457,10 +472,11 @@ def middle_word(run, model) -> int:
 
 
 def model_payload(
-    model, text: str, layer: int, head: int | None, query: int | None = None, packer: Packer | None = None
+    model, text: str, layer: int, head: int | None, query: int | None = None, packer: Packer | None = None, whole_weights: bool = False
 ) -> TracePayload:
     """The layer's payload for the page: head's arrays, or with head None every head's (a static
-    copy, which has no server to ask for another head)."""
+    copy, which has no server to ask for another head). With whole_weights, a binary answer of one
+    head holds every head's weights too, where they weigh little (WHOLE_WEIGHTS): the page's."""
     if head is not None:
         _check_head(model, layer, head)
     run = layer_run(model, text, layer)
@@ -494,4 +510,7 @@ def model_payload(
     )
     derived = _left_out(run, packer)
     factors = _factors(run, head, packer, derived)
-    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived, factors=factors)
+    payload = trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived, factors=factors)
+    if whole_weights and head is not None and packer is not None and works_heads(run):
+        payload.whole_weights = {name: float32(a, packer) for name, a in run.weights.arrays().items() if name in PER_HEAD_WEIGHTS}
+    return payload

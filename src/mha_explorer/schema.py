@@ -158,6 +158,11 @@ class TracePayload(BaseModel):
         description="what the reader needs besides the stages to make those left out: q_rms and k_rms, the root mean square of each row of q and k that the q/k norm divides by",
     )
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, W_O and biases, per head (a real model's one head: its slices, and its block of rows of W_O)")
+    whole_weights: dict[str, Array] = Field(
+        default_factory=dict,
+        description="a real model's binary answer of one head: W_Q, W_K, W_V, their biases and W_O of every head, "
+        "from which the page works out the other heads while idle (modelview.WHOLE_WEIGHTS); empty when they weigh too much",
+    )
     page_stages: list[PageStageModel]
     notes: list[Note]
     costs: CostsModel

@@ -531,7 +531,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | not_loaded | binary_answer)
     async def model_trace(request: ModelTraceRequest, http: Request) -> Response:
         r = request
-        return await on_model(r, lambda model, packer: model_payload(model, r.text, r.layer, r.head, r.query, packer), accepts_gzip(http))
+        return await on_model(r, lambda model, packer: model_payload(model, r.text, r.layer, r.head, r.query, packer, whole_weights=True), accepts_gzip(http))
 
     @app.post("/api/model-head", response_model=HeadArrays, responses=ERRORS | not_loaded | binary_answer)
     async def model_head(request: ModelHeadRequest) -> Response:

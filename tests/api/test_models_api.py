@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mha_explorer.models import available_models, load_model
-from mha_explorer.modelview import HeadArrays
-from mha_explorer.schema import BINARY_MEDIA_TYPE, Array, TracePayload, to_numpy, unpack
+from mha_explorer.modelview import PER_HEAD_WEIGHTS, WHOLE_WEIGHTS, HeadArrays, model_payload
+from mha_explorer.schema import BINARY_MEDIA_TYPE, Array, Packer, TracePayload, to_numpy, unpack
 from mha_explorer.server import create_app
 
 pytestmark = pytest.mark.api
@@ -128,12 +128,38 @@ def assert_same_answer(binary, plain) -> None:
     """A real model's binary answer read back holds exactly what its base64 answer holds. Each
     head's part of the output, which the reader works out from z and the head's rows of W^O, is in
     both the product in double precision rounded once to float32: NumPy's, done here too. It agrees
-    with the trace's float32 product to float32's rounding."""
-    assert binary.model_dump() == plain.model_dump()
+    with the trace's float32 product to float32's rounding. (A page's layer answer holds every
+    head's weights too: see test_a_pages_layer_answer_holds_every_heads_weights_where_they_weigh_little.)"""
+    assert binary.model_dump(exclude={"whole_weights"}) == plain.model_dump(exclude={"whole_weights"})
     z = to_numpy(plain.stages["z"])  # (1, n, f): the head's, float64 from float32
     W_O = to_numpy(plain.weights["W_O"])  # (f, d): its rows
     made = to_numpy(plain.stages["contributions"])[0]  # (n, d)
     np.testing.assert_array_equal(made, (z[0] @ W_O).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models")) for name in ("minilm", "smollm2", "gemma3")])
+def test_a_pages_layer_answer_holds_every_heads_weights_where_they_weigh_little(name):
+    """The page works out the other heads itself from every head's W^Q, W^K, W^V, biases and W^O:
+    its binary answer of one head holds them whole, equal to the layer's, where they weigh at most
+    WHOLE_WEIGHTS (MiniLM's 2.4 MB, SmolLM2's 3.5 MB). Gemma 3's 6.6 MB would take a 512-token
+    answer past 10 MB, and its q/k norm is not worked out on the page: it sends none. A JSON answer
+    (the API's, for other programs) and a notebook's payload never hold them."""
+    client = loaded(name)
+    request = {"model": name, "text": "Every head reads the same tokens.", "layer": 1, "head": 2}
+    raw = client.post("/api/model-trace", json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
+    answer = unpack(raw.content, TracePayload)
+    weights = load_model(name).run(request["text"], 1).weights.arrays()
+    if name == "gemma3":
+        assert answer.whole_weights == {}
+        assert sum(a.nbytes for w, a in weights.items() if w in PER_HEAD_WEIGHTS) > WHOLE_WEIGHTS
+        return
+    assert set(answer.whole_weights) == {w for w in PER_HEAD_WEIGHTS if w in weights} >= {"W_Q", "W_K", "W_V", "W_O"}
+    assert sum(weights[w].nbytes for w in answer.whole_weights) <= WHOLE_WEIGHTS
+    for w, a in answer.whole_weights.items():
+        assert a.heads is None, w
+        np.testing.assert_array_equal(to_numpy(a), weights[w], err_msg=w)
+    assert client.post("/api/model-trace", json=request).json()["whole_weights"] == {}
+    assert model_payload(load_model(name), request["text"], 1, 2, packer=Packer()).whole_weights == {}  # a notebook's
 
 
 def loaded(name: str) -> TestClient:
@@ -179,9 +205,6 @@ def test_a_binary_answer_leaves_out_q_and_k_after_the_norm_and_they_come_back_ex
             np.testing.assert_array_equal(to_numpy(again.stages[name]), to_numpy(full.stages[name]), err_msg=name)
         assert_same_answer(again, full)
     # every head at once, as a copy that cannot ask for another takes them: the factors are every head's
-    from mha_explorer.modelview import model_payload
-    from mha_explorer.schema import Packer
-
     packer = Packer()
     whole = model_payload(load_model("gemma3"), request["text"], 5, None, packer=packer)
     assert whole.factors["q_rms"].heads is None and whole.factors["k_rms"].shape == [1, n]

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from mha_explorer.export import ModelLayers, export_site
 from mha_explorer.models import available_models, load_model
-from mha_explorer.modelview import model_payload
+from mha_explorer.modelview import HeadArrays, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
 from .pagecheck import SETTLED, check_numbers, file_page, page_text
@@ -68,6 +68,27 @@ LENS_PIXELS = """() => {
   const { data } = lens.getContext("2d").getImageData(0, 0, lens.width, lens.height);
   return { width: lens.width, height: lens.height, cell: lens.width / 15, data: Array.from(data) };
 }"""
+
+
+def heads_fetched(page) -> None:
+    """The page's layer answers without every head's weights, as Gemma 3's come (they weigh too
+    much to send whole): no head is worked out on the page, each one picked is fetched."""
+
+    def without_whole_weights(route):
+        answer = route.fetch()
+        body = answer.body()
+        if answer.headers.get("content-type") != BINARY_MEDIA_TYPE:
+            return route.fulfill(response=answer)
+        size = int.from_bytes(body[:8], "little")
+        head = json.loads(body[8 : 8 + size])
+        assert head["whole_weights"], "the answer held no weights to take out"
+        head["whole_weights"] = {}
+        shorter = json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode()
+        assert len(shorter) <= size
+        headers = {k: v for k, v in answer.headers.items() if k not in ("content-encoding", "content-length")}
+        route.fulfill(status=200, headers=headers, body=body[:8] + shorter.ljust(size) + body[8 + size :])  # the arrays where they were
+
+    page.route("**/api/model-trace", without_whole_weights)
 
 
 def api_trace(server_url, **request) -> TracePayload:
@@ -272,10 +293,69 @@ def test_a_head_in_the_open_head_menu_is_fetched_before_it_is_picked(page, serve
     page.keyboard.press("Escape")
 
 
+# A head picked with nothing fetched beforehand (as a notebook's Python sets it, or a browser's own
+# menu picks it): read in the change's own task, with the numbers of its own stages.
+PICKED_AT_ONCE = """async (head) => {
+  const model = window.mhaExplorer.model;
+  model.set("head", head);
+  const payload = model.get("payload");
+  await null; // the explorer draws in a microtask of the change
+  const own = {};
+  for (const name of ["q", "k", "v", "q_rotated", "k_rotated", "scores", "weights"])
+    if (payload.stages[name]) own[name] = Array.from(payload.stages[name].data);
+  return { worked: Boolean(payload.worked), title: document.querySelector(".stage h2").textContent, own };
+}"""
+
+
+@pytest.mark.parametrize(
+    "name, layer",
+    [pytest.param("minilm", 4, marks=needs("minilm")), pytest.param("smollm2", 29, marks=needs("smollm2"))],
+)
+def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_servers(page, server_url, name, layer):
+    """The layer's answer holds every head's weights (they weigh little): while idle the page works
+    out each other head's q, k, v, rotation, scores and weights, so that a head picked with nothing
+    fetched beforehand is drawn in the change's own task. Its numbers are the server's to float32's
+    rounding (the page sums in double precision, NumPy's float32 products in another order); the
+    server's own arrays are then fetched and copied in, and the numbers on screen are the server's
+    exactly, the focus where it was."""
+    text = "The cat sat on the mat because it was warm, and the dog watched it from the door."
+    trace_model(page, server_url, name, text, layer)
+    n_heads = page.evaluate("() => window.mhaExplorer.model.get('payload').config.n_heads")
+    page.wait_for_function("(n) => window.mhaExplorer.workedHeads.length === n - 1", arg=n_heads)
+    asked = []
+    page.on("request", lambda r: asked.append(r.url.rsplit("/", 1)[-1]) if "/api/model" in r.url else None)
+    head = n_heads - 2  # (SmolLM2's head 7 reads another K/V head than head 0)
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    picked = page.evaluate(PICKED_AT_ONCE, head)
+    # a number the user focuses meanwhile keeps the focus when the server's numbers come
+    page.evaluate("() => { const number = document.querySelector('.stage .num'); number.dataset.mine = 'yes'; number.focus(); }")
+    assert picked["worked"] and f"head {head} ·" in picked["title"] and "Loading" not in picked["title"]
+    exact = HeadArrays.model_validate(httpx.post(server_url + "api/model-head", json={"model": name, "text": text, "layer": layer, "head": head}, timeout=60).json())
+    assert set(picked["own"]) == {stage for stage in exact.stages if stage in picked["own"]} and "scores" in picked["own"]
+    for stage, values in picked["own"].items():
+        reference = to_numpy(exact.stages[stage]).ravel()
+        # a few units of float32's last place (6e-8) of the array's largest number
+        np.testing.assert_allclose(values, reference, rtol=0, atol=4e-6 * np.abs(reference).max(), err_msg=stage)
+    page.wait_for_function("() => !window.mhaExplorer.model.get('payload').worked")
+    assert asked == ["model-head"]  # fetched once it was shown, and only then
+    assert page.evaluate("() => document.activeElement.dataset.mine && document.activeElement.isConnected")
+    refined = page.evaluate(PICKED_AT_ONCE, head)["own"]
+    for stage, values in refined.items():
+        np.testing.assert_array_equal(np.float32(values), to_numpy(exact.stages[stage]).ravel(), err_msg=stage)
+    arrays = full_arrays(api_trace(server_url, model=name, text=text, layer=layer, head=head))
+    shown = check_numbers(page, ".stage", arrays)
+    assert any(src.startswith("weights:") for src in shown)
+    for title in page.get_by_label("Calculation stage").locator("option").all_inner_texts():
+        page.get_by_label("Calculation stage").select_option(label=title)
+        if page.locator(".stage .num").count():
+            check_numbers(page, ".stage", arrays)
+
+
 @needs("minilm")
 def test_a_head_asked_of_a_notebooks_python_that_never_answers_says_what_to_do(page, server_url):
     """A saved notebook reopened has no kernel behind its view: a head asked for never comes. The
     view (here the page's, made to ask as a notebook's does) says so instead of loading for ever."""
+    heads_fetched(page)
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
     page.route("**/api/model-head", lambda route: None)  # asked, never answered
     page.evaluate("() => { window.mhaExplorer.model.set('head_arrays', null); window.mhaExplorer.model.set('head', 5); }")
@@ -288,6 +368,7 @@ def test_a_head_asked_of_a_notebooks_python_that_never_answers_says_what_to_do(p
 def test_a_head_that_cannot_be_fetched_is_said_once_and_leaves_no_blank_panel(page, server_url):
     """The stage keeps its height while a head comes (the page keeps its place), for a second at
     most: a head that does not come gives the panel its own height back."""
+    heads_fetched(page)
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 0)
     tall = page.locator(".stage").evaluate("e => e.getBoundingClientRect().height")
     page.route("**/api/model-head", lambda route: route.fulfill(status=503, json={"detail": [{"field": "body", "message": "the server is busy."}]}))
@@ -303,6 +384,7 @@ def test_a_head_that_cannot_be_fetched_is_said_once_and_leaves_no_blank_panel(pa
 def test_while_a_head_comes_the_focus_and_the_scroll_stay_where_the_user_put_them(page, server_url):
     """The head outputs are drawn anew when a head arrives: the button the user tabbed to keeps
     the focus (not its entry), and a page scrolled meanwhile is not pulled back to them."""
+    heads_fetched(page)
     trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 1)
     page.get_by_label("Calculation stage").select_option(label="Projections")
     slow = "() => { const f = window.fetch; window.fetch = async (...a) => { if (String(a[0]).includes('model-head')) await new Promise((r) => setTimeout(r, 1500)); return f(...a); }; }"
@@ -516,6 +598,7 @@ def test_print_all_stages_waits_for_a_head_on_its_way_and_is_offered_only_with_s
     page.get_by_role("button", name="Real model").click()
     expect(page.get_by_role("button", name="Print all stages")).to_be_hidden()
     text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3
+    heads_fetched(page)
     trace_model(page, server_url, "minilm", text, 2)
     expect(page.get_by_role("button", name="Print all stages")).to_be_visible()
     page.evaluate(PRINT_MAPS)
@@ -2263,6 +2346,7 @@ def test_a_copy_reads_a_layer_when_it_is_traced(browser, tmp_path):
 def test_a_head_picked_in_the_menu_is_announced_when_it_comes(page, server_url):
     """The head menu says the head picked; the view drawn at once (its panel says it is loading) is
     not announced again. When the head's arrays come, the stage, head and query are."""
+    heads_fetched(page)
     trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
     held = []
     page.route("**/api/model-head", lambda route: held.append(route))
@@ -2282,6 +2366,7 @@ def test_a_head_picked_in_the_menu_is_announced_when_it_comes(page, server_url):
 @needs("minilm")
 def test_a_head_picked_by_its_thumbnail_is_announced_once(page, server_url):
     """Drawn at once (loading), then again when its arrays come: the same words, said once."""
+    heads_fetched(page)
     trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
     held = []
     page.route("**/api/model-head", lambda route: held.append(route))

@@ -333,7 +333,7 @@ const once = (make) => {
 };
 
 // An answer's array as numbers: its bytes, its base64, or made from others (withDerived).
-const valuesOf = (a) => a.data ?? (a.b64 ? decode(a.b64, a.dtype) : a.derive());
+export const valuesOf = (a) => a.data ?? (a.b64 ? decode(a.b64, a.dtype) : a.derive());
 
 // A real model's head's part of one query's output, z_i W^O_i, made when the page reads it:
 // (slice of the heads the scores hold, query) -> d_model numbers. The products of float32 numbers
@@ -1174,8 +1174,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
   }
 
   // each panel is built once per view and kept, the KEPT_PANELS used last: going back to one costs no work
+  const panelKey = ({ stage, head, query, all }) => `${stage}|${head}|${query}|${all}`;
   function panelOf(v, { stage, head, query, all }) {
-    const key = `${stage}|${head}|${query}|${all}`;
+    const key = panelKey({ stage, head, query, all });
     const kept = v.panels.get(key);
     if (kept) {
       v.panels.delete(key); // now the last used
@@ -1275,22 +1276,67 @@ function render({ model, el, otherConfigs, printAll = null }) {
         canvasPlaces.delete(place);
       }
   }
-  // the panels of v at place, built now; with draw, their maps drawn too (on canvases out of the page)
+  // the panels of v at place, built now; with draw, their maps drawn too (on canvases out of the
+  // page), or with draw "colours" their cells' colours worked out only, to be drawn when shown
   function buildFor(v, place, draw) {
     const panel = panelOf(v, place);
     const nodes = [...panel.content, ...outputsOf(v, place, true)];
-    if (draw) for (const node of nodes) drawAhead(node);
+    if (draw) for (const node of nodes) drawAhead(node, draw === true);
   }
+  // The other heads of the layer on screen that the page holds (fetched ahead, or worked out on the
+  // page: heads.js), head -> payload: once the view rests, their panels at its place are built too.
+  let otherHeads = new Map();
+  let aboutToPick = null; // the last head announced as about to be picked
   function buildAhead() {
     const upcoming = model.get("upcoming"); // { payload, head }
     if (!upcoming) return;
+    if ([...otherHeads.values()][0]?.model !== upcoming.payload.model) otherHeads = new Map(); // another layer's
+    otherHeads.set(upcoming.head, upcoming.payload);
+    // a head about to be picked (the pointer rests on it) has its maps drawn on the spare canvas,
+    // the latest such head only; one worked out ahead of any pick, their colours
+    const { worked } = upcoming.payload;
+    if (!worked) aboutToPick = upcoming;
     idle(() => {
-      if (model.get("upcoming") !== upcoming || !view || upcoming.payload.model !== view.payload.model) return;
+      const latest = worked ? otherHeads.get(upcoming.head) === upcoming.payload : aboutToPick === upcoming;
+      if (!latest || !view || upcoming.payload.model !== view.payload.model) return;
       if (upcoming.payload === view.source && upcoming.head === placeOf(view).head) return; // the head on screen (a payload may hold every head)
       const v = viewOf(upcoming.payload);
       const place = { ...placeOf(v), head: upcoming.head };
-      if (v.t.q.has(place.head)) buildFor(v, place, true);
+      if (v.t.q.has(place.head)) buildFor(v, place, worked ? "colours" : true);
     });
+  }
+
+  // A payload whose numbers were made exact in place (a real model's head worked out on the page,
+  // then given the server's own arrays: heads.js): what was made from them is made again when next
+  // read (the stages made from the scores, the maps' colours, the panels not on screen), and the
+  // numbers on screen are written again. They move in the last float32 place or so; should one
+  // shown with two decimals change, the panel on screen is built anew.
+  function refresh() {
+    const v = views.get(model.get("refined")?.payload);
+    if (!v) return;
+    for (const tensor of Object.values(v.t)) {
+      paintedCells.delete(tensor);
+      if (tensor.derive) tensor.values = null;
+    }
+    const place = placeOf(v);
+    const shown = v === view ? v.panels.get(panelKey(place)) : null;
+    v.panels.clear();
+    v.sharedEquations.clear();
+    if (!shown) return;
+    v.panels.set(panelKey(place), shown);
+    let changed = false;
+    for (const number of [...stagePanel.querySelectorAll(".num[data-src]"), ...outputs.querySelectorAll(".num[data-src]")]) {
+      const [name, index] = number.dataset.src.split(":");
+      const tensor = v.t[name] ?? v.w[name];
+      if (!tensor) continue;
+      const value = tensor.at(...index.split(",").map(Number));
+      changed ||= number.textContent !== fmt(value);
+      number.dataset.full = full(value);
+    }
+    if (changed) {
+      v.panels.clear();
+      update(false);
+    }
   }
 
   // When the view rests a moment (no change for REST ms), the views one step away are built while
@@ -1318,6 +1364,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const others = view.stageIds.map((_, s) => s).filter((s) => s !== i && s !== i + 1);
       for (const s of others.sort((a, b) => Math.abs(a - i) - Math.abs(b - i) || b - a)) near.push(stage(s));
       for (const [next, draw] of near) idle(() => still() && buildFor(view, next, draw));
+      // then this place's panel of every other head the page holds, its maps' colours worked out
+      // and drawn when it is shown (the page's spare canvas is for a head about to be picked: see buildAhead)
+      for (const [head, payload] of otherHeads)
+        if (head !== place.head && payload.model === view.payload.model) idle(() => still() && buildFor(viewOf(payload), { ...place, head }, "colours"));
     }, REST);
   }
 
@@ -1537,6 +1587,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   model.on("change:payload", onPayload);
   model.on("change:head_arrays", onPayload);
   model.on("change:upcoming", buildAhead);
+  model.on("change:refined", refresh);
   return () => {
     alive = false;
     document.removeEventListener("keydown", hideTips, true);
@@ -1547,6 +1598,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     for (const observer of observers) observer.disconnect();
     dropPlaces();
     model.off?.("change:upcoming", buildAhead);
+    model.off?.("change:refined", refresh);
     model.off?.("change:head_arrays", onPayload);
     model.off?.("change:all_queries", onState);
     model.off?.("change:stage", onState);
@@ -2589,9 +2641,9 @@ function claimCanvases(node) {
 
 // A panel's maps drawn before it is shown, each on a canvas the page is not showing: showing the
 // panel then draws nothing.
-const aheads = new WeakMap(); // figure -> () => void
-function drawAhead(node) {
-  forEachMap(node, (figure) => aheads.get(figure)?.());
+const aheads = new WeakMap(); // figure -> (onCanvas) => void
+function drawAhead(node, onCanvas = true) {
+  forEachMap(node, (figure) => aheads.get(figure)?.(onCanvas));
 }
 
 function forEachMap(node, task) {
@@ -3019,7 +3071,7 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   }
   if (place) {
     claims.set(figure, claim);
-    aheads.set(figure, () => claim(true));
+    aheads.set(figure, (onCanvas) => (onCanvas ? claim(true) : cells || paintCells()));
   }
   else claim(); // built outside a panel: a canvas of its own, drawn now
   return figure;

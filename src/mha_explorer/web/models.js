@@ -6,6 +6,7 @@
 const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
 import { h, outOfRange, plural, unpack, withDerived, withHead } from "./explorer.js";
+import { refine, workable, workAhead } from "./heads.js";
 
 
 const wait = (ms) => new Promise((done) => setTimeout(done, ms));
@@ -36,10 +37,11 @@ async function answer(response) {
 }
 
 // The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query };
-// `onAhead(payload, head)` gets a head's payload as soon as it is here, before it is asked for.
+// `onAhead(payload, head)` gets a head's payload as soon as it is here, before it is asked for;
+// `onRefined(payload)` is told when a head's payload worked out on the page now holds the server's numbers.
 // `ask` is fetch, or a static copy's answers (staticServer); `fixed` ({ text, layers: name -> [layer] })
 // is what a static copy holds: its one text, and the layers of each model.
-export function createModels({ container, onPayload, onAhead, getView, initial, ask = (...args) => fetch(...args), fixed = null }) {
+export function createModels({ container, onPayload, onAhead, onRefined, getView, initial, ask = (...args) => fetch(...args), fixed = null }) {
   const picker = h("select", { id: "model-name" });
   const text = h("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   const emptyLinkText = typeof initial.text === "string" && !initial.text.trim(); // a link's text=, said when it is traced
@@ -63,6 +65,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
   // layer's shared arrays and one head's own. Going back to a head is immediate.
   let byHead = new Map();
   let wantedHead = null; // the head asked for last: an older answer that arrives later is dropped
+  // the layer's other heads, worked out on the page while it is idle (heads.js), where its answer allows
+  let ahead = null;
   let failed = null; // the last trace's failure, if it failed
   let linkProblems = []; // the parts of the link start() was given that it dropped
   const KEEP_HEADS = 6;
@@ -235,6 +239,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
       showLoading(false); // (an older pick's load, still going, showed it)
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
+      ahead?.stop();
+      ahead = workable(payload) ? workAhead(payload, request.head, (head, worked) => onAhead?.(worked, head)) : null;
       showPython();
       const picked = pickedDuring;
       tracing = false;
@@ -303,7 +309,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
 
   // Another head of the layer on screen: only that head's arrays cross the network, once.
   const fetching = new Map(); // head -> the promise of its payload, while it is on its way
-  function fetchHead(head) {
+  // (announce: the explorer is told, to build its view ahead; not for a head already on screen)
+  function fetchHead(head, announce = true) {
     if (byHead.has(head)) return Promise.resolve(byHead.get(head));
     if (fetching.has(head)) return fetching.get(head);
     const request = { model: current.model, text: current.text, layer: current.layer, head }; // a head's arrays hold every query
@@ -312,10 +319,8 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
         const arrays = await answer(await ask("api/model-head", asking(request)));
         if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return null; // a new trace came first
         const payload = withHead(byHead.values().next().value, arrays);
-        byHead.set(head, payload);
-        // the head used longest ago goes, never the one on screen
-        if (byHead.size > KEEP_HEADS) byHead.delete([...byHead.keys()].find((kept) => kept !== current.head && kept !== head));
-        onAhead?.(payload, head);
+        keep(head, payload);
+        if (announce) onAhead?.(payload, head);
         return payload;
       } finally {
         fetching.delete(head);
@@ -324,12 +329,19 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     fetching.set(head, done);
     return done;
   }
+  function keep(head, payload) {
+    byHead.delete(head); // kept as the one used last
+    byHead.set(head, payload);
+    // the head used longest ago goes, never the one on screen
+    if (byHead.size > KEEP_HEADS) byHead.delete([...byHead.keys()].find((kept) => kept !== current.head && kept !== head));
+  }
 
   async function showHead(head) {
     if (!current) return false;
     if (tracing) pickedDuring = head; // the layer on its way shows this head once it is here
     wantedHead = head;
-    let payload = byHead.get(head); // already here (seen, or fetched while the pointer rested on it): no wait
+    // already here (seen, fetched while the pointer rested on it, or worked out here): no wait
+    let payload = byHead.get(head) ?? ahead?.get(head);
     if (!payload) {
       try {
         payload = await fetchHead(head);
@@ -342,11 +354,27 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     if (wantedHead !== head) return false;
     tell("");
     current = { ...current, head };
-    byHead.delete(head); // kept as the one used last
-    byHead.set(head, payload);
     payload.query = getView().query ?? payload.query; // the same object again: the explorer keeps what it drew for it
     onPayload(payload, current);
+    if (payload.worked) refineLater(head, payload);
+    else keep(head, payload);
     return true;
+  }
+
+  // A head worked out on the page, once shown, gets the server's own arrays, copied into its
+  // payload in place (heads.js); the explorer writes the numbers on screen again. What stays is
+  // the server's, and the view keeps its focus and scroll. Should the fetch fail, the page's own
+  // numbers stay: they differ from the server's in the last float32 place or so.
+  async function refineLater(head, worked) {
+    try {
+      const exact = await fetchHead(head, false); // (or the fetch a pointer resting on the head began)
+      if (!exact || !worked.worked || ahead?.get(head) !== worked) return; // refined already, or another layer's by now
+      refine(worked, exact);
+      keep(head, worked); // in place of exact: the views built on it stay
+      onRefined?.(worked);
+    } catch {
+      // the page's own numbers stay (see above)
+    }
   }
 
   let chosen = null;
@@ -547,6 +575,7 @@ export function createModels({ container, onPayload, onAhead, getView, initial, 
     error: () => error.textContent, // what the panel says went wrong, if anything
     request: () => current,
     kept: () => [...byHead.keys()],
+    worked: () => ahead?.heads() ?? [],
   };
 }
 

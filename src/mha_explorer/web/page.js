@@ -388,6 +388,9 @@ async function main() {
     get keptHeads() {
       return models?.kept() || []; // a real model's heads the page holds: picking one fetches nothing
     },
+    get workedHeads() {
+      return models?.worked() || []; // a real model's heads worked out on the page: picking one shows it at once
+    },
   };
 
   // A stage, head or query the lab's settings took away (the Mask stage without the mask, head 2 of
@@ -473,6 +476,7 @@ async function main() {
       ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, m.layers])) } }),
       getView: () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query") }),
       onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
+      onRefined: (payload) => model.set("refined", { payload }), // the explorer writes its numbers on screen again
       onPayload: (payload, request) => {
         const ids = payload.page_stages.map((s) => s.id);
         // a link's stage and "all queries" (its head and query the server checked): a stage
