@@ -179,19 +179,36 @@ class HeadArrays(BaseModel):
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, their biases, W_O's rows, sliced the same way; q_norm and k_norm, where the layer has them")
 
 
-# A page's layer answer holds the whole W^Q, W^K, W^V, W^O and biases too (whole_weights, beside
-# the head's own) when they weigh at most this many bytes in float32, and the layer has no q/k norm: the page then
-# works out every other head itself while idle (web/heads.js), and a head picked shows at once.
-# MiniLM's weigh 2.4 MB, SmolLM2's 3.5 MB; Gemma 3's 6.6 MB, which would take its 512-token answer
-# past 10 MB, are sent a head at a time.
+# The page works out a layer's other heads itself while idle (web/heads.js), so that a head picked
+# shows at once, where the layer's W^Q, W^K, W^V, W^O and biases of every head weigh at most this
+# many bytes in float32 and it has no q/k norm: it asks for them (layer_weights) once the layer is
+# painted. MiniLM's weigh 2.4 MB, SmolLM2's 3.5 MB; Gemma 3's 6.6 MB, which would take its 512-token
+# layer past 10 MB, are sent a head at a time, with each head's other arrays.
 WHOLE_WEIGHTS = 4_000_000
 PER_HEAD_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
 
 
-def works_heads(run) -> bool:
-    """Whether the page's answer for this run's layer carries the whole weights (WHOLE_WEIGHTS)."""
-    size = sum(a.size for name, a in run.weights.arrays().items() if name in PER_HEAD_WEIGHTS) * 4
-    return not run.trace.config.qk_norm and size <= WHOLE_WEIGHTS
+def works_heads(model, layer: int) -> bool:
+    """Whether the page works out the layer's other heads itself (WHOLE_WEIGHTS)."""
+    size = sum(a.size for name, a in model.layer_weights(layer).arrays().items() if name in PER_HEAD_WEIGHTS) * 4
+    return not model.layer_config(layer).qk_norm and size <= WHOLE_WEIGHTS
+
+
+class LayerWeights(BaseModel):
+    """Every head's weights of a layer, whole: what the page works out the other heads from."""
+
+    layer: int
+    weights: dict[str, Array] = Field(description="W_Q (h, d, e), W_K and W_V (g, d, e or f), W_O (h*f, d), and the biases of q, k and v, where the layer has them")
+
+
+def layer_weights(model, layer: int, packer: Packer | None = None) -> LayerWeights:
+    """The layer's every-head weights, float32; refused where the page does not work its heads out."""
+    if not works_heads(model, layer):  # (a layer that does not exist is said here)
+        from .models import ModelError
+
+        raise ModelError(f"layer {layer}'s heads are sent one at a time (POST /api/model-head): its weights weigh more than {WHOLE_WEIGHTS // 1_000_000} MB, or it has a q/k norm")
+    weights = model.layer_weights(layer)
+    return LayerWeights(layer=layer, weights={name: float32(a, packer) for name, a in weights.arrays().items() if name in PER_HEAD_WEIGHTS})
 
 
 def _check_head(model, layer: int, head: int) -> None:
@@ -472,11 +489,10 @@ def middle_word(run, model) -> int:
 
 
 def model_payload(
-    model, text: str, layer: int, head: int | None, query: int | None = None, packer: Packer | None = None, whole_weights: bool = False
+    model, text: str, layer: int, head: int | None, query: int | None = None, packer: Packer | None = None
 ) -> TracePayload:
     """The layer's payload for the page: head's arrays, or with head None every head's (a static
-    copy, which has no server to ask for another head). With whole_weights, a binary answer of one
-    head holds every head's weights too, where they weigh little (WHOLE_WEIGHTS): the page's."""
+    copy, which has no server to ask for another head)."""
     if head is not None:
         _check_head(model, layer, head)
     run = layer_run(model, text, layer)
@@ -507,10 +523,8 @@ def model_payload(
         overview=float32(small, packer),
         overview_block=block,
         head_shares=float32(np.linalg.norm(t["contributions"], axis=-1), packer),  # (h, n)
+        whole_weights=head is not None and works_heads(model, layer),
     )
     derived = _left_out(run, packer)
     factors = _factors(run, head, packer, derived)
-    payload = trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived, factors=factors)
-    if whole_weights and head is not None and packer is not None and works_heads(run):
-        payload.whole_weights = {name: float32(a, packer) for name, a in run.weights.arrays().items() if name in PER_HEAD_WEIGHTS}
-    return payload
+    return trace_payload(t, run.tokens, run.weights, default_query, encode=encode, model=layer_info, derived=derived, factors=factors)

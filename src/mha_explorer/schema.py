@@ -137,6 +137,11 @@ class ModelLayer(BaseModel):
         description="(n_heads, n): the length of each head's contribution to each query's output, |z_i W^O_i|: which heads the output draws on most",
     )
     overview_block: int = Field(description="tokens per overview cell along each axis")
+    whole_weights: bool = Field(
+        default=False,
+        description="POST /api/model-weights gives every head's weights of this layer, from which the page works out "
+        "the other heads while idle: they weigh little (modelview.WHOLE_WEIGHTS) and the layer has no q/k norm",
+    )
 
 
 class TracePayload(BaseModel):
@@ -158,11 +163,6 @@ class TracePayload(BaseModel):
         description="what the reader needs besides the stages to make those left out: q_rms and k_rms, the root mean square of each row of q and k that the q/k norm divides by",
     )
     weights: dict[str, Array] = Field(description="W_Q, W_K, W_V, W_O and biases, per head (a real model's one head: its slices, and its block of rows of W_O)")
-    whole_weights: dict[str, Array] = Field(
-        default_factory=dict,
-        description="a real model's binary answer of one head: W_Q, W_K, W_V, their biases and W_O of every head, "
-        "from which the page works out the other heads while idle (modelview.WHOLE_WEIGHTS); empty when they weigh too much",
-    )
     page_stages: list[PageStageModel]
     notes: list[Note]
     costs: CostsModel

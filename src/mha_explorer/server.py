@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from . import __version__
 from .lab import LabError, field_name, lab_inputs, lab_payload
 from .models.errors import ModelError
-from .modelview import MAX_TEXT, HeadArrays, ModelService, check_request, head_arrays, model_payload
+from .modelview import MAX_TEXT, HeadArrays, LayerWeights, ModelService, check_request, head_arrays, layer_weights, model_payload
 from .schema import BINARY_MEDIA_TYPE, NOT_FINITE, Packer, TracePayload, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
@@ -362,15 +362,13 @@ def whole_number_wanted(request_model: type[BaseModel] | None, path: list) -> st
     return f"a whole number, {limits['ge']} or more" if "ge" in limits else "a whole number such as 2"
 
 
-class ModelHeadRequest(BaseModel):
-    """One head of a layer: its arrays hold every query, so a request names none."""
+class ModelLayerRequest(BaseModel):
+    """A layer of a model: its weights, which are the same on every text."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(description="a registry name from GET /api/models (any case: every name is lower case)", max_length=64)
-    text: str = Field(min_length=1, max_length=MAX_TEXT)
     # no bound here: a layer or head out of range, negative too, is answered with the model's own range
     layer: int = Field(description="numbered from 0; the model says how many it has")
-    head: int = Field(default=0, description="numbered from 0; the layer says how many it has")
     encoding: Literal["base64", "binary"] = Field(
         default="base64", description=f"binary: the answer is {BINARY_MEDIA_TYPE}, a JSON head and the raw arrays"
     )
@@ -379,6 +377,13 @@ class ModelHeadRequest(BaseModel):
     @classmethod
     def any_case(cls, name: str) -> str:
         return name.lower()  # "MiniLM", as the terminal, Python and the page's links take it
+
+
+class ModelHeadRequest(ModelLayerRequest):
+    """One head of a layer on a text: its arrays hold every query, so a request names none."""
+
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    head: int = Field(default=0, description="numbered from 0; the layer says how many it has")
 
 
 class ModelTraceRequest(ModelHeadRequest):
@@ -490,11 +495,11 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
         service.start(name)
         return status(info)
 
-    async def on_model(request: ModelHeadRequest, compute, gzip: bool = False) -> Response:
+    async def on_model(request: ModelLayerRequest, compute, gzip: bool = False, gated: bool = True) -> Response:
         """compute(model, packer) -> the answer, its arrays in the packer when binary; serialized
-        (and gzipped, if asked) on the trace gate. Errors name the field to change. Only a real
-        model's whole layer is worth compressing, to stay under 10 MB sent; a lab trace and
-        another head's arrays reach the page sooner as they are."""
+        (and gzipped, if asked) on the trace gate, unless it runs no trace (not gated). Errors name
+        the field to change. Only a real model's whole layer is worth compressing, to stay under
+        10 MB sent; a lab trace and another head's arrays reach the page sooner as they are."""
         state, model = service.snapshot(request.model)
         if model is None:  # only then is the registry read (from disk): a loaded model is installed
             registry_entry(request.model)
@@ -515,9 +520,12 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             return gzip_fast(body) if gzip else body
 
         try:
-            if gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
-                await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
-            answer = await gate.run(serialize)
+            if not gated:
+                answer = await run_in_threadpool(serialize)
+            else:
+                if gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
+                    await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
+                answer = await gate.run(serialize)
         except ModelError as error:
             field = next((f for f in ("head", "layer", "query") if str(error).startswith(f)), "text")
             raise LabError(field, str(error)) from None
@@ -531,13 +539,20 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     @app.post("/api/model-trace", response_model=TracePayload, responses=ERRORS | not_loaded | binary_answer)
     async def model_trace(request: ModelTraceRequest, http: Request) -> Response:
         r = request
-        return await on_model(r, lambda model, packer: model_payload(model, r.text, r.layer, r.head, r.query, packer, whole_weights=True), accepts_gzip(http))
+        return await on_model(r, lambda model, packer: model_payload(model, r.text, r.layer, r.head, r.query, packer), accepts_gzip(http))
 
     @app.post("/api/model-head", response_model=HeadArrays, responses=ERRORS | not_loaded | binary_answer)
     async def model_head(request: ModelHeadRequest) -> Response:
         """Another head of a layer the page already holds: that head's arrays only."""
         r = request
         return await on_model(r, lambda model, packer: head_arrays(model, r.text, r.layer, r.head, packer))
+
+    @app.post("/api/model-weights", response_model=LayerWeights, responses=ERRORS | not_loaded | binary_answer)
+    async def model_weights(request: ModelLayerRequest) -> Response:
+        """Every head's weights of a layer that weighs little (see the layer's model.whole_weights),
+        from which the page works out the other heads itself."""
+        r = request
+        return await on_model(r, lambda model, packer: layer_weights(model, r.layer, packer), gated=False)  # no trace: read and sent
 
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     def page() -> FileResponse:

@@ -153,12 +153,14 @@ def load_minilm(base: str) -> None:
 def test_a_request_the_trace_would_refuse_is_told_so_at_once_while_the_queue_is_full(monkeypatch):
     """With every slot taken and none to wait in, a good request is asked to retry (503); one
     with a head, layer, query or text a trace would refuse is told what to change (422) at
-    once, and would be while waiting, instead of after the wait or never."""
+    once, and would be while waiting, instead of after the wait or never. A layer's weights run
+    no trace: they come at once."""
     with one_slot_taken(monkeypatch, before=load_minilm) as base:
         text = "Heads read from different tokens."
         for route, body, field, said in [
             ("model-trace", {"model": "minilm", "text": text, "layer": 0, "head": 12}, "head", "heads 0 to 11"),
             ("model-head", {"model": "minilm", "text": text, "layer": 9, "head": 0}, "layer", "layers 0 to 5"),
+            ("model-weights", {"model": "minilm", "layer": 9}, "layer", "layers 0 to 5"),
             ("model-trace", {"model": "minilm", "text": text, "layer": 0, "query": 40}, "query", "choose 0 to"),
             ("model-trace", {"model": "minilm", "text": "word " * 600, "layer": 0}, "text", "shorten the text"),
             ("trace", SMALL | {"query": 5}, "query", "query=5 is out of range"),
@@ -171,6 +173,7 @@ def test_a_request_the_trace_would_refuse_is_told_so_at_once_while_the_queue_is_
         # a good request is asked to come back
         good = httpx.post(base + "model-trace", json={"model": "minilm", "text": text, "layer": 0}, timeout=10)
         assert good.status_code == 503 and good.headers["retry-after"] == "1"
+        assert httpx.post(base + "model-weights", json={"model": "minilm", "layer": 0}, timeout=10).status_code == 200
 
 
 def test_serve_binds_loopback_and_stops_gracefully_on_sigterm():

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mha_explorer.models import available_models, load_model
-from mha_explorer.modelview import PER_HEAD_WEIGHTS, WHOLE_WEIGHTS, HeadArrays, model_payload
+from mha_explorer.modelview import PER_HEAD_WEIGHTS, WHOLE_WEIGHTS, HeadArrays, LayerWeights, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, Array, Packer, TracePayload, to_numpy, unpack
 from mha_explorer.server import create_app
 
@@ -128,9 +128,8 @@ def assert_same_answer(binary, plain) -> None:
     """A real model's binary answer read back holds exactly what its base64 answer holds. Each
     head's part of the output, which the reader works out from z and the head's rows of W^O, is in
     both the product in double precision rounded once to float32: NumPy's, done here too. It agrees
-    with the trace's float32 product to float32's rounding. (A page's layer answer holds every
-    head's weights too: see test_a_pages_layer_answer_holds_every_heads_weights_where_they_weigh_little.)"""
-    assert binary.model_dump(exclude={"whole_weights"}) == plain.model_dump(exclude={"whole_weights"})
+    with the trace's float32 product to float32's rounding."""
+    assert binary.model_dump() == plain.model_dump()
     z = to_numpy(plain.stages["z"])  # (1, n, f): the head's, float64 from float32
     W_O = to_numpy(plain.weights["W_O"])  # (f, d): its rows
     made = to_numpy(plain.stages["contributions"])[0]  # (n, d)
@@ -138,28 +137,36 @@ def assert_same_answer(binary, plain) -> None:
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.skipif(name not in INSTALLED, reason=f"{name} is not installed: run make models")) for name in ("minilm", "smollm2", "gemma3")])
-def test_a_pages_layer_answer_holds_every_heads_weights_where_they_weigh_little(name):
-    """The page works out the other heads itself from every head's W^Q, W^K, W^V, biases and W^O:
-    its binary answer of one head holds them whole, equal to the layer's, where they weigh at most
-    WHOLE_WEIGHTS (MiniLM's 2.4 MB, SmolLM2's 3.5 MB). Gemma 3's 6.6 MB would take a 512-token
-    answer past 10 MB, and its q/k norm is not worked out on the page: it sends none. A JSON answer
-    (the API's, for other programs) and a notebook's payload never hold them."""
+def test_a_layers_every_head_weights_come_whole_where_they_weigh_little(name):
+    """The page works out the other heads itself from every head's W^Q, W^K, W^V, biases and W^O,
+    where they weigh at most WHOLE_WEIGHTS (MiniLM's 2.4 MB, SmolLM2's 3.5 MB): the layer's answer
+    says so, and /api/model-weights gives them, equal to the layer's. Gemma 3's 6.6 MB would take a
+    512-token layer past 10 MB, and its q/k norm is not worked out on the page: they are refused,
+    with what to ask for instead."""
     client = loaded(name)
     request = {"model": name, "text": "Every head reads the same tokens.", "layer": 1, "head": 2}
-    raw = client.post("/api/model-trace", json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"})
-    answer = unpack(raw.content, TracePayload)
-    weights = load_model(name).run(request["text"], 1).weights.arrays()
+    traced = unpack(client.post("/api/model-trace", json={**request, "encoding": "binary"}).content, TracePayload)
+    weights = load_model(name).layer_weights(1).arrays()
+    asked = {"model": name.upper(), "layer": 1}
     if name == "gemma3":
-        assert answer.whole_weights == {}
+        assert not traced.model.whole_weights
         assert sum(a.nbytes for w, a in weights.items() if w in PER_HEAD_WEIGHTS) > WHOLE_WEIGHTS
+        refused = client.post("/api/model-weights", json=asked)
+        assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "layer"
+        assert "sent one at a time (POST /api/model-head)" in refused.json()["detail"][0]["message"]
         return
-    assert set(answer.whole_weights) == {w for w in PER_HEAD_WEIGHTS if w in weights} >= {"W_Q", "W_K", "W_V", "W_O"}
-    assert sum(weights[w].nbytes for w in answer.whole_weights) <= WHOLE_WEIGHTS
-    for w, a in answer.whole_weights.items():
+    assert traced.model.whole_weights
+    raw = client.post("/api/model-weights", json={**asked, "encoding": "binary"})
+    assert raw.headers["content-type"] == BINARY_MEDIA_TYPE
+    whole = unpack(raw.content, LayerWeights)
+    assert whole.model_dump() == LayerWeights.model_validate_json(client.post("/api/model-weights", json=asked).content).model_dump()
+    assert set(whole.weights) == {w for w in PER_HEAD_WEIGHTS if w in weights} >= {"W_Q", "W_K", "W_V", "W_O"}
+    assert sum(weights[w].nbytes for w in whole.weights) <= WHOLE_WEIGHTS
+    for w, a in whole.weights.items():
         assert a.heads is None, w
         np.testing.assert_array_equal(to_numpy(a), weights[w], err_msg=w)
-    assert client.post("/api/model-trace", json=request).json()["whole_weights"] == {}
-    assert model_payload(load_model(name), request["text"], 1, 2, packer=Packer()).whole_weights == {}  # a notebook's
+    bad = client.post("/api/model-weights", json={**asked, "layer": 99})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "layer" and "layers 0 to" in bad.json()["detail"][0]["message"]
 
 
 def loaded(name: str) -> TestClient:

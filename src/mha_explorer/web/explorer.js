@@ -1315,7 +1315,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const v = views.get(model.get("refined")?.payload);
     if (!v) return;
     for (const tensor of Object.values(v.t)) {
-      paintedCells.delete(tensor);
+      if (tensor.slices) paintedCells.delete(tensor); // a head's own (X, concat and the output are the layer's, unchanged)
       if (tensor.derive) tensor.values = null;
     }
     const place = placeOf(v);

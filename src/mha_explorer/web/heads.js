@@ -1,9 +1,10 @@
 // A real model's other heads, worked out on the page while it is idle, so that picking one shows
 // it at once instead of waiting for the server's round trip.
 //
-// The layer's answer holds X, concat (every head's z) and, when they weigh little, the whole W^Q,
-// W^K, W^V, their biases and W^O (whole_weights: modelview.WHOLE_WEIGHTS): from them each head's q, k, v, its
-// rotation, scores and weights follow as trace() computes them. Sums are taken in double
+// The layer's answer holds X and concat (every head's z); where they weigh little, the page asks
+// for the layer's W^Q, W^K, W^V, their biases and W^O, every head's (modelview.layer_weights), and
+// keeps them as the payload's whole_weights: from them each head's q, k, v, its rotation, scores
+// and weights follow as trace() computes them. Sums are taken in double
 // precision and every stage is rounded to float32 where trace() stores one, so the numbers agree
 // with the server's to about one unit in the last place of a float32, not always to the bit
 // (NumPy's float32 products sum in another order). Once such a head is shown the page fetches its

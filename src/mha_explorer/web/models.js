@@ -67,6 +67,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   let wantedHead = null; // the head asked for last: an older answer that arrives later is dropped
   // the layer's other heads, worked out on the page while it is idle (heads.js), where its answer allows
   let ahead = null;
+  let traced = null; // { head, payload }: the trace's own answer, whose head never needs fetching again
   let failed = null; // the last trace's failure, if it failed
   let linkProblems = []; // the parts of the link start() was given that it dropped
   const KEEP_HEADS = 6;
@@ -239,8 +240,10 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       showLoading(false); // (an older pick's load, still going, showed it)
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
       onPayload(payload, request);
+      traced = { head: request.head, payload };
       ahead?.stop();
-      ahead = workable(payload) ? workAhead(payload, request.head, (head, worked) => onAhead?.(worked, head)) : null;
+      ahead = null;
+      if (payload.model.whole_weights && !fixed) workHeadsAhead(request, payload);
       showPython();
       const picked = pickedDuring;
       tracing = false;
@@ -307,6 +310,32 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     }
   }
 
+  // The other heads of a layer whose weights weigh little are worked out on the page while it is
+  // idle (heads.js), from every head's weights, asked for once the layer is painted; a layer's
+  // weights are the same on every text, and those of the last few layers are kept. Should they not
+  // come, each head is fetched when it is picked, as Gemma 3's are.
+  const weightsKept = new Map(); // "model|layer" -> the promise of its weights
+  function layerWeights(model, layer) {
+    const key = `${model}|${layer}`;
+    if (!weightsKept.has(key)) {
+      const asked = ask("api/model-weights", asking({ model, layer })).then(answer);
+      asked.catch(() => weightsKept.delete(key));
+      weightsKept.set(key, asked);
+      if (weightsKept.size > 4) weightsKept.delete(weightsKept.keys().next().value);
+    }
+    return weightsKept.get(key);
+  }
+  async function workHeadsAhead(request, payload) {
+    try {
+      const { weights } = await layerWeights(request.model, payload.model.layer);
+      if (traced?.payload !== payload) return; // another layer's on screen by now
+      payload.whole_weights = weights;
+      if (workable(payload)) ahead = workAhead(payload, request.head, (head, worked) => onAhead?.(worked, head));
+    } catch {
+      // each head is fetched when picked
+    }
+  }
+
   // Another head of the layer on screen: only that head's arrays cross the network, once.
   const fetching = new Map(); // head -> the promise of its payload, while it is on its way
   // (announce: the explorer is told, to build its view ahead; not for a head already on screen)
@@ -341,7 +370,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (tracing) pickedDuring = head; // the layer on its way shows this head once it is here
     wantedHead = head;
     // already here (seen, fetched while the pointer rested on it, or worked out here): no wait
-    let payload = byHead.get(head) ?? ahead?.get(head);
+    let payload = byHead.get(head) ?? ahead?.get(head) ?? (head === traced?.head ? traced.payload : undefined);
     if (!payload) {
       try {
         payload = await fetchHead(head);
@@ -370,7 +399,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       const exact = await fetchHead(head, false); // (or the fetch a pointer resting on the head began)
       if (!exact || !worked.worked || ahead?.get(head) !== worked) return; // refined already, or another layer's by now
       refine(worked, exact);
-      keep(head, worked); // in place of exact: the views built on it stay
+      byHead.delete(head); // the worked payload, exact now, stays the head's (ahead keeps it): the views built on it stay
       onRefined?.(worked);
     } catch {
       // the page's own numbers stay (see above)
@@ -569,6 +598,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     prefetch: (head) => {
       if (!current) return;
       if (fixed) onAhead?.(byHead.values().next().value, head);
+      else if (ahead?.get(head)?.worked === false) onAhead?.(ahead.get(head), head); // worked out here, the server's numbers in: drawn ahead
       else if (!byHead.has(head)) fetchHead(head).catch(() => {}); // a failure is reported if it is picked
     },
     viewChanged, // the stage, head or query on screen changed: the Python, if open, follows
