@@ -358,6 +358,29 @@ def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_
 
 
 @needs("minilm")
+def test_the_heads_worked_out_on_the_page_wait_while_the_server_runs_a_trace(page, server_url):
+    """Their work would take the cores from the server's run of the next trace: it waits, and goes
+    on where that trace fails and the layer stays on screen."""
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens
+    trace_model(page, server_url, "minilm", text, 2)
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length >= 1")
+    held = []
+    page.route("**/api/model-trace", lambda route: held.append(route))
+    page.get_by_label("Text", exact=True).fill("Another text.")
+    page.get_by_role("button", name="Trace").click()
+    while not held:
+        page.wait_for_timeout(20)
+    before = page.evaluate("window.mhaExplorer.workedHeads.length")
+    assert before < 11
+    page.wait_for_timeout(1500)
+    assert page.evaluate("window.mhaExplorer.workedHeads.length") == before
+    held[0].fulfill(status=503, json={"detail": [{"field": "body", "message": "the server is busy."}]})
+    expect(page.locator("#models .lab-error")).to_contain_text("The last good result stays on screen.")
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length === 11")
+    page.console_errors[:] = [e for e in page.console_errors if "status of 503" not in e]  # the browser logs the answer
+
+
+@needs("minilm")
 def test_a_head_asked_of_a_notebooks_python_that_never_answers_says_what_to_do(page, server_url):
     """A saved notebook reopened has no kernel behind its view: a head asked for never comes. The
     view (here the page's, made to ask as a notebook's does) says so instead of loading for ever."""

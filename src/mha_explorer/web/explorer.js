@@ -1262,9 +1262,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // Chromium gives no idle time while the pointer rests on an element, as it does on a thumbnail
   // about to be clicked: work asked for when idle runs after IDLE_WAIT ms at the latest.
   const IDLE_WAIT = 50;
-  const idle = (task) => {
+  // (unhurried: work for a head no one is about to pick waits for the page to be idle, however long)
+  const idle = (task, unhurried = false) => {
     const run = () => alive && task();
-    if (window.requestIdleCallback) requestIdleCallback(run, { timeout: IDLE_WAIT });
+    if (window.requestIdleCallback) requestIdleCallback(run, unhurried ? {} : { timeout: IDLE_WAIT });
     else setTimeout(run, 0);
   };
   // This view's canvases, out of every panel that holds one: a panel kept for a payload shown again
@@ -1303,7 +1304,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const v = viewOf(upcoming.payload);
       const place = { ...placeOf(v), head: upcoming.head };
       if (v.t.q.has(place.head)) buildFor(v, place, worked ? "colours" : true);
-    });
+    }, worked);
   }
 
   // A payload whose numbers were made exact in place (a real model's head worked out on the page,
@@ -1367,7 +1368,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       // then this place's panel of every other head the page holds, its maps' colours worked out
       // and drawn when it is shown (the page's spare canvas is for a head about to be picked: see buildAhead)
       for (const [head, payload] of otherHeads)
-        if (head !== place.head && payload.model === view.payload.model) idle(() => still() && buildFor(viewOf(payload), { ...place, head }, "colours"));
+        if (head !== place.head && payload.model === view.payload.model) idle(() => still() && buildFor(viewOf(payload), { ...place, head }, "colours"), true);
     }, REST);
   }
 

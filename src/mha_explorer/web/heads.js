@@ -182,17 +182,20 @@ const OWN = ["q", "k", "v", "q_rotated", "k_rotated", "scores", "weights"]; // w
 // Every other head of the layer worked out while the page is idle, nearest to `first` first, a
 // few milliseconds at a time (so that a click meanwhile waits for one block of rows at most).
 // get(head) gives a head's payload once it is made, and onMade(head, payload) is told of it;
-// stop() ends the work (a new layer).
+// pause() and resume() hold the work back (while the server runs a trace), stop() ends it (a new layer).
 export function workAhead(payload, first, onMade) {
   const n = payload.config.n_heads;
   const order = Array.from({ length: n - 1 }, (_, s) => (s % 2 ? first - (s + 1) / 2 : first + s / 2 + 1)).map((h) => (h + n) % n);
   const made = new Map();
   const groups = new Map();
   let stopped = false;
+  let paused = false;
+  let waiting = false; // an idle callback is asked for
   let steps = null;
   let at = 0;
   const run = (deadline) => {
-    if (stopped) return;
+    waiting = false;
+    if (stopped || paused) return;
     const until = performance.now() + Math.max(4, Math.min(deadline.timeRemaining(), 12));
     while (at < order.length && performance.now() < until) {
       const head = order[at];
@@ -211,11 +214,23 @@ export function workAhead(payload, first, onMade) {
     }
     if (at < order.length) later();
   };
-  const later = () => (window.requestIdleCallback ? requestIdleCallback(run, { timeout: 1000 }) : setTimeout(() => run({ timeRemaining: () => 8 }), 20));
+  const later = () => {
+    if (waiting) return;
+    waiting = true;
+    if (window.requestIdleCallback) requestIdleCallback(run, { timeout: 1000 });
+    else setTimeout(() => run({ timeRemaining: () => 8 }), 20);
+  };
   later();
   return {
     get: (head) => made.get(head),
     heads: () => [...made.keys()],
+    pause: () => {
+      paused = true;
+    },
+    resume: () => {
+      paused = false;
+      if (!stopped && at < order.length) later();
+    },
     stop: () => {
       stopped = true;
     },

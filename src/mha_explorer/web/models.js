@@ -221,6 +221,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     tell("");
     failed = null;
     go.setAttribute("aria-disabled", "true"); // not disabled: that would drop the keyboard's focus
+    // the heads of the layer on screen wait: their work would take the cores from the server's run
+    // (a trace that fails leaves that layer on screen, and they go on)
+    ahead?.pause();
     try {
       // said at once, in the server's words: an empty text need not wait for a large model to load
       if (!request.text.trim()) throw new Error("the text is empty: give a sentence to run through the model");
@@ -251,6 +254,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       return true;
     } catch (failure) {
       if (stale()) return null;
+      ahead?.resume();
       failed = failure;
       const said = ended(sentence(failure.message));
       tell(current ? `${said} The last good result stays on screen.` : said, failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
@@ -272,6 +276,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (!tracing) return;
     latest++;
     tracing = false;
+    ahead?.resume(); // the layer on screen stays
     go.removeAttribute("aria-disabled");
     showLoading(false);
   }
@@ -330,7 +335,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       const { weights } = await layerWeights(request.model, payload.model.layer);
       if (traced?.payload !== payload) return; // another layer's on screen by now
       payload.whole_weights = weights;
-      if (workable(payload)) ahead = workAhead(payload, request.head, (head, worked) => onAhead?.(worked, head));
+      if (!workable(payload)) return;
+      ahead = workAhead(payload, request.head, (head, worked) => onAhead?.(worked, head));
+      if (tracing) ahead.pause(); // (a trace asked for meanwhile: see trace)
     } catch {
       // each head is fetched when picked
     }
