@@ -39,9 +39,15 @@ def page_text(value: float) -> str:
     return "−∞" if value == -np.inf else fmt(value)
 
 
+# A real model's head worked out on the page holds its own numbers until the server's are copied
+# in, a moment after it is shown (web/heads.js): the numbers checked are those that stay.
+REFINED = "() => !window.mhaExplorer?.model.get('payload').worked"
+
+
 def check_numbers(page, selector: str, arrays: dict[str, np.ndarray]) -> set[str]:
     """Every number under selector equals the trace: rounded in its text, exact in data-full.
     Returns the sources shown. A NaN in `arrays` marks a slice the payload does not hold."""
+    page.wait_for_function(REFINED)
     shown = page.evaluate(NUMBERS, selector)
     assert shown, f"no numbers under {selector}"
     for src, text, full in shown:

@@ -16,7 +16,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import HeadArrays, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from .pagecheck import SETTLED, check_numbers, file_page, page_text
+from .pagecheck import REFINED, SETTLED, check_numbers, file_page, page_text
 
 pytestmark = pytest.mark.e2e
 
@@ -109,6 +109,7 @@ def test_minilm_numbers_equal_the_api_and_every_head_is_shown(page, server_url, 
     page.on("response", lambda r: kinds.append(r.headers["content-type"]) if "/api/model-" in r.url else None)
     page.locator(".thumb-button", has_text="Head 5").click()
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('head 5')")
+    page.wait_for_function(REFINED)  # (worked out on the page, it is fetched once shown)
     assert asked == ["model-head"]  # only the head's own arrays are fetched
     assert kinds == [BINARY_MEDIA_TYPE]  # as raw float32 arrays, whose numbers meet the JSON answer's below
     page.get_by_label("Query token").select_option(index=3)
@@ -325,9 +326,21 @@ def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_
     page.on("request", lambda r: asked.append(r.url.rsplit("/", 1)[-1]) if "/api/model" in r.url else None)
     head = n_heads - 2  # (SmolLM2's head 7 reads another K/V head than head 0)
     page.get_by_label("Calculation stage").select_option(label="Weights")
+    held = []
+    page.route("**/api/model-head", lambda route: held.append(route))  # (until the focus is placed)
     picked = page.evaluate(PICKED_AT_ONCE, head)
-    # a number the user focuses meanwhile keeps the focus when the server's numbers come
-    page.evaluate("() => { const number = document.querySelector('.stage .num'); number.dataset.mine = 'yes'; number.focus(); }")
+    # a number the user focuses meanwhile keeps the focus when the server's numbers come: written
+    # again in place, or, where one shown with two decimals changes (made so here for MiniLM), in
+    # the panel built anew
+    focused = page.evaluate("""(changed) => {
+        const number = document.querySelector('.stage .num');
+        if (changed) number.textContent = '9.99';
+        number.focus();
+        return number.dataset.src;
+    }""", name == "minilm")
+    routed(page, held, 1)
+    held[0].continue_()
+    page.unroute("**/api/model-head")
     assert picked["worked"] and f"head {head} ·" in picked["title"] and "Loading" not in picked["title"]
     exact = HeadArrays.model_validate(httpx.post(server_url + "api/model-head", json={"model": name, "text": text, "layer": layer, "head": head}, timeout=60).json())
     assert set(picked["own"]) == {stage for stage in exact.stages if stage in picked["own"]} and "scores" in picked["own"]
@@ -337,7 +350,7 @@ def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_
         np.testing.assert_allclose(values, reference, rtol=0, atol=4e-6 * np.abs(reference).max(), err_msg=stage)
     page.wait_for_function("() => !window.mhaExplorer.model.get('payload').worked")
     assert asked == ["model-head"]  # fetched once it was shown, and only then
-    assert page.evaluate("() => document.activeElement.dataset.mine && document.activeElement.isConnected")
+    assert page.evaluate("() => [document.activeElement.dataset.src, document.activeElement.isConnected, document.activeElement.textContent]") == [focused, True, page_text(to_numpy(exact.stages[focused.split(":")[0]])[(0, *map(int, focused.split(":")[1].split(",")[1:]))])]
     refined = page.evaluate(PICKED_AT_ONCE, head)["own"]
     for stage, values in refined.items():
         np.testing.assert_array_equal(np.float32(values), to_numpy(exact.stages[stage]).ravel(), err_msg=stage)
@@ -358,6 +371,33 @@ def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_
 
 
 @needs("minilm")
+def test_a_head_picked_while_another_layer_comes_is_that_layers_own(page, server_url):
+    """Head 3 picked while layer 2 is on its way: layer 1's worked head 3 shows meanwhile, and its
+    own arrays are asked for; when layer 2 comes, its head 3 is asked for too (that older answer
+    is layer 1's, not this one's) and shown, with the server's numbers."""
+    text = "The cat sat on the mat because it was warm, and the dog watched it from the door."
+    trace_model(page, server_url, "minilm", text, 1)
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length === 11")
+    traces, heads = [], []
+    page.route("**/api/model-trace", lambda route: traces.append(route))
+    page.route("**/api/model-head", lambda route: heads.append(route))
+    page.get_by_label("Layer (from 0)").select_option("2")
+    routed(page, traces, 1)
+    page.evaluate("() => window.mhaExplorer.model.set('head', 3)")
+    routed(page, heads, 1)
+    assert heads[0].request.post_data_json["layer"] == 1
+    traces[0].continue_()
+    page.wait_for_function("() => window.mhaExplorer.model.get('payload').model.layer === 2")
+    routed(page, heads, 2)
+    assert {r.request.post_data_json["layer"] for r in heads} == {1, 2}
+    for route in heads:
+        route.continue_()
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('· head 3 ·') && !window.mhaExplorer.model.get('payload').worked")
+    assert page.evaluate("window.mhaExplorer.model.get('payload').model.layer") == 2
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=3)))
+
+
+@needs("minilm")
 def test_the_heads_worked_out_on_the_page_wait_while_the_server_runs_a_trace(page, server_url):
     """Their work would take the cores from the server's run of the next trace: it waits, and goes
     on where that trace fails and the layer stays on screen."""
@@ -368,8 +408,7 @@ def test_the_heads_worked_out_on_the_page_wait_while_the_server_runs_a_trace(pag
     page.route("**/api/model-trace", lambda route: held.append(route))
     page.get_by_label("Text", exact=True).fill("Another text.")
     page.get_by_role("button", name="Trace").click()
-    while not held:
-        page.wait_for_timeout(20)
+    routed(page, held, 1)
     before = page.evaluate("window.mhaExplorer.workedHeads.length")
     assert before < 11
     page.wait_for_timeout(1500)

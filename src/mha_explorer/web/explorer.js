@@ -1335,8 +1335,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
       number.dataset.full = full(value);
     }
     if (changed) {
+      // a number that had the focus has it again in the panel built anew
+      const had = stagePanel.contains(document.activeElement) || outputs.contains(document.activeElement) ? document.activeElement.dataset.src : undefined;
       v.panels.clear();
       update(false);
+      if (had) [...stagePanel.querySelectorAll(".num[data-src]"), ...outputs.querySelectorAll(".num[data-src]")].find((n) => n.dataset.src === had)?.focus({ preventScroll: true });
     }
   }
 

@@ -344,12 +344,14 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   }
 
   // Another head of the layer on screen: only that head's arrays cross the network, once.
-  const fetching = new Map(); // head -> the promise of its payload, while it is on its way
+  // (by model, text, layer and head: an older layer's, still on its way, is not this layer's)
+  const fetching = new Map(); // "model|layer|head|text" -> the promise of its payload, while it is on its way
   // (announce: the explorer is told, to build its view ahead; not for a head already on screen)
   function fetchHead(head, announce = true) {
     if (byHead.has(head)) return Promise.resolve(byHead.get(head));
-    if (fetching.has(head)) return fetching.get(head);
     const request = { model: current.model, text: current.text, layer: current.layer, head }; // a head's arrays hold every query
+    const key = `${request.model}|${request.layer}|${head}|${request.text}`;
+    if (fetching.has(key)) return fetching.get(key);
     const done = (async () => {
       try {
         const arrays = await answer(await ask("api/model-head", asking(request)));
@@ -359,10 +361,10 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
         if (announce) onAhead?.(payload, head);
         return payload;
       } finally {
-        fetching.delete(head);
+        fetching.delete(key);
       }
     })();
-    fetching.set(head, done);
+    fetching.set(key, done);
     return done;
   }
   function keep(head, payload) {
