@@ -118,7 +118,7 @@ export function* workHead(payload, head, groups) {
     const kNorms = rowNorms(kTurned, e); // (n,)
     // the longest key row a query may see: up to its own when causal, else any
     let longest = 0;
-    for (let j = 0; j < n; j++) kNorms[j] = longest = config.causal ? Math.max(longest, kNorms[j]) : Math.max(longest, kNorms[j]);
+    for (let j = 0; j < n; j++) kNorms[j] = longest = Math.max(longest, kNorms[j]);
     if (!config.causal) kNorms.fill(longest);
     groups.set(g, { k, v, kTurned, kNorms });
   }
