@@ -71,7 +71,7 @@ LENS_PIXELS = """() => {
 
 
 def heads_fetched(page) -> None:
-    """The page's layer answers as Gemma 3's do (its weights weigh too much to send whole): no head
+    """The page's layer answers say, as Gemma 3's do, that its weights are not sent whole: no head
     is worked out on the page, each one picked is fetched."""
 
     def without_whole_weights(route):
@@ -312,9 +312,9 @@ PICKED_AT_ONCE = """async (head) => {
     [pytest.param("minilm", 4, marks=needs("minilm")), pytest.param("smollm2", 29, marks=needs("smollm2"))],
 )
 def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_servers(page, server_url, name, layer):
-    """The layer's answer holds every head's weights (they weigh little): while idle the page works
-    out each other head's q, k, v, rotation, scores and weights, so that a head picked with nothing
-    fetched beforehand is drawn in the change's own task. Its numbers are the server's to float32's
+    """The layer's every-head weights weigh little: once it is painted the page asks for them, and
+    while idle works out each other head's q, k, v, rotation, scores and weights, so that a head
+    picked with nothing fetched beforehand is drawn in the change's own task. Its numbers are the server's to float32's
     rounding (the page sums in double precision, NumPy's float32 products in another order); the
     server's own arrays are then fetched and copied in, and the numbers on screen are the server's
     exactly, the focus where it was."""
