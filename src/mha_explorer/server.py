@@ -520,12 +520,9 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             return gzip_fast(body) if gzip else body
 
         try:
-            if not gated:
-                answer = await run_in_threadpool(serialize)
-            else:
-                if gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
-                    await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
-                answer = await gate.run(serialize)
+            if gated and gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
+                await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
+            answer = await (gate.run(serialize) if gated else run_in_threadpool(serialize))
         except ModelError as error:
             field = next((f for f in ("head", "layer", "query") if str(error).startswith(f)), "text")
             raise LabError(field, str(error)) from None

@@ -1325,8 +1325,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
     v.sharedEquations.clear();
     if (!shown) return;
     v.panels.set(panelKey(place), shown);
+    const numbers = () => [...stagePanel.querySelectorAll(".num[data-src]"), ...outputs.querySelectorAll(".num[data-src]")];
     let changed = false;
-    for (const number of [...stagePanel.querySelectorAll(".num[data-src]"), ...outputs.querySelectorAll(".num[data-src]")]) {
+    for (const number of numbers()) {
       const [name, index] = number.dataset.src.split(":");
       const tensor = v.t[name] ?? v.w[name];
       if (!tensor) continue;
@@ -1339,7 +1340,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const had = stagePanel.contains(document.activeElement) || outputs.contains(document.activeElement) ? document.activeElement.dataset.src : undefined;
       v.panels.clear();
       update(false);
-      if (had) [...stagePanel.querySelectorAll(".num[data-src]"), ...outputs.querySelectorAll(".num[data-src]")].find((n) => n.dataset.src === had)?.focus({ preventScroll: true });
+      if (had) numbers().find((n) => n.dataset.src === had)?.focus({ preventScroll: true });
     }
   }
 
