@@ -211,6 +211,45 @@ DRAWN_BY = """(selector) => new Promise((done) => {
 })"""
 
 
+# the device pixels of the stage's map captioned `caption`
+MAP_PIXELS = """(caption) => {
+  const figure = [...document.querySelectorAll(".stage figure.heatmap-figure")].find((f) => f.querySelector("figcaption").textContent === caption);
+  const canvas = figure.querySelector("canvas.heatmap");
+  return Array.from(canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data);
+}"""
+# from now on, each drawImage and putImageData on a map's canvas: [its caption, the call]
+SPY_DRAWS = """() => {
+  window.draws = [];
+  const context = CanvasRenderingContext2D.prototype;
+  for (const name of ["drawImage", "putImageData"]) {
+    const original = context[name];
+    context[name] = function (...args) {
+      window.draws.push([this.canvas.closest("figure")?.querySelector("figcaption").textContent ?? null, name]);
+      return original.apply(this, args);
+    };
+  }
+}"""
+
+
+@needs("minilm")
+def test_a_map_drawn_again_from_its_cells_bitmap_has_the_pixels_it_had(page, server_url):
+    """A map whose cells were worked out before is drawn by the browser from an ImageBitmap of them,
+    blown up to its cells' whole device pixels: every pixel as the page's own blow-up made it."""
+    heads_fetched(page)
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 0)
+    page.evaluate(IDLE)
+    first = page.evaluate(MAP_PIXELS, "K")  # drawn from the cells at once, as they were worked out
+    for head in (1, 2, 0):  # head 0's K, then two others on the map's two canvases, then head 0's again
+        if head == 0:
+            page.evaluate(SPY_DRAWS)
+        page.evaluate("(head) => window.mhaExplorer.model.set('head', head)", head)
+        page.wait_for_function("(head) => document.querySelector('.stage h2').textContent.includes(`head ${head} `)", arg=head)
+        page.evaluate(IDLE)
+    draws = page.evaluate("() => window.draws")
+    assert ["K", "drawImage"] in draws and ["K", "putImageData"] not in draws, draws
+    assert page.evaluate(MAP_PIXELS, "K") == first
+
+
 @needs("minilm")
 def test_a_real_models_weight_matrices_are_folded_to_a_line_and_stay_open_once_opened(page, server_url):
     """W^Q, W^K and W^V of a real model are maps of hundreds of rows (384 for MiniLM, a pixel

@@ -2832,9 +2832,16 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
 
   // The cells' colours are worked out once, one RGBA pixel each (kept for other queries), then
   // blown up to the cell size straight into the canvas's pixels. (Drawing a small canvas of them
-  // scaled up costs about a millisecond per new source, even for one row.)
+  // scaled up costs about a millisecond per new source, even for one row.) Once an ImageBitmap of
+  // them is made (off the page's thread, after they are worked out), cells a whole number of
+  // device pixels each are blown up from it by the browser, with no blend at their edges: the same
+  // pixels, where the JS blow-up takes a millisecond or two for a 512-row map drawn again (another
+  // head's K at Projections). Cells of a fraction of a pixel keep the JS blow-up.
   let cells = hit ? hit.cells : null; // Uint8ClampedArray, rows x cols x RGBA
   let hiddenCells = hit ? hit.hiddenCells : []; // [row, col] of masked cells
+  let painted = hit ?? null; // { cells, scale, peak, hiddenCells, bitmap: an ImageBitmap of cells once made }
+  const [devW, devH] = [cw * ratio, ch * ratio];
+  const scaled = Number.isInteger(devW) && Number.isInteger(devH) && devW * devH > 1 && typeof createImageBitmap === "function";
   function paintCells() {
     cells = new Uint8ClampedArray(rows * cols * 4);
     const words = new Uint32Array(cells.buffer); // one RGBA cell per word
@@ -2851,7 +2858,12 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
         } else words[i] = (v < 0 ? below : above)[Math.min(255, shade(v))];
       }
     values = null;
-    store?.set(source[1], { cells, scale, peak, hiddenCells });
+    painted = { cells, scale, peak, hiddenCells, bitmap: null };
+    store?.set(source[1], painted);
+    if (scaled) {
+      const made = painted;
+      createImageBitmap(new ImageData(made.cells, cols, rows)).then((bitmap) => { made.bitmap = bitmap; }, () => {});
+    }
   }
 
   function putCells(ctx) {
@@ -2860,6 +2872,14 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
     const down = Math.floor(rows * ch * ratio);
     if (across === cols && down === rows) {
       ctx.putImageData(new ImageData(cells, cols, rows), Math.round(left * ratio), 0); // a pixel per cell (512 tokens)
+      return;
+    }
+    if (scaled && painted?.cells === cells && painted.bitmap) {
+      ctx.save();
+      ctx.setTransform(1, 0, 0, 1, 0, 0); // device pixels, as putImageData's
+      ctx.imageSmoothingEnabled = false; // each pixel the colour of its cell, no blend at the edges
+      ctx.drawImage(painted.bitmap, Math.round(left * ratio), 0, across, down);
+      ctx.restore();
       return;
     }
     const image = ctx.createImageData(across, down);
