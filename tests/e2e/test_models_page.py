@@ -211,11 +211,15 @@ DRAWN_BY = """(selector) => new Promise((done) => {
 })"""
 
 
-# the device pixels of the stage's map captioned `caption`
-MAP_PIXELS = """(caption) => {
+# the stage's map captioned `caption`: its canvas's device pixels, where its cells start (left of
+# them, the row labels) and their size, in device pixels; and its lens's pixels
+MAP_AND_LENS = """(caption) => {
   const figure = [...document.querySelectorAll(".stage figure.heatmap-figure")].find((f) => f.querySelector("figcaption").textContent === caption);
-  const canvas = figure.querySelector("canvas.heatmap");
-  return Array.from(canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data);
+  const [canvas, lens, axis] = ["canvas.heatmap", "canvas.heatmap-lens", ".heatmap-axis"].map((s) => figure.querySelector(s));
+  const ratio = canvas.width / parseFloat(canvas.style.width);
+  const pixels = (c) => Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data);
+  return { width: canvas.width, height: canvas.height, ratio, left: parseFloat(axis.style.marginLeft) * ratio, cellsWide: parseFloat(axis.style.width) * ratio,
+           data: pixels(canvas), lens: { width: lens.width, height: lens.height, data: pixels(lens) } };
 }"""
 # from now on, each drawImage and putImageData on a map's canvas: [its caption, the call]
 SPY_DRAWS = """() => {
@@ -232,22 +236,48 @@ SPY_DRAWS = """() => {
 
 
 @needs("minilm")
-def test_a_map_drawn_again_from_its_cells_bitmap_has_the_pixels_it_had(page, server_url):
-    """A map whose cells were worked out before is drawn by the browser from an ImageBitmap of them,
-    blown up to its cells' whole device pixels: every pixel as the page's own blow-up made it."""
-    heads_fetched(page)
-    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 0)
-    page.evaluate(IDLE)
-    first = page.evaluate(MAP_PIXELS, "K")  # drawn from the cells at once, as they were worked out
-    for head in (1, 2, 0):  # head 0's K, then two others on the map's two canvases, then head 0's again
-        if head == 0:
-            page.evaluate(SPY_DRAWS)
-        page.evaluate("(head) => window.mhaExplorer.model.set('head', head)", head)
-        page.wait_for_function("(head) => document.querySelector('.stage h2').textContent.includes(`head ${head} `)", arg=head)
-        page.evaluate(IDLE)
+def test_a_big_map_blown_up_by_the_browser_has_each_cells_colour_in_every_pixel(page, server_url):
+    """A 512-row map of cells 8 device pixels wide is blown up by the browser (drawImage, no
+    smoothing), not pixel by pixel in the page: every device pixel of a cell has that cell's colour
+    exactly, as the lens draws it from the cells' colours, with no blend at the cells' edges."""
+    heads_fetched(page)  # the server's numbers: the lens and the map from the same cells
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens
+    trace_model(page, server_url, "minilm", text, 2)
+    page.evaluate(SPY_DRAWS)
+    page.evaluate("() => window.mhaExplorer.model.set('head', 3)")
+    page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('head 3 ')")
     draws = page.evaluate("() => window.draws")
     assert ["K", "drawImage"] in draws and ["K", "putImageData"] not in draws, draws
-    assert page.evaluate(MAP_PIXELS, "K") == first
+    k = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=re.compile("^K$"))).locator("canvas.heatmap")
+    k.focus()
+    for key in ["ArrowDown"] * 40 + ["ArrowRight"] * 20:  # the cursor from the first cell to row 40, column 20
+        page.keyboard.press(key)
+    shot = page.evaluate(MAP_AND_LENS, "K")
+    n, d_head = 512, 32
+    cw, ch, left = shot["cellsWide"] / d_head, shot["height"] / n, round(shot["left"])
+    assert cw == 8 * shot["ratio"] and ch == shot["ratio"], (cw, ch)  # whole device pixels, several across
+    canvas = np.array(shot["data"]).reshape(shot["height"], shot["width"], 4)
+    lens = np.array(shot["lens"]["data"]).reshape(shot["lens"]["height"], shot["lens"]["width"], 4)
+    zx, zy = shot["lens"]["width"] / 15, shot["lens"]["height"] / 15  # the lens: 15 x 15 cells around the cursor
+    top, first = 40 - 7, min(d_head - 15, 20 - 7)
+    for r in range(15):
+        for c in range(15):
+            colour = lens[int((r + 0.5) * zy), int((c + 0.5) * zx)]
+            x, y = left + int((first + c) * cw), int((top + r) * ch)
+            cell = canvas[y : y + int(ch), x : x + int(cw)].reshape(-1, 4)
+            assert (cell == colour).all(), (top + r, first + c, colour, np.unique(cell, axis=0))
+    assert len(np.unique(lens.reshape(-1, 4)[:, :3], axis=0)) > 20  # cells of many colours: a real check
+    # and those colours are head 3's K, on the legend's scale (given to two decimals: a shade off by one)
+    legend = " ".join(k.locator("xpath=ancestor::figure").locator(".heatmap-legend").inner_text().split())
+    scale = float(re.search(r"Colours: .*?([0-9.]+) · 0", legend).group(1))
+    keys = full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=3))["k"][3]  # (n, d_head): head 3 reads K/V head 3
+    for r in range(15):
+        for c in range(15):
+            v = keys[top + r, first + c]
+            shade = min(255, round(abs(v) * 255 / scale))
+            expected = [round(255 + (base - 255) * shade / 255) for base in ((208, 102, 31) if v >= 0 else (47, 111, 208))]
+            got = lens[int((r + 0.5) * zy), int((c + 0.5) * zx)][:3]
+            assert np.abs(got - expected).max() <= 2, (top + r, first + c, v, got, expected)
 
 
 @needs("minilm")
@@ -774,6 +804,20 @@ def test_the_output_stage_says_how_much_each_head_adds_and_a_name_picks_that_hea
     expect(page.locator(".stage h2")).to_contain_text("head 9")
     page.wait_for_function("() => document.activeElement?.matches('.head-output.inspected[data-head=\"9\"]')")
     assert page.evaluate("scrollY") == y
+
+
+@needs("smollm2")
+def test_a_token_with_a_direction_override_keeps_its_piece_number_the_right_way_round(page, server_url):
+    """A byte-level token holding a right-to-left override (U+202E) is isolated in the token strip,
+    as in the menus: the override turns nothing outside it, so its "1/2" still reads 1/2."""
+    trace_model(page, server_url, "smollm2", "a \u202ereversed\u202c b", 0)
+    chips = page.locator(".token-strip button.token").all_inner_texts()
+    with_override = [chip for chip in chips if "\u202e" in chip]
+    assert with_override, chips
+    for chip in with_override:
+        assert chip.startswith("\u2068") and re.fullmatch(r"\u2068[^\u2069]*\u2069( \d+/\d+)?", chip), repr(chip)
+    menu = page.get_by_label("Query token").locator("option").all_inner_texts()
+    assert [chip for chip in chips if "\u202e" in chip] == [option for option in menu if "\u202e" in option]  # as the menu says it
 
 
 @needs("minilm")
@@ -1371,6 +1415,30 @@ def test_a_token_of_the_strip_picks_the_query_and_the_strip_marks_it(page, serve
     page.wait_for_function(over)
     page.set_viewport_size({"width": 900, "height": 900})
     page.wait_for_function(over)
+
+
+@needs("minilm")
+def test_another_layer_of_the_same_text_keeps_the_token_strip_where_it_was_scrolled(page, server_url):
+    """The strip of a long text, scrolled to the query, is the same strip for every layer of that
+    text: not made and laid out again, still scrolled where it was, the query alone marked."""
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)  # 182 tokens: the strip scrolls
+    trace_model(page, server_url, "minilm", text, 1)
+    page.get_by_label("Query token").select_option("170")
+    page.wait_for_function("() => document.querySelector('.token-strip').scrollTop > 0")
+    page.wait_for_function("() => document.querySelector('.token-strip [aria-pressed=\"true\"]')?.dataset.query === '170'")
+    before = page.evaluate("() => { const strip = document.querySelector('.token-strip'); strip.seen = true; return strip.scrollTop; }")
+    page.get_by_label("Layer (from 0)").select_option("4")
+    page.wait_for_function("() => window.mhaExplorer.model.get('payload').model.layer === 4")
+    after = page.evaluate("""() => { const strip = document.querySelector('.token-strip');
+        return { same: strip.seen === true, top: strip.scrollTop, strips: document.querySelectorAll('.token-strip').length,
+                 pressed: [...strip.querySelectorAll('[aria-pressed="true"]')].map((b) => b.dataset.query) }; }""")
+    assert after == {"same": True, "top": before, "strips": 1, "pressed": ["170"]}, after
+    assert page.locator(".overview h2").inner_text().startswith("all-MiniLM-L6-v2 · layer 4")
+    # another text: a strip of its tokens
+    page.get_by_label("Text", exact=True).fill("The cat sat on the mat.")
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelectorAll('.token-strip button.token').length === 9")  # [CLS] ... [SEP]
+    assert page.evaluate("() => document.querySelector('.token-strip').seen") is None
 
 
 @needs("minilm")

@@ -573,6 +573,19 @@ class Tensor {
     if (s.length === 2) return this.data[first * s[0] + j];
     return this.data[first * s[0] + j * s[1] + k];
   }
+  // The values of a 2-D array, or of slice i of a 3-D one, row-major, as one view of the array's
+  // own numbers: a map reads them straight instead of calling at() per cell (200,000 calls at 512
+  // tokens). null where there is no such view (a head the payload lacks, W^O's blocks, rows made one by one).
+  plane(i) {
+    if (this.rowOf || this.shape.length !== (i === undefined ? 2 : 3)) return null;
+    let first = i ?? 0;
+    if (this.slices) {
+      if (this.block || !this.slices.has(i)) return null;
+      first = this.slices.get(i);
+    }
+    const size = i === undefined ? this.data.length : this.strides[0];
+    return ArrayBuffer.isView(this.data) ? this.data.subarray(first * size, (first + 1) * size) : null;
+  }
   row(...index) {
     const last = this.shape[this.shape.length - 1];
     return Array.from({ length: last }, (_, j) => this.at(...index, j));
@@ -1149,10 +1162,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const costsOpen = costs.firstChild?.open; // a panel opened stays open for the new numbers (n_kv_heads changed in the lab)
     costs.replaceChildren(costPanel(payload));
     costs.firstChild.open = Boolean(costsOpen);
-    overviewBox.replaceChildren(...(payload.model ? modelOverview(payload, (head) => set({ head })) : []));
+    // another layer of the same text keeps the token strip as it is, laid out and scrolled (placeChildren)
+    placeChildren(overviewBox, payload.model ? modelOverview(payload, (head) => set({ head }), overviewBox.querySelector(".token-strip")) : []);
     overviewBox.hidden = !payload.model;
     chips = [...overviewBox.querySelectorAll("button[data-query]")];
-    chipOn = null;
+    chipOn = chips.find((chip) => chip.getAttribute("aria-pressed") === "true") ?? null;
     tokenMark = overviewBox.querySelector(".token-mark");
     stripSize.disconnect();
     if (chips.length) stripSize.observe(chips[0].parentElement);
@@ -1677,6 +1691,7 @@ function projections(view, query, head) {
       rows: outRows,
       cols: range(c.d_model),
       value: (r, k) => t.x.at(outRows[r], k),
+      plane: one ? null : t.x.plane(), // every token's row, in order
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
     });
@@ -1711,6 +1726,7 @@ function projections(view, query, head) {
       rows: outRows,
       cols: range(dOut),
       value: (r, j) => t[name].at(own, outRows[r], j),
+      plane: one ? null : t[name].plane(own),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
       onCell: (r, j) => {
@@ -2215,8 +2231,8 @@ function normed(view, query, head) {
     vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed", 0, t.q_rotated ? rotaryQScale(view, query, head) : undefined),
     h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w^k"),
-    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query }),
-    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
+    heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), plane: t.k.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query }),
+    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), plane: t.k_normed.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
   ];
 }
 
@@ -2255,8 +2271,8 @@ function rope(view, query, head) {
     vector(`${qName} at position ${at}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     turnedPairs(view, query, head, qIn),
-    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
-    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
+    heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, plane: t[kIn].plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
+    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, plane: t.k_rotated.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
   ];
 }
 
@@ -2577,6 +2593,7 @@ function grid(options) {
     rows: rows.length,
     cols: cols.length,
     value: options.value,
+    plane: options.plane ?? null,
     rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
     blockLabel: options.blockLabel,
@@ -2731,6 +2748,24 @@ function outline(element, box) {
   Object.assign(element.style, { left: `${left}px`, top: `${top}px`, width: `${width}px`, height: `${height}px` });
 }
 
+// A map's cells, a pixel each, on a canvas out of the page (one a size, a few kept): the browser
+// blows it up onto the map's canvas (drawImage, no smoothing) to the very pixels putCells' loop
+// makes, in a tenth of the time for a 512-row map (0.2-0.5 ms against 1.2-4.6 for 512 x 64 cells
+// 8 px wide). A map under BLOWN_UP device pixels is as quick by the loop.
+const BLOWN_UP = 1 << 15;
+const cellCanvases = new Map(); // "cols x rows" -> canvas
+function cellsCanvas(cells, cols, rows) {
+  const key = `${cols}x${rows}`;
+  let canvas = cellCanvases.get(key);
+  if (!canvas) {
+    if (cellCanvases.size >= 8) cellCanvases.clear();
+    canvas = Object.assign(document.createElement("canvas"), { width: cols, height: rows });
+    cellCanvases.set(key, canvas);
+  }
+  canvas.getContext("2d").putImageData(new ImageData(cells, cols, rows), 0, 0);
+  return canvas;
+}
+
 // the lens over a map of small cells: cells below LENS_MIN px get it; it shows LENS_CELLS of them
 // each way, LENS_ZOOM px each
 const LENS_MIN = 6;
@@ -2751,7 +2786,9 @@ const darkHost = () => document.body.dataset.jpThemeLight === "false" || documen
 // labelsAtLeast: room for the row labels of at least this many px (maps stacked to be compared
 // column by column start their cells at one x). scale: the colour scale, given (two maps compared
 // by eye share one; see sharedScale), instead of the map's own.
-function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark, markSpan = 1, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given, lastLabel = false }) {
+// plane: the rows x cols values as one row-major typed array, if they are one (see Tensor.plane),
+// read instead of value() where every cell is read.
+function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel, colName, mark, markSpan = 1, kind, masked, source, blockLabel, tokenAt = null, labelsAtLeast = 0, scale: given, lastLabel = false }) {
   const single = singlePrecision; // its readout writes a value in full as the view's numbers are
   // source = [tensor, key]: these cells depend only on that tensor, never on the query
   let store = null;
@@ -2809,13 +2846,13 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   if (hit) [scale, peak] = [hit.scale, hit.peak];
   else {
     values = new Float64Array(rows * cols); // a masked cell (null in JSON) is kept as -Infinity
-    for (let r = 0, o = 0; r < rows; r++)
-      for (let c = 0; c < cols; c++, o++) {
-        const v = value(r, c) ?? -Infinity;
-        values[o] = v;
-        if (v === -Infinity) anyHidden = true;
-        else if (Math.abs(v) > peak) peak = Math.abs(v);
-      }
+    if (plane) values.set(plane);
+    else for (let r = 0, o = 0; r < rows; r++) for (let c = 0; c < cols; c++, o++) values[o] = value(r, c) ?? -Infinity;
+    for (let o = 0; o < values.length; o++) {
+      const v = values[o];
+      if (v === -Infinity) anyHidden = true;
+      else if (Math.abs(v) > peak) peak = Math.abs(v);
+    }
     // weights run from 0 to 1 in a map of a few keys, the same for every query; over many keys, up
     // to the map's largest (root, above); one query's strip over hundreds of keys, whose largest
     // weight may be 0.03, runs from 0 to its own largest
@@ -2831,22 +2868,15 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
   let cursor = null;
 
   // The cells' colours are worked out once, one RGBA pixel each (kept for other queries), then
-  // blown up to the cell size straight into the canvas's pixels. (Drawing a small canvas of them
-  // scaled up costs about a millisecond per new source, even for one row.) Once an ImageBitmap of
-  // them is made (off the page's thread, after they are worked out), cells a whole number of
-  // device pixels each are blown up from it by the browser, with no blend at their edges: the same
-  // pixels, where the JS blow-up takes a millisecond or two for a 512-row map drawn again (another
-  // head's K at Projections). Cells of a fraction of a pixel keep the JS blow-up.
+  // blown up to the cell size into the canvas's pixels: by the browser (see cellsCanvas) where
+  // each cell is a whole number of device pixels and the map is big, else by the loop in putCells.
   let cells = hit ? hit.cells : null; // Uint8ClampedArray, rows x cols x RGBA
   let hiddenCells = hit ? hit.hiddenCells : []; // [row, col] of masked cells
-  let painted = hit ?? null; // { cells, scale, peak, hiddenCells, bitmap: an ImageBitmap of cells once made }
-  const [devW, devH] = [cw * ratio, ch * ratio];
-  const scaled = Number.isInteger(devW) && Number.isInteger(devH) && devW * devH > 1 && typeof createImageBitmap === "function";
   function paintCells() {
     cells = new Uint8ClampedArray(rows * cols * 4);
     const words = new Uint32Array(cells.buffer); // one RGBA cell per word
     const step = 255 / (scale || 1);
-    const shade = root ? (v) => Math.round(255 * Math.sqrt(Math.abs(v) / (scale || 1))) : (v) => Math.round(Math.abs(v) * step);
+    const over = scale || 1;
     hiddenCells = [];
     const [below, above] = kind === "weights" ? [WEIGHT_SHADES, WEIGHT_SHADES] : [NEGATIVE_SHADES, POSITIVE_SHADES];
     for (let r = 0, i = 0; r < rows; r++)
@@ -2855,15 +2885,13 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
         if (v === null || v === -Infinity) {
           words[i] = MASKED_WORD;
           hiddenCells.push([r, c]);
-        } else words[i] = (v < 0 ? below : above)[Math.min(255, shade(v))];
+        } else {
+          const shade = root ? Math.round(255 * Math.sqrt(Math.abs(v) / over)) : Math.round(Math.abs(v) * step); // (written out: a call per cell cost more)
+          words[i] = (v < 0 ? below : above)[shade < 255 ? shade : 255];
+        }
       }
     values = null;
-    painted = { cells, scale, peak, hiddenCells, bitmap: null };
-    store?.set(source[1], painted);
-    if (scaled) {
-      const made = painted;
-      createImageBitmap(new ImageData(made.cells, cols, rows)).then((bitmap) => { made.bitmap = bitmap; }, () => {});
-    }
+    store?.set(source[1], { cells, scale, peak, hiddenCells });
   }
 
   function putCells(ctx) {
@@ -2874,11 +2902,11 @@ function heatmap({ caption, rows, cols, value, rowLabel, colLabel, colName, mark
       ctx.putImageData(new ImageData(cells, cols, rows), Math.round(left * ratio), 0); // a pixel per cell (512 tokens)
       return;
     }
-    if (scaled && painted?.cells === cells && painted.bitmap) {
+    if (Number.isInteger(cw * ratio) && Number.isInteger(ch * ratio) && across * down >= BLOWN_UP) {
       ctx.save();
       ctx.setTransform(1, 0, 0, 1, 0, 0); // device pixels, as putImageData's
       ctx.imageSmoothingEnabled = false; // each pixel the colour of its cell, no blend at the edges
-      ctx.drawImage(painted.bitmap, Math.round(left * ratio), 0, across, down);
+      ctx.drawImage(cellsCanvas(cells, cols, rows), 0, 0, cols, rows, Math.round(left * ratio), 0, across, down);
       ctx.restore();
       return;
     }
@@ -3188,7 +3216,7 @@ function allQueries(view, query, head, stage) {
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
-      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), rowLabel: tok, tokenAt: (r) => r, colLabel, colName, mark: query, kind, masked });
+      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), plane: index(0, 0).length === 3 ? t[name].plane(index(0, 0)[0]) : t[name].plane(), rowLabel: tok, tokenAt: (r) => r, colLabel, colName, mark: query, kind, masked });
   const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
@@ -3513,7 +3541,8 @@ function configLine(c) {
 
 // ---- a real model: every head of the layer in small, and the tokens as the tokenizer split them
 
-function modelOverview(payload, pick) {
+// strip: the token strip shown before, kept (with the lead above it) where it shows these very tokens.
+function modelOverview(payload, pick, strip = null) {
   const m = payload.model;
   const small = new Tensor(m.overview);
   const [heads, cells] = small.shape;
@@ -3551,18 +3580,25 @@ function modelOverview(payload, pick) {
   // the spaces it starts or ends with marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
   // WordPiece piece inside a word with its ## ("un", "##bel"), a blank one (⇥, ↵), and an unknown
   // token with the text it stands for ([UNK] 🐱)
-  const shown = (label, text) => (INVISIBLE.test(label) ? visibleToken(label) /* by its code (U+0007), as in the menus */ : text && text.trim() && label.replaceAll("␣", " ") === text ? text : label);
-  const tokens = payload.tokens.map((label, j) =>
-    h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
-  );
-  const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => /^␣|␣$/.test(tok)) ? " (elsewhere on the page, ␣ marks a space a token starts or ends with)" : ""}; pick one as the query:`);
+  // (either as the menus show it: by its code where it is invisible, "U+0007"; isolated where it
+  // holds right-to-left letters or an override, which would turn its "1/2" around)
+  const shown = (label, text) => visibleToken(text && text.trim() && label.replaceAll("␣", " ") === text ? text : label);
+  const tokensKey = JSON.stringify([payload.tokens, m.readable, m.special]);
+  if (strip?.tokensKey !== tokensKey) {
+    const tokens = payload.tokens.map((label, j) =>
+      h("button", { type: "button", class: "token" + (m.special[j] ? " special" : ""), "data-query": j, "aria-pressed": "false", tabindex: -1, title: `position ${j}: pick it as the query` }, shown(label, m.readable[j])),
+    );
+    const lead = h("p", { class: "hint strip-lead", id: uid("strip-lead") }, `${plural(payload.tokens.length, "token")}${payload.tokens.some((tok) => /^␣|␣$/.test(tok)) ? " (elsewhere on the page, ␣ marks a space a token starts or ends with)" : ""}; pick one as the query:`);
+    strip = h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them", "aria-describedby": lead.id }, tokens, h("span", { class: "token-mark", "aria-hidden": "true", hidden: true }));
+    Object.assign(strip, { lead, tokensKey });
+  }
   return [
     h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}${m.held_layers?.length < m.n_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight
-    lead,
-    h("div", { class: "token-strip", role: "group", "aria-label": "Tokens as the tokenizer split them", "aria-describedby": lead.id }, tokens, h("span", { class: "token-mark", "aria-hidden": "true", hidden: true })),
+    strip.lead,
+    strip,
   ];
 }
 
