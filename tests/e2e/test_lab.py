@@ -546,6 +546,16 @@ def test_values_too_large_together_are_refused_at_the_cell_that_made_them_so(pag
     assert page.locator(".lab-status").first.inner_text() == "That value was not used: the figure still shows the last good result."
     assert page.locator(".layout").inner_text() == before and "W_K" not in page.url and "W_Q%3A0%2C2%2C0" in page.url.replace(":", "%3A").replace(",", "%2C")
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the browser logs the answer
+    # Undo my edits: every cell shows the value in use again, the refused one too (its grid on
+    # screen), with no message
+    page.get_by_role("button", name="Undo my edits").click()
+    settle(page)
+    for matrix, key in (("W_K:0", "W_K:0,2,0"), ("x", "x:1,2"), ("W_Q:0", "W_Q:0,2,0")):
+        page.get_by_label("Edit the values of").select_option(matrix)
+        cell = page.locator(f'.edit-grid input[data-key="{key}"]')
+        expect(cell).not_to_have_value("9e99")
+        assert cell.get_attribute("aria-invalid") is None and "edited" not in (cell.get_attribute("class") or "")
+        assert page.locator(".edit-grid input[aria-invalid]").count() == 0 and page.locator(".edit-grid .cell-error:not(:empty)").count() == 0
 
 
 LARGEST = "#mode=lab&d_model=64&n_heads=64&n_kv_heads=64&d_head=64&d_v=64&causal=0&bias=0&tokens=" + "+".join(f"t{i}" for i in range(64)) + "&seed=0"

@@ -519,6 +519,12 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
         const edited = userEdit(input.dataset.key);
         if (input.classList.contains("edited") !== edited) input.classList.toggle("edited", edited);
         const text = String(matrix[r][c]);
+        if (input.hasAttribute("aria-invalid") && !drafts.has(input.dataset.key)) {
+          // a value refused (no number, or too large to compute with) that is gone (Undo my edits):
+          // the cell shows the value in use again, with no message
+          input.removeAttribute("aria-invalid");
+          input.nextElementSibling.textContent = "";
+        }
         // touch only what changed: a redraw of thousands of inputs would cost a frame or more
         if (input.value !== text && input !== document.activeElement && !input.hasAttribute("aria-invalid") && !waitingValues.has(input.dataset.key)) input.value = text;
       }
