@@ -7,6 +7,7 @@ import errno
 import logging
 import os
 import re
+import signal
 import socket
 import sys
 import textwrap
@@ -179,6 +180,11 @@ def main(ctx: click.Context) -> None:
         except (UnicodeEncodeError, LookupError):
             if hasattr(stream, "reconfigure"):
                 stream.reconfigure(errors="mha-explorer-ascii")
+    # piped into a reader that stops early (| head), a command that prints ends as other command-line
+    # tools do, at once and in silence, killed by SIGPIPE (status 141 in the shell). Not the server,
+    # which writes to sockets: a client gone must not end it.
+    if ctx.invoked_subcommand in ("trace", "models") and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if ctx.invoked_subcommand is None:  # no command: the help, which is what was asked for
         click.echo(ctx.get_help())
 

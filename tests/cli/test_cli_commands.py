@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,11 @@ from mha_explorer.modelview import token_label
 from mha_explorer.config import AttentionConfig
 from mha_explorer.models import NAMES, available_models
 from mha_explorer.models.registry import SUPPORTED
+
+try:
+    import fcntl  # Linux and the like: a pipe's size
+except ImportError:
+    fcntl = None
 
 pytestmark = pytest.mark.cli
 INSTALLED = {m.name for m in available_models() if m.installed}
@@ -366,3 +372,20 @@ def test_serve_offers_only_the_named_models_asked_for(monkeypatch):
     assert refused.status_code == 404 and refused.json()["detail"][0]["message"] == "no model named \"gemma3\"; choose one of: minilm, smollm2"
     wrong = CliRunner().invoke(main, ["serve", "--offer", "gemma"])
     assert wrong.exit_code == 2 and "--offer 'gemma' is not a named model; choose from: minilm, smollm2, gemma3" in wrong.stderr
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="the pipe's size is set by Linux's F_SETPIPE_SZ")
+def test_a_walkthrough_piped_into_a_reader_that_stops_early_ends_quietly_as_a_pipe_ends():
+    """`mha-explorer trace | head -3`: the walkthrough stops when head has its lines, killed by
+    SIGPIPE as other tools are (status 141 in the shell), with nothing on stderr. (The pipe holds
+    one page, less than the walkthrough: what is left is written after the reader has gone.)"""
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    cli = [sys.executable, "-c", "from mha_explorer.cli import main; main()", "trace"]
+    with subprocess.Popen(cli, stdout=write, stderr=subprocess.PIPE) as process:
+        os.close(write)
+        with os.fdopen(read, "rb") as reader:
+            first = [reader.readline() for _ in range(3)]  # then the reader goes, the rest unread
+        errors = process.stderr.read()
+        status = process.wait(timeout=60)
+    assert all(first) and status == -signal.SIGPIPE and errors == b"", (status, errors)
