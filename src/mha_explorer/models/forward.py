@@ -321,7 +321,7 @@ _BLOCK_BYTES = 1 << 18
 
 @elementwise
 def silu(x: np.ndarray, out: np.ndarray, a: np.ndarray, _: np.ndarray) -> None:
-    """x * sigmoid(x), with sigmoid(x) = (1 + tanh(x / 2)) / 2: no exp to overflow, and four passes
+    """x * sigmoid(x), with sigmoid(x) = (1 + tanh(x / 2)) / 2: no exp to overflow, and five passes
     of NumPy's vectorized loops (a sigmoid with a selection by sign made seven, one of them masked:
     seven times slower)."""
     dt = x.dtype.type
