@@ -1445,7 +1445,9 @@ def test_a_lab_link_whose_width_the_heads_do_not_split_leaves_d_head_to_be_set(p
     """from_config refuses d_model 10 over 4 heads without a d_head; the lab opens on the link, d_head marked."""
     page.goto(server_url + "#mode=lab&d_model=10&n_heads=4&tokens=a+b")
     page.wait_for_function("() => !document.getElementById('notice').hidden")
-    assert "lab settings were rejected" in page.locator("#notice").inner_text()
+    notice = page.locator("#notice").inner_text()
+    assert "lab settings were rejected" in notice
+    assert "it gives no d_head, and d_model 10 does not split evenly among 4 heads: type d_head and d_v in the lab." in notice, notice  # why d_head is blank
     assert page.get_by_label("d_model", exact=True).input_value() == "10" and page.get_by_label("n_heads", exact=True).input_value() == "4"
     assert page.get_by_label("d_head", exact=True).get_attribute("aria-invalid") == "true"
 

@@ -120,6 +120,8 @@ function readLink(hash) {
     const { d_model, n_heads } = config;
     config.d_head ??= number(d_model) && number(n_heads) && n_heads > 0 && d_model % n_heads === 0 ? d_model / n_heads : "";
     config.d_v ??= number(config.d_head) ? config.d_head : "";
+    // the fields left blank say what they take; the notice says why they are blank
+    if (config.d_head === "" && number(d_model) && number(n_heads) && n_heads > 0) dropped.push(`it gives no d_head, and d_model ${d_model} does not split evenly among ${n_heads} heads: type d_head${config.d_v === "" ? " and d_v" : ""} in the lab`);
     config.causal = flag("causal");
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
