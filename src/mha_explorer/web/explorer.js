@@ -3216,7 +3216,7 @@ function allQueries(view, query, head, stage) {
           rowClass: (r) => (r === query ? "inspected" : null),
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
-      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), plane: index(0, 0).length === 3 ? t[name].plane(index(0, 0)[0]) : t[name].plane(), rowLabel: tok, tokenAt: (r) => r, colLabel, colName, mark: query, kind, masked });
+      : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), plane: t[name].plane(...index(0, 0).slice(0, -2)), rowLabel: tok, tokenAt: (r) => r, colLabel, colName, mark: query, kind, masked });
   const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
   const comp = (name) => (j) => `${name}[${j}]`;
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
