@@ -1397,8 +1397,8 @@ def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
         ),
         ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "it gives no d_model or n_heads (the GQA preset's settings are used where it gives none)", "Projections · head 0 · query “y”"),
         (
-            "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+tea&seed=0&values=example&stage=scores&head=1&query=1",
-            "values=example, as its settings or tokens are not the teaching example's (left out)",
+            "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+tea+too&seed=0&values=example&stage=scores&head=1&query=1",
+            "values=example, as its settings or its number of tokens are not the teaching example's (left out)",
             "Scores · head 1 · query “like”",
         ),
     ],
@@ -1872,6 +1872,44 @@ def test_the_teaching_example_opens_in_the_lab_with_its_own_values(page, server_
     page.get_by_role("button", name="Draw new values").click()
     settle(page)
     assert page.get_by_label("Preset").input_value() == "" and "edits=" not in link(page)
+
+
+def test_the_teaching_example_with_a_token_renamed_stays_the_example(page, server_url):
+    """A token of the example renamed takes the example's row of x: its values stay the example's,
+    not the user's edits (said as such, not counted), and the link still names the example."""
+    open_lab(page, server_url)
+    page.get_by_label("Preset").select_option("example")
+    wait_kind(page, "MHA")
+    settle(page)
+    edit(page, "W_O", "W_O:0,0", "2")
+    set_field(page, "Tokens (separated by spaces)", "cats like hot milk")
+    assert page.locator(".lab-status").inner_text() == "The teaching example's values stay in place: x row 2 (“warm”'s) is now “hot”'s."
+    picked = "(select) => select.selectedOptions[0].text"
+    assert page.get_by_label("Preset").evaluate(picked) == "The teaching example, with your edits"
+    page.get_by_label("Edit the values of").select_option("x")
+    assert page.locator(".edit-grid input.edited").count() == 0
+    example = arrays_of(TracePayload.model_validate(httpx.get(server_url + "api/example").json()))
+    assert [float(page.locator(f'.edit-grid input[data-key="x:2,{m}"]').input_value()) for m in range(4)] == example["x"][2].tolist()
+    # the link names the example and the one value changed, and opens on the same
+    url = link(page)
+    assert "values=example" in url and "tokens=cats+like+hot+milk" in url and unquote(url).split("edits=")[1].split("&")[0] == "W_O:0,0=2", url
+    other = page.context.new_page()
+    other.goto(url)
+    wait_kind(other, "MHA")
+    settle(other)
+    assert other.get_by_label("Preset").evaluate(picked) == "The teaching example, with your edits"
+    assert other.locator("#notice").is_hidden()
+    for matrix, edited in (("x", 0), ("W_O", 1)):
+        other.get_by_label("Edit the values of").select_option(matrix)
+        assert other.locator(".edit-grid input.edited").count() == edited
+    other.close()
+    # the user's own edit on a renamed token's row is said as theirs
+    edit(page, "x", "x:3,0", "0.75")
+    set_field(page, "Tokens (separated by spaces)", "cats like hot tea")
+    assert page.locator(".lab-status").inner_text() == (
+        "An edited value keeps its row and column numbers, which now stand for other tokens or components: x row 3, column 0. "
+        "The teaching example's values stay in place: x row 3 (“milk”'s) is now “tea”'s."
+    )
 
 
 def test_on_a_phone_a_grid_rows_label_is_level_with_its_cells(browser, server_url):

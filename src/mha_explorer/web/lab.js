@@ -166,8 +166,9 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // another preset is picked): edits over the seed's values, kept whatever the seed, and not the user's
   let fromExample = null;
   // the lab is the example, some of its values perhaps changed, while it has its configuration and
-  // tokens (exampleShape) and holds a value at every place the example has one
-  const exampleShape = () => fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.join(" ") === own.tokens.join(" ");
+  // as many tokens (exampleShape: a token renamed takes the example's row of x) and holds a value
+  // at every place the example has one
+  const exampleShape = () => fields.every((name) => lab.config[name] === own.config[name]) && lab.tokens.length === own.tokens.length;
   const onExample = () => Boolean(fromExample) && exampleShape() && [...own.edits.keys()].every((key) => lab.edits.has(key));
   const presetNow = () => (onExample() ? "example" : presetOf(lab.config));
   // a value the user changed: an edit that is not the example's own value there
@@ -424,7 +425,12 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     presetSelect.value = presetNow(); // the preset this configuration is, if any
     const some = (keys) => (keys.length > 3 ? [...keys.slice(0, 3), `and ${keys.length - 3} more`] : keys).join("; ");
     const named = (keys) => keys.map((key) => cellName(key, next.config));
-    const shownKeys = named(moved);
+    // the user's edits moved, and the example's own values (its x rows under other tokens)
+    const shownKeys = named(moved.filter((key) => userEdit(key, kept)));
+    const example = moved.filter((key) => !userEdit(key, kept));
+    // (the example's x by rows: each row is a token's)
+    const exampleRows = [...new Set(example.filter((key) => key.startsWith("x:")).map((key) => Number(key.split(":")[1].split(",")[0])))];
+    const exampleSaid = [...exampleRows.map((row) => `x row ${row} (“${now.tokens[row]}”'s) is now “${next.tokens[row]}”'s`), ...named(example.filter((key) => !key.startsWith("x:")))];
     const returned = named(back.filter((key) => kept.has(key)));
     // another seed draws new values under the edits, which stay (Draw new values asks before it replaces them)
     const stay = changed === "seed" ? [...kept.keys()].filter((key) => userEdit(key)).length : 0;
@@ -432,7 +438,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       stay ? `${stay === 1 ? "Your edited value stays" : `Your ${stay} edited values stay`} over seed ${next.seed}'s values; Draw new values replaces ${stay === 1 ? "it" : "them"}.` : "",
       dropped.length ? `${dropped.length === 1 ? "An edited value does" : `${dropped.length} edited values do`} not fit this configuration; ${dropped.length === 1 ? "it is" : "they are"} set aside until ${dropped.length === 1 ? "it fits" : "they fit"} again: ${some(dropped)}.` : "",
       returned.length ? `${returned.length === 1 ? "An edited value set aside fits again and is" : `${returned.length} edited values set aside fit again and are`} back: ${some(returned)}.` : "",
-      moved.length ? `${moved.length === 1 ? "An edited value keeps its" : `${moved.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
+      shownKeys.length ? `${shownKeys.length === 1 ? "An edited value keeps its" : `${shownKeys.length} edited values keep their`} row and column numbers, which now stand for other tokens or components: ${some(shownKeys)}.` : "",
+      exampleSaid.length ? `The teaching example's values stay in place: ${some(exampleSaid)}.` : "",
     ].filter(Boolean).join(" ");
     sayAlso(onPayload(payload, { example: Boolean(picked) })); // what the settings took away from the view, if anything
     shown = true;

@@ -464,7 +464,7 @@ async function main() {
     },
   });
   // values=example on other settings or tokens (a link edited by hand): said, not opened on the seed's values in silence
-  if (editor.exampleLeftOut) link.dropped.push("values=example, as its settings or tokens are not the teaching example's (left out)");
+  if (editor.exampleLeftOut) link.dropped.push("values=example, as its settings or its number of tokens are not the teaching example's (left out)");
 
   let modelsStarted = false;
   // a static copy has real models only when layers were written into it (export-site --model)
