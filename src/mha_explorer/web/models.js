@@ -572,17 +572,25 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (otherText || otherModel) initial.query = null; // a token of the link's own text or model's, dropped as said above
     if (!initial.autostart) return true;
     // a link's head or query the layer does not have is dropped alone (the first view's is
-    // shown), so that its model, text and layer are not lost over it; linkProblems says so
-    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: typeof initial.query === "string" ? null : initial.query ?? null }; // (a token's name is found on the tokens that come back)
+    // shown), so that its model, text and layer are not lost over it; linkProblems says so. The
+    // head is checked on the model's settings before the trace is asked for (the server would
+    // refuse it); the query, on the tokens that come back (page.js): every query's numbers come
+    // with the layer, so the request names none
+    const request = { model: picker.value, text: text.value, layer: Number(layer.value), head: initial.head || 0, query: null };
     const dropped = [];
+    if (request.head > 0) {
+      const heads = await ensureLoaded(request.model, () => picker.value !== request.model).then((state) => state.config.n_heads, () => null); // (a model that fails to load: the trace says why)
+      if (heads !== null && request.head >= heads) {
+        request.head = 0;
+        dropped.push("head");
+      }
+    }
     let shown;
     while (!(shown = await trace(request))) {
       if (shown === null) return true; // the user traced something else meanwhile
-      const field = failed?.fields?.length === 1 ? failed.fields[0] : null;
-      if (field === "head" && request.head !== 0) request.head = 0;
-      else if (field === "query" && request.query !== null) request.query = null;
-      else return false;
-      dropped.push(field);
+      if (request.head === 0 || failed?.fields?.length !== 1 || failed.fields[0] !== "head") return false;
+      request.head = 0;
+      dropped.push("head");
     }
     // said as the teaching example's and the lab's links say it
     const payload = byHead.get(current.head);

@@ -481,10 +481,10 @@ async function main() {
       onRefined: (payload) => model.set("refined", { payload }), // the explorer writes its numbers on screen again
       onPayload: (payload, request) => {
         const ids = payload.page_stages.map((s) => s.id);
-        // a link's stage and "all queries" (its head and query the server checked): a stage
+        // a link's stage, query and "all queries" (its head the models' part checked): a stage
         // this layer lacks falls back to the one before it, said with the link's other problems
-        // (a query named by its token is found here, on the tokens the server sent)
-        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: typeof modelLink.query === "string" ? modelLink.query : null }) : null;
+        // (a query, a position or a token's name, is found here, on the tokens the server sent)
+        const view = pendingView?.mode === "model" ? fitView(payload, { ...pendingView, head: request.head, query: modelLink.query ?? null }) : null;
         if (view) stageProblems = view.problems;
         const stage = view ? view.view.stage : model.get("stage");
         pendingView = null;
