@@ -1225,7 +1225,7 @@ def test_an_empty_seed_is_refused_not_taken_as_zero(page, server_url):
     before = page.locator(".layout").inner_text()
     assert "seed=5" in link(page)
     set_field(page, "Seed", "")
-    assert page.locator("#lab-error-seed").inner_text() == "The seed must be a whole number from 0 to 4294967295."
+    assert page.locator("#lab-error-seed").inner_text() == "The seed is empty: type a whole number from 0 to 4294967295."
     assert page.get_by_label("Seed", exact=True).get_attribute("aria-invalid") == "true"
     assert page.locator(".layout").inner_text() == before and "seed=5" in link(page)
 
@@ -1397,12 +1397,17 @@ def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
         ),
         ("#mode=lab&tokens=x+y+z&seed=5&causal=1", "it gives no d_model or n_heads (the GQA preset's settings are used where it gives none)", "Projections · head 0 · query “y”"),
         (
+            "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b+c&seed=3&W_Q:0,0,0=0.5&x:1,2=-1",
+            "it has 2 edits outside edits= (left out): write them as “edits=W_Q:0,0,0=0.5;x:1,2=-1”",
+            "Projections · head 0 · query “b”",
+        ),
+        (
             "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+tea+too&seed=0&values=example&stage=scores&head=1&query=1",
             "values=example, as its settings or its number of tokens are not the teaching example's (left out)",
             "Scores · head 1 · query “like”",
         ),
     ],
-    ids=["a head no number, and a part unknown", "a flag no flag", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes", "the example's values on other tokens"],
+    ids=["a head no number, and a part unknown", "a flag no flag", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes", "edits outside edits=", "the example's values on other tokens"],
 )
 def test_a_links_part_that_cannot_be_read_is_left_out_and_the_rest_used(page, server_url, fragment, said, shown):
     """One bad part threw the whole link away for the teaching example: the lab's settings, tokens
@@ -1450,6 +1455,25 @@ def test_a_lab_link_whose_width_the_heads_do_not_split_leaves_d_head_to_be_set(p
     assert "it gives no d_head, and d_model 10 does not split evenly among 4 heads: type d_head and d_v in the lab." in notice, notice  # why d_head is blank
     assert page.get_by_label("d_model", exact=True).input_value() == "10" and page.get_by_label("n_heads", exact=True).input_value() == "4"
     assert page.get_by_label("d_head", exact=True).get_attribute("aria-invalid") == "true"
+
+
+@pytest.mark.parametrize(
+    "given, why",
+    [
+        ("d_model=abc&n_heads=2", "d_model “abc”, no whole number, cannot be split among the heads"),
+        ("d_model=8&n_heads=two", "n_heads “two” is no whole number to split d_model 8 by"),
+        ("d_model=8&n_heads=0", "n_heads 0 has no head to split d_model 8 among"),
+    ],
+)
+def test_a_lab_link_with_no_width_to_split_says_why_d_head_is_blank(page, server_url, given, why):
+    """d_head comes from d_model and n_heads: where either is wrong, the notice says why d_head and
+    d_v are blank, besides the wrong field's own message."""
+    page.goto(server_url + f"#mode=lab&{given}&tokens=a+b")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    notice = page.locator("#notice").inner_text()
+    assert f"it gives no d_head, and {why}: type d_head and d_v in the lab." in notice, notice
+    for name in ("d_head", "d_v"):  # blank, and said so
+        assert page.get_by_label(name, exact=True).input_value() == "" and page.locator(f"#lab-error-{name}").inner_text() == f"{name} is empty: type a whole number from 1 to 64."
 
 
 def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):

@@ -458,7 +458,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       const typed = (name === "seed" ? seedInput : configInputs[name]).value.trim();
       const what = name === "seed" ? "the seed" : name;
       // "1e9" is a whole number written with an exponent, which the field does not read
-      if (typed && !WHOLE.test(typed)) errors[name] = /^[-+]?(\d+\.?\d*|\.\d+)e[-+]?\d+$/i.test(typed) ? `“${echo(typed)}” is written with an exponent: type ${what} in plain digits, from ${lo} to ${hi}.` : `“${echo(typed)}” is not a whole number: type ${what} as one from ${lo} to ${hi}.`;
+      if (!typed) errors[name] = `${name === "seed" ? "The seed" : name} is empty: type a whole number from ${lo} to ${hi}.`;
+      else if (!WHOLE.test(typed)) errors[name] = /^[-+]?(\d+\.?\d*|\.\d+)e[-+]?\d+$/i.test(typed) ? `“${echo(typed)}” is written with an exponent: type ${what} in plain digits, from ${lo} to ${hi}.` : `“${echo(typed)}” is not a whole number: type ${what} as one from ${lo} to ${hi}.`;
     }
     return errors;
   }

@@ -66,7 +66,14 @@ function readLink(hash) {
   // text or settings typed into a link are not lost for one mistyped part.
   const dropped = [];
   const known = new Set(["mode", "stage", "head", "query", "all", "model", "layer", "text", ...LAB_KEYS]);
-  for (const key of new Set(params.keys())) if (!known.has(key)) dropped.push(`it has an unknown part “${echo(key)}” (left out)`);
+  // (an edit written as a part of its own, W_Q:0,0,0=0.5, is said with the form that holds it)
+  const looseEdits = [];
+  for (const key of new Set(params.keys())) {
+    if (known.has(key)) continue;
+    if (/^[A-Za-z_]+:\d+(,\d+)*$/.test(key)) looseEdits.push(`${key}=${params.get(key)}`);
+    else dropped.push(`it has an unknown part “${echo(key)}” (left out)`);
+  }
+  if (looseEdits.length) dropped.push(`it has ${looseEdits.length === 1 ? "an edit" : `${looseEdits.length} edits`} outside edits= (left out): write ${looseEdits.length === 1 ? "it" : "them"} as “edits=${looseEdits.slice(0, 4).map((edit) => echo(edit, 40)).join(";")}${looseEdits.length > 4 ? ";…" : ""}”`);
   // a part given twice (a link edited by hand) says two things: which was meant is not guessed
   const twice = [...new Set(params.keys())].find((key) => params.getAll(key).length > 1);
   if (twice) throw new Error(`it gives ${twice} twice (${params.getAll(twice).map((v) => `“${echo(v)}”`).join(", ")}); keep one`);
@@ -121,7 +128,13 @@ function readLink(hash) {
     config.d_head ??= number(d_model) && number(n_heads) && n_heads > 0 && d_model % n_heads === 0 ? d_model / n_heads : "";
     config.d_v ??= number(config.d_head) ? config.d_head : "";
     // the fields left blank say what they take; the notice says why they are blank
-    if (config.d_head === "" && number(d_model) && number(n_heads) && n_heads > 0) dropped.push(`it gives no d_head, and d_model ${d_model} does not split evenly among ${n_heads} heads: type d_head${config.d_v === "" ? " and d_v" : ""} in the lab`);
+    if (config.d_head === "") {
+      const why = !number(d_model) ? `d_model “${echo(String(d_model))}”, no whole number, cannot be split among the heads`
+        : !number(n_heads) ? `n_heads “${echo(String(n_heads))}” is no whole number to split d_model ${d_model} by`
+        : n_heads > 0 ? `d_model ${d_model} does not split evenly among ${n_heads} heads`
+        : `n_heads ${n_heads} has no head to split d_model ${d_model} among`;
+      dropped.push(`it gives no d_head, and ${why}: type d_head${config.d_v === "" ? " and d_v" : ""} in the lab`);
+    }
     config.causal = flag("causal");
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
