@@ -541,13 +541,13 @@ def _scores(t, tokens, i, heads, fits):
             for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products")):
                 add_column(table, col)
             # numbers right-aligned, decimal points in line; a key the Mask stage hides next is said
-            # after its scaled score (a column of its own would not fit a real model's at 60 columns)
+            # after its name (a column of its own would not fit a real model's at 60 columns)
             add_column(table, "q·k_j", justify="right")
-            add_column(table, "scaled s", justify="left" if hidden[keys].any() else "right")
+            add_column(table, "scaled s", justify="right")
             for j in keys:
                 terms = dot_terms(q_final[h, i], k_final[g, j], lead)
-                scaled = fmt(t["scaled"][h, i, j]) + (" (masked next)" if hidden[j] else "")
-                table.add_row(named(tokens, j), terms, fmt(t["scores"][h, i, j]), scaled, style="dim" if hidden[j] else None)
+                key = named(tokens, j) + (" (masked next)" if hidden[j] else "")
+                table.add_row(key, terms, fmt(t["scores"][h, i, j]), fmt(t["scaled"][h, i, j]), style="dim" if hidden[j] else None)
             left_out(table, n, keys, "keys", hidden, "masked next")
             return table
 
@@ -665,8 +665,7 @@ def _weights_table(t, tokens, i, heads):
     table = Table(title=title, min_width=len(title) + 4)
     add_column(table, "key")
     for h in heads:
-        add_column(table, f"head {h}")  # weights of one width, beside their bars
-        add_column(table, "")
+        add_column(table, f"head {h}")  # each weight (all of one width), then its bar: a block for each 0.05
     hidden = hidden_keys(len(tokens), t.config)[i]  # (n,): none hidden unless the layer is masked
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
@@ -676,11 +675,11 @@ def _weights_table(t, tokens, i, heads):
         cells = []
         for h in heads:
             w = t["weights"][h, i, j]
-            cells += ["masked", ""] if hidden[j] else [fmt(w), "█" * int(round(w * 20))]  # a hidden key's 0 is not a weak key's
+            cells.append("masked" if hidden[j] else f"{fmt(w)} {'█' * int(round(w * 20))}".rstrip())  # a hidden key's 0 is not a weak key's
         table.add_row(named(tokens, j), *cells)
     left_out(table, len(tokens), keys, "keys", hidden)
     total = f"sum of all {len(tokens)}"  # of every key, not only the rows shown; no token's name (a text may hold the word "sum")
-    table.add_row(total, *sum(([fmt(t["weights"][h, i].sum()), ""] for h in heads), []), style="dim")
+    table.add_row(total, *(fmt(t["weights"][h, i].sum()) for h in heads), style="dim")
     if len(keys) == len(tokens):  # every weight shown: say where the shown ones add up to 0.99 or 1.01
         shown_sums = {h: hand_sum(as_shown(w) for w in t["weights"][h, i]) for h in heads}
         off = [f"head {h}'s weights add up to {shown}" for h, shown in shown_sums.items() if shown != fmt(t["weights"][h, i].sum())]

@@ -201,8 +201,8 @@ def test_weights_rows_and_the_summing_line():
     i = ex["tokens"].index("like")
     for j, tok in enumerate(ex["tokens"]):
         w0, w1 = ref["weights"][0][i][j], ref["weights"][1][i][j]
-        assert has_row(out, [tok, two(w0), "█" * round(w0 * 20), two(w1), "█" * round(w1 * 20)]), tok
-    assert has_row(out, ["sum of all 4", "1.00", "", "1.00", ""])
+        assert has_row(out, [tok, f"{two(w0)} {'█' * round(w0 * 20)}".rstrip(), f"{two(w1)} {'█' * round(w1 * 20)}".rstrip()]), tok
+    assert has_row(out, ["sum of all 4", "1.00", "1.00"])
     # head 0's shown weights, 0.17 + 0.24 + 0.20 + 0.40, make 1.01: said under the table; head 1's make 1.00
     shown = [round(sum(float(two(ref["weights"][h][i][j])) for j in range(len(ex["tokens"]))), 2) for h in (0, 1)]
     assert shown == [1.01, 1.0]
@@ -324,8 +324,8 @@ def test_causal_adds_the_mask_stage_and_masks_later_keys():
         else:
             assert has_row(out, [tok, str(j), visible]), tok
     # the first token can only attend to itself
-    assert has_row(out, ["cats", "1.00", "█" * 20, "1.00", "█" * 20])
-    assert has_row(out, ["milk", "masked", "", "masked", ""])  # not a weak key's 0.00
+    assert has_row(out, ["cats", "1.00 " + "█" * 20, "1.00 " + "█" * 20])
+    assert has_row(out, ["milk", "masked", "masked"])  # not a weak key's 0.00
     # the softmax by hand, e^s of the s shown: e^-inf is 0, so the hidden keys add nothing to the sum
     ref = loop_attention(example(), causal=True)
     e = math.exp(float(two(ref["scores"][0][0][0] / math.sqrt(2))))
@@ -485,8 +485,9 @@ def test_a_narrow_terminal_cuts_no_number_of_the_norm_and_rotary_stages(width):
 
 def test_a_causal_layers_scores_say_which_keys_the_mask_hides_next():
     out = ok("--causal", "--stage", "scores", "--head", "0")  # query "like", at position 1
-    rows = {row[0]: row for row in cells(out) if len(row) == 4 and row[0] in ("cats", "like", "warm", "milk")}
-    assert [key for key, row in rows.items() if row[3].endswith("(masked next)")] == ["warm", "milk"]
+    rows = [row for row in cells(out) if len(row) == 4 and row[0].split()[0] in ("cats", "like", "warm", "milk")]
+    assert [row[0] for row in rows] == ["cats", "like", "warm (masked next)", "milk (masked next)"]
+    assert all(re.fullmatch(r"-?\d+\.\d\d", row[3]) for row in rows)  # the scaled scores, numbers alone
 
 
 def test_a_long_causal_texts_mixing_counts_the_keys_the_query_sees():

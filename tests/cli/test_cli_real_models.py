@@ -243,7 +243,7 @@ def test_a_position_and_labels_as_on_the_page():
         out = ok("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "scores", "--head", "0")
         assert f"query ␣cat @{second} (position {second})" in out
     assert "Ġ" not in out
-    keys = [row[0] for row in cells(out) if len(row) in (4, 5) and NUMBER.fullmatch(row[2])]  # (a fifth: "masked next")
+    keys = [row[0].removesuffix(" (masked next)") for row in cells(out) if len(row) == 4 and NUMBER.fullmatch(row[2])]
     labels = [t.replace("Ġ", "␣") for t in tokens]
     assert keys == [label if labels.count(label) == 1 else f"{label} @{j}" for j, label in enumerate(labels)]  # ␣cat @1, ␣cat @{second}
 
@@ -354,7 +354,7 @@ def test_every_heads_weights_are_readable_in_an_80_column_terminal():
             if parts[0].startswith("sum of all") or parts[0] == "":
                 continue
             for k, h in enumerate(heads):
-                seen.setdefault(h, []).append(parts[1 + 2 * k])
+                seen.setdefault(h, []).append(parts[1 + k].split()[0])  # the weight, before its bar
     assert sorted(seen) == list(range(12))
     for h, numbers in seen.items():
         assert numbers == [two(float(w)) for w in run.trace["weights"][h, query]], h
@@ -493,7 +493,7 @@ def test_a_long_texts_tables_list_the_keys_that_matter_and_count_the_rest():
     assert f"… {n - 8} other keys, {hidden} of them masked next" in " ".join(out.split())
 
     out = ok("--model", "smollm2", "--text", text, "--head", "0", "--stage", "weights")
-    listed = [row[0] for row in cells(out) if len(row) == 3 and NUMBER.fullmatch(row[1])]
+    listed = [row[0] for row in cells(out) if len(row) == 2 and NUMBER.fullmatch(row[1].split()[0])]  # (a weight, then its bar)
     assert listed == [name(j) for j in np.argsort(-weights, kind="stable")[:8]] + [f"sum of all {n}"]  # not of the rows above
     assert f"… {n - 8} other keys" in out
     assert f"query {name(i)} (position {i})" in out  # named as the tables name it
