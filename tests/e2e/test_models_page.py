@@ -1532,6 +1532,26 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
     assert page.locator(".outputs .head-list").get_attribute("data-kept") == "yes"
     shown = check_numbers(page, ".outputs", full_arrays(payload))
     assert shown == {f"concat:{query},{e}" for e in range(32)}, sorted(shown)[:3]
+    # another head picked from the list: the list and the entries of the heads inspected neither
+    # before nor now stay as they are (laid out once); head 0's entry is a button again, and
+    # head 7's holds its z
+    page.evaluate("() => document.querySelectorAll('.outputs .head-output').forEach((e) => { e.dataset.kept = 'yes'; })")
+    page.locator('.outputs button[data-pick-head="7"]').click()
+    expect(page.locator(".stage h2")).to_contain_text("· head 7 ·")
+    assert page.locator(".outputs .head-list").get_attribute("data-kept") == "yes"
+    kept = page.locator(".outputs .head-output").evaluate_all("(entries) => entries.map((e) => [Number(e.dataset.head), e.dataset.kept === 'yes'])")
+    assert kept == [[h, h not in (0, 7)] for h in range(12)], kept
+    assert page.locator('.outputs button[data-pick-head="0"]').count() == 1 and page.locator(".outputs .inspected").get_attribute("data-head") == "7"
+    seventh = api_trace(server_url, model="minilm", text=text, layer=2, head=7)
+    shown = check_numbers(page, ".outputs", full_arrays(seventh))
+    assert shown == {f"concat:{query},{7 * 32 + e}" for e in range(32)}, sorted(shown)[:3]
+    # and back to head 0: every entry as it was before head 7 was picked, the same elements
+    page.locator('.outputs button[data-pick-head="0"]').click()
+    expect(page.locator(".stage h2")).to_contain_text("· head 0 ·")
+    kept = page.locator(".outputs .head-output").evaluate_all("(entries) => entries.map((e) => [Number(e.dataset.head), e.dataset.kept === 'yes'])")
+    assert kept == [[h, True] for h in range(12)], kept
+    assert page.locator(".outputs .inspected").get_attribute("data-head") == "0" and page.locator('.outputs button[data-pick-head="7"]').count() == 1
+    assert check_numbers(page, ".outputs", full_arrays(payload)) == {f"concat:{query},{e}" for e in range(32)}
 
 
 @needs("minilm")

@@ -1471,7 +1471,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
       // what has the focus in a head's entry keeps it in the entries drawn anew (the head arrived)
       const had = outputs.contains(document.activeElement) ? document.activeElement : null;
       const [entryHead, pick] = [had?.closest(".head-output")?.dataset.head, had?.dataset.pickHead];
-      outputs.replaceChildren(...outputNodes);
+      outputNodes.arrange?.();
+      placeChildren(outputs, outputNodes);
       showInspected();
       const back = pick !== undefined ? outputs.querySelector(`button[data-pick-head="${pick}"]`) : null;
       if (back) back.focus({ preventScroll: true });
@@ -3463,6 +3464,7 @@ const manyHeads = (c) => c.n_heads * c.d_v > 64; // too many numbers to show eve
 const Z_LISTED = 64;
 const Z_SHOWN = 16;
 
+const layerLists = new WeakMap(); // a real model's layer (its payload's model) -> { list, entries: head -> its entry, not inspected }
 function headOutputs(view, query, head) {
   const { payload, t } = view;
   const { n_heads, d_v, d_model } = payload.config;
@@ -3482,26 +3484,29 @@ function headOutputs(view, query, head) {
     );
   const title = h("h2", {}, "Head outputs for “", tokenName(payload, query), "”");
   let shown = null; // with many heads, the inspected head's z: set again for another query
+  const entry = (i) =>
+    h(
+      "li",
+      { class: `head-output head-${i % HEAD_COLOURS}` + (i === head ? " inspected" : ""), "data-head": i },
+      i === head
+        ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
+        : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
+      many && i !== head ? h("span", { class: "hint" }, sub("z", i), `: ${d_v} numbers`) : i === head ? (shown = zOf(i, query)) : zOf(i, query),
+    );
+  // a real model's list is one for the layer: the entries of the heads not inspected are the same
+  // whichever head is, and stay in the page when another is picked (arrange), so that only the
+  // two entries that change are laid out anew
+  const layer = many && payload.model ? (layerLists.get(payload.model) ?? layerLists.set(payload.model, { list: h("ul", { class: "head-list compact" }), entries: new Map() }).get(payload.model)) : null;
+  const entries = range(n_heads).map((i) => (layer && i !== head ? (layer.entries.get(i) ?? layer.entries.set(i, entry(i)).get(i)) : entry(i)));
+  const list = layer ? layer.list : h("ul", { class: "head-list" + (scrolls ? " compact" : "") }, entries);
   const nodes = [
     title,
-    h(
-      "ul",
-      { class: "head-list" + (scrolls ? " compact" : "") },
-      range(n_heads).map((i) =>
-        h(
-          "li",
-          { class: `head-output head-${i % HEAD_COLOURS}` + (i === head ? " inspected" : ""), "data-head": i },
-          i === head
-            ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
-            : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
-          many && i !== head ? h("span", { class: "hint" }, sub("z", i), `: ${d_v} numbers`) : i === head ? (shown = zOf(i, query)) : zOf(i, query),
-        ),
-      ),
-    ),
+    list,
     scrolls ? h("p", { class: "hint list-note screen-only" }, `All ${n_heads} heads are in this list, which scrolls when they do not fit; pick one to inspect it.`) : null,
     many ? null : h("p", { class: "y" }, "output y = ", vec(range(d_model).map((m) => num(t.output.at(query, m), `output:${query},${m}`)))),
     h("p", { class: "hint" }, configLine(payload.config)),
   ].filter(Boolean);
+  if (layer) nodes.arrange = () => placeChildren(list, entries);
   if (many && payload.model) {
     let at = query;
     const ready = new Map(); // query -> its z, built ahead (the queries next to the one shown)
