@@ -215,7 +215,7 @@ def other_model(page, url: str, name: str) -> dict:
     assert page.locator(".token-strip .token").count() == 512
     best = min(paints, key=lambda r: r["paint"])
     row = {"layer": int(last), "paint_ms": [r["paint"] for r in paints], "server_ms": [r["server"] for r in paints], "transfer_bytes": best["transfer"], "decoded_bytes": best["decoded"]}
-    if page.evaluate("() => Boolean(window.mhaExplorer.model.get('payload').whole_weights?.W_Q)"):
+    if page.evaluate("() => Boolean(window.mhaExplorer.model.get('payload').layerWeights?.W_Q)"):
         row["heads_set"] = heads_set(page, per_stage=3)
     else:
         row["head_switch_with_fetch_p50_ms"] = float(np.percentile(page.evaluate(HEAD_SWITCH, 3), 50))  # (four heads: three to fetch)

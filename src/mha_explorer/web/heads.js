@@ -3,7 +3,7 @@
 //
 // The layer's answer holds X and concat (every head's z); where they weigh little, the page asks
 // for the layer's W^Q, W^K, W^V, their biases and W^O, every head's (modelview.layer_weights), and
-// keeps them as the payload's whole_weights: from them each head's q, k, v, its rotation, scores
+// keeps them as the payload's layerWeights: from them each head's q, k, v, its rotation, scores
 // and weights follow as trace() computes them. Sums are taken in double
 // precision and every stage is rounded to float32 where trace() stores one, so the numbers agree
 // with the server's to about one unit in the last place of a float32, not always to the bit
@@ -18,8 +18,8 @@ import { valuesOf, withDerived, withHead } from "./explorer.js";
 // Whether the heads of this layer's answer can be worked out here: a server's answer of one head
 // (a static copy holds them all) with the whole weights, on a layer without a q/k norm.
 export function workable(payload) {
-  const { stages, whole_weights: whole, config } = payload;
-  return Boolean(payload.model && stages.scores?.heads && stages.x && stages.concat && whole?.W_Q && !config.qk_norm);
+  const { stages, layerWeights, config } = payload;
+  return Boolean(payload.model && stages.scores?.heads && stages.x && stages.concat && layerWeights?.W_Q && !config.qk_norm);
 }
 
 // Head `head`'s slices of the whole weights, as modelview.head_arrays sends them: its W^Q and
@@ -101,7 +101,7 @@ const EXP_SAFE = 60;
 // K/V heads worked out already (g -> { k, v, kTurned, kNorms }), shared by the heads of a group.
 export function* workHead(payload, head, groups) {
   const { config, stages } = payload;
-  const weights = payload.whole_weights;
+  const weights = payload.layerWeights;
   const { d_model: d, d_head: e, d_v: f, n_heads: nHeads, n_kv_heads: nGroups } = config;
   const n = payload.tokens.length;
   const x = valuesOf(stages.x); // (n, d)

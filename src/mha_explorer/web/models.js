@@ -334,7 +334,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     try {
       const { weights } = await layerWeights(request.model, payload.model.layer);
       if (traced?.payload !== payload) return; // another layer's on screen by now
-      payload.whole_weights = weights;
+      payload.layerWeights = weights; // (the page's own field: the layer's model.whole_weights says only that it may ask for them)
       if (!workable(payload)) return;
       ahead = workAhead(payload, request.head, (head, worked) => onAhead?.(worked, head));
       if (tracing) ahead.pause(); // (a trace asked for meanwhile: see trace)
