@@ -16,7 +16,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.markup import escape
-from rich.text import Text
+from rich.text import Span, Text
 
 from .narrative import page_stages
 from .trace import Trace, hidden_keys
@@ -29,6 +29,32 @@ ASCII_SIGNS = {
     "∞": "inf", "ε": "eps", "␣": "_", "↵": "\\n", "⇥": "\\t", "ᴼ": "^O", "²": "^2", "₀": "_0", "█": "#", "“": '"', "”": '"',
     "\u0302": "^", "\u0303": "~", "Ġ": "G",  # the marks of q̂ (normed) and q̃ (rotated); a GPT-2 space mark
 }
+
+
+def spelling(console: Console) -> dict[int, str]:
+    """How the console spells the signs of ASCII_SIGNS its encoding lacks (ASCII, a Windows code
+    page): a table for str.translate, empty where it has them all."""
+    return str.maketrans({sign: spelled for sign, spelled in ASCII_SIGNS.items() if not _writes(console, sign)})
+
+
+def spelled(part, spelling: dict[int, str]):
+    """A table, text or string with its signs spelled out as spelling says; a table in place.
+    Spelled before the table is measured and laid out: spelled after, a spelling longer than its
+    sign ("…" as "...") would push the cell's border out of line."""
+    if isinstance(part, Table):
+        for column in part.columns:
+            column.header = spelled(column.header, spelling)
+            column._cells = [spelled(cell, spelling) for cell in column._cells]
+        part.title, part.caption = spelled(part.title, spelling), spelled(part.caption, spelling)
+        return part
+    if isinstance(part, Text):
+        out = Text(style=part.style, justify=part.justify, overflow=part.overflow, no_wrap=part.no_wrap, end=part.end)
+        # cut where a style begins or ends, so that each piece keeps its styles whole
+        for piece in part.divide(sorted({at for span in part.spans for at in (span.start, span.end)})):
+            word = piece.plain.translate(spelling)
+            out.append(Text(word, spans=[Span(0, len(word), span.style) for span in piece.spans]))
+        return out
+    return part.translate(spelling) if isinstance(part, str) else part
 
 
 def add_column(table: Table, header: str, **options) -> None:
@@ -237,7 +263,8 @@ def render(
     # trace given positions of its own (RoPE's) tells them from the token's place in the text
     at = f"position {query}" if t.position(query) == query else f"token {query} of the text, at position {t.position(query)}"
     console.print(f"query [bold]{escape(named(tokens, query).plain)}[/] ({at})")
-    fits = partial(_fits, console, console.width - PANEL_EDGES)
+    spell = spelling(console)  # (each sign the stream lacks, spelled out as it would spell it)
+    fits = partial(_fits, console, console.width - PANEL_EDGES, spell)
     views = {name: partial(view, fits=fits) for name, view in _STAGE_VIEWS.items()}
     for name in ("projections", "qk_norm", "output"):
         views[name] = partial(views[name], weights=weights)
@@ -248,8 +275,10 @@ def render(
             body = views[s.id](t, tokens, query, heads)
             if console.width < NARROW:  # (as fits measured them)
                 body = [_unruled(part) if isinstance(part, Table) else part for part in body]
-            explanation = s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O")  # as the tables write them
-            console.print(Panel(Group(Text(explanation, style="dim"), *body), title=f"[bold]{s.title}[/]"))
+            explanation = Text(s.explanation.replace("Wᴼ", "W^O").replace("bᴼ", "b^O"), style="dim")  # as the tables write them
+            if spell:
+                explanation, body = spelled(explanation, spell), [spelled(part, spell) for part in body]
+            console.print(Panel(Group(explanation, *body), title=f"[bold]{s.title}[/]"))
     softmax_printed = stage in (None, "weights") and len(tokens) <= MAX_SHOWN  # as _weights() prints it
     by_hand = " (only the softmax by hand takes e^s of the scores as shown)" if softmax_printed else ""
     print_wrapped(
@@ -286,11 +315,13 @@ def _unruled(table: Table) -> Table:
     return table
 
 
-def _fits(console: Console, width: int, table) -> bool:
+def _fits(console: Console, width: int, spell: dict[int, str], table) -> bool:
     """Whether the table (or text) shows in width columns without squeezing a cell: its natural
     width (which rich clamps to the room it is offered, here one column more) is at most width.
     A table's min_width, which keeps its title on one line where there is room, is left out: the
-    title wraps where there is not."""
+    title wraps where there is not. spell: its signs spelled out first, as they will be printed."""
+    if spell:
+        table = spelled(table, spell)
     if isinstance(table, Table) and console.width < NARROW:
         _unruled(table)  # as it will be drawn
     keep = getattr(table, "min_width", None)
@@ -584,7 +615,7 @@ def _mask_table(t, tokens, i, heads):
         title = f"keys after the query, or {c.sliding_window} or more before it, are masked"
     table = Table(title=title, min_width=len(title) + 4)  # the title on one line
     for col in ("key", "position", "visible", *(f"head {h} scaled s" for h in heads)):
-        add_column(table, col, justify="right" if col == "position" else "left")  # (a scaled s may be −∞, "-inf" in ASCII: see _softmax_by_hand)
+        add_column(table, col, justify="left" if col in ("key", "visible") else "right")
     n = len(tokens)
     rows = list(range(n))
     if n > MANY_TOKENS:  # a long text: the first and last keys, and those where the mask begins or ends
@@ -619,9 +650,8 @@ def _softmax_by_hand(t, tokens, i, h, superscripts: bool = True) -> Table:
     title = f"head {h}: the softmax by hand"
     table = Table(title=title, min_width=len(title) + 4)
     for col in ("key", "scaled score s", "e^s", "÷ Σ e^s", "weight"):
-        # numbers right-aligned, but where a sign spelled longer in ASCII ("−∞" as "-inf", "÷ Σ e^s"
-        # as "/ sum e^s") needs the padding after it (the divisor's cells are all alike anyway)
-        add_column(table, col, justify="right" if col in ("e^s", "weight") else "left")
+        # numbers right-aligned (the divisor's cells are all alike)
+        add_column(table, col, justify="left" if col in ("key", "÷ Σ e^s") else "right")
     for j in range(len(tokens)):
         table.add_row(named(tokens, j), fmt(logits[j]), shown(e[j]), f"÷ {shown(total)}", fmt(t["weights"][h, i, j]))
     # the rows where e^s ÷ Σ, from the numbers shown, rounds to another weight than the layer's (as the page names them)

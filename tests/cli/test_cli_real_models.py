@@ -697,3 +697,35 @@ def test_a_query_past_a_one_token_text_is_said_in_the_singular():
     result = trace("--model", "smollm2", "--text", "a", "--query", "3")
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1] == "error: --query 3 is out of range: the text has 1 token, at position 0; choose 0, or a token: a"
+
+
+@needs["smollm2"]
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_real_models_tables_under_ascii_keep_their_columns_in_line(width):
+    """Under ASCII, "…" is written "..." and "θ" "theta": spelled before the tables are laid out,
+    every row of a table has its rules where its header has them, within the width."""
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"PYTHONIOENCODING": "ascii", "COLUMNS": str(width)}
+    args = ["trace", "--model", "smollm2", "--text", "The cat sat on the mat.", "--layer", "2", "--head", "0"]
+    done = subprocess.run([sys.executable, "-m", "mha_explorer.cli", *args], env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    lines = done.stdout.decode("ascii").splitlines()
+    assert max(len(line) for line in lines) == width
+    assert any("..." in line for line in lines) and any("theta" in line for line in lines)
+    if width < 80:  # (tables without vertical rules: the width is what there is to check)
+        return
+    # each table's rows under its header's rule: their bars where the rule has its crossings
+    checked = 0
+    for i, rule in enumerate(lines):
+        if not re.fullmatch(r"\| \|[-+]+\| *\|", rule):
+            continue
+        crossings = [k for k, c in enumerate(rule) if c in "+|"]
+        for line in lines[i + 1 :]:
+            if not line.startswith("| |"):
+                break
+            assert [k for k, c in enumerate(line) if c == "|"] == crossings, (rule, line)
+            checked += 1
+    assert checked > 20, checked
