@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from urllib.parse import quote_plus
 
 import httpx
 import numpy as np
@@ -2480,6 +2481,20 @@ def routed(page, held: list, count: int) -> None:
             return
         page.wait_for_timeout(50)
     raise AssertionError(f"{len(held)} requests held, not {count}: {[route.request.url for route in held]}")
+
+
+@needs("minilm")
+def test_a_link_to_a_layer_a_copy_lacks_shows_the_nearest_it_holds(browser, tmp_path):
+    """A copy of layers 0 and 5: a lesson's link to layer 1 opens layer 0, not the last layer."""
+    text = "The cat sat on the mat."
+    export_site(tmp_path / "site", ModelLayers(load_model("minilm"), text, (0, 5)))
+    context, page, requests, errors = file_page(browser)
+    for asked, shown in ((1, 0), (2, 0), (3, 5), (4, 5), (9, 5)):
+        page.goto((tmp_path / "site" / "index.html").as_uri() + f"#mode=model&model=minilm&text={quote_plus(text)}&layer={asked}&head=3")
+        expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: layer {asked} is not in this page: it holds layers 0, 5, so layer {shown} is shown.")
+        expect(page.locator(".model-status")).to_contain_text(f"all-MiniLM-L6-v2, layer {shown}:")
+    assert errors == []
+    context.close()
 
 
 @needs("minilm")

@@ -136,7 +136,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     layer.disabled = !config && !fixed?.layers[picker.value];
     const label = layerLabels(config);
     if (numbers.map(label).join("\n") !== [...layer.options].map((o) => o.text).join("\n")) layer.replaceChildren(...numbers.map((i) => h("option", { value: i }, label(i))));
-    layer.value = String(numbers.includes(keep) ? keep : numbers.find((i) => i >= (keep ?? 0)) ?? numbers[numbers.length - 1]);
+    // a layer it lacks: the nearest it has (of two as near, the later)
+    const wanted = keep ?? 0;
+    layer.value = String(numbers.reduce((best, i) => (Math.abs(i - wanted) <= Math.abs(best - wanted) ? i : best)));
   }
   if (fixed) {
     text.value = fixed.text;
