@@ -39,6 +39,18 @@ def note(message: str) -> None:
     click.echo(f"note: {message}", err=True)
 
 
+NARROWEST = 60  # the walkthrough's tables fit this many columns and more
+
+
+def walkthrough_console() -> Console:
+    """The console the walkthrough prints on; narrower than its tables fit, said on stderr: a cell
+    too narrow for its number cuts it ("-1.…"), and a reader checking numbers by hand must know."""
+    console = Console(highlight=False)
+    if console.width < NARROWEST:
+        note(f"the terminal is {console.width} columns wide, and the tables need {NARROWEST}: numbers that do not fit are cut (…); widen it, or set COLUMNS={NARROWEST}")
+    return console
+
+
 def parse_whole(option: str, value: str, choose: str) -> int:
     """The whole number value spells, or a one-line error (ending with `choose`) and exit 2."""
     if not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
@@ -209,7 +221,8 @@ def main(ctx: click.Context) -> None:
     "--stage",
     default=None,
     metavar="STAGE",
-    callback=lambda ctx, param, value: value if value is None else stage_id(value),
+    # a stage it does not know is said as typed ("W_O", not "w_o")
+    callback=lambda ctx, param, value: value if value is None or stage_id(value) not in PAGE_STAGE_IDS else stage_id(value),
     help=f"show only this stage: {', '.join(PAGE_STAGE_IDS)}, its title as the walkthrough heads it (\"Output projection\"), or a trace array it shows (z for mixing)",
 )
 @click.option("--causal", is_flag=True, help="mask keys after the query before the softmax (teaching example only)")
@@ -256,7 +269,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
             note("--json writes every head and stage; --head and --stage choose what the walkthrough shows")
         click.echo(trace_payload(t, tokens, example.weights, query=query).model_dump_json(indent=1))
         return
-    render(t, tokens, query, heads, stage, Console(highlight=False), example.weights)
+    render(t, tokens, query, heads, stage, walkthrough_console(), example.weights)
 
 
 def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> None:
@@ -304,7 +317,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     except ModelError as e:
         fail(str(e))
     query = middle_word(run, model) if query is None else query
-    console = Console(highlight=False)
+    console = walkthrough_console()
     console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} token{'' if len(tokens) == 1 else 's'}", style="bold")
     # weights not the published float32 ones are said, so that numbers compared with another copy of the model are not taken for wrong ones
     stored = f"Weights: {model.storage}." if model.storage and not model.storage.endswith("F32") else ""

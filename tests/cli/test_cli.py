@@ -372,6 +372,7 @@ MISTAKES = {
     "head-negative": (["--head", "-1"], "0 to 1"),
     "head-not-a-number": (["--head", "first"], "0 to 1"),
     "unknown-stage": (["--stage", "softmax"], ", ".join(STAGE_IDS)),
+    "unknown-stage-said-as-typed": (["--stage", "W_O"], "unknown stage 'W_O'"),
     "mask-without-causal": (["--stage", "mask"], "--causal"),
     "json-with-bad-query": (["--json", "--query", "dogs"], "cats, like, warm, milk"),
     "superscript-digit-query": (["--query", "²"], "or a position from 0 to 3"),  # "²".isdigit(), but int("²") fails
@@ -388,6 +389,14 @@ def test_mistakes_exit_2_with_one_line_naming_what_is_allowed(args, allowed):
     assert len(lines) == 1, lines
     assert allowed in lines[0], lines[0]
     assert isinstance(result.exception, SystemExit)
+
+
+def test_a_terminal_narrower_than_the_tables_is_told_that_numbers_are_cut():
+    """Below 60 columns a cell too narrow for its number cuts it ("-1.…"): said once, on stderr."""
+    narrow = run("--stage", "scores", width=40)
+    assert narrow.exit_code == 0 and "…" in narrow.stdout  # what the note warns of
+    assert narrow.stderr.splitlines() == ["note: the terminal is 40 columns wide, and the tables need 60: numbers that do not fit are cut (…); widen it, or set COLUMNS=60"]
+    assert ok("--stage", "scores", width=60)  # (no note: ok checks stderr is empty)
 
 
 def test_superscript_digit_head_is_a_clean_mistake():
