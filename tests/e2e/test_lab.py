@@ -947,6 +947,12 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
     expect(page.locator("#notice")).to_contain_text("the link's settings (no server computes them either: n_heads=4 is not a multiple of n_kv_heads=3")
     expect(page.locator("#notice")).to_contain_text("Showing the preset “Causal GQA: 4 query heads, 2 K/V heads” instead")
+    # and what of the link was left out, with why: a d_head the width gives none of
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&n_heads=3")
+    expect(page.locator("#notice")).to_contain_text(
+        "instead, from its first view. This link could not be used in full: it gives no d_model (the GQA preset's 8 is used); "
+        "it gives no d_head, and d_model 8 does not split evenly among 3 heads: type d_head and d_v in the lab."
+    )
     assert errors == []
     context.close()
 

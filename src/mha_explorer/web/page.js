@@ -569,8 +569,11 @@ async function main() {
           // one (at the link's view), else GQA's first view, with what the copy could not show said
           const { id } = againstPresets(editor.lab);
           const notice = staticLabNotice(editor.lab, labMessages("[id^='lab-error-']"), pendingView.query !== null);
+          // what of the link was left out (a d_head it gives none of, say why) is said with it: by the
+          // preset's view where there is one, else here
+          const dropped = !id && pendingView.dropped?.length ? ` ${partlyUsed(pendingView.dropped)}` : "";
           pendingView = id ? { ...pendingView, query: sameTokens(editor.lab) ? pendingView.query : null, notice } : null;
-          say(notice);
+          say(notice + dropped);
           editor.loadPreset(id ?? "gqa");
         } else if (!ok && pendingView) {
           // the lab stays open on the link's settings, each refused one marked with what to change,
