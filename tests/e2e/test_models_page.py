@@ -1849,6 +1849,54 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
 
 
 @needs("minilm")
+def test_after_back_or_forward_each_modes_button_opens_it_as_it_was_left(page, server_url):
+    """Back and Forward reload the page on an entry's link, which holds one mode's view: the lab's
+    edits and a real model's trace, left for another mode, come back with their buttons."""
+    page.goto(server_url + "#mode=lab")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    page.wait_for_function("() => !document.getElementById('lab').dataset.busy")
+    page.get_by_label("Tokens (separated by spaces)").fill("my own tokens here")
+    page.get_by_label("Tokens (separated by spaces)").blur()
+    page.wait_for_function("() => window.mhaExplorer.model.get('payload').tokens.join(' ') === 'my own tokens here'")
+    page.get_by_label("Edit the values of").select_option("x")
+    cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+    cell.fill("3")
+    cell.blur()
+    page.wait_for_function("() => location.hash.includes('edits=x') && !window.mhaExplorer.linkPending")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelectorAll('#model-layer option').length > 2", timeout=120_000)
+    page.get_by_label("Text", exact=True).fill("Alice gave Bob a book.")
+    page.get_by_label("Layer (from 0)").select_option("2")
+    page.get_by_role("button", name="Trace").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    page.locator('.thumb-button[data-head="5"]').click()
+    page.wait_for_function("() => location.hash.includes('head=5') && location.hash.includes('text=Alice') && !window.mhaExplorer.linkPending")
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => location.hash.includes('mode=teaching') && !window.mhaExplorer.linkPending")
+    page.go_back()  # the page reloads on the model's link
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    # the lab, left two steps before, comes back as it was: tokens and edit
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("() => window.mhaExplorer?.model.get('payload').tokens.join(' ') === 'my own tokens here'", timeout=60_000)
+    page.get_by_label("Edit the values of").select_option("x")
+    expect(page.locator('.edit-grid input[data-key="x:0,0"]')).to_have_value("3")
+    assert page.locator('.edit-grid input[data-key="x:0,0"]').get_attribute("class").split().count("edited") == 1
+    # and the real model's trace, from the lab: its text, layer and head
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => window.mhaExplorer?.model.get('payload').model?.text === 'Alice gave Bob a book.'", timeout=120_000)
+    expect(page.locator(".stage h2")).to_contain_text("· head 5 ·")
+    assert page.evaluate("() => window.mhaExplorer.model.get('payload').model.layer") == 2
+    # a tab opened on a link knows no other mode's: the lab's button opens the lab as it opens first
+    other = page.context.new_page()
+    other.goto(server_url + "#mode=teaching")
+    other.wait_for_selector(".mha-explorer .stage h2")
+    other.get_by_role("button", name="Attention lab").click()
+    other.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('GQA')")
+    assert other.get_by_label("Tokens (separated by spaces)").input_value() == "the cat sat on the mat"
+    other.close()
+
+
+@needs("minilm")
 def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forward(page, server_url):
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
     page.wait_for_function("() => location.hash.includes('layer=1') && !window.mhaExplorer.linkPending")

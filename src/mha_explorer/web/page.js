@@ -151,6 +151,10 @@ function readLink(hash) {
 let linkQueued = false;
 let ownHash = location.hash; // the link this page shows: read at its start, or written since
 let models = null; // the real-model panel, once the page has one
+// Each mode's last link in this tab, kept in the state of every history entry: Back and Forward
+// reload the page on an entry's link (hashchange), which gives back that mode's view alone; a
+// mode's button then opens each other mode as it was left, from its link (reopen)
+const modeLinks = { ...history.state?.modeLinks };
 function writeLink(model, lab) {
   if (linkQueued) return;
   linkQueued = true;
@@ -199,13 +203,24 @@ function writeLinkNow(model, mode, lab) {
   // another mode is a step the browser's Back returns from (to the view the link held); a change
   // within a mode replaces the link, so that Back does not walk through every stage and query
   // (a new entry starts with no state; one replaced keeps its own: the text typed in the model box)
+  if (!viewless) modeLinks[mode] = params.toString();
   if (shown && shown !== mode) {
     // the model's entry being left keeps the box as it is: typed just now, or typed before the
     // mode was left once and came back to by its button (an entry of its own, whose state was empty)
     if (shown === "model") models?.keepDraftNow();
-    history.pushState(null, "", `#${params}`);
-  } else history.replaceState(history.state, "", `#${params}`);
+    history.pushState({ modeLinks: { ...modeLinks } }, "", `#${params}`);
+  } else history.replaceState({ ...history.state, modeLinks: { ...modeLinks } }, "", `#${params}`);
   ownHash = location.hash;
+}
+
+// A mode this page has not shown since it loaded, left before in this tab (a Back or Forward
+// reloaded the page on another mode's link): opened on its last link, as a new step, with the
+// page loaded anew on it. False where the page has the mode's view itself.
+function reopen(next, shownHere) {
+  if (shownHere || !modeLinks[next]) return false;
+  history.pushState({ modeLinks: { ...modeLinks } }, "", `#${modeLinks[next]}`);
+  location.reload();
+  return true;
 }
 
 // ---- traces: from the API, or from the exported data ------------------------------------------
@@ -603,12 +618,16 @@ async function main() {
   }
   model.on("change:payload", showExplorer);
 
-  teachingButton.addEventListener("click", () => setMode("teaching"));
+  // whether the page has shown the mode since it loaded (its view is here to show again)
+  const shownHere = (next) => next === mode || Boolean(left[next]) || ownPayload[next](model.get("payload")) || (next === "model" && Boolean(models?.request()));
+  teachingButton.addEventListener("click", () => reopen("teaching", shownHere("teaching")) || setMode("teaching"));
   labButton.addEventListener("click", () => {
+    if (reopen("lab", shownHere("lab"))) return;
     say("");
     setMode("lab");
   });
   modelButton.addEventListener("click", () => {
+    if (reopen("model", shownHere("model"))) return;
     say("");
     setMode("model");
   });
