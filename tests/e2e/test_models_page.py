@@ -1849,6 +1849,17 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
 
 
 @needs("minilm")
+def test_a_model_link_that_names_no_model_traces_its_text_on_the_first(page, server_url):
+    """A link written by hand with a text and a layer but no model= keeps them: the first model
+    traces them, and the notice says so."""
+    page.goto(server_url + "#mode=model&layer=1&text=hi+there&stage=weights&head=3")
+    expect(page.locator("#notice")).to_have_text("This link could not be used in full: it names no model, so the first, minilm, is traced.", timeout=60_000)
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 3 ·")
+    assert page.evaluate("() => [window.mhaExplorer.model.get('payload').model.text, window.mhaExplorer.model.get('payload').model.layer]") == ["hi there", 1]
+    page.wait_for_function("() => location.hash.includes('model=minilm') && !window.mhaExplorer.linkPending")
+
+
+@needs("minilm")
 def test_after_back_or_forward_each_modes_button_opens_it_as_it_was_left(page, server_url):
     """Back and Forward reload the page on an entry's link, which holds one mode's view: the lab's
     edits and a real model's trace, left for another mode, come back with their buttons."""
