@@ -328,7 +328,12 @@ def token_label(token: str, text: str) -> str:
         return token
     if all(unicodedata.category(c)[0] in "CZ" for c in shown):  # format, control and separator characters only
         return " ".join(f"U+{ord(c):04X}" for c in shown)
+    if all(c in MARKS or unicodedata.category(c)[0] in "CZ" for c in shown):  # and spaces shown as marks: "␣U+202E", not "␣" and an override unseen
+        return re.sub(r"(U\+[0-9A-F]+)(?=U\+)", r"\1 ", "".join(c if c in MARKS else f"U+{ord(c):04X}" for c in shown))
     return shown
+
+
+MARKS = "␣↵⇥"  # what token_label shows for a space at either end, a newline and a tab
 
 
 def plain_labels(tokens: list[str], texts: list[str]) -> list[str]:

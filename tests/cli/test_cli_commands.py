@@ -127,7 +127,8 @@ def test_layers_are_grouped_by_kind_and_the_sliding_window_ones_named():
     [("Ġfox", " fox", "␣fox"), ("▁▁mat", "  mat", "␣␣mat"), ("Ċ", "\n", "↵"), ("Ġ", " ", "␣"), ("\t", "\t", "⇥"),
      ("##ing", "ing", "ing"), ("<0xE2>", "\ufffd", "<0xE2>"), ("[CLS]", "[CLS]", "[CLS]"),
      ("ĊĠĠĠ", "\n   ", "↵␣␣␣"), ("ĠĠĊ", "  \n", "␣␣↵"), ("fox▁", "fox ", "fox␣"), ("a▁b", "a b", "a b"),
-     ("\u200b", "\u200b", "U+200B"), ("\u200d\u200b", "\u200d\u200b", "U+200D U+200B")],
+     ("\u200b", "\u200b", "U+200B"), ("\u200d\u200b", "\u200d\u200b", "U+200D U+200B"),
+     ("ĠâĢ®", " \u202e", "␣U+202E"), ("Ċ", "\n\u2066\u2069", "↵U+2066 U+2069"), ("ab", "a\u200db", "a\u200db")],  # an override beside a space is named, not hidden; a joiner inside a word stays
 )
 def test_token_labels_follow_the_pages_token_labels(token, text, label):
     assert token_label(token, text) == label
