@@ -205,7 +205,8 @@ function writeLinkNow(model, mode, lab) {
   }
   // another mode is a step the browser's Back returns from (to the view the link held); a change
   // within a mode replaces the link, so that Back does not walk through every stage and query
-  // (a new entry starts with no state; one replaced keeps its own: the text typed in the model box)
+  // (a new entry starts with the modes' links alone; one replaced keeps its own state too: the
+  // text typed in the model box)
   if (!viewless) modeLinks[mode] = params.toString();
   if (shown && shown !== mode) {
     // the model's entry being left keeps the box as it is: typed just now, or typed before the
