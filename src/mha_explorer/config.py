@@ -157,6 +157,8 @@ def _check_positive_float(name: str, value: object) -> None:
 
 
 def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, float) and value.is_integer():  # a whole number, but a float: said how to write it
+        raise ConfigError(f"{name}={value!r} must be an int: write {int(value)}, not {value!r}")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name}={value!r} must be a whole number such as 4")
     if value < 1:

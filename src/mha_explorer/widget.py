@@ -415,6 +415,8 @@ def _text_and_layer(text, layer) -> int:
         raise TypeError(f"text must be a str, the text to run through the model, not {type(text).__name__}")
     if isinstance(layer, str) and re.fullmatch(r"[0-9]+", layer.strip()):
         layer = int(layer)
+    if isinstance(layer, float) and layer.is_integer():  # a whole number, but a float: said how to write it
+        raise TypeError(f"layer must be an int (layers are numbered from 0): write {int(layer)}, not {layer!r}")
     if not _is_index(layer):
         raise TypeError(f"layer must be a whole number (layers are numbered from 0), such as 3, not {layer!r}")
     return int(layer)

@@ -273,6 +273,8 @@ def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minil
     w.layer = 5
     with pytest.raises(TypeError, match="layer must be a whole number"):
         w.layer = None  # not "keep the layer": a None set by mistake is said
+    with pytest.raises(TypeError, match=r"layer must be an int \(layers are numbered from 0\): write 2, not 2.0$"):
+        w.layer = 2.0
     with pytest.raises(TypeError, match="text must be a str, the text to run through the model, not NoneType"):
         w.text = None
     assert (w.layer, w.text) == (5, "dogs hate cold tea")  # a refused change leaves the view as it was

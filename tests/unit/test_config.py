@@ -58,7 +58,7 @@ ERRORS = [
     (dict(d_model=4, n_heads=2, d_v=0), "d_v=0 must be at least 1"),
     (dict(d_model=True, n_heads=1), "d_model=True must be a whole number such as 4"),
     (dict(d_model=4, n_heads=False), "n_heads=False must be a whole number such as 4"),
-    (dict(d_model=4.0, n_heads=2), "d_model=4.0 must be a whole number such as 4"),
+    (dict(d_model=4.0, n_heads=2), "d_model=4.0 must be an int: write 4, not 4.0"),
     (dict(d_model="4", n_heads=2), "d_model='4' must be a whole number such as 4"),
     (dict(d_model=4, n_heads=None), "n_heads=None must be a whole number such as 4"),
     (dict(d_model=4, n_heads=2, d_head=2.5), "d_head=2.5 must be a whole number such as 4"),
@@ -136,5 +136,5 @@ def test_numpy_numbers_stand_for_python_ones():
     json.dumps(config.to_dict())  # plain values only
     with pytest.raises(ConfigError, match="must be true or false"):
         AttentionConfig(d_model=8, n_heads=2, causal=np.int64(1))
-    with pytest.raises(ConfigError, match="whole number"):
+    with pytest.raises(ConfigError, match="must be an int: write 8, not"):
         AttentionConfig(d_model=np.float64(8.0), n_heads=2)
