@@ -1617,6 +1617,13 @@ def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_dama
     )
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 0")
     assert page.get_by_label("Text", exact=True).input_value() == "cats \ufffd%A"
+    # a text that is nothing but the damage, refused by the tokenizer: the notice says both
+    page.goto(server_url + "#mode=model&model=minilm&text=%E0%A4&layer=1")
+    expect(page.locator("#notice")).to_have_text(re.compile(
+        r"^This link could not be used\. The text has nothing .*\. Its text has a broken %-escape \(the link was cut, or changed by hand\), "
+        r"read as “\ufffd”: copy the link again from where it was made\. Showing the teaching example instead\.$"
+    ))
+    page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the text refused, as the browser logs it
     page.goto(server_url + "#mode=model&model=minilm&text=100%+sure&layer=1")
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
     assert page.get_by_label("Text", exact=True).input_value() == "100% sure" and page.locator("#notice").is_hidden()

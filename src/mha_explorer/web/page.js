@@ -573,7 +573,9 @@ async function main() {
             pendingView = null;
             // the model panel said why; it is hidden with the teaching example, so the notice says it again
             const why = models.error() || "its model, layer or text was rejected.";
-            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)} Showing the teaching example instead.`);
+            // a text cut inside a character (%E0%A4) may be what was refused: the damage is said too
+            const damage = link.model?.damaged ? ` ${link.model.damaged[0].toUpperCase()}${link.model.damaged.slice(1)}.` : "";
+            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)}${damage} Showing the teaching example instead.`);
             setMode("teaching");
           }
         });
