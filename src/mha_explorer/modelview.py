@@ -321,14 +321,13 @@ def token_label(token: str, text: str) -> str:
     ␣ for each space at its start or end (a space between two words shows as it is), ↵ for a
     newline, ⇥ for a tab: a newline and an indent ("ĊĠĠĠ") is "↵␣␣␣", not "↵" as a newline alone.
     The token itself when that text is blank or holds a broken character (a piece of a
-    multi-byte one). A text of characters that draw nothing (a zero-width space) is named by their
-    codes, "U+200B", as the page's menus name such a token."""
+    multi-byte one). A text of characters that draw nothing (a zero-width space, an override), but
+    for the marks of its spaces, is named by their codes, "U+200B", "␣U+202E", as the page's menus
+    name such a token."""
     shown = re.sub(r"^ +| +$", lambda spaces: "␣" * len(spaces[0]), text.replace("\n", "↵").replace("\t", "⇥"))
     if not shown.strip() or "\ufffd" in shown:
         return token
-    if all(unicodedata.category(c)[0] in "CZ" for c in shown):  # format, control and separator characters only
-        return " ".join(f"U+{ord(c):04X}" for c in shown)
-    if all(c in MARKS or unicodedata.category(c)[0] in "CZ" for c in shown):  # and spaces shown as marks: "␣U+202E", not "␣" and an override unseen
+    if all(c in MARKS or unicodedata.category(c)[0] in "CZ" for c in shown):  # format, control and separator characters, and marks
         return re.sub(r"(U\+[0-9A-F]+)(?=U\+)", r"\1 ", "".join(c if c in MARKS else f"U+{ord(c):04X}" for c in shown))
     return shown
 

@@ -101,11 +101,11 @@ function readLink(hash) {
   const view = { mode, stage: params.get("stage"), head: whole("head", 0), query: named ? params.get("query") : whole("query", null), all: flag("all") };
   if (mode === "model") {
     if (STATIC && !STATIC.models) throw new Error("real models need the server (mha-explorer serve)");
-    const named = (params.get("model") || "").toLowerCase(); // "MiniLM", as the terminal takes it
+    const modelNamed = (params.get("model") || "").toLowerCase(); // "MiniLM", as the terminal takes it
     // no model named: the Real model mode as its button opens it, nothing traced yet; unless the
     // link gives a text or a layer to trace, which the first model traces, said
-    const model = named || (params.has("text") || params.has("layer") ? (STATIC?.models?.[0]?.name ?? "minilm") : "");
-    if (!named && model) dropped.push(`it names no model, so the first, ${model}, is traced`);
+    const model = modelNamed || (params.has("text") || params.has("layer") ? (STATIC?.models?.[0]?.name ?? "minilm") : "");
+    if (!modelNamed && model) dropped.push(`it names no model, so the first, ${model}, is traced`);
     if (model && !/^[a-z0-9_-]{1,64}$/.test(model)) throw new Error(`model “${echo(params.get("model"))}” is not a model name`);
     if (model) view.model = { model, layer: whole("layer", 0), text: params.get("text"), damaged: damaged("text") }; // text null when the link has none
   }
