@@ -1655,6 +1655,37 @@ def test_a_loads_progress_is_written_to_the_status_line_only_when_it_changes(pag
 
 
 @needs("minilm")
+@needs("smollm2")
+def test_a_text_another_model_refuses_says_whose_trace_stays(page, server_url):
+    """A model picked with a trace on screen traces the text at once; refused, the menu names the new
+    model while the old one's trace stays. The message says whose it is."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    # SmolLM2 takes longer texts than MiniLM: its refusal of one (as a checkpoint of the user's
+    # with a shorter limit would refuse it) is the server's answer, here written for it
+    refusal = "the text is 1,201 tokens long; SmolLM2-135M-Instruct takes at most 1,024 here: shorten it"
+    refuse = lambda route: (  # noqa: E731
+        route.fulfill(status=422, json={"detail": [{"field": "text", "message": refusal}]}) if json.loads(route.request.post_data)["model"] == "smollm2" else route.continue_()
+    )
+    page.route("**/api/model-trace", refuse)
+    typed = "word " * 1200
+    page.get_by_label("Text", exact=True).fill(typed)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('1,024')", timeout=120_000)
+    assert page.locator("#models .lab-error").inner_text() == (
+        "The text is 1,201 tokens long; SmolLM2-135M-Instruct takes at most 1,024 here: shorten it."
+        " The last good result, all-MiniLM-L6-v2's layer 1, stays on screen."
+    )
+    assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1:")
+    assert page.get_by_label("Text", exact=True).input_value() == typed  # nothing typed is lost
+    # the same model refusing a text: its own trace stays, as said before
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    page.wait_for_function("() => document.querySelector('#models .lab-error')?.textContent.includes('512')", timeout=60_000)
+    assert page.locator("#models .lab-error").inner_text().endswith(". The last good result stays on screen.")
+    assert len(page.console_errors) == 2  # the two refusals, as the browser logs them
+    page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]
+
+
+@needs("minilm")
 def test_a_loads_steps_are_shown_but_said_once(page, server_url):
     """A load of thirty steps (SmolLM2's layers) said each step to a screen reader: the status line
     is a live region, whose words are said whenever they change. It says the load once; the steps

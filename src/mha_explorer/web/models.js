@@ -259,7 +259,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       ahead?.resume();
       failed = failure;
       const said = ended(sentence(failure.message));
-      tell(current ? `${said} The last good result stays on screen.` : said, failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
+      // another model's trace on screen, under a menu that names this one: the message says whose it is
+      const whose = current && current.model !== request.model ? `, ${models.find((m) => m.name === current.model)?.title ?? current.model}'s layer ${current.layer},` : "";
+      tell(current ? `${said} The last good result${whose} stays on screen.` : said, failure.fields?.includes("text")); // a text refused is marked, as the lab marks a field
       status.textContent = current ? shownStatus : ""; // what is on screen is still that
       showLoading(false);
       return false;
