@@ -2357,7 +2357,8 @@ def test_a_settings_message_is_under_its_setting_on_a_phone_and_under_the_row_el
 
 def test_every_querys_table_breaks_a_keys_heading_only_before_its_name(page, server_url):
     """On a phone, All queries' table of weights has narrow columns: a key's heading wraps between
-    "key 0" and its quoted name, never inside the name ("“the" over "@0”")."""
+    "key 0" and its quoted name, never inside the name. A repeated token ("the", at 0 and 4) is
+    named there as the one-query maps name a key: its position said once, in "key 4"."""
     page.set_viewport_size({"width": 390, "height": 844})
     open_lab(page, server_url)
     page.get_by_label("Calculation stage").select_option(label="Weights")
@@ -2370,6 +2371,9 @@ def test_every_querys_table_breaks_a_keys_heading_only_before_its_name(page, ser
       return [th.textContent, new Set([...name.getClientRects()].map((r) => Math.round(r.top))).size];
     })""")
     assert len(lines) == 6 and all(count == 1 for _, count in lines), lines
+    assert [text.replace("\u00a0", " ") for text, _ in lines] == ["key 0 “the”", "key 1 “cat”", "key 2 “sat”", "key 3 “on”", "key 4 “the”", "key 5 “mat”"]
+    rows = page.locator(".stage table.matrix tbody th").all_inner_texts()
+    assert rows[0] == "the @0" and rows[4] == "the @4", rows  # a row is a query: named as the menu names it
 
 
 def test_cells_typed_while_a_run_computes_are_all_kept(page, server_url):

@@ -105,6 +105,9 @@ function tokenName(payload, i) {
   return repeated.get(payload).has(payload.tokens[i]) ? `${tok} @${i}` : tok;
 }
 
+// a map's key column: its position, then its token ("key 4 “the”"), the position said once
+const keyLabel = (payload, j) => `key ${j} “${visibleToken(payload.tokens[j])}”`;
+
 // A token of invisible characters only (a zero-width space typed in the lab) by its code points,
 // "U+200B", so that its menu entry and labels are not blank. The letters of a right-to-left token
 // (Arabic, Hebrew), or of one holding a direction mark, are isolated (FSI ... PDI): else what the
@@ -1833,7 +1836,7 @@ function keyStrip(view, query, head, name, caption, kind) {
   const masked = kind === "weights" && t.mask ? (_, j) => hiddenKey(t, head, query, j) : undefined;
   // in a box of its own: wider than a phone, it scrolls there, and the table under it, which fits,
   // is not dimmed by the fade of a figure scrolled sideways
-  return h("div", { class: "wide-table" }, heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”`, kind, masked }));
+  return h("div", { class: "wide-table" }, heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => keyLabel(payload, j), kind, masked }));
 }
 
 function scores(view, query, head) {
@@ -1906,7 +1909,7 @@ function mask(view, query, head) {
   if (n > MANY_TOKENS)
     return [
       h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey)${cut}.`),
-      heatmap({ caption: `Scaled scores after the mask, head\u00a0${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => `key ${j} “${visibleToken(payload.tokens[j])}”` }),
+      heatmap({ caption: `Scaled scores after the mask, head\u00a0${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => keyLabel(payload, j) }),
     ];
   const rows = range(n).map((j) =>
     h(
@@ -3209,7 +3212,7 @@ function allQueries(view, query, head, stage) {
           value: (r, j) => t[name].at(...index(r, j)),
           src: (r, j) => `${name}:${index(r, j).join(",")}`,
           rowLabel: (r) => h("span", { class: "tok" }, tok(r)),
-          // a narrow column's heading breaks only before a quoted name ("key 0" over "“the @0”")
+          // a narrow column's heading breaks only before a quoted name ("key 0" over "“the”")
           colLabel: (j) => {
             const label = colLabel(j);
             return label.includes("“") ? label.replaceAll(" ", "\u00a0").replace("\u00a0“", " “") : label;
@@ -3218,7 +3221,7 @@ function allQueries(view, query, head, stage) {
           cellClass: masked ? (r, j) => (masked(r, j) ? "masked" : null) : null,
         })
       : heatmap({ caption, rows: n, cols, value: (r, j) => t[name].at(...index(r, j)), plane: t[name].plane(...index(0, 0).slice(0, -2)), rowLabel: tok, tokenAt: (r) => r, colLabel, colName, mark: query, kind, masked });
-  const byToken = (j) => `key ${j} “${tok(j)}”`; // the position too: a text may repeat a token
+  const byToken = (j) => keyLabel(payload, j); // as the one-query maps name a key
   const comp = (name) => (j) => `${name}[${j}]`;
   // a weights table whose shown numbers add up to 1.01 or 0.99 in some row says which
   const sumsOff = () => {
