@@ -75,7 +75,7 @@ def spec_of(model_name: str):
 
 
 # The optional stages every layer of a family has (narrative.LACKS names them), so that a stage a
-# named model lacks is refused before it loads (half a minute for gemma3)
+# named model lacks is refused before it loads (some seconds for gemma3)
 FAMILY_STAGES = {"bert": (), "llama": ("rope", "mask"), "gemma3": ("qk_norm", "rope", "mask")}
 
 

@@ -1560,8 +1560,8 @@ def test_a_512_token_input_stays_small_and_usable(page, server_url, artifacts):
 
 @needs("minilm")
 def test_a_load_step_that_cannot_count_itself_shows_a_moving_bar_not_a_stuck_one(page, server_url):
-    """Gemma 3 reads its vocabulary for about 20 s at one fraction (31%): a bar standing still for
-    that long reads as stuck. After 2 s at one fraction the bar turns indeterminate (it moves), and
+    """A load step that cannot count itself (Gemma 3's vocabulary, some seconds at 60%; longer on a
+    slow machine) stands at one fraction: a bar standing still for that long reads as stuck. After 2 s at one fraction the bar turns indeterminate (it moves), and
     the status keeps the fraction; a new fraction makes it a measure again. Here the server's answers
     are held at 31% for a few seconds."""
     import time
@@ -1859,7 +1859,7 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
     heavy = [m for m in httpx.get(server_url + "api/models").json() if m["heavy"] and m["state"] != "ready"]
     if heavy:
         picker.select_option(heavy[0]["name"])
-        expect(page.locator(".model-status")).to_have_text(f"{heavy[0]['title']} is large: press Trace to load it (half a minute or more) and trace the text.")
+        expect(page.locator(".model-status")).to_have_text(f"{heavy[0]['title']} is large: press Trace to load it (some seconds) and trace the text.")
         # its layers can be picked before it loads, each marked local or global
         layers = page.get_by_label("Layer (from 0)")
         assert layers.is_enabled() and layers.locator("option").count() == heavy[0]["outline"]["n_layers"]
@@ -2804,7 +2804,7 @@ def test_the_head_thumbnails_frame_the_querys_row(page, server_url, artifacts):
 @needs("minilm")
 def test_a_large_model_loaded_since_the_list_was_read_is_taken_at_once(page, server_url):
     """The menu's states are read when the mode opens. Gemma 3 loaded since (by another page) said
-    "press Trace to load it (half a minute or more)": the page asks again when it is picked."""
+    "press Trace to load it (some seconds)": the page asks again when it is picked."""
     httpx.post(server_url + "api/models/gemma3/load", timeout=60)  # (the tests' server: a test before may have loaded it)
     for _ in range(600):
         if httpx.get(server_url + "api/models/gemma3", timeout=60).json()["state"] != "loading":

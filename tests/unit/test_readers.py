@@ -233,6 +233,54 @@ def test_gguf_tensors_and_metadata_read_back(tmp_path):
         f.value("nope")
 
 
+def test_a_ggufs_header_reads_as_the_gguf_packages_own_reader_reads_it(tmp_path):
+    """The header is read here, not by gguf.GGUFReader (too slow on a large vocabulary): every value
+    type, nested arrays, an alignment of the file's own and tensors of 1 to 3 dimensions read as
+    that reader reads them."""
+    import gguf
+
+    path = tmp_path / "all.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_uint8("u8", 200)
+    w.add_int8("i8", -5)
+    w.add_uint16("u16", 60000)
+    w.add_int16("i16", -300)
+    w.add_uint32("u32", 4_000_000_000)
+    w.add_int32("i32", -70000)
+    w.add_float32("f32", 0.1)
+    w.add_bool("yes", True)
+    w.add_uint64("u64", 2**40)
+    w.add_int64("i64", -(2**40))
+    w.add_float64("f64", 0.1)
+    w.add_string("text", "héllo ▁ 🐱")
+    w.add_array("floats", [0.5, -1.25, 3.0])
+    w.add_array("words", ["a", "", "▁b", "🐱"])
+    w.add_array("nested", [[1, 2], [3]])
+    w.add_uint32("general.alignment", 64)
+    rng = np.random.default_rng(2)
+    shaped = {"one": rng.standard_normal(32), "two": rng.standard_normal((3, 32)), "three": rng.standard_normal((2, 3, 64))}
+    for name, a in shaped.items():
+        w.add_tensor(name, a.astype(np.float32))
+    w.add_tensor("half", rng.standard_normal((4, 32)).astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    ours, theirs = GGUFFile(path), gguf.GGUFReader(path)
+    for key, field in theirs.fields.items():
+        if key.startswith("GGUF.") or key == "nested":  # the reader's own entries for the counts; it flattens an array of arrays
+            continue
+        value = field.contents()
+        assert ours.value(key) == value and type(ours.value(key)) is type(value), key
+    assert ours.value("text") == "héllo ▁ 🐱" and ours.value("nested") == [[1, 2], [3]]
+    assert ours.names() == [t.name for t in theirs.tensors]
+    for t in theirs.tensors:
+        expected = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(ours.shape(t.name))
+        np.testing.assert_array_equal(ours.read(t.name), expected)
+    np.testing.assert_array_equal(ours.read("three"), shaped["three"].astype(np.float32))
+
+
 def test_a_gguf_files_storage_names_its_type_and_its_matrices_types(tmp_path):
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal((4, 32)).astype(np.float32) for _ in range(2))
@@ -254,7 +302,8 @@ def test_gguf_files_that_are_not_gguf_or_are_cut_short_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="version 7"):
         GGUFFile(write(tmp_path / "v.gguf", b"GGUF" + struct.pack("<I", 7) + bytes(40)))
     good = write_gguf(tmp_path / "m.gguf", tensors={"t": np.ones((64, 64), np.float32)}).read_bytes()
-    with pytest.raises(CheckpointError, match="damaged or cut short"):
+    # the table whole, the data not: the tensor that runs past the end is named
+    with pytest.raises(CheckpointError, match=r"cut.gguf is cut short: tensor t lies at bytes \d+\.\.\d+, past the end of the \d+-byte file; write or download it again"):
         GGUFFile(write(tmp_path / "cut.gguf", good[: len(good) - 1000]))
     with pytest.raises(CheckpointError, match="damaged or cut short"):
         GGUFFile(write(tmp_path / "stub.gguf", good[:60]))

@@ -51,7 +51,7 @@ class ModelSpec:
     n_heads: int  # its query heads (every layer's), so that a head out of range is too
     parts: tuple[tuple[str, str], ...] = ()  # (package, path) of the pieces of a file split across packages
     joined_name: str = ""  # the file the pieces join into
-    heavy: bool = False  # slow to load: only when chosen
+    heavy: bool = False  # the largest: loaded only when chosen (on the page, by Trace)
     windows: tuple[int | None, ...] = ()  # each layer's sliding window where layers differ (None: every key), for its layer menu before it loads
 
     def outline(self) -> dict:
@@ -503,14 +503,14 @@ def said_as_keys(message: str, hf: bool, arch: str) -> str:
 def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
     from . import tokenize
 
-    with _ticking(progress, 0.02, f"reading the GGUF metadata of {path.name}"):  # Gemma's: half a minute
-        gguf = GGUFFile(path)
+    progress(0.02, f"reading the GGUF metadata of {path.name}")
+    gguf = GGUFFile(path)
     arch_name = gguf.value("general.architecture", None)
     if arch_name is None:
         raise CheckpointError(f"{path.name} has no general.architecture: it does not say which model it holds; supported: {SUPPORTED}")
     if arch_name not in GGUF_FAMILIES:
         raise CheckpointError(f"{path.name}: general.architecture {arch_name!r} is not supported; supported: {SUPPORTED}")
-    step = _scaled(progress, 0.2, 0.85)
+    step = _scaled(progress, 0.05, 0.6)
     try:
         if arch_name == "llama":
             from . import llama
@@ -522,8 +522,8 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
             arch = gemma3.from_gguf(gguf, step)
     except ConfigError as e:
         raise CheckpointError(f"{path.name}'s metadata gives an attention layer that cannot be built: {said_as_keys(str(e), False, arch_name)}") from None
-    progress(0.87, "building the tokenizer from the GGUF vocabulary")
-    tokenizer = tokenize.from_gguf(gguf)
+    with _ticking(progress, 0.6, "building the tokenizer from the GGUF vocabulary"):  # Gemma's 262,144 tokens: as long as its layers
+        tokenizer = tokenize.from_gguf(gguf)
     return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, gguf.storage())
 
 

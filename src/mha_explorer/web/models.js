@@ -436,7 +436,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (info?.heavy && info.state !== "ready") {
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
       tell("");
-      status.textContent = `${info.title} is large: press Trace to load it (half a minute or more) and trace the text.`;
+      status.textContent = `${info.title} is large: press Trace to load it (some seconds) and trace the text.`;
       layerBeforeWait ??= Number(layer.value) || 0;
       fillLayers(info.outline ?? null, layerBeforeWait); // its own layers, known before it loads, to trace the one picked
       // the list was read when the mode opened: loaded since (by another page), it is taken as any model ready
