@@ -203,17 +203,20 @@ def _sentencepiece_bpe(gguf: GGUFFile) -> TextTokenizer:
 def _merges_from_scores(tokens, types, scores, vocab) -> list[tuple[str, str]]:
     """Every way to cut a normal token into two tokens of the vocabulary is a merge; a merge ranks by
     the score of the token it makes (higher first, as SentencePiece merges), then by file order."""
-    ranked = []
+    merges, made = [], []  # in file order, and by cut within a token; the index of the token each makes
+    known = vocab.__contains__
     for index, (token, kind) in enumerate(zip(tokens, types)):
         if kind != NORMAL or len(token) < 2:
             continue
-        rank = (-scores[index] if scores is not None else 0.0, index)
         for cut in range(1, len(token)):
-            left, right = token[:cut], token[cut:]
-            if left in vocab and right in vocab:
-                ranked.append((rank, cut, left, right))
-    ranked.sort(key=lambda r: (r[0], r[1]))
-    return [(left, right) for _, _, left, right in ranked]
+            if known(token[:cut]) and known(token[cut:]):
+                merges.append((token[:cut], token[cut:]))
+                made.append(index)
+    if scores is None:
+        return merges
+    # a stable sort by score alone keeps file order among equal scores
+    order = np.argsort(-np.asarray(scores, dtype=np.float64)[np.asarray(made, dtype=np.intp)], kind="stable")
+    return [merges[i] for i in order]
 
 
 def _add_special_tokens(backend, gguf: GGUFFile, tokens: list[str]) -> None:
