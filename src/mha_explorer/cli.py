@@ -30,13 +30,13 @@ from .walkthrough import ASCII_SIGNS, print_wrapped, render
 
 def fail(message: str) -> None:
     """One line on stderr saying what is allowed, exit status 2, no traceback."""
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"Error: {message}", err=True)
     sys.exit(2)
 
 
 def note(message: str) -> None:
     """One line on stderr about how an option was read; the command goes on."""
-    click.echo(f"note: {message}", err=True)
+    click.echo(f"Note: {message}", err=True)
 
 
 NARROWEST = 60  # the walkthrough's tables fit this many columns and more

@@ -53,7 +53,7 @@ def test_export_site_names_what_is_in_the_way(tmp_path):
     (tmp_path / "afile").write_text("")
     result = CliRunner().invoke(main, ["export-site", str(tmp_path / "afile")])
     assert result.exit_code == 2 and "Usage:" not in result.output
-    assert result.output.strip() == f"error: {tmp_path / 'afile'} is a file: name a directory to write the copy into (a new one is made)"
+    assert result.output.strip() == f"Error: {tmp_path / 'afile'} is a file: name a directory to write the copy into (a new one is made)"
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "static").write_text("")
     result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site")])

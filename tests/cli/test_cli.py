@@ -279,15 +279,15 @@ def test_query_option_changes_the_query():
 def test_a_query_position_past_the_text_says_the_range():
     result = run("--query", "14")
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.strip() == "error: --query 14 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
+    assert result.stderr.strip() == "Error: --query 14 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
     before = run("--query", "-1")  # before the first: out of range too, not an unknown token
-    assert before.exit_code == 2 and before.stderr.strip().startswith("error: --query -1 is out of range: the text has 4 tokens, at positions 0 to 3")
+    assert before.exit_code == 2 and before.stderr.strip().startswith("Error: --query -1 is out of range: the text has 4 tokens, at positions 0 to 3")
     assert "query cats (position 0)" in ok("--query", "-0")  # -0 is 0, which is in range: it was called out of range
 
 
 def test_an_empty_model_name_is_said_to_be_empty():
     result = run("--model", "")
-    assert result.exit_code == 2 and result.stderr.startswith("error: the model name is empty: choose one of minilm, smollm2, gemma3"), result.stderr
+    assert result.exit_code == 2 and result.stderr.startswith("Error: the model name is empty: choose one of minilm, smollm2, gemma3"), result.stderr
 
 
 def test_head_option_shows_only_that_head():
@@ -395,7 +395,7 @@ def test_a_terminal_narrower_than_the_tables_is_told_that_numbers_are_cut():
     """Below 60 columns a cell too narrow for its number cuts it ("-1.…"): said once, on stderr."""
     narrow = run("--stage", "scores", width=40)
     assert narrow.exit_code == 0 and "…" in narrow.stdout  # what the note warns of
-    assert narrow.stderr.splitlines() == ["note: the terminal is 40 columns wide, and the tables need 60: numbers that do not fit are cut (…); widen it, or set COLUMNS=60"]
+    assert narrow.stderr.splitlines() == ["Note: the terminal is 40 columns wide, and the tables need 60: numbers that do not fit are cut (…); widen it, or set COLUMNS=60"]
     assert ok("--stage", "scores", width=60)  # (no note: ok checks stderr is empty)
 
 

@@ -41,7 +41,7 @@ def one_error(result) -> str:
     assert result.stdout == ""
     lines = [line for line in result.stderr.splitlines() if not line.startswith("loading ")]
     assert len(lines) == 1, lines
-    assert lines[0].startswith("error: ")
+    assert lines[0].startswith("Error: ")
     return lines[0]
 
 
@@ -175,7 +175,7 @@ def test_a_safetensors_file_without_its_config_says_what_is_missing(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     error = one_error(invoke("trace", "--model", str(tmp_path / "model.safetensors")))
     assert error == (
-        f"error: {tmp_path} has no config.json beside model.safetensors; give a Hugging Face directory that holds"
+        f"Error: {tmp_path} has no config.json beside model.safetensors; give a Hugging Face directory that holds"
         " config.json, tokenizer.json and the .safetensors files"
     ), error
 
@@ -184,13 +184,13 @@ def test_a_directory_without_tokenizer_json_says_how_to_write_one(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     error = one_error(invoke("models", str(tmp_path)))
-    assert error.startswith(f"error: {tmp_path} has no tokenizer.json") and "save_pretrained(this directory)" in error, error
+    assert error.startswith(f"Error: {tmp_path} has no tokenizer.json") and "save_pretrained(this directory)" in error, error
 
 
 def test_a_directory_with_a_gguf_file_points_at_it(tmp_path):
     (tmp_path / "model.gguf").write_bytes(b"GGUF")
     error = one_error(invoke("trace", "--model", str(tmp_path)))
-    assert error == f"error: {tmp_path} holds no .safetensors file but a GGUF file: give its path, {tmp_path / 'model.gguf'}", error
+    assert error == f"Error: {tmp_path} holds no .safetensors file but a GGUF file: give its path, {tmp_path / 'model.gguf'}", error
 
 
 # --- 7. option values that are not whole numbers --------------------------------
@@ -214,7 +214,7 @@ def test_a_whole_head_out_of_range_says_so(head):
 def test_json_says_that_head_and_stage_choose_the_walkthrough():
     result = invoke("trace", "--json", "--head", "1", "--stage", "output")
     assert result.exit_code == 0
-    assert result.stderr.startswith("note: --json writes every head and stage") and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("Note: --json writes every head and stage") and len(result.stderr.splitlines()) == 1
     assert json.loads(result.stdout)["config"]["n_heads"] == 2
 
 
@@ -224,14 +224,14 @@ def test_json_says_that_head_and_stage_choose_the_walkthrough():
 def test_a_number_that_is_no_token_is_a_position():
     assert "query warm (position 2)" in invoke("trace", "--query", "2", "--stage", "weights").stdout
     error = one_error(invoke("trace", "--query", "9"))
-    assert error == "error: --query 9 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
+    assert error == "Error: --query 9 is out of range: the text has 4 tokens, at positions 0 to 3; choose one of those, or a token: cats, like, warm, milk"
 
 
 def test_a_token_at_a_position_is_named_as_the_tables_label_it_and_a_wrong_one_says_where_it_is():
     for query in ("milk@3", "milk @3"):  # "milk @3": as a table labels a repeated token
         assert "query milk (position 3)" in invoke("trace", "--query", query, "--stage", "weights").stdout
     error = one_error(invoke("trace", "--query", "milk@2"))
-    assert error == "error: --query milk@2: 'milk' is at position 3 only, not 2: write milk, or milk@3"
+    assert error == "Error: --query milk@2: 'milk' is at position 3 only, not 2: write milk, or milk@3"
 
 
 # --- 8. serve on a port in use ------------------------------------------------------
@@ -323,7 +323,7 @@ def test_no_command_prints_the_help_and_succeeds():
 
 def test_a_stage_the_teaching_example_lacks_is_said_of_the_example_not_of_a_layer():
     said = one_error(invoke("trace", "--stage", "rope"))
-    assert said == "error: the teaching example has no rope stage (it has no rotary positions); choose one of: projections, scores, weights, mixing, concat, output"
+    assert said == "Error: the teaching example has no rope stage (it has no rotary positions); choose one of: projections, scores, weights, mixing, concat, output"
 
 
 def test_python_dash_m_runs_the_same_command_line():
@@ -344,7 +344,7 @@ def test_serve_refuses_a_checkpoint_of_an_architecture_it_cannot_read_before_sta
     (folder / "model.safetensors").write_bytes(b"")
     result = CliRunner().invoke(main, ["serve", "--port", "1", "--model", str(folder)])
     assert result.exit_code == 2, result.output
-    assert result.stderr.strip() == f"error: {folder}: model_type 'gpt2' is not supported; supported: {SUPPORTED}"
+    assert result.stderr.strip() == f"Error: {folder}: model_type 'gpt2' is not supported; supported: {SUPPORTED}"
     (folder / "config.json").write_text("{", encoding="utf-8")
     result = CliRunner().invoke(main, ["serve", "--port", "1", "--model", str(folder)])
     assert result.exit_code == 2 and "config.json is not readable JSON" in result.stderr, result.output

@@ -252,7 +252,7 @@ def test_a_position_and_labels_as_on_the_page():
     assert result.exit_code == 2 and result.stdout == ""
     error = result.stderr.splitlines()[-1]
     nearest = min((first, second), key=lambda j: abs(j - 3))
-    assert error == f"error: --query cat@3: 'cat' is at positions {first}, {second}, not 3; name one, as cat@{nearest}"
+    assert error == f"Error: --query cat@3: 'cat' is at positions {first}, {second}, not 3; name one, as cat@{nearest}"
 
 
 @needs["minilm"]
@@ -266,7 +266,7 @@ def test_a_number_that_is_a_token_is_that_token_and_at_a_number_is_a_position():
     assert "query have (position 2)" in out  # position 2, whatever token stands there
     result = trace("--model", "minilm", "--text", text, "--query", f"@{len(tokens)}")
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.splitlines()[-1].startswith(f"error: --query @{len(tokens)} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}")
+    assert result.stderr.splitlines()[-1].startswith(f"Error: --query @{len(tokens)} is out of range: the text has {len(tokens)} tokens, at positions 0 to {len(tokens) - 1}")
 
 
 @needs["minilm"]
@@ -289,7 +289,7 @@ def test_an_unknown_query_lists_the_tokens_as_the_page_labels_them():
     result = trace("--model", "smollm2", "--text", CATS, "--query", "dog")
     assert result.exit_code == 2
     error = result.stderr.splitlines()[-1]
-    assert error.startswith("error: unknown query token 'dog'") and "␣cat" in error and "Ġ" not in error
+    assert error.startswith("Error: unknown query token 'dog'") and "␣cat" in error and "Ġ" not in error
 
 
 @needs["minilm"]
@@ -305,7 +305,7 @@ def test_a_layer_that_is_not_a_whole_number_says_so(layer, said):
     result = trace("--model", "minilm", "--layer", layer)
     assert result.exit_code == 2 and result.stdout == ""
     error = result.stderr.splitlines()[-1]
-    assert error.startswith("error: --layer") and said in error
+    assert error.startswith("Error: --layer") and said in error
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=needs[n]) for n in ("minilm", "smollm2", "gemma3")])
@@ -329,7 +329,7 @@ def test_a_stage_a_named_model_lacks_is_refused_before_it_loads_as_its_loaded_la
     monkeypatch.setattr("mha_explorer.models.load_model", no_load)
     for stage in lacked:
         result = trace("--model", name, "--stage", stage)
-        assert result.exit_code == 2 and result.stderr.splitlines()[-1].startswith(f"error: {model.title} has no {stage} stage ({LACKS[stage]}); choose one of: projections")
+        assert result.exit_code == 2 and result.stderr.splitlines()[-1].startswith(f"Error: {model.title} has no {stage} stage ({LACKS[stage]}); choose one of: projections")
 
 
 @needs["minilm"]
@@ -390,7 +390,7 @@ def test_a_stage_no_layer_has_is_refused_before_the_model_loads(monkeypatch):
 def test_a_stage_this_layer_lacks_says_why(stage, why):
     result = trace("--model", "minilm", "--text", FOX, "--stage", stage)
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == f"error: all-MiniLM-L6-v2 has no {stage} stage ({why}); choose one of: projections, scores, weights, mixing, concat, output"
+    assert result.stderr.splitlines()[-1] == f"Error: all-MiniLM-L6-v2 has no {stage} stage ({why}); choose one of: projections, scores, weights, mixing, concat, output"
 
 
 @needs["smollm2"]
@@ -653,24 +653,24 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
     ):
         result = trace("--model", model, "--text", text, "--query", word)
         assert result.exit_code == 2 and result.stdout == ""
-        assert result.stderr.splitlines()[-1] == f"error: --query {word}: {said}"
+        assert result.stderr.splitlines()[-1] == f"Error: --query {word}: {said}"
     # a word at the start of a line: its pieces, not the line break before it; two words are no cut word
     after_a_break = trace("--model", "smollm2", "--text", "Hello\nEngineers rarely trust.", "--query", "Engineers")
-    assert after_a_break.stderr.splitlines()[-1] == "error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 2 to 3; name one of them"
+    assert after_a_break.stderr.splitlines()[-1] == "Error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 2 to 3; name one of them"
     # at a position, as a repeated token is named: the same pieces
     at = trace("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engineers@0")
-    assert at.stderr.splitlines()[-1] == "error: --query Engineers@0: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
+    assert at.stderr.splitlines()[-1] == "Error: --query Engineers@0: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
     # the word as typed is cut, the same word in lower case stands elsewhere: the cut is said, not
     # the other word taken (a cased tokenizer's "Engineers" is not its "engineers")
     cased = trace("--model", "smollm2", "--text", "Engineers build bridges and engineers build roads.", "--query", "Engineers")
-    assert cased.stderr.splitlines()[-1] == "error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
+    assert cased.stderr.splitlines()[-1] == "Error: --query Engineers: 'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"
     assert "query ␣engineers (position 1)" in ok("--model", "smollm2", "--text", "the engineers build roads.", "--query", "Engineers", "--stage", "scores")
     phrase = trace("--model", "smollm2", "--text", "the cat sat", "--query", "the cat")
-    assert phrase.stderr.splitlines()[-1].startswith("error: unknown query token 'the cat'")
+    assert phrase.stderr.splitlines()[-1].startswith("Error: unknown query token 'the cat'")
     # a number past the last position that is a word of the text, cut ("10" is "1" + "0"): both are said
     number = trace("--model", "smollm2", "--text", "I have 10 dogs", "--query", "10")
     assert number.stderr.splitlines()[-1] == (
-        "error: --query 10 is out of range: the text has 6 tokens, at positions 0 to 5. As a word, '10' is cut into 2 tokens here, '1' + '0' at positions 3 to 4; name one of them"
+        "Error: --query 10 is out of range: the text has 6 tokens, at positions 0 to 5. As a word, '10' is cut into 2 tokens here, '1' + '0' at positions 3 to 4; name one of them"
     )
     # a piece itself is a query
     assert "query Engine (position 0)" in ok("--model", "smollm2", "--text", "Engineers rarely trust attention maps.", "--query", "Engine", "--stage", "scores")
@@ -680,7 +680,7 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
 def test_a_token_asked_for_where_it_is_not_is_offered_at_its_nearest_place():
     result = trace("--model", "minilm", "--text", "the cat saw the dog and the bird", "--query", "the@6")
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == "error: --query the@6: 'the' is at positions 1, 4, 7, not 6; name one, as the@7"
+    assert result.stderr.splitlines()[-1] == "Error: --query the@6: 'the' is at positions 1, 4, 7, not 6; name one, as the@7"
 
 
 @needs["smollm2"]
@@ -696,7 +696,7 @@ def test_a_causal_layers_first_query_sees_one_key_and_is_told_so_in_the_singular
 def test_a_query_past_a_one_token_text_is_said_in_the_singular():
     result = trace("--model", "smollm2", "--text", "a", "--query", "3")
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == "error: --query 3 is out of range: the text has 1 token, at position 0; choose 0, or a token: a"
+    assert result.stderr.splitlines()[-1] == "Error: --query 3 is out of range: the text has 1 token, at position 0; choose 0, or a token: a"
 
 
 @needs["smollm2"]
