@@ -17,14 +17,13 @@ from importlib.resources import files
 from pathlib import Path
 
 from .config import PRESETS
-from .lab import lab_payload
+from .lab import PRESET_TOKENS, lab_payload
 from .models.registry import short_name
 from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
 from .schema import DERIVED, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
 MODULES = ("explorer.js", "heads.js", "lab.js", "models.js", "page.js")  # in dependency order
-PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"]  # as in lab.js
 LAB_PRESETS = ("mha", "causal", "gqa", "mqa")
 
 
@@ -90,7 +89,7 @@ def site_data(model: ModelLayers | None = None) -> tuple[dict, dict[str, str]]:
     is traced, so that a copy of many layers shows its first without waiting for the others."""
     presets = {}
     for name in LAB_PRESETS:
-        request = TraceRequest(config=PRESETS[name].to_dict(), tokens=PRESET_TOKENS, seed=0, encoding="base64")
+        request = TraceRequest(config=PRESETS[name].to_dict(), tokens=list(PRESET_TOKENS), seed=0, encoding="base64")
         presets[name] = json.loads(lab_payload(request).model_dump_json())
     data = {"teaching": json.loads(teaching_payload("base64").model_dump_json()), "presets": presets}
     if model is None:

@@ -15,6 +15,11 @@ from .trace import Overflow, Trace, trace
 from .weights import AttentionWeights, weight_shapes
 
 
+# the lab's tokens where none are given: its presets' on the page (web/lab.js), in a static copy and
+# in a notebook's Explorer.from_config
+PRESET_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+
+
 def field_name(name, longest: int = 40) -> str:
     """A part of a field's name (or a path) as an answer gives it back: one the client made up is
     cut past `longest` characters (a megabyte of key is not sent back)."""

@@ -36,7 +36,7 @@ import traitlets
 
 from .config import PRESETS, AttentionConfig, ConfigError, as_array
 from .examples import load_teaching_example
-from .lab import checked_trace, random_weights, random_x, wrong_x
+from .lab import PRESET_TOKENS, checked_trace, random_weights, random_x, wrong_x
 from .schema import Packer, TracePayload, teaching_payload, to_numpy, trace_payload
 from .trace import Trace
 from .weights import AttentionWeights, check_seed
@@ -138,7 +138,8 @@ class Explorer(anywidget.AnyWidget):
         "teaching" is the teaching example's configuration, its values drawn: Explorer() has the
         example's own) or the config's fields as a dict. tokens: a list of strings, or one string
         split at spaces; when not given, t0, t1, ... for the rows of an x of your own, else the
-        teaching example's. x (n, d_model) and the weights are drawn from `seed` (a whole number, 0
+        lab's, "the cat sat on the mat" (with seed 0, a preset is the page's lab's), or for the
+        teaching example's configuration its own four words. x (n, d_model) and the weights are drawn from `seed` (a whole number, 0
         or more) when not given, uniform in [-1, 1] and rounded to one decimal so that they can be
         read, whatever the width: past a d_model of some 64 the scaled scores grow large and most
         rows put almost all their weight on one key. For a wide layer as trained layers start, give
@@ -149,7 +150,9 @@ class Explorer(anywidget.AnyWidget):
         if x is not None:
             x = as_array("x", x).astype(np.float64)
         if tokens is None:
-            tokens = load_teaching_example().tokens
+            # the lab's, as the page's lab starts a preset on them; the teaching example's configuration, its words
+            example = load_teaching_example()
+            tokens, whose = (example.tokens, "the teaching example's") if config == example.config else (list(PRESET_TOKENS), "the lab's")
             if x is not None and x.ndim == 2 and len(x) >= 1:  # your own x: its rows, named by position
                 tokens, given = [f"t{i}" for i in range(len(x))], True
         given_tokens = tokens
@@ -163,7 +166,7 @@ class Explorer(anywidget.AnyWidget):
             raise ConfigError(f"{len(tokens)} tokens of width d_model={config.d_model}: a view takes at most {MAX_TOKENS} tokens and a d_model of at most {MAX_D_MODEL}")
         x = random_x(len(tokens), config.d_model, seed) if x is None else x
         if x.shape != (len(tokens), config.d_model):
-            which = "" if given or x.shape[:1] == (len(tokens),) else f" (the teaching example's: {' '.join(tokens)}; give tokens= for others)"
+            which = "" if given or x.shape[:1] == (len(tokens),) else f" ({whose}: {' '.join(tokens)}; give tokens= for others)"
             raise ConfigError(wrong_x(x.shape, len(tokens), config.d_model, which))
         if weights is None:
             weights = random_weights(config, seed)

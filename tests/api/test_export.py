@@ -225,7 +225,8 @@ def test_the_presets_and_limits_of_the_lab_are_the_packages():
     and tokens lab.js gives them. The page checks the server's limits before it asks. Both are
     written in both languages: they must agree."""
     from mha_explorer.config import PRESETS
-    from mha_explorer.export import LAB_PRESETS, PRESET_TOKENS, WEB
+    from mha_explorer.export import LAB_PRESETS, WEB
+    from mha_explorer.lab import PRESET_TOKENS
     from mha_explorer.schema import LAB_MAX_HEADS, LAB_MAX_TOKENS, LAB_MAX_WIDTH, MAX_TOKEN_CHARS
 
     source = WEB.joinpath("lab.js").read_text(encoding="utf-8")
@@ -233,6 +234,6 @@ def test_the_presets_and_limits_of_the_lab_are_the_packages():
     assert sorted(offered) == sorted(LAB_PRESETS)
     for name, config in offered.items():
         assert json.loads(re.sub(r"(\w+):", r'"\1":', config)) == PRESETS[name].to_dict(), name
-    assert json.loads(re.search(r"PRESET_TOKENS = (\[[^\]]+\]);", source)[1]) == PRESET_TOKENS
+    assert json.loads(re.search(r"PRESET_TOKENS = (\[[^\]]+\]);", source)[1]) == list(PRESET_TOKENS)
     limits = json.loads(re.sub(r"(\w+):", r'"\1":', re.search(r"LAB_LIMITS = (\{[^}]+\});", source)[1]))
     assert limits == {"tokens": LAB_MAX_TOKENS, "width": LAB_MAX_WIDTH, "heads": LAB_MAX_HEADS, "tokenChars": MAX_TOKEN_CHARS}

