@@ -45,7 +45,8 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   const picker = h("select", { id: "model-name" });
   const text = h("textarea", { id: "model-text", rows: 2, spellcheck: "false" });
   const emptyLinkText = typeof initial.text === "string" && !initial.text.trim(); // a link's text=, said when it is traced
-  text.value = emptyLinkText || !initial.text ? "The quick brown fox jumps over the lazy dog because it was bored." : initial.text;
+  // the text the terminal and a notebook trace when none is given (modelview.DEFAULT_TEXT)
+  text.value = emptyLinkText || !initial.text ? "The cat sat on the mat because it was warm." : initial.text;
   const layer = h("select", { id: "model-layer" });
   const go = h("button", { type: "button", class: "primary", title: "Trace the text (Ctrl+Enter in the text box)" }, "Trace");
   const bar = h("progress", { id: "model-progress", max: 1, value: 0, "aria-label": "Loading the model" });
