@@ -277,13 +277,13 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     from .models import ModelError
     from .modelview import middle_word, model_payload
 
-    # what can be refused before the model loads (gemma3 takes a while)
-    if stage is not None and stage not in PAGE_STAGE_IDS:
-        fail(f"unknown stage {stage!r}; choose one of: {', '.join(PAGE_STAGE_IDS)} (the layer shows those it has)")
-    check_layers(model_name, [] if layer is None else [layer])
+    # what can be refused before the model loads: a named model's stages are its family's
     spec = spec_of(model_name)
+    has = PAGE_STAGE_IDS if spec is None else [s for s in PAGE_STAGE_IDS if s not in LACKS or s in FAMILY_STAGES[spec.family]]
+    if stage is not None and stage not in PAGE_STAGE_IDS:
+        fail(f"unknown stage {stage!r}; choose one of: {', '.join(has)}{' (the layer shows those it has)' if spec is None else ''}")
+    check_layers(model_name, [] if layer is None else [layer])
     if spec is not None and stage in LACKS and stage not in FAMILY_STAGES[spec.family]:
-        has = [s for s in PAGE_STAGE_IDS if s not in LACKS or s in FAMILY_STAGES[spec.family]]
         fail(f"{spec.title} has no {stage} stage ({LACKS[stage]}); choose one of: {', '.join(has)}")
     choose = "choose a head of the layer, numbered from 0, or all"
     if not every_head(head):

@@ -383,6 +383,11 @@ def test_a_stage_no_layer_has_is_refused_before_the_model_loads(monkeypatch):
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     result = trace("--model", "gemma3", "--stage", "bogus")
     assert result.exit_code == 2 and "unknown stage 'bogus'; choose one of: projections, qk_norm, rope" in result.stderr
+    # a named model's own stages, not every family's
+    result = trace("--model", "minilm", "--stage", "bogus")
+    assert result.stderr.splitlines()[-1] == "Error: unknown stage 'bogus'; choose one of: projections, scores, weights, mixing, concat, output"
+    result = trace("--model", "smollm2", "--stage", "bogus")
+    assert result.stderr.splitlines()[-1] == "Error: unknown stage 'bogus'; choose one of: projections, rope, scores, mask, weights, mixing, concat, output"
 
 
 @needs["minilm"]
