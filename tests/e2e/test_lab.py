@@ -541,6 +541,7 @@ def test_values_too_large_together_are_refused_at_the_cell_that_made_them_so(pag
         settle(page)
     message = cell.locator("xpath=following-sibling::span[contains(@class, 'cell-error')]")
     expect(message).to_contain_text("too large to compute with together; make the largest of them smaller")
+    assert message.inner_text().endswith("smaller, or compute in float64.") or message.inner_text().endswith("smaller.")  # a sentence, as the cell's own messages
     assert cell.get_attribute("aria-invalid") == "true" and cell.input_value() == "9e99"
     assert page.locator(".lab-error").first.inner_text() == ""  # said at the cell, not again above the form
     assert page.locator(".lab-status").first.inner_text() == "That value was not used: the figure still shows the last good result."
@@ -877,7 +878,7 @@ def test_exported_site_works_from_file_with_the_network_blocked(browser, tmp_pat
     assert "static copy" in page.locator(".lab-static").inner_text()
     assert page.get_by_label("d_model").is_disabled() and page.locator(".edit-grid input").first.is_disabled()
     assert page.locator("#lab-grid-caption").inner_text() == "x: 6 × 8"  # no editing hint (and no "null")
-    chooser = page.get_by_label("Edit the values of")
+    chooser = page.get_by_label("Values of", exact=True)  # (not "Edit the values of": the grid is read-only)
     assert chooser.is_enabled()  # every matrix can still be read
     chooser.select_option(index=chooser.locator("option").count() - 1)
     assert page.locator("#lab-grid-caption").inner_text() != "x: 6 × 8"
@@ -1345,6 +1346,32 @@ def test_a_refused_lab_link_shows_no_figure_in_the_lab_until_it_is_fixed(page, s
     assert "stage=weights&head=3&query=2" in page.evaluate("() => location.hash")
     assert page.locator("#app").is_visible() and page.locator(".lab-values").is_visible()
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the", "cat", "sat"]
+    # mended, the settings' refusal is no longer said
+    assert page.locator("#notice").is_hidden() and page.locator("#notice").inner_text() == ""
+
+
+def test_a_links_notice_speaks_in_its_own_mode_and_goes_once_the_view_is_changed(page, server_url):
+    """A notice said of the teaching example's link stood over the lab and a real model, and after
+    another head was picked; a lab link's refusal stood over the teaching example."""
+    page.goto(server_url + "#head=5&stage=scores")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    said = page.locator("#notice").inner_text()
+    assert said.startswith("This link could not be used in full: head 5")
+    page.get_by_role("button", name="Attention lab").click()
+    wait_kind(page, "GQA")
+    assert page.locator("#notice").is_hidden()  # not the lab's
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator("#notice")).to_be_visible()  # its view is back, and so is what was said of it
+    assert page.locator("#notice").inner_text() == said
+    page.get_by_label("Inspect head").select_option(label="Head 1")
+    expect(page.locator("#notice")).to_be_hidden()  # picked: the link's head is history
+    # a lab link refused: said in the lab, not over the teaching example
+    page.goto(server_url + "#mode=lab&d_model=7&n_heads=2&tokens=a+b&seed=0")
+    page.wait_for_function("() => !document.getElementById('notice').hidden")
+    assert "lab settings were rejected" in page.locator("#notice").inner_text()
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator(".stage h2")).to_contain_text("query “like”")
+    assert page.locator("#notice").is_hidden()
 
 
 def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
@@ -1469,6 +1496,9 @@ def test_a_lab_link_whose_width_the_heads_do_not_split_leaves_d_head_to_be_set(p
         ("d_model=abc&n_heads=2", "d_model “abc”, no whole number, cannot be split among the heads"),
         ("d_model=8&n_heads=two", "n_heads “two” is no whole number to split d_model 8 by"),
         ("d_model=8&n_heads=0", "n_heads 0 has no head to split d_model 8 among"),
+        # (it gave d_head = d_v = 25000, two more fields to mend once d_model was)
+        ("d_model=100000&n_heads=4", "d_model 100000 is outside the lab's widths, 1 to 64"),
+        ("d_model=-8&n_heads=2", "d_model -8 is outside the lab's widths, 1 to 64"),
     ],
 )
 def test_a_lab_link_with_no_width_to_split_says_why_d_head_is_blank(page, server_url, given, why):
@@ -1482,12 +1512,53 @@ def test_a_lab_link_with_no_width_to_split_says_why_d_head_is_blank(page, server
         assert page.get_by_label(name, exact=True).input_value() == "" and page.locator(f"#lab-error-{name}").inner_text() == f"{name} is empty: type a whole number from 1 to 64."
 
 
+def test_the_shortest_link_to_the_example_in_the_lab_opens_it(page, server_url):
+    """#mode=lab&values=example, written by hand, gave GQA's settings and then left the example out
+    for them. With no settings or tokens, the example's own are taken."""
+    picked = "(s) => s.options[s.selectedIndex].text"
+    page.goto(server_url + "#mode=lab&values=example&stage=weights&head=1")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
+    settle(page)
+    assert page.get_by_label("Preset").evaluate(picked) == "The teaching example, its own values"
+    assert page.get_by_label("Tokens (separated by spaces)").input_value() == "cats like warm milk"
+    assert page.locator("#notice").is_hidden()
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 1 · query “like”")
+    teaching = TracePayload.model_validate(httpx.get(server_url + "api/example").json())
+    check_numbers(page, ".stage", arrays_of(teaching))
+
+
 def test_a_links_edit_that_does_not_fit_is_named_when_dropped(page, server_url):
     page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:9,0=1;x:1,2=0.5"))
     wait_kind(page, "GQA")
     settle(page)
     assert page.locator(".lab-status").inner_text() == "An edited value does not fit this configuration; it is set aside until it fits again: x row 9, column 0 (x is 3 × 8)."
     assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        # past 64 tokens: said to be set aside "until it fits again", which no settings would
+        ("x:99,0=1", "the edit of x at 99,0 lies outside the largest x the lab makes, 64 × 64 (left out)"),
+        ("W_O:4096,0=1", "the edit of W_O at 4096,0 lies outside the largest W_O the lab makes, 4096 × 64 (left out)"),
+    ],
+)
+def test_a_links_edit_that_no_settings_fit_is_left_out_and_said(page, server_url, edit, said):
+    page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", f"{edit};x:1,2=0.5"))
+    wait_kind(page, "GQA")
+    settle(page)
+    expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: {said}.")
+    assert page.locator(".lab-status").inner_text() == ""  # nothing set aside
+    assert page.locator('.edit-grid input[data-key="x:1,2"]').input_value() == "0.5"
+
+
+def test_a_links_number_edited_twice_says_which_is_used(page, server_url):
+    """x:0,0=1;x:0,0=2 showed 2, the 1 dropped without a word (a part given twice is refused aloud)."""
+    page.goto(server_url + LAB_LINK.replace("x:1,2=0.5", "x:0,0=1;x:0,0=2"))
+    wait_kind(page, "GQA")
+    settle(page)
+    assert page.locator('.edit-grid input[data-key="x:0,0"]').input_value() == "2"
+    expect(page.locator("#notice")).to_have_text("This link could not be used in full: it edits x at 0,0 twice, to 1 and to 2 (2 is used).")
 
 
 def test_edits_that_stop_fitting_are_set_aside_and_come_back(page, server_url):
@@ -2238,11 +2309,16 @@ def test_on_a_phone_a_long_label_leaves_the_bars_room_and_wide_tables_scroll_eac
 
 
 def test_a_links_edit_of_other_indices_than_its_array_has_is_named_as_written(page, server_url):
-    """W_Q:5 (one index of three) cannot be named "W_Q head 5, column …": it is named as the link wrote it."""
+    """W_Q:5 (one index of three) cannot be named "W_Q head 5, column …": it is named as the link
+    wrote it, and left out, as no settings fit it (it was set aside "until it fits again")."""
     page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c&seed=0&edits=W_Q:5=1;x:1,2,3=0.5")
     page.wait_for_selector(".mha-explorer .stage h2")
     settle(page)
-    assert page.locator(".lab-status").inner_text().endswith("set aside until they fit again: W_Q[5] (W_Q is 4 heads of 8 × 2); x[1,2,3] (x is 3 × 8).")
+    assert page.locator(".lab-status").inner_text() == ""
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used in full: the edit of W_Q at 5 names 1 index, where W_Q takes 3 (left out);"
+        " the edit of x at 1,2,3 names 3 indices, where x takes 2 (left out)."
+    )
 
 
 def test_the_current_stage_tab_wraps_no_more_than_the_others(browser, server_url):

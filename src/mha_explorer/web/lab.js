@@ -4,7 +4,7 @@
 
 import { echo, h, sup, visibleToken } from "./explorer.js";
 
-const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
+export const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
 
 export const PRESETS = {
   mha: { title: "MHA: 4 heads", config: { d_model: 8, n_heads: 4, n_kv_heads: 4, d_head: 2, d_v: 2, causal: false, bias: false } },
@@ -104,15 +104,27 @@ export function encodeEdits(edits) {
 }
 
 // A link's edits; one that cannot be read is left out, and said in `dropped` (the others are kept).
+// the largest shape of each matrix the lab makes (its limits): an edit beyond it fits no settings
+const { tokens: T, width: W, heads: H } = LAB_LIMITS;
+const LARGEST = { x: [T, W], W_Q: [H, W, W], W_K: [H, W, W], W_V: [H, W, W], W_O: [H * W, W], b_Q: [H, W], b_K: [H, W], b_V: [H, W], b_O: [W] };
 export function decodeEdits(text, dropped = []) {
   const edits = new Map();
   if (!text) return edits;
   for (const part of text.split(";")) {
     const match = /^(x|W_Q|W_K|W_V|W_O|b_Q|b_K|b_V|b_O):(\d+(?:,\d+)*)=(.+)$/.exec(part);
     const parsed = match && parseCell(match[3]);
+    const at = match ? match[2].split(",").map(Number) : [];
+    const largest = match && LARGEST[match[1]];
     if (!match) dropped.push(`the edit “${echo(part, 30)}” is not of the form name:i,j=value (left out)`);
+    else if (at.length !== largest.length) dropped.push(`the edit of ${match[1]} at ${match[2]} names ${at.length} ${at.length === 1 ? "index" : "indices"}, where ${match[1]} takes ${largest.length} (left out)`);
+    else if (at.some((i, k) => i >= largest[k])) dropped.push(`the edit of ${match[1]} at ${match[2]} lies outside the largest ${match[1]} the lab makes, ${largest.join(" × ")}${largest.length > 1 ? "" : " numbers"} (left out)`);
     else if (parsed.error) dropped.push(`the edit of ${match[1]} at ${match[2]}: ${parsed.error.replace(/\.+$/, "")} (left out)`);
-    else edits.set(`${match[1]}:${match[2]}`, parsed.value);
+    else {
+      const key = `${match[1]}:${match[2]}`;
+      // the same number twice (a link edited by hand): the last is used, as the lab would keep it, and said
+      if (edits.has(key) && edits.get(key) !== parsed.value) dropped.push(`it edits ${match[1]} at ${match[2]} twice, to ${edits.get(key)} and to ${parsed.value} (${parsed.value} is used)`);
+      edits.set(key, parsed.value);
+    }
   }
   return edits;
 }
@@ -235,7 +247,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // the values to edit: hidden until the lab has a result (a link refused has none to edit).
   // Folded away by their button (a projector's screen, where they pushed the figure below it),
   // they stay as they are, edits and all, until shown again.
-  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", "Edit the values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer" }, " "), undo)), gridCaption, skipGrid, gridBox);
+  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", editable ? "Edit the values of" : "Values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer" }, " "), undo)), gridCaption, skipGrid, gridBox);
   const valuesToggle = h("button", { type: "button", class: "values-toggle", "aria-expanded": "true", "aria-controls": "lab-values-body" }, "Hide the values");
   valuesToggle.addEventListener("click", () => {
     const open = valuesBody.hidden;
@@ -719,7 +731,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       // the server could not compute with it (too large): the cell says so and keeps its text, as
       // for a value that is not a number; the figure and the link keep the last good values
       drafts.set(key, input.value);
-      message.textContent = Object.values(rejected).join(" ");
+      message.textContent = Object.values(rejected).map((said) => said.replace(/\.?$/, ".")).join(" "); // each a sentence, as a cell's own are
       showMessage(message);
       input.setAttribute("aria-invalid", "true");
       input.classList.toggle("edited", userEdit(key));

@@ -1,7 +1,7 @@
 // The standalone page: a tiny model adapter around explorer.js, the lab editor, and the link.
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
 import explorer, { echo, firstQuery, h, outOfRange, plural, unpack } from "./explorer.js";
-import { createLab, decodeEdits, encodeEdits, PRESETS, PRESET_TOKENS } from "./lab.js";
+import { createLab, decodeEdits, encodeEdits, LAB_LIMITS, PRESETS, PRESET_TOKENS } from "./lab.js";
 import { createModels, staticServer } from "./models.js";
 
 // The subset of the anywidget model the explorer uses: get, set, save_changes, on, off.
@@ -121,18 +121,24 @@ function readLink(hash) {
     // heads (where it does not split, d_head is left for the lab to mark), d_v = d_head; a width
     // or a head count left out is GQA's preset's, and said (both left out: every setting left out)
     const absent = ["d_model", "n_heads"].filter((k) => !params.has(k));
-    if (absent.length) dropped.push(`it gives no ${absent.join(" or ")} (the GQA preset's ${absent.length > 1 ? "settings are used where it gives none" : `${PRESETS.gqa.config[absent[0]]} is used`})`);
+    // values=example and no settings or tokens (the shortest link to the example in the lab): the
+    // example's own settings and tokens, put in once the example is here (main)
+    const exampleOwn = params.get("values") === "example" && !params.has("tokens") && !CONFIG_KEYS.some((k) => params.has(k)) && !params.has("causal") && !params.has("bias");
+    if (absent.length && !exampleOwn) dropped.push(`it gives no ${absent.join(" or ")} (the GQA preset's ${absent.length > 1 ? "settings are used where it gives none" : `${PRESETS.gqa.config[absent[0]]} is used`})`);
     if (absent.length > 1) for (const k of CONFIG_KEYS) config[k] ??= PRESETS.gqa.config[k];
     const number = (v) => typeof v === "number";
     config.d_model ??= PRESETS.gqa.config.d_model;
     config.n_heads ??= PRESETS.gqa.config.n_heads;
     config.n_kv_heads ??= number(config.n_heads) ? config.n_heads : "";
     const { d_model, n_heads } = config;
-    config.d_head ??= number(d_model) && number(n_heads) && n_heads > 0 && d_model % n_heads === 0 ? d_model / n_heads : "";
+    // (a d_model out of the lab's range, 100000 or -8, gives none: 25000 would be one more field to mend)
+    const inRange = number(d_model) && d_model >= 1 && d_model <= LAB_LIMITS.width;
+    config.d_head ??= inRange && number(n_heads) && n_heads > 0 && d_model % n_heads === 0 ? d_model / n_heads : "";
     config.d_v ??= number(config.d_head) ? config.d_head : "";
     // the fields left blank say what they take; the notice says why they are blank
     if (config.d_head === "") {
       const why = !number(d_model) ? `d_model “${echo(String(d_model))}”, no whole number, cannot be split among the heads`
+        : !inRange ? `d_model ${d_model} is outside the lab's widths, 1 to ${LAB_LIMITS.width}`
         : !number(n_heads) ? `n_heads “${echo(String(n_heads))}” is no whole number to split d_model ${d_model} by`
         : n_heads > 0 ? `d_model ${d_model} does not split evenly among ${n_heads} heads`
         : `n_heads ${n_heads} has no head to split d_model ${d_model} among`;
@@ -144,7 +150,7 @@ function readLink(hash) {
     const tokens = params.has("tokens") ? params.get("tokens").split(" ").filter(Boolean) : [...PRESET_TOKENS];
     const values = params.get("values");
     if (values !== null && values !== "example") dropped.push(`values=“${echo(values)}” is not “example” (left out)`);
-    view.lab = { config, tokens, seed: setting("seed", 0), fromExample: values === "example", edits: decodeEdits(params.get("edits"), dropped), damaged: damaged("tokens") };
+    view.lab = { config, tokens, seed: setting("seed", 0), fromExample: values === "example", exampleOwn, edits: decodeEdits(params.get("edits"), dropped), damaged: damaged("tokens") };
   }
   view.dropped = dropped;
   return view;
@@ -378,9 +384,21 @@ async function main() {
   const modelButton = document.getElementById("mode-model");
   const modelBox = document.getElementById("models");
   if (STATIC && !STATIC.models) modelButton.hidden = true; // real models need the server, or layers written into the copy
-  const say = (text) => {
+  // The notice says how a link was read, or why it could not be, in the mode it speaks of (hidden in
+  // the others, shown again on coming back). Settings refused and then mended say it again or
+  // clear it (the lab's first result); a view the user changes after it has been read makes it history.
+  let mode = "teaching";
+  let noticeMode = mode;
+  let noticeView = null; // the view it was said over, as the page settled it a frame later
+  const viewKey = () => ["stage", "head", "query", "all_queries"].map((k) => model.get(k)).join("|");
+  const showNotice = () => {
+    notice.hidden = !notice.textContent || noticeMode !== mode;
+  };
+  const say = (text, about = mode) => {
     notice.textContent = text;
-    notice.hidden = !text;
+    [noticeMode, noticeView] = [about, null];
+    showNotice();
+    if (text) requestAnimationFrame(() => notice.textContent === text && (noticeView = viewKey()));
   };
 
   // a link pasted into this tab, an edited address, or Back and Forward: show that view (the page
@@ -406,7 +424,6 @@ async function main() {
     link = { mode: "teaching", stage: null, head: 0, query: null, all: false };
   }
 
-  let mode = "teaching";
   currentMode = () => mode;
   const { view: start, problems } = fitView(teaching, link.mode === "teaching" ? link : { stage: null, head: 0, query: null, all: false });
   if (link.mode === "teaching") problems.unshift(...(link.dropped ?? []));
@@ -443,6 +460,10 @@ async function main() {
     return instead;
   };
   for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => fitting || delete takenAway[trait]);
+  if (link.lab?.exampleOwn) {
+    link.lab.config = Object.fromEntries([...CONFIG_KEYS, "causal", "bias"].map((k) => [k, teaching.config[k]]));
+    link.lab.tokens = [...teaching.tokens];
+  }
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
   let pendingView = link.mode !== "teaching" ? link : null;
   const editor = createLab({
@@ -470,7 +491,7 @@ async function main() {
         fitted.problems.unshift(...(pendingView.dropped ?? []));
         // (a static copy's notice of what of the link it could not show comes first)
         const said = [pendingView.notice, fitted.problems.length ? partlyUsed(fitted.problems) : ""].filter(Boolean);
-        if (said.length) say(said.join(" "));
+        say(said.join(" ")); // (nothing, once settings refused by the link are mended)
         view = fitted.view;
         pendingView = null;
       }
@@ -550,6 +571,7 @@ async function main() {
     modelButton.setAttribute("aria-pressed", String(mode === "model"));
     labBox.hidden = mode !== "lab";
     modelBox.hidden = mode !== "model";
+    showNotice();
     showExplorer();
     // "Reset example" restores the teaching example; elsewhere the mode buttons lead back to it
     for (const reset of app.querySelectorAll(".mha-explorer button.reset")) reset.hidden = mode !== "teaching";
@@ -575,7 +597,7 @@ async function main() {
             const why = models.error() || "its model, layer or text was rejected.";
             // a text cut inside a character (%E0%A4) may be what was refused: the damage is said too
             const damage = link.model?.damaged ? ` ${link.model.damaged[0].toUpperCase()}${link.model.damaged.slice(1)}.` : "";
-            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)}${damage} Showing the teaching example instead.`);
+            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)}${damage} Showing the teaching example instead.`, "teaching");
             setMode("teaching");
           }
         });
@@ -627,16 +649,8 @@ async function main() {
   // whether the page has shown the mode since it loaded (its view is here to show again)
   const shownHere = (next) => next === mode || Boolean(left[next]) || ownPayload[next](model.get("payload")) || (next === "model" && Boolean(models?.request()));
   teachingButton.addEventListener("click", () => reopen("teaching", shownHere("teaching")) || setMode("teaching"));
-  labButton.addEventListener("click", () => {
-    if (reopen("lab", shownHere("lab"))) return;
-    say("");
-    setMode("lab");
-  });
-  modelButton.addEventListener("click", () => {
-    if (reopen("model", shownHere("model"))) return;
-    say("");
-    setMode("model");
-  });
+  labButton.addEventListener("click", () => reopen("lab", shownHere("lab")) || setMode("lab"));
+  modelButton.addEventListener("click", () => reopen("model", shownHere("model")) || setMode("model"));
   // a real model's payload holds one head: asking for another fetches it
   model.on("change:head", () => {
     const payload = model.get("payload");
@@ -688,6 +702,7 @@ async function main() {
     if (mode === "model" && models && onHeadPicker()) neighbours();
   });
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, editor.lab));
+  for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => noticeView !== null && noticeMode === mode && viewKey() !== noticeView && say(""));
   for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => models?.viewChanged());
   // a handout says where its view lives: the link reproduces it (the lab's settings and edits too).
   // Written now, not when idle (a print right after a change); a copy opened from a file gives its
