@@ -968,6 +968,9 @@ def test_the_head_thumbnails_take_rows_of_equal_count(page, server_url):
     for width, expected in ((1280, [12]), (390, [4, 4, 4]), (1024, [6, 6])):
         page.set_viewport_size({"width": width, "height": 768})
         page.wait_for_function(f"(e) => JSON.stringify(({rows})()) === JSON.stringify(e)", arg=expected)
+        # the heading breaks on a phone, not inside the layers' range ("(layers 0–" over "5)")
+        assert page.locator(".overview h2 .nowrap").evaluate("(e) => [e.textContent, e.getClientRects().length]") == ["0–5", 1]
+        assert page.locator(".overview h2").evaluate("(e) => e.getClientRects()[0].height > 40") == (width == 390)  # two lines there
     # a label wider than its map (a large default font here; "Head 31" of a 32-head model) widens
     # its thumbnail: the rows, worked out from the width it has, stay even
     page.evaluate("() => { document.documentElement.style.fontSize = '30px'; }")
@@ -1684,6 +1687,36 @@ def test_a_text_another_model_refuses_says_whose_trace_stays(page, server_url):
     assert page.locator("#models .lab-error").inner_text().endswith(". The last good result stays on screen.")
     assert len(page.console_errors) == 2  # the two refusals, as the browser logs them
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]
+
+
+@needs("minilm")
+@needs("smollm2")
+def test_another_model_keeps_the_head_query_and_stage_it_has_and_says_what_it_lacks(page, server_url):
+    """Another model picked traced the text at head 0 and its own first query, in silence, though it
+    had the head and the word: "dog" became "jumps"."""
+    text = "The quick brown fox jumps over the lazy dog."
+    page.goto(server_url + f"#mode=model&model=smollm2&layer=20&text={quote_plus(text)}&stage=mask&head=8&query=dog")
+    expect(page.locator(".stage h2")).to_contain_text("head 8 · query “␣dog”", timeout=120_000)
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 5:", timeout=60_000)
+    expect(page.locator(".stage h2")).to_contain_text("Scores · head 8 · query “dog”")  # the same word, as MiniLM splits it
+    assert page.locator(".model-status").inner_text().endswith(
+        "It has no layer 20: layer 5 is traced instead. This layer has no Mask stage: Scores is shown."
+    ), page.locator(".model-status").inner_text()
+    # SmolLM2 has 9 heads: head 10 goes, and is said; so does MiniLM's "##bel" of "Unbelievably",
+    # a word SmolLM2's split ("Un", "belie", …) lacks
+    page.get_by_label("Inspect head").select_option(label="Head 10")
+    page.get_by_label("Text", exact=True).fill("Unbelievably good weather.")
+    page.get_by_role("button", name="Trace").click()
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 5: 10 tokens.")
+    assert page.locator(".model-status").inner_text() == "all-MiniLM-L6-v2, layer 5: 10 tokens."  # its own model: nothing to say
+    page.get_by_label("Query token").select_option(label="##bel")
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    expect(page.locator(".model-status")).to_contain_text("SmolLM2-135M-Instruct, layer 5:", timeout=60_000)
+    expect(page.locator(".stage h2")).to_contain_text("Scores · head 0")
+    said = page.locator(".model-status").inner_text()
+    query = page.get_by_label("Query token").evaluate("(s) => s.options[s.selectedIndex].text")
+    assert said.endswith(f"It has 9 heads: head 0 is shown, not head 10. Its tokens hold no “bel”: query “{query}” is shown."), said
 
 
 @needs("minilm")

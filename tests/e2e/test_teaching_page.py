@@ -620,6 +620,30 @@ def test_each_stage_ends_with_a_way_on_that_opens_the_next_at_its_top(page, serv
     assert page.locator(".stage .go-on").count() == 0 and page.locator(".stage .next-steps").count() == 1  # the last stage says where to go from there
 
 
+def test_on_a_phone_a_head_picked_under_the_stage_brings_the_stage_up(page, server_url):
+    """The head outputs lie under the stage in one column: a head picked there changed a stage some
+    700 px above, out of sight, and only the "inspected" badge moved. On a wide screen, where they
+    are beside it, the page stays where it is."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server_url + "#stage=weights")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    button = page.locator('.outputs button[data-pick-head="1"]')
+    button.scroll_into_view_if_needed()
+    assert page.locator(".stage h2").evaluate("(h) => h.getBoundingClientRect().bottom < 0")  # far above
+    button.click()
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 1")
+    page.wait_for_function("() => { const r = document.querySelector('.stage h2').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.evaluate("() => window.scrollTo(0, document.querySelector('.stage h2').getBoundingClientRect().top + scrollY)")  # reading down the stage
+    y = page.evaluate("() => window.scrollY")
+    # the title under the controls, which stay at the top: where a stage picked is brought up
+    assert y > 0 and page.evaluate("() => document.querySelector('.stage h2').getBoundingClientRect().top < document.querySelector('.controls').getBoundingClientRect().bottom")
+    page.locator('.outputs button[data-pick-head="0"]').evaluate("(b) => b.click()")  # (where it is: a pointer's click would scroll to it first)
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 0")
+    page.wait_for_timeout(200)
+    assert page.evaluate("() => window.scrollY") == y
+
+
 def test_tab_goes_from_table_to_table_and_arrows_move_inside(page, server_url, api):
     payload, arrays = api
     open_page(page, server_url)

@@ -383,7 +383,7 @@ function headsOfConcat(concat, heads, config) {
 // (modelview.token_labels): the text each stands for, a space at its start or end shown as ␣ and a line
 // break as ↵ ("Ġquick" -> "␣quick", "▁the" -> "␣the"; "##ing" stays), and a byte piece of a
 // character as that character and its place ("␣🐱 1/3"). The raw tokens where an answer has none.
-function tokenLabels(payload) {
+export function tokenLabels(payload) {
   const labels = payload.model.labels;
   return labels?.length === payload.tokens.length ? labels : payload.tokens;
 }
@@ -961,6 +961,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const byKeys = document.activeElement === button;
     focusHead = byKeys && outputs.contains(button) ? Number(button.dataset.pickHead) : null;
     focusShare = byKeys && !outputs.contains(button);
+    // the head outputs under the stage (a phone's one column): the stage, far above, is brought up
+    // as it is for a stage picked, else the pick would seem to do nothing
+    headPicked = outputs.contains(button) && outputs.getBoundingClientRect().top >= stagePanel.getBoundingClientRect().bottom;
     set({ head: Number(button.dataset.pickHead) });
   };
   outputs.addEventListener("click", pickHead);
@@ -1012,6 +1015,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // of every head, or scrolled past), else Next would seem to do nothing. Where the controls stay
   // at the top, it comes just under them. The stage on screen is no pick.
   let pickedStage = null;
+  let headPicked = false; // a head picked in the head outputs under the stage, until it is drawn
   const pickStage = (stage) => {
     pickedStage = stage !== model.get("stage") ? stage : null;
   };
@@ -1462,8 +1466,9 @@ function render({ model, el, otherConfigs, printAll = null }) {
         title.focus({ preventScroll: true });
         const { top, bottom } = title.getBoundingClientRect(); // (at once: the focus is there)
         if (outOfView(top, bottom, window.innerHeight, stay())) title.scrollIntoView({ block: "start" }); // (a phone's: it lies far above)
-      } else if (pickedStage === stage) bringUp(title);
+      } else if (pickedStage === stage || headPicked) bringUp(title);
       if (pickedStage === stage) pickedStage = null;
+      headPicked = false;
     }
     wentOn = false;
     if (printWhenHere !== null && (printWhenHere !== head || !loading)) {
@@ -3601,7 +3606,8 @@ function modelOverview(payload, pick, strip = null) {
     Object.assign(strip, { lead, tokensKey });
   }
   return [
-    h("h2", {}, `${m.title} · layer ${m.layer} (layers 0–${m.n_layers - 1}${m.held_layers?.length < m.n_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
+    // (a narrow screen breaks the heading between its parts, never inside "0–5")
+    h("h2", {}, `${m.title} · layer ${m.layer} (layers `, h("span", { class: "nowrap" }, `0–${m.n_layers - 1}`), `${m.held_layers?.length < m.n_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
     h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight

@@ -5,7 +5,7 @@
 // "layer 2" or "layers 0, 2"
 const heldLayers = (layers) => `layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
 
-import { h, outOfRange, plural, unpack, withDerived, withHead } from "./explorer.js";
+import { echo, h, outOfRange, plural, tokenLabels, unpack, withDerived, withHead } from "./explorer.js";
 import { refine, workable, workAhead } from "./heads.js";
 
 
@@ -18,6 +18,19 @@ const asking = (request) => ({ method: "POST", headers: { "content-type": "appli
 // Weights that are not the published float32 ones (quantized, or in 16 bits) are said, so that
 // numbers compared with another copy of the model are not taken for wrong ones.
 const stored = (state) => (state.config?.weights && !state.config.weights.endsWith("F32") ? ` Weights: ${state.config.weights}.` : "");
+
+// A token's word, as another tokenizer may split the same text: "␣dog" (SmolLM2's "Ġdog") and
+// "dog" are one word, in any case; "##bel" is "bel"
+const word = (label) => label.replace(/^␣+|^##/u, "").toLowerCase();
+// where the query of the view `from` ({ query, payload }) is among `tokens`: the same word, as many
+// times into the text as it was (else its last time); null where they do not hold it
+function keptQuery(from, payload) {
+  const before = tokenLabels(from.payload), tokens = tokenLabels(payload);
+  const wanted = word(before[from.query] ?? "");
+  const nth = before.slice(0, from.query).filter((t) => word(t) === wanted).length;
+  const found = tokens.flatMap((t, i) => (word(t) === wanted ? [i] : []));
+  return wanted && found.length ? found[Math.min(nth, found.length - 1)] : null;
+}
 
 // A problem as one sentence: the server words some messages after their field ("is empty; …").
 function said({ field, message }) {
@@ -216,7 +229,8 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   let tracing = false; // a trace is on its way
   let pickedDuring = null; // a head picked meanwhile: the new layer shows it
   let shownStatus = ""; // what the status line says of the trace on screen
-  async function trace(request) {
+  // from: the view on screen (viewOnScreen), kept in another model's trace where that model has it
+  async function trace(request, from = null) {
     const ticket = ++latest;
     tracing = true;
     pickedDuring = null;
@@ -235,11 +249,13 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       const state = await ensureLoaded(request.model, stale);
       if (stale()) return null;
       if (!fixed) fillLayers(state.config, request.layer); // the menu as the loaded model has it, on the layer traced
+      if (from && request.head >= state.config.n_heads) request.head = 0;
       status.textContent = fixed ? `Reading layer ${request.layer} of this copy…` : `Running ${state.title} up to layer ${request.layer}…`;
       const payload = await answer(
         await ask("api/model-trace", asking(request)),
       );
       if (stale()) return null;
+      if (from) payload.query = keptQuery(from, payload) ?? payload.query;
       current = request;
       byHead = new Map([[request.head, payload]]);
       wantedHead = request.head;
@@ -290,8 +306,21 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (go.getAttribute("aria-disabled") === "true") return; // a trace is under way
     const { head, query } = getView();
     const same = current && current.model === picker.value; // the same model: its head stays, and its query when the text does
-    trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: same ? head : 0, query: same && text.value === current.text ? query : null });
+    if (same || !traced) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: same ? head : 0, query: same && text.value === current.text ? query : null });
+    const from = viewOnScreen(); // another model's: kept where this one has it, else said
+    trace({ model: picker.value, text: text.value, layer: Number(layer.value), head, query: null }, from).then((ok) => ok && sayLost([], from));
   });
+  // the view on screen ({ head, stage, query, payload }), to keep in another model's trace
+  const viewOnScreen = () => ({ ...getView(), payload: traced.payload });
+  // said after the status of another model's trace: what of the view before it could not keep
+  function sayLost(said, from) {
+    const now = getView(), before = from.payload, after = traced.payload;
+    const title = (p, id) => p.page_stages.find((s) => s.id === id)?.title ?? id;
+    if (now.head !== from.head) said.push(`It has ${plural(after.config.n_heads, "head")}: head ${now.head} is shown, not head ${from.head}.`);
+    if (now.stage !== from.stage) said.push(`This layer has no ${title(before, from.stage)} stage: ${title(after, now.stage)} is shown.`);
+    if (keptQuery(from, after) === null) said.push(`Its tokens hold no “${echo(word(tokenLabels(before)[from.query]))}”: query “${echo(tokenLabels(after)[now.query])}” is shown.`);
+    if (said.length) status.textContent = shownStatus = `${shownStatus} ${said.join(" ")}`;
+  }
   // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
   // true when ready, false when it failed, null when another model was picked meanwhile (its
   // layers are not this one's to list)
@@ -453,20 +482,23 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     }
     take(name, traced);
   });
-  // a model picked that is loaded, or not large: its layers, and with a trace on screen the same text traced
-  function take(name, traced) {
+  // a model picked that is loaded, or not large: its layers, and with a trace on screen the same text
+  // traced, at the head and query on screen where the new model has them (the query's word, its
+  // nth time in the text, as the new tokenizer splits it), else said
+  function take(name, onScreen) {
     const info = models.find((m) => m.name === name);
     const keep = layerBeforeWait ?? (Number(layer.value) || 0);
     layerBeforeWait = null;
     fillLayers(info?.config ?? info?.outline ?? null, keep); // its layers while it loads, not the model's before
     const picks = layerPicks;
+    const from = onScreen ? viewOnScreen() : null;
     prepare(name, keep).then(async (ok) => {
-      if (!ok || !traced) return;
+      if (!ok || !from) return;
       const asked = Number(layer.value);
+      if (!(await trace({ model: name, text: text.value, layer: asked, head: from.head, query: null }, from))) return;
       // the layer on screen is one this model does not have: the one it traces instead is said
-      // (not when a layer was picked from the new model's menu meanwhile)
-      if ((await trace({ model: name, text: text.value, layer: asked, head: 0, query: null })) && layerPicks === picks && asked !== keep)
-        status.textContent = shownStatus = `${shownStatus} It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is traced instead.`;
+      // (not when a layer was picked from the new model's menu meanwhile); so are a head, a stage and a query it lacks
+      sayLost(layerPicks === picks && asked !== keep ? [`It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is traced instead.`] : [], from);
     });
   }
   let layerPicks = 0; // how many layers were picked from the menu: a model's nearest layer is said only if none was
