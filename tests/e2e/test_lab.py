@@ -324,6 +324,19 @@ def test_a_maps_home_end_and_page_keys_move_its_cell_not_the_page(page, server_u
     assert page.evaluate("() => scrollY") == scrolled  # the page stayed where it was
 
 
+def test_a_labelless_button_lines_up_with_the_inputs_beside_it(page, server_url):
+    """Draw new values (and Trace, and Undo) stand under an empty label, a space that collapsed: they
+    sat some 20 px above the Seed box beside them, level with its label."""
+    open_lab(page, server_url)
+    tops = page.evaluate("""() => [document.getElementById('lab-seed'), [...document.querySelectorAll('.lab button')].find((b) => b.textContent === 'Draw new values')]
+        .map((e) => Math.round(e.getBoundingClientRect().top))""")
+    assert tops[0] == tops[1], tops
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
+    tops = page.evaluate("() => [document.getElementById('model-layer'), [...document.querySelectorAll('#models button')].find((b) => b.textContent === 'Trace')].map((e) => Math.round(e.getBoundingClientRect().top))")
+    assert tops[0] == tops[1], tops  # Trace beside the layer menu, level with it
+
+
 def test_packed_view_gives_the_same_q(page, server_url):
     open_lab(page, server_url)
     page.locator("summary", has_text="Packed view").click()
@@ -333,6 +346,10 @@ def test_packed_view_gives_the_same_q(page, server_url):
     assert {f"q:{h},{query},{e}" for h in range(4) for e in range(2)} <= shown
     assert {f"W_Q:{h},{m},{e}" for h in range(4) for m in range(8) for e in range(2)} <= shown
     assert "never sliced" in page.locator(".packed").inner_text()
+    # the product reshaped, as the words say: one row a head (it was said, never shown)
+    split = page.locator(".packed .equation .term").last.locator("table.matrix")
+    assert split.locator("tbody th").all_inner_texts() == ["head 0", "head 1", "head 2", "head 3"]
+    assert split.locator("thead th").all_inner_texts()[-2:] == ["q[0]", "q[1]"]
     # K and V are packed too: under GQA into fewer blocks, as the heads share them
     assert "WK and WV are packed the same way, one block per K/V head: 2 blocks where WQ has 4, as the query heads share them." in page.locator(".packed").inner_text()
 

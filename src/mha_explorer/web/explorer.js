@@ -3444,7 +3444,7 @@ function packed(view, query) {
       })
     : null;
   const q = grid({
-    caption: h("span", {}, "x ", sup("W", "Q"), c.bias ? [" + ", sup("b", "Q")] : "", ", then split into heads"),
+    caption: h("span", {}, "x ", sup("W", "Q"), c.bias ? [" + ", sup("b", "Q")] : ""),
     rows: [query],
     cols: range(width),
     value: (_, col) => t.q.at(headOf(col), query, col % c.d_head),
@@ -3452,12 +3452,22 @@ function packed(view, query) {
     rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)), tokenRows: true,
     colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
   });
+  // the same numbers reshaped: row i is head i's q, as the stages show it
+  const split = grid({
+    caption: "split into heads",
+    rows: range(c.n_heads),
+    cols: range(c.d_head),
+    value: (i, e) => t.q.at(i, query, e),
+    src: (i, e) => `q:${i},${query},${e}`,
+    rowLabel: (i) => `head ${i}`,
+    colLabel: (e) => `q[${e}]`,
+  });
   return h(
     "details",
     { class: "packed" },
     h("summary", {}, h("h3", {}, "Packed view: all heads in one matrix")),
     h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on${c.d_model * width > TABLE_LIMIT ? " (on the map, point at a column to read its head)" : ""}. The input is never sliced per head: every head reads all of x. `, sup("W", "K"), " and ", sup("W", "V"), ` are packed the same way, one block per ${c.n_kv_heads === c.n_heads ? "head." : `K/V head: ${c.n_kv_heads} block${c.n_kv_heads === 1 ? "" : "s"} where `}`, ...(c.n_kv_heads === c.n_heads ? [] : [sup("W", "Q"), ` has ${c.n_heads}, as the query heads share them.`])),
-    equation(x, ["×", wq], b && ["+", b], ["=", q]),
+    equation(x, ["×", wq], b && ["+", b], ["=", q], ["→", split]),
   );
 }
 

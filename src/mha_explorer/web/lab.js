@@ -247,7 +247,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // the values to edit: hidden until the lab has a result (a link refused has none to edit).
   // Folded away by their button (a projector's screen, where they pushed the figure below it),
   // they stay as they are, edits and all, until shown again.
-  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", editable ? "Edit the values of" : "Values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer" }, " "), undo)), gridCaption, skipGrid, gridBox);
+  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", editable ? "Edit the values of" : "Values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), undo)), gridCaption, skipGrid, gridBox);
   const valuesToggle = h("button", { type: "button", class: "values-toggle", "aria-expanded": "true", "aria-controls": "lab-values-body" }, "Hide the values");
   valuesToggle.addEventListener("click", () => {
     const open = valuesBody.hidden;
@@ -276,7 +276,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       h("div", { class: "field check" }, h("label", { for: "lab-bias" }, "Bias"), bias),
       field("lab-seed", "Seed", seedInput),
       fieldError("seed"),
-      h("div", { class: "field" }, h("span", { class: "spacer" }, " "), draw),
+      h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), draw),
     ),
     widths,
     general,

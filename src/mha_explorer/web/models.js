@@ -94,7 +94,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       h("div", { class: "field" }, h("label", { for: "model-name" }, "Model"), picker),
       h("div", { class: "field" }, h("label", { for: "model-layer" }, "Layer (from 0)"), layer),
       h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), text, fixed ? h("span", { class: "field-note", id: "model-text-note" }, "This copy holds this text only; mha-explorer serve traces any text.") : null),
-      h("div", { class: "field" }, h("span", { class: "spacer" }, " "), go),
+      h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), go),
     ),
     h("div", { class: "model-load" }, bar, status, step),
     error,
