@@ -139,10 +139,10 @@ class Explorer(anywidget.AnyWidget):
         example's own) or the config's fields as a dict. tokens: a list of strings, or one string
         split at spaces; when not given, t0, t1, ... for the rows of an x of your own, else the
         lab's, "the cat sat on the mat" (with seed 0, a preset is the page's lab's), or for the
-        teaching example's configuration its own four words. x (n, d_model) and the weights are drawn from `seed` (a whole number, 0
-        or more) when not given, uniform in [-1, 1] and rounded to one decimal so that they can be
-        read, whatever the width: past a d_model of some 64 the scaled scores grow large and most
-        rows put almost all their weight on one key. For a wide layer as trained layers start, give
+        teaching example's configuration its own four words. x (n, d_model) and the weights are
+        drawn from `seed` (a whole number, 0 or more) when not given, uniform in [-1, 1] and
+        rounded to one decimal so that they can be read, whatever the width: past a d_model of
+        some 64 the scaled scores grow large and most rows put almost all their weight on one key. For a wide layer as trained layers start, give
         weights=AttentionWeights.random(config) (scaled by 1/sqrt(fan_in)) and an x of your own."""
         _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})', ("tokens", "x", "weights", "seed"))
         config = _config(config)
