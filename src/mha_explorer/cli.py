@@ -22,7 +22,7 @@ from .examples import load_teaching_example
 from .narrative import LACKS, PAGE_STAGE_IDS, page_stages, stage_id
 from .schema import trace_payload
 from .trace import trace as run_trace
-from .models.errors import EMPTY_TEXT
+from .models.errors import empty_text
 from .models.forward import MAX_TOKENS
 from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, short_label, token_labels
 from .walkthrough import ASCII_SIGNS, print_wrapped, render
@@ -292,7 +292,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
         elif parse_whole("--head", head, choose) < 0:
             fail(f"--head {head.strip()} is out of range; {choose}")
     if not text.strip():
-        fail(EMPTY_TEXT)
+        fail(empty_text(text))
     try:
         model = _load(model_name)
         layer = whole_number("--layer", "0" if layer is None else layer, model.n_layers, "layer")
@@ -619,7 +619,7 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
         if not layers:
             fail("--model needs at least one --layer (numbered from 0) to write into the copy")
         if text is not None and not text.strip():
-            fail(EMPTY_TEXT)
+            fail(empty_text(text))
         check_layers(model_name, layers)
         try:
             model = _load(model_name)

@@ -566,7 +566,8 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
         (("--layer", "18"), "--layer 18 is out of range; choose a layer from 0 to 17 (layers are numbered from 0)"),
         (("--head", "-2"), "--head -2 is out of range; choose a head from 0 to 3 (heads are numbered from 0)"),
         (("--head", "4"), "--head 4 is out of range; choose a head from 0 to 3 (heads are numbered from 0)"),
-        (("--text", " "), "the text is empty: give a sentence to run through the model"),
+        (("--text", ""), "the text is empty: give a sentence to run through the model"),
+        (("--text", " "), "the text holds only spaces or line breaks: give a sentence to run through the model"),
     ):
         result = trace("--model", "gemma3", *args)
         assert result.exit_code == 2 and said in result.stderr, result.stderr

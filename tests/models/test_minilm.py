@@ -98,7 +98,7 @@ def test_text_longer_than_the_model_takes_is_refused(model):
 
 @pytest.mark.parametrize(
     "text, said",
-    [(None, "the text is NoneType, not str"), (["a cat", "a dog"], r"the text is list, not str: give a sentence as a str \(one text a call\)"), (b"a cat", r"the text is bytes, not str: give a sentence as a str \(decode bytes first\)"), (" ", "the text is empty"), ("\u200b\u200b", r"the text has nothing all-MiniLM-L6-v2's tokenizer keeps \(only \[CLS\] \[SEP\]\): give a sentence of words")],
+    [(None, "the text is NoneType, not str"), (["a cat", "a dog"], r"the text is list, not str: give a sentence as a str \(one text a call\)"), (b"a cat", r"the text is bytes, not str: give a sentence as a str \(decode bytes first\)"), ("", "the text is empty"), (" \n", "the text holds only spaces or line breaks: give a sentence"), ("\u200b\u200b", r"the text has nothing all-MiniLM-L6-v2's tokenizer keeps \(only \[CLS\] \[SEP\]\): give a sentence of words")],
 )
 def test_a_text_that_is_not_a_sentence_is_said_for_what_it_is(model, text, said):
     from mha_explorer.models import ModelError

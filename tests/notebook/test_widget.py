@@ -280,6 +280,8 @@ def test_a_real_models_layer_and_text_change_in_place_and_the_view_follows(minil
     with pytest.raises(ValueError, match=r"layer 9 does not exist: all-MiniLM-L6-v2 has layers 0 to 5"):
         w.layer = 9
     with pytest.raises(ValueError, match="the text is empty"):
+        w.text = ""
+    with pytest.raises(ValueError, match="the text holds only spaces or line breaks"):
         w.text = " "
     w.layer = " 4"  # a whole number as text, as head and query take one
     assert w.layer == 4 and w.payload["model"]["layer"] == 4

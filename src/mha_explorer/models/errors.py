@@ -16,4 +16,6 @@ def one_line(error: BaseException, most: int = 200) -> str:
     return " ".join(str(error).split())[:most]
 
 
-EMPTY_TEXT = "the text is empty: give a sentence to run through the model"
+def empty_text(text: str) -> str:
+    """What is wrong with a text that holds nothing to trace: nothing at all, or blank space only."""
+    return f"the text {'holds only spaces or line breaks' if text else 'is empty'}: give a sentence to run through the model"

@@ -21,7 +21,7 @@ import numpy as np
 from ..config import AttentionConfig
 from ..trace import Overflow, Trace, attention_layers, trace
 from ..weights import AttentionWeights
-from .errors import EMPTY_TEXT, CheckpointError, ModelError
+from .errors import CheckpointError, ModelError, empty_text
 from .tokenize import TextTokenizer
 
 MAX_TOKENS = 1024  # a trace keeps several (n_heads, n, n) arrays; beyond this they get large
@@ -204,7 +204,7 @@ class LoadedModel:
         if not isinstance(text, str):
             raise ModelError(f"the text is {type(text).__name__}, not str: give a sentence as a str" + (" (decode bytes first)" if isinstance(text, bytes) else " (one text a call)" if isinstance(text, (list, tuple)) else ""))
         if not text.strip():
-            raise ModelError(EMPTY_TEXT)
+            raise ModelError(empty_text(text))
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as error:  # a lone surrogate: bytes that were not UTF-8, read with surrogateescape

@@ -243,7 +243,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     ahead?.pause();
     try {
       // said at once, in the server's words: an empty text need not wait for a large model to load
-      if (!request.text.trim()) throw new Error("the text is empty: give a sentence to run through the model");
+      if (!request.text.trim()) throw new Error(`the text ${request.text ? "holds only spaces or line breaks" : "is empty"}: give a sentence to run through the model`);
       // half of a character beyond U+FFFF (an emoji), as some pastes leave: the server would ask for UTF-8, which says nothing here
       if (request.text.isWellFormed?.() === false) throw Object.assign(new Error("the text holds a broken character (half of an emoji, or of another character beyond U+FFFF, as some pastes leave): delete it and trace again"), { fields: ["text"] });
       const state = await ensureLoaded(request.model, stale);
