@@ -337,6 +337,22 @@ def test_a_labelless_button_lines_up_with_the_inputs_beside_it(page, server_url)
     assert tops[0] == tops[1], tops  # Trace beside the layer menu, level with it
 
 
+def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(page, server_url):
+    """There are 16 head colours: head 16 was drawn in head 0's blue, head 17 in head 1's orange.
+    Past 16 heads the inspected head keeps its colour and the others are grey."""
+    tokens = "+".join(f"w{i}" for i in range(4))
+    page.goto(server_url + f"#mode=lab&d_model=20&n_heads=20&n_kv_heads=20&d_head=1&d_v=1&tokens={tokens}&seed=0&head=17")
+    page.wait_for_function("() => document.querySelectorAll('.outputs .head-output').length === 20")
+    keys = page.locator(".outputs .head-output .key").evaluate_all("(ks) => ks.map((k) => getComputedStyle(k).backgroundColor)")
+    assert len(keys) == 20 and len(set(keys)) == 2, keys  # the inspected head's colour, and grey
+    assert keys[17] != keys[0] and keys.count(keys[0]) == 19
+    # up to 16 heads, each its own
+    page.goto(server_url + f"#mode=lab&d_model=16&n_heads=16&n_kv_heads=16&d_head=1&d_v=1&tokens={tokens}&seed=0")
+    page.wait_for_function("() => document.querySelectorAll('.outputs .head-output').length === 16")
+    keys = page.locator(".outputs .head-output .key").evaluate_all("(ks) => ks.map((k) => getComputedStyle(k).backgroundColor)")
+    assert len(set(keys)) == 16, keys
+
+
 def test_packed_view_gives_the_same_q(page, server_url):
     open_lab(page, server_url)
     page.locator("summary", has_text="Packed view").click()

@@ -3502,13 +3502,16 @@ function headOutputs(view, query, head) {
     );
   const title = h("h2", {}, "Head outputs for “", tokenName(payload, query), "”");
   let shown = null; // with many heads, the inspected head's z: set again for another query
+  // past the colours there are, one colour would name two heads (16 and 0): the inspected head
+  // keeps its own, the others are grey, as in the Output stage's chart
+  const colour = (i) => (n_heads > HEAD_COLOURS && i !== head ? "head-other" : `head-${i % HEAD_COLOURS}`);
   const entry = (i) =>
     h(
       "li",
-      { class: `head-output head-${i % HEAD_COLOURS}` + (i === head ? " inspected" : ""), "data-head": i },
+      { class: `head-output ${colour(i)}` + (i === head ? " inspected" : ""), "data-head": i },
       i === head
-        ? h("span", { class: "head-name" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
-        : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `Head ${i}`),
+        ? h("span", { class: "head-name" }, h("span", { class: `key ${colour(i)}` }), `Head ${i}`, h("span", { class: "badge" }, "inspected"))
+        : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, h("span", { class: `key ${colour(i)}` }), `Head ${i}`),
       many && i !== head ? h("span", { class: "hint" }, sub("z", i), `: ${d_v} numbers`) : i === head ? (shown = zOf(i, query)) : zOf(i, query),
     );
   // a real model's list is one for the layer: the entries of the heads not inspected are the same
