@@ -2861,6 +2861,34 @@ def test_a_large_model_loaded_since_the_list_was_read_is_taken_at_once(page, ser
 
 
 @needs("gemma3")
+def test_a_thumbnail_greys_a_block_mostly_outside_the_window(page, server_url):
+    """Gemma 3's local layer on 601 tokens, its thumbnail of blocks of 10: a block astride the
+    window's edge averaged its masked pairs' zeros and was drawn white, so the window's edge read as
+    a white line of little attention. A block mostly masked is grey; one mostly seen is not."""
+    page.goto(server_url + "#mode=model&model=gemma3&layer=0&head=0&text=" + quote_plus("word " * 600))
+    page.wait_for_function("() => window.mhaExplorer.model.get('payload').model?.name === 'gemma3'", timeout=120_000)
+    n, block, window = page.evaluate("() => { const p = window.mhaExplorer.model.get('payload'); return [p.tokens.length, p.model.overview_block, p.config.sliding_window]; }")
+    assert n > window + 2 * block  # (the window cuts some keys off)
+    cells = -(-n // block)
+    hidden = np.zeros((cells, cells))  # the share of each block's pairs the mask keeps apart (causal, and the window)
+    q, k = np.arange(n)[:, None], np.arange(n)[None, :]
+    off = (k > q) | (k <= q - window)
+    for r in range(cells):
+        for c in range(cells):
+            hidden[r, c] = off[r * block : (r + 1) * block, c * block : (c + 1) * block].mean()
+    astride = [(r, c) for r in range(cells) for c in range(cells) if 0.5 < hidden[r, c] < 1 and c < r]  # at the window's edge
+    seen = [(r, c) for r in range(cells) for c in range(cells) if 0 < hidden[r, c] < 0.5 and c < r]
+    assert astride and seen
+    pixels = page.evaluate("""(cells) => { const canvas = document.querySelector('.thumb-button[data-head="0"] canvas');
+        const data = canvas.getContext('2d').getImageData(0, 0, cells.n, cells.n).data;
+        return cells.at.map(([r, c]) => [...data.slice(4 * (r * cells.n + c), 4 * (r * cells.n + c) + 3)]); }""", {"n": cells, "at": astride + seen})
+    grey = [228, 230, 234]
+    assert all(p == grey for p in pixels[: len(astride)]), pixels[: len(astride)]
+    assert all(p != grey for p in pixels[len(astride) :])
+    assert "grey is masked (most of a block)" in page.locator(".overview p.hint").first.inner_text()
+
+
+@needs("gemma3")
 def test_at_911_px_trace_stays_on_the_row_beside_gemmas_wide_layer_menu(page, server_url):
     """Gemma 3's layers are named with their window ("Layer 17 · local (window 512)"), which makes
     its layer menu wide: the text box gives way, and Trace stays on the row, not alone under it."""

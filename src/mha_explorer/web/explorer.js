@@ -3573,17 +3573,22 @@ function modelOverview(payload, pick, strip = null) {
   const small = new Tensor(m.overview);
   const [heads, cells] = small.shape;
   const size = Math.max(48, Math.min(96, Math.floor(900 / heads) - 12));
-  // a cell whose every query and key the mask keeps apart is grey, as on the big maps (its
-  // weights are 0, which would read as white: little attention): all its keys after all its
-  // queries (causal), or all of them outside the window of every one
+  // a cell most of whose query-key pairs the mask keeps apart is grey, as on the big maps: keys
+  // after the query (causal), or outside its window. Its average counts their weights, 0, and would
+  // read as white, little attention (a block astride the window's edge drew a white line)
   const n = payload.tokens.length;
   const { causal, sliding_window: windowSize } = payload.config;
   const b = m.overview_block;
-  const masked = (r, c) => {
+  const hidden = (q, firstKey, lastKey) => // how many of these keys query q does not see
+    (causal ? Math.max(0, lastKey - Math.max(firstKey, q + 1) + 1) : 0) + (windowSize != null ? Math.max(0, Math.min(lastKey, q - windowSize) - firstKey + 1) : 0);
+  const greys = range(cells).map((r) => range(cells).map((c) => {
     const [firstQuery, lastQuery] = [r * b, Math.min((r + 1) * b, n) - 1];
     const [firstKey, lastKey] = [c * b, Math.min((c + 1) * b, n) - 1];
-    return (causal && firstKey > lastQuery) || (windowSize != null && lastKey <= firstQuery - windowSize);
-  };
+    let count = 0;
+    for (let q = firstQuery; q <= lastQuery; q++) count += hidden(q, firstKey, lastKey);
+    return 2 * count > (lastQuery - firstQuery + 1) * (lastKey - firstKey + 1);
+  }));
+  const masked = (r, c) => greys[r][c];
   const buttons = range(heads).map((i) => {
     const canvas = h("canvas", { width: cells, height: cells, class: "thumb", "aria-hidden": "true" });
     canvas.style.width = canvas.style.height = `${size}px`;
@@ -3621,7 +3626,7 @@ function modelOverview(payload, pick, strip = null) {
   return [
     // (a narrow screen breaks the heading between its parts, never inside "0–5")
     h("h2", {}, `${m.title} · layer ${m.layer} (layers `, h("span", { class: "nowrap" }, `0–${m.n_layers - 1}`), `${m.held_layers?.length < m.n_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
-    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? "; grey is masked" : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
+    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? `; grey is masked${m.overview_block > 1 ? " (most of a block)" : ""}` : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight
     strip.lead,
