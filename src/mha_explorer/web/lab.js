@@ -145,7 +145,7 @@ function checkConfig(config, tokens) {
   for (const [name, lo, hi] of CONFIG_FIELDS) {
     const v = config[name];
     if (!Number.isInteger(v)) errors[name] = `${name} must be a whole number from ${lo} to ${hi}.`;
-    else if (v < lo || v > hi) errors[name] = `${name} must be between ${lo} and ${hi}.`;
+    else if (v < lo || v > hi) errors[name] = `${name} ${v} is out of range: type a whole number from ${lo} to ${hi}.`; // as a blank or a typo is told
   }
   if (!errors.n_heads && !errors.n_kv_heads) {
     // errors.pair: a rule of the two together (the editor puts it under the one changed)
