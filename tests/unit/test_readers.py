@@ -514,6 +514,14 @@ def test_a_gguf_without_an_architecture_says_so(tmp_path):
         load_model(path)
 
 
+def test_a_gguf_header_nested_beyond_reason_is_refused_as_damaged(tmp_path):
+    """An array of arrays thousands deep (a damaged or hostile file) ran Python out of stack."""
+    levels = b"".join(struct.pack("<IQ", 9, 1) for _ in range(5000)) + struct.pack("<IQ", 4, 0)
+    path = write(tmp_path / "deep.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 9) + levels)
+    with pytest.raises(CheckpointError, match="deep.gguf is not a readable GGUF file: its metadata or tensor table is damaged"):
+        GGUFFile(path)
+
+
 def test_a_gguf_with_a_damaged_body_says_what_to_do_not_the_readers_words(tmp_path):
     path = tmp_path / "noise.gguf"
     path.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + np.random.default_rng(0).bytes(4096))

@@ -288,7 +288,7 @@ class GGUFFile:
             raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
         try:
             entries, self._values = self._header()
-        except (_CutShort, KeyError, struct.error):
+        except (_CutShort, KeyError, struct.error, RecursionError):  # (arrays of arrays thousands deep)
             raise CheckpointError(f"{name} is not a readable GGUF file: its metadata or tensor table is damaged or cut short; write or download it again") from None
         self.tensors = self._place(entries, size)
 
