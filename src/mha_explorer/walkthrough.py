@@ -691,7 +691,9 @@ def power_of_ten(x: float, superscripts: bool = True) -> str:
 
 
 def _weights_table(t, tokens, i, heads):
-    title = "softmax over keys (each head's column sums to 1)"
+    # (one head's two columns are narrower than the title for several: kept on one line, it
+    # stretched them, the key column 24 wide)
+    title = "softmax over keys (each head's column sums to 1)" if len(heads) > 1 else "softmax over keys (sums to 1)"
     table = Table(title=title, min_width=len(title) + 4)
     add_column(table, "key")
     for h in heads:

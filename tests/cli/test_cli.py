@@ -211,6 +211,16 @@ def test_weights_rows_and_the_summing_line():
     ).replace("  ", " ")
 
 
+def test_one_heads_weights_table_is_not_stretched_to_a_long_title():
+    """One head's table (a key, a weight and its bar) was stretched to keep the several heads' title
+    on one line: the key column 24 wide for "cats"."""
+    out = ok("--stage", "weights", "--head", "0", width=100)
+    header = next(line for line in out.splitlines() if "┃ key" in line)
+    key, head = [cell for cell in header.split("┃")[1:3]]
+    assert head.strip() == "head 0" and len(key) <= len("sum of all 4") + 4, header  # as wide as its widest cell, and padding
+    assert "softmax over keys (sums to 1)" in out
+
+
 def test_the_header_keeps_each_list_on_one_line_at_80_columns():
     lines = ok("--causal", "--stage", "weights", width=80).splitlines()
     assert lines[:3] == ["Multi-head attention · MHA · causal", "d_model=4, n_heads=2, n_kv_heads=2, d_head=2, d_v=2", "query like (position 1)"]
