@@ -691,10 +691,11 @@ def power_of_ten(x: float, superscripts: bool = True) -> str:
 
 
 def _weights_table(t, tokens, i, heads):
-    # (one head's two columns are narrower than the title for several: kept on one line, it
-    # stretched them, the key column 24 wide)
-    title = "softmax over keys (each head's column sums to 1)" if len(heads) > 1 else "softmax over keys (sums to 1)"
-    table = Table(title=title, min_width=len(title) + 4)
+    # one head's two columns are narrower than the several heads' title: kept on one line (the
+    # table's min_width), it stretched them, the key column 24 wide. One head's title is short.
+    many = len(heads) > 1
+    title = "softmax over keys (each head's column sums to 1)" if many else "softmax over keys (sums to 1)"
+    table = Table(title=title)
     add_column(table, "key")
     for h in heads:
         add_column(table, f"head {h}")  # each weight (all of one width), then its bar: a block for each 0.05
@@ -702,7 +703,8 @@ def _weights_table(t, tokens, i, heads):
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
     if len(keys) < len(tokens):  # (fewer than top where the mask leaves the query fewer keys)
-        table.title = f"{title}: " + (largest(len(keys)) if len(heads) == 1 else f"each head's {top} largest weights, in text order")
+        table.title = f"{title}: each head's {top} largest weights, in text order" if many else f"softmax: {largest(len(keys))}"
+    table.min_width = len(table.title) + 4
     for j in keys:
         cells = []
         for h in heads:
