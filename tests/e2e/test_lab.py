@@ -346,6 +346,9 @@ def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(pag
     keys = page.locator(".outputs .head-output .key").evaluate_all("(ks) => ks.map((k) => getComputedStyle(k).backgroundColor)")
     assert len(keys) == 20 and len(set(keys)) == 2, keys  # the inspected head's colour, and grey
     assert keys[17] != keys[0] and keys.count(keys[0]) == 19
+    # the packed view's product is not split into a column of twenty heads, as tall as the page
+    page.locator("summary", has_text="Packed view").click()
+    assert "split into heads" not in page.locator(".packed").inner_text()
     # up to 16 heads, each its own
     page.goto(server_url + f"#mode=lab&d_model=16&n_heads=16&n_kv_heads=16&d_head=1&d_v=1&tokens={tokens}&seed=0")
     page.wait_for_function("() => document.querySelectorAll('.outputs .head-output').length === 16")
@@ -362,10 +365,13 @@ def test_packed_view_gives_the_same_q(page, server_url):
     assert {f"q:{h},{query},{e}" for h in range(4) for e in range(2)} <= shown
     assert {f"W_Q:{h},{m},{e}" for h in range(4) for m in range(8) for e in range(2)} <= shown
     assert "never sliced" in page.locator(".packed").inner_text()
-    # the product reshaped, as the words say: one row a head (it was said, never shown)
-    split = page.locator(".packed .equation .term").last.locator("table.matrix")
+    # the product reshaped, as the words say: one row a head (it was said, never shown), the
+    # inspected head's marked
+    split = page.locator(".packed .equation").last.locator("table.matrix")
     assert split.locator("tbody th").all_inner_texts() == ["head 0", "head 1", "head 2", "head 3"]
     assert split.locator("thead th").all_inner_texts()[-2:] == ["q[0]", "q[1]"]
+    head = int(re.search(r"[&#]head=(\d+)", link(page)).group(1))
+    assert split.locator("tbody tr.inspected th").inner_text() == f"head {head}"
     # K and V are packed too: under GQA into fewer blocks, as the heads share them
     assert "WK and WV are packed the same way, one block per K/V head: 2 blocks where WQ has 4, as the query heads share them." in page.locator(".packed").inner_text()
 
@@ -667,7 +673,7 @@ def test_bad_config_fields_get_inline_messages(page, server_url):
     assert page.locator(".layout").inner_text() == before
     set_field(page, "n_heads", 4)
     set_field(page, "d_model", 65)
-    assert "between 1 and 64" in page.locator("#lab-error-d_model").inner_text()
+    assert "is out of range: type a whole number from 1 to 64" in page.locator("#lab-error-d_model").inner_text()
     set_field(page, "Tokens (separated by spaces)", " ".join(["t"] * 65))
     assert "at most 64" in page.locator("#lab-error-tokens").inner_text()
     assert page.locator(".layout").inner_text() == before
@@ -1396,15 +1402,35 @@ def test_a_links_notice_speaks_in_its_own_mode_and_goes_once_the_view_is_changed
     page.get_by_role("button", name="Teaching example").click()
     expect(page.locator("#notice")).to_be_visible()  # its view is back, and so is what was said of it
     assert page.locator("#notice").inner_text() == said
+    # the lab's own view put back (a stage on from the teaching example's) is no change of this one's
+    page.get_by_role("button", name="Attention lab").click()
+    page.get_by_role("button", name="Next").click()
+    page.get_by_role("button", name="Teaching example").click()
+    page.get_by_role("button", name="Attention lab").click()
+    expect(page.locator("#notice")).to_be_hidden()
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator("#notice")).to_have_text(said)
     page.get_by_label("Inspect head").select_option(label="Head 1")
     expect(page.locator("#notice")).to_be_hidden()  # picked: the link's head is history
-    # a lab link refused: said in the lab, not over the teaching example
-    page.goto(server_url + "#mode=lab&d_model=7&n_heads=2&tokens=a+b&seed=0")
+    # a lab link refused: said in the lab, not over the teaching example; the lab opened again has
+    # the link as its address (it had the teaching example's), and Back and Forward keep it
+    refused = "#mode=lab&d_model=7&n_heads=2&tokens=a+b&seed=0"
+    page.goto(server_url + refused)
     page.wait_for_function("() => !document.getElementById('notice').hidden")
     assert "lab settings were rejected" in page.locator("#notice").inner_text()
     page.get_by_role("button", name="Teaching example").click()
     expect(page.locator(".stage h2")).to_contain_text("query “like”")
     assert page.locator("#notice").is_hidden()
+    page.wait_for_function("() => location.hash.startsWith('#mode=teaching')")
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("(link) => location.hash === link", arg=refused)
+    expect(page.locator("#notice")).to_contain_text("lab settings were rejected")
+    page.go_back()
+    page.wait_for_function("() => location.hash.startsWith('#mode=teaching')")
+    page.wait_for_selector(".mha-explorer .stage h2")
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("(link) => location.hash === link", arg=refused)
+    expect(page.get_by_label("d_model", exact=True)).to_have_value("7")
 
 
 def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
@@ -1592,6 +1618,12 @@ def test_a_links_number_edited_twice_says_which_is_used(page, server_url):
     settle(page)
     assert page.locator('.edit-grid input[data-key="x:0,0"]').input_value() == "2"
     expect(page.locator("#notice")).to_have_text("This link could not be used in full: it edits x at 0,0 twice, to 1 and to 2 (2 is used).")
+    # another value typed there: what the notice said of the link no longer stands
+    cell = page.locator('.edit-grid input[data-key="x:0,0"]')
+    cell.fill("0.3")
+    cell.blur()
+    settle(page)
+    expect(page.locator("#notice")).to_be_hidden()
 
 
 def test_edits_that_stop_fitting_are_set_aside_and_come_back(page, server_url):

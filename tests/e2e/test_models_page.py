@@ -1716,7 +1716,87 @@ def test_another_model_keeps_the_head_query_and_stage_it_has_and_says_what_it_la
     expect(page.locator(".stage h2")).to_contain_text("Scores · head 0")
     said = page.locator(".model-status").inner_text()
     query = page.get_by_label("Query token").evaluate("(s) => s.options[s.selectedIndex].text")
-    assert said.endswith(f"It has 9 heads: head 0 is shown, not head 10. Its tokens hold no “bel”: query “{query}” is shown."), said
+    assert said.endswith(f"It has 9 heads: head 0 is shown, not head 10. Its tokens hold no “##bel”: query “{query}” is shown."), said
+
+
+def hold_traces(page):
+    """The page's traces held until release() is called: what is picked while one is on its way."""
+    held = []
+
+    def handler(route):
+        held.append(route)
+
+    page.route("**/api/model-trace", handler)
+
+    def release():
+        for route in held:
+            route.continue_()
+        held.clear()
+        page.unroute("**/api/model-trace", handler)
+
+    return held, release
+
+
+@needs("minilm")
+@needs("smollm2")
+def test_a_layer_or_head_picked_while_another_model_traces_is_the_one_shown_or_said(page, server_url):
+    """A layer picked while the new model's trace was on its way was left in the menu, and layer 1
+    traced under it; a head picked on the old model's view meanwhile was dropped in silence."""
+    page.goto(server_url + "#mode=model&model=minilm&layer=1&text=the+cat+sat+on+the+mat&query=on&head=2&stage=scores")
+    expect(page.locator(".stage h2")).to_contain_text("head 2 · query “on”", timeout=60_000)
+    held, release = hold_traces(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.startsWith('Running SmolLM2')", timeout=60_000)
+    page.get_by_label("Layer (from 0)").select_option("4")
+    release()
+    expect(page.locator(".model-status")).to_contain_text("SmolLM2-135M-Instruct, layer 4:", timeout=60_000)
+    expect(page.locator(".stage h2")).to_contain_text("head 2 · query “␣on”")
+    page.wait_for_function("() => location.hash.includes('model=smollm2&layer=4')")  # (written when the page is idle)
+    # a head SmolLM2 lacks, picked on MiniLM's view while SmolLM2's trace comes: said
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 4:", timeout=60_000)
+    held, release = hold_traces(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.startsWith('Running SmolLM2')", timeout=60_000)
+    page.get_by_label("Inspect head").select_option(label="Head 11")
+    release()
+    expect(page.locator(".model-status")).to_contain_text("SmolLM2-135M-Instruct, layer 4:", timeout=60_000)
+    expect(page.locator(".model-status")).to_contain_text("It has 9 heads: head 2 is shown, not head 11.")
+    page.console_errors[:] = [e for e in page.console_errors if "net::ERR" not in e]
+
+
+@needs("minilm")
+@needs("smollm2")
+def test_a_characters_pieces_and_special_tokens_are_kept_or_named_across_models(page, server_url):
+    """SmolLM2's second 🐱 (three byte pieces) is MiniLM's second “[UNK] 🐱”; a query MiniLM cannot
+    hold is named as its label reads, “[CLS]” (it was lower-cased, and a space token named “”)."""
+    text = "I love 🐱 and 🐱 too"
+    page.goto(server_url + f"#mode=model&model=smollm2&layer=1&text={quote_plus(text)}")
+    expect(page.locator(".model-status")).to_contain_text("SmolLM2-135M-Instruct, layer 1:", timeout=60_000)
+    labels = page.get_by_label("Query token").locator("option").all_inner_texts()
+    second = [i for i, label in enumerate(labels) if "🐱 1/" in label][1]
+    page.get_by_label("Query token").select_option(index=second)
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 1:", timeout=60_000)
+    query = page.get_by_label("Query token").evaluate("(s) => s.options[s.selectedIndex].text")
+    assert query.startswith("[UNK] 🐱 @"), query
+    minilm = page.get_by_label("Query token").locator("option").all_inner_texts()
+    assert [i for i, label in enumerate(minilm) if label.startswith("[UNK] 🐱")][1] == minilm.index(query)
+    assert "hold no" not in page.locator(".model-status").inner_text()
+    page.get_by_label("Query token").select_option(index=0)  # [CLS]
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    expect(page.locator(".model-status")).to_contain_text("SmolLM2-135M-Instruct, layer 1:", timeout=60_000)
+    expect(page.locator(".model-status")).to_contain_text("Its tokens hold no “[CLS]”: query “")
+
+
+@needs("minilm")
+def test_a_model_links_notice_goes_with_another_layer(page, server_url):
+    """“layer 9 does not exist … so layer 5 is shown” stood over layer 2, picked after."""
+    page.goto(server_url + "#mode=model&model=minilm&layer=9&text=hi+there&head=3")
+    expect(page.locator("#notice")).to_contain_text("layer 9 does not exist", timeout=60_000)
+    page.get_by_label("Layer (from 0)").select_option("2")
+    expect(page.locator(".model-status")).to_contain_text("all-MiniLM-L6-v2, layer 2:")
+    expect(page.locator("#notice")).to_be_hidden()
 
 
 @needs("minilm")
@@ -2866,7 +2946,7 @@ def test_a_thumbnail_greys_a_block_mostly_outside_the_window(page, server_url):
     window's edge averaged its masked pairs' zeros and was drawn white, so the window's edge read as
     a white line of little attention. A block mostly masked is grey; one mostly seen is not."""
     page.goto(server_url + "#mode=model&model=gemma3&layer=0&head=0&text=" + quote_plus("word " * 600))
-    page.wait_for_function("() => window.mhaExplorer.model.get('payload').model?.name === 'gemma3'", timeout=120_000)
+    page.wait_for_function("() => window.mhaExplorer?.model.get('payload').model?.name === 'gemma3'", timeout=120_000)
     n, block, window = page.evaluate("() => { const p = window.mhaExplorer.model.get('payload'); return [p.tokens.length, p.model.overview_block, p.config.sliding_window]; }")
     assert n > window + 2 * block  # (the window cuts some keys off)
     cells = -(-n // block)

@@ -1805,7 +1805,7 @@ function projections(view, query, head) {
     keysOrValues("k", "W_K", c.d_head),
     keysOrValues("v", "W_V", c.d_v),
     onlyQ ? null : calc,
-    w.W_Q.slices ? null : packed(view, query), // a real model's payload holds one head's W^Q
+    w.W_Q.slices ? null : packed(view, query, head), // a real model's payload holds one head's W^Q
   ];
 }
 
@@ -3411,7 +3411,7 @@ function wholeModel(payload) {
 
 // ---- the packed view: all heads' W^Q side by side, one product, then a reshape ---------------
 
-function packed(view, query) {
+function packed(view, query, head) {
   const { payload, t, w } = view;
   const c = payload.config;
   const width = c.n_heads * c.d_head;
@@ -3452,22 +3452,25 @@ function packed(view, query) {
     rowLabel: (r) => h("span", { class: "tok" }, tokenName(payload, r)), tokenRows: true,
     colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
   });
-  // the same numbers reshaped: row i is head i's q, as the stages show it
-  const split = grid({
-    caption: "split into heads",
+  // the same numbers reshaped: row i is head i's q, as the stages show it, the inspected head's
+  // marked (up to 16 heads: past them, a column as tall as the page, which the words say well enough)
+  const split = c.n_heads <= HEAD_COLOURS && grid({
+    caption: h("span", {}, "x ", sup("W", "Q"), c.bias ? [" + ", sup("b", "Q")] : "", ", split into heads"),
     rows: range(c.n_heads),
     cols: range(c.d_head),
     value: (i, e) => t.q.at(i, query, e),
     src: (i, e) => `q:${i},${query},${e}`,
     rowLabel: (i) => `head ${i}`,
     colLabel: (e) => `q[${e}]`,
+    rowClass: (i) => (i === head ? "inspected" : null),
   });
   return h(
     "details",
     { class: "packed" },
     h("summary", {}, h("h3", {}, "Packed view: all heads in one matrix")),
     h("p", {}, "Libraries keep every head's ", sup("W", "Q"), ` side by side in one ${c.d_model} × ${width} matrix${c.bias ? ", and the biases side by side in one vector" : ""}. One product with the full input x gives all heads' queries at once; reshaping the ${width} numbers into ${c.n_heads} rows of ${c.d_head} gives each head's q. The columns marked h0 belong to head 0, and so on${c.d_model * width > TABLE_LIMIT ? " (on the map, point at a column to read its head)" : ""}. The input is never sliced per head: every head reads all of x. `, sup("W", "K"), " and ", sup("W", "V"), ` are packed the same way, one block per ${c.n_kv_heads === c.n_heads ? "head." : `K/V head: ${c.n_kv_heads} block${c.n_kv_heads === 1 ? "" : "s"} where `}`, ...(c.n_kv_heads === c.n_heads ? [] : [sup("W", "Q"), ` has ${c.n_heads}, as the query heads share them.`])),
-    equation(x, ["×", wq], b && ["+", b], ["=", q], ["→", split]),
+    equation(x, ["×", wq], b && ["+", b], ["=", q]),
+    split ? h("div", { class: "equation" }, split) : null, // under the product: beside it, it wrapped a laptop's line
   );
 }
 

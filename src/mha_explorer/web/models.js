@@ -20,15 +20,18 @@ const asking = (request) => ({ method: "POST", headers: { "content-type": "appli
 const stored = (state) => (state.config?.weights && !state.config.weights.endsWith("F32") ? ` Weights: ${state.config.weights}.` : "");
 
 // A token's word, as another tokenizer may split the same text: "␣dog" (SmolLM2's "Ġdog") and
-// "dog" are one word, in any case; "##bel" is "bel"
-const word = (label) => label.replace(/^␣+|^##/u, "").toLowerCase();
-// where the query of the view `from` ({ query, payload }) is among `tokens`: the same word, as many
-// times into the text as it was (else its last time); null where they do not hold it
+// "dog" are one word, in any case; "##bel" is "bel"; a character cut into byte pieces ("␣🐱 1/3")
+// is that character, as one tokenizer's unknown token of it ("[UNK] 🐱")
+const word = (label) => label.replace(/^(␣+|##|\[UNK\] )/u, "").replace(/ \d+\/\d+$/u, "").toLowerCase();
+const startsWord = (label) => !/ ([2-9]|\d\d+)\/\d+$/u.test(label); // not the second piece of a character or later
+// where the query of the view `from` ({ query, payload }) is among the new payload's tokens: the
+// same word (its first piece), as many times into the text as it was (else its last time); null
+// where they do not hold it
 function keptQuery(from, payload) {
   const before = tokenLabels(from.payload), tokens = tokenLabels(payload);
   const wanted = word(before[from.query] ?? "");
-  const nth = before.slice(0, from.query).filter((t) => word(t) === wanted).length;
-  const found = tokens.flatMap((t, i) => (word(t) === wanted ? [i] : []));
+  const nth = before.slice(0, from.query).filter((t) => startsWord(t) && word(t) === wanted).length;
+  const found = tokens.flatMap((t, i) => (startsWord(t) && word(t) === wanted ? [i] : []));
   return wanted && found.length ? found[Math.min(nth, found.length - 1)] : null;
 }
 
@@ -230,9 +233,11 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   let pickedDuring = null; // a head picked meanwhile: the new layer shows it
   let shownStatus = ""; // what the status line says of the trace on screen
   // from: the view on screen (viewOnScreen), kept in another model's trace where that model has it
+  let onItsWay = null; // { request, from } of the trace on its way
   async function trace(request, from = null) {
     const ticket = ++latest;
     tracing = true;
+    onItsWay = { request, from };
     pickedDuring = null;
     const stale = () => ticket !== latest;
     tell("");
@@ -261,14 +266,16 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       wantedHead = request.head;
       showLoading(false); // (an older pick's load, still going, showed it)
       status.textContent = shownStatus = `${state.title}, layer ${payload.model.layer}: ${plural(payload.tokens.length, "token")}.${stored(state)}`;
+      const wanted = from ? getView().head : null; // another model's view: its head now, picked meanwhile perhaps
       onPayload(payload, request);
       traced = { head: request.head, payload };
       ahead?.stop();
       ahead = null;
       if (payload.model.whole_weights && !fixed) workHeadsAhead(request, payload);
       showPython();
-      const picked = pickedDuring;
+      const picked = pickedDuring ?? (from && wanted !== request.head ? wanted : null);
       tracing = false;
+      if (from && picked !== null) from.head = picked; // the head wanted now: said if this model lacks it
       if (picked !== null && picked !== request.head && picked < payload.config.n_heads) showHead(picked);
       return true;
     } catch (failure) {
@@ -318,7 +325,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     const title = (p, id) => p.page_stages.find((s) => s.id === id)?.title ?? id;
     if (now.head !== from.head) said.push(`It has ${plural(after.config.n_heads, "head")}: head ${now.head} is shown, not head ${from.head}.`);
     if (now.stage !== from.stage) said.push(`This layer has no ${title(before, from.stage)} stage: ${title(after, now.stage)} is shown.`);
-    if (keptQuery(from, after) === null) said.push(`Its tokens hold no “${echo(word(tokenLabels(before)[from.query]))}”: query “${echo(tokenLabels(after)[now.query])}” is shown.`);
+    if (keptQuery(from, after) === null) said.push(`Its tokens hold no “${echo(tokenLabels(before)[from.query])}”: query “${echo(tokenLabels(after)[now.query])}” is shown.`);
     if (said.length) status.textContent = shownStatus = `${shownStatus} ${said.join(" ")}`;
   }
   // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
@@ -505,6 +512,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   layer.addEventListener("change", () => {
     layerPicks++;
     layerBeforeWait = null; // this layer is the one asked for now
+    // another model's trace on its way (the model just picked): this layer of it instead
+    const coming = tracing && onItsWay?.request.model === picker.value && picker.value !== current?.model ? onItsWay : null;
+    if (coming) return trace({ ...coming.request, layer: Number(layer.value) }, coming.from).then((ok) => ok && coming.from && sayLost([], coming.from));
     // a large model picked and not yet loaded: its layer waits for Trace, as the model does
     if (!current || picker.value !== current.model) return;
     // the text in the box, even if edited since the last trace: what is shown is always what it says

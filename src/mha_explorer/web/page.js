@@ -390,6 +390,8 @@ async function main() {
   let mode = "teaching";
   let noticeMode = mode;
   let noticeView = null; // the view it was said over, as the page settled it a frame later
+  let restoring = false; // a mode's view put back as it was left
+  let refusedLabLink = null; // a lab link whose settings the lab refused, until they are mended
   const viewKey = () => ["stage", "head", "query", "all_queries"].map((k) => model.get(k)).join("|");
   const showNotice = () => {
     notice.hidden = !notice.textContent || noticeMode !== mode;
@@ -483,6 +485,7 @@ async function main() {
         // text would name other ones here; head 0 and the second token, as a link without them
         view = { ...view, head: 0, query: Math.min(1, payload.tokens.length - 1) };
       }
+      refusedLabLink = null; // (the lab has a result: its link is written from it)
       if (pendingView?.mode === "lab") {
         // a link without a query: the second token, the first whose row under a causal mask has
         // more than itself to look at (as Explorer.from_config, and as the lab's button keeps the example's)
@@ -564,7 +567,9 @@ async function main() {
   const left = {}; // mode -> its view when last left
   function setMode(next) {
     if (next !== mode && ownPayload[mode]?.(model.get("payload"))) left[mode] = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
+    restoring = true; // (a mode's own view back is no change of the user's: the notice stays)
     if (left[next] && !ownPayload[next](model.get("payload"))) for (const k of VIEW_TRAITS) model.set(k, left[next][k]);
+    restoring = false;
     mode = next;
     teachingButton.setAttribute("aria-pressed", String(mode === "teaching"));
     labButton.setAttribute("aria-pressed", String(mode === "lab"));
@@ -603,6 +608,10 @@ async function main() {
         });
       }
     } else {
+      if (refusedLabLink && !ownPayload.lab(model.get("payload")) && location.hash.slice(1) !== refusedLabLink) {
+        history.pushState({ modeLinks: { ...modeLinks } }, "", `#${refusedLabLink}`);
+        ownHash = location.hash;
+      }
       // the lab's messages on the fields it refused, each without its full stop (a notice has its own)
       const labMessages = (selector) => [...labBox.querySelectorAll(selector)].map((e) => e.textContent.trim().replace(/\.+$/, "")).filter(Boolean);
       editor.start().then((ok) => {
@@ -628,6 +637,11 @@ async function main() {
           // (what of the link was left out is said now, not once the settings are mended)
           const dropped = pendingView.dropped?.length ? ` ${partlyUsed(pendingView.dropped)}` : "";
           pendingView = { ...pendingView, dropped: [] };
+          // the link is the lab's view until its settings are mended: the address it gets back when
+          // the lab is opened again from another mode, and the lab's link in the tab's history
+          refusedLabLink = location.hash.slice(1);
+          modeLinks.lab = refusedLabLink;
+          history.replaceState({ ...history.state, modeLinks: { ...modeLinks } }, "", location.hash);
           say(`This link's lab settings were rejected (${why.join("; ") || "see the Attention lab"}). They are in the lab below: change the ones marked, and the lab computes them.${dropped}`);
         }
       });
@@ -647,7 +661,8 @@ async function main() {
   model.on("change:payload", showExplorer);
 
   // whether the page has shown the mode since it loaded (its view is here to show again)
-  const shownHere = (next) => next === mode || Boolean(left[next]) || ownPayload[next](model.get("payload")) || (next === "model" && Boolean(models?.request()));
+  const shownHere = (next) =>
+    next === mode || Boolean(left[next]) || ownPayload[next](model.get("payload")) || (next === "model" && Boolean(models?.request())) || (next === "lab" && refusedLabLink !== null);
   teachingButton.addEventListener("click", () => reopen("teaching", shownHere("teaching")) || setMode("teaching"));
   labButton.addEventListener("click", () => reopen("lab", shownHere("lab")) || setMode("lab"));
   modelButton.addEventListener("click", () => reopen("model", shownHere("model")) || setMode("model"));
@@ -702,7 +717,9 @@ async function main() {
     if (mode === "model" && models && onHeadPicker()) neighbours();
   });
   for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => writeLink(model, editor.lab));
-  for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => noticeView !== null && noticeMode === mode && viewKey() !== noticeView && say(""));
+  // (another layer, text, model or edit is a new payload: what was said of the link's no longer stands)
+  for (const trait of ["payload", "stage", "head", "query", "all_queries"])
+    model.on(`change:${trait}`, () => noticeView !== null && !restoring && noticeMode === mode && (trait === "payload" || viewKey() !== noticeView) && say(""));
   for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => models?.viewChanged());
   // a handout says where its view lives: the link reproduces it (the lab's settings and edits too).
   // Written now, not when idle (a print right after a change); a copy opened from a file gives its
