@@ -442,6 +442,29 @@ def test_every_other_head_is_worked_out_on_the_page_shown_at_once_then_made_the_
 
 
 @needs("minilm")
+def test_a_worked_out_head_asks_for_the_servers_numbers_only_once_it_is_painted(page, server_url):
+    """Sending a request costs a millisecond or more of the task that sends it: the server's arrays
+    of a head worked out on the page are asked for after the frame that shows the head, not in the
+    pick's own task."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 3)
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length === 11")
+    order = page.evaluate("""async () => {
+        const seen = [];
+        const fetch = window.fetch;
+        window.fetch = (...args) => { seen.push(String(args[0]).split("/").pop()); return fetch(...args); };
+        window.mhaExplorer.model.set("head", 7);
+        await null; // the explorer draws in a microtask of the change
+        seen.push(document.querySelector(".stage h2").textContent.includes("· head 7 ·") ? "drawn" : "not drawn");
+        await new Promise((done) => requestAnimationFrame(() => { seen.push("frame"); done(); }));
+        await new Promise((done) => setTimeout(done, 200));
+        window.fetch = fetch;
+        return seen;
+    }""")
+    assert order == ["drawn", "frame", "model-head"], order
+    page.wait_for_function("() => !window.mhaExplorer.model.get('payload').worked")
+
+
+@needs("minilm")
 def test_a_head_picked_while_another_layer_comes_is_that_layers_own(page, server_url):
     """Head 3 picked while layer 2 is on its way: layer 1's worked head 3 shows meanwhile, and its
     own arrays are asked for; when layer 2 comes, its head 3 is asked for too (that older answer

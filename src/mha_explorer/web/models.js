@@ -444,8 +444,11 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   // payload in place (heads.js); the explorer writes the numbers on screen again. What stays is
   // the server's, and the view keeps its focus and scroll. Should the fetch fail, the page's own
   // numbers stay: they differ from the server's in the last float32 place or so.
+  // The fetch is sent after the head is painted: sending it costs a millisecond or more of the
+  // click's own frame.
   async function refineLater(head, worked) {
     try {
+      await painted();
       const exact = await fetchHead(head, false); // (or the fetch a pointer resting on the head began)
       if (!exact || !worked.worked || ahead?.get(head) !== worked) return; // refined already, or another layer's by now
       refine(worked, exact);
@@ -672,6 +675,13 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     worked: () => ahead?.heads() ?? [],
   };
 }
+
+// Once the next frame is painted (or 100 ms on, in a page that paints no frame: one out of view).
+const painted = () =>
+  new Promise((done) => {
+    requestAnimationFrame(() => setTimeout(done, 0));
+    setTimeout(done, 100);
+  });
 
 // A text as a Python string literal: JSON's escapes are Python's, and the characters that turn
 // the direction of the text around it (U+202E) are escaped too, so that the line reads as it runs.
