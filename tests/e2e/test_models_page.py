@@ -652,6 +652,29 @@ def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
 
 
+@needs("minilm")
+def test_a_new_layers_stages_are_built_ahead_while_the_user_steps_on(page, server_url):
+    """A person often steps through the stages as soon as a layer is painted, and a view that never
+    rests builds nothing ahead of its own: a new layer's other stages, for the head and query it
+    opens on, are built and drawn while the page is idle between the steps."""
+    text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3
+    trace_model(page, server_url, "minilm", text, 2)
+    steps = page.locator("[data-go-stage]").evaluate_all("(buttons) => buttons.map((b) => b.dataset.goStage)")
+    assert len(steps) >= 6
+    for i in range(10):  # steps back and forth, an idle moment between two: the view never rests (REST, 250 ms)
+        page.evaluate("(stage) => document.querySelector(`[data-go-stage='${stage}']`).click()", steps[i % 2])
+        page.evaluate(IDLE)
+    for stage in (steps[-1], steps[2]):
+        work = page.evaluate(DRAWN_BY, f'[data-go-stage="{stage}"]')
+        assert work["made"] == 0 and work["calls"] == [], (stage, work)
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
+    # another head is another place: its stages are built once it rests, as any view's
+    page.evaluate("() => window.mhaExplorer.model.set('head', 4)")
+    page.evaluate(IDLE)
+    work = page.evaluate(DRAWN_BY, f'[data-go-stage="{steps[-2]}"]')
+    assert work["made"] > 0, work
+
+
 # The browser's print dialog stood in for: while it is "open", each stage on the paper, its title and
 # whether each of its maps' canvases holds a drawing (and is a canvas of its own)
 PRINT_MAPS = """() => {

@@ -1139,6 +1139,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       panels: new Map(), // "stage|head|query|all" -> the stage panel's nodes
       sharedEquations: new Map(), // "k|head", "v|head" -> [a projection every query's panel shows, the maps in it]
       outputs: new Map(), // "head|query" (or, with many heads, "head") -> the head outputs panel's nodes
+      warmed: false, // whether its other stages were built ahead once it was shown (warmStages)
       shares: null, // a real model's head lengths (model.head_shares) as a Tensor, once the Output stage reads them
       // the maps folded to a line that the user opened (see folded): kept from view to view
       unfolded: view?.unfolded ?? { open: new Set(), boxes: new Map() },
@@ -1375,6 +1376,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let resting = null;
   function buildNeighbours() {
     clearTimeout(resting);
+    if (!view.warmed) warmStages(view);
     const shown = view;
     const at = JSON.stringify(placeOf(view));
     const still = () => view === shown && JSON.stringify(placeOf(view)) === at;
@@ -1395,6 +1397,24 @@ function render({ model, el, otherConfigs, printAll = null }) {
       for (const [head, payload] of otherHeads)
         if (head !== place.head && payload.model === view.payload.model) idle(() => still() && buildFor(viewOf(payload), { ...place, head }, "colours"), true);
     }, REST);
+  }
+
+  // A real model's new layer or text: its other stages, for the head and query it opens on, are
+  // built and drawn when the page is idle, without waiting for the view to rest. A long text's
+  // first visit to a stage works out its maps' colours and draws them (15 to 25 ms at 512 tokens),
+  // and a person often steps on through the stages at once. Stepping meanwhile leaves this work
+  // to do; another head or query ends it (that place's own neighbours are built once it rests).
+  function warmStages(v) {
+    v.warmed = true;
+    const place = placeOf(v);
+    if (!v.payload.model || !v.t.q.has(place.head)) return;
+    const i = v.stageIds.indexOf(place.stage);
+    const others = v.stageIds.map((_, s) => s).filter((s) => s !== i);
+    for (const s of others.sort((a, b) => Math.abs(a - i) - Math.abs(b - i) || b - a))
+      idle(() => {
+        const now = placeOf(v);
+        if (view === v && now.head === place.head && now.query === place.query && now.all === place.all) buildFor(v, { ...place, stage: v.stageIds[s] }, true);
+      }, true);
   }
 
   let heightKept = null; // the timer that gives a panel waiting for its head its own height back
