@@ -65,26 +65,6 @@ HEAD_SWITCH = """async (count) => {
   return out;
 }"""
 
-# A head set with nothing fetched beforehand (a notebook's Python, a browser's own menu), timed as
-# TIMED_CLICK times a click; and whether the page had worked that head out itself.
-TIMED_SET = """async (head) => {
-  const frame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
-  await frame();
-  let tFrame = 0, drawn = false;
-  const painted = new Promise((done) => requestAnimationFrame(() => {
-    tFrame = performance.now();
-    drawn = document.querySelector(".stage h2").textContent.includes(`head ${head}`);
-    setTimeout(done, 0);
-  }));
-  const worked = window.mhaExplorer.workedHeads.includes(head) && !window.mhaExplorer.keptHeads.includes(head);
-  const t0 = performance.now();
-  window.mhaExplorer.model.set("head", head);
-  await null;
-  const t1 = performance.now();
-  await painted;
-  const t2 = performance.now();
-  return { busy: t1 - t0 + (t2 - tFrame), raw: t2 - t0, drawn, worked };
-}"""
 WORKED_ALL = "() => window.mhaExplorer.workedHeads.length === window.mhaExplorer.model.get('payload').config.n_heads - 1"
 
 # As a person picks a head with the mouse: the pointer rests on its thumbnail (here 200 ms, a
@@ -99,23 +79,28 @@ REST = """async ([selector, rest, event]) => {
   document.querySelector(selector).dispatchEvent(new PointerEvent(event, { bubbles: true }));
   await new Promise((done) => setTimeout(done, rest));
 }"""
-TIMED_CLICK = """async ([selector, head]) => {
+# A head picked: a click on selector, or with selector null, set with nothing fetched beforehand
+# (as a notebook's Python or a browser's own menu sets it), and then whether the page had worked
+# that head out itself.
+TIMED_HEAD = """async ([selector, head]) => {
   const frame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
   await frame();
   let tFrame = 0, drawn = false;
-  // asked for before the click: the frame's first callback, so that the page's own callbacks count (as bench_page)
+  // asked for before the change: the frame's first callback, so that the page's own callbacks count (as bench_page)
   const painted = new Promise((done) => requestAnimationFrame(() => {
     tFrame = performance.now();
     drawn = document.querySelector(".stage h2").textContent.includes(`head ${head}`);
     setTimeout(done, 0);
   }));
+  const worked = window.mhaExplorer.workedHeads.includes(head) && !window.mhaExplorer.keptHeads.includes(head);
   const t0 = performance.now();
-  document.querySelector(selector).click();
+  if (selector === null) window.mhaExplorer.model.set("head", head);
+  else document.querySelector(selector).click();
   await null;
   const t1 = performance.now();
   await painted;
   const t2 = performance.now();
-  return { busy: t1 - t0 + (t2 - tFrame), raw: t2 - t0, drawn };
+  return { busy: t1 - t0 + (t2 - tFrame), raw: t2 - t0, drawn, ...(selector === null && { worked }) };
 }"""
 # The same for a real click (a script's click() picks no option from a menu's list): armed before
 # the click, read after, timed from the button's release (the list picks the option on it, before
@@ -163,7 +148,7 @@ def pointer_switches(page, rest: int, how: str, per_stage: int = 6) -> dict:
             else:
                 selector = f'.thumb-button[data-head="{head}"]'
                 page.evaluate(REST, [selector, rest, how])
-                samples.append(page.evaluate(TIMED_CLICK, [selector, head]))
+                samples.append(page.evaluate(TIMED_HEAD, [selector, head]))
     return summary(samples)
 
 
@@ -191,7 +176,7 @@ def heads_set(page, per_stage: int = 4, read_ms: int = 1500, between_ms: int = 8
         page.wait_for_timeout(read_ms)
         for _ in range(per_stage):
             shown, n_heads = page.evaluate(HEAD)
-            samples.append(page.evaluate(TIMED_SET, (shown + 5) % n_heads))
+            samples.append(page.evaluate(TIMED_HEAD, [None, (shown + 5) % n_heads]))
             page.wait_for_timeout(between_ms)
     return summary(samples)
 
