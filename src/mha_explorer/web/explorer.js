@@ -1345,6 +1345,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const shown = v === view ? v.panels.get(panelKey(place)) : null;
     v.panels.clear();
     v.sharedEquations.clear();
+    v.warmed = false; // the stages built ahead are gone: built again once it is shown (warmStages)
     if (!shown) return;
     v.panels.set(panelKey(place), shown);
     const numbers = () => [...stagePanel.querySelectorAll(".num[data-src]"), ...outputs.querySelectorAll(".num[data-src]")];
@@ -1363,7 +1364,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       v.panels.clear();
       update(false);
       if (had) numbers().find((n) => n.dataset.src === had)?.focus({ preventScroll: true });
-    }
+    } else warmStages(v);
   }
 
   // When the view rests a moment (no change for REST ms), the views one step away are built while
@@ -1399,8 +1400,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
     }, REST);
   }
 
-  // A real model's new layer or text: its other stages, for the head and query it opens on, are
-  // built and drawn when the page is idle, without waiting for the view to rest. A long text's
+  // A real model's new layer, text or head: its other stages, for the head and query it opens on,
+  // are built and drawn when the page is idle, without waiting for the view to rest. A long text's
   // first visit to a stage works out its maps' colours and draws them (15 to 25 ms at 512 tokens),
   // and a person often steps on through the stages at once. Stepping meanwhile leaves this work
   // to do; another head or query ends it (that place's own neighbours are built once it rests).
