@@ -652,6 +652,19 @@ def test_a_view_at_rest_builds_every_stage_ahead(page, server_url):
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
 
 
+def assert_built_ahead_without_rest(page) -> None:
+    """Steps back and forth between the first two stages, an idle moment between two, so that the
+    view never rests (REST, 250 ms); then the last stage and the third draw nothing when shown."""
+    steps = page.locator("[data-go-stage]").evaluate_all("(buttons) => buttons.map((b) => b.dataset.goStage)")
+    assert len(steps) >= 6
+    for i in range(10):
+        page.evaluate("(stage) => document.querySelector(`[data-go-stage='${stage}']`).click()", steps[i % 2])
+        page.evaluate(IDLE)
+    for stage in (steps[-1], steps[2]):
+        work = page.evaluate(DRAWN_BY, f'[data-go-stage="{stage}"]')
+        assert work["made"] == 0 and work["calls"] == [], (stage, work)
+
+
 @needs("minilm")
 def test_a_new_layers_stages_are_built_ahead_while_the_user_steps_on(page, server_url):
     """A person often steps through the stages as soon as a layer is painted, and a view that never
@@ -659,14 +672,7 @@ def test_a_new_layers_stages_are_built_ahead_while_the_user_steps_on(page, serve
     opens on, are built and drawn while the page is idle between the steps."""
     text = "The quick brown fox jumps over the lazy dog because it was bored. " * 3
     trace_model(page, server_url, "minilm", text, 2)
-    steps = page.locator("[data-go-stage]").evaluate_all("(buttons) => buttons.map((b) => b.dataset.goStage)")
-    assert len(steps) >= 6
-    for i in range(10):  # steps back and forth, an idle moment between two: the view never rests (REST, 250 ms)
-        page.evaluate("(stage) => document.querySelector(`[data-go-stage='${stage}']`).click()", steps[i % 2])
-        page.evaluate(IDLE)
-    for stage in (steps[-1], steps[2]):
-        work = page.evaluate(DRAWN_BY, f'[data-go-stage="{stage}"]')
-        assert work["made"] == 0 and work["calls"] == [], (stage, work)
+    assert_built_ahead_without_rest(page)
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=0)))
 
 
@@ -686,13 +692,7 @@ def test_a_worked_out_heads_stages_are_built_again_once_the_servers_numbers_come
     held[0].continue_()
     page.unroute("**/api/model-head")
     page.wait_for_function("() => !window.mhaExplorer.model.get('payload').worked")
-    steps = page.locator("[data-go-stage]").evaluate_all("(buttons) => buttons.map((b) => b.dataset.goStage)")
-    for i in range(10):  # the view never rests
-        page.evaluate("(stage) => document.querySelector(`[data-go-stage='${stage}']`).click()", steps[i % 2])
-        page.evaluate(IDLE)
-    for stage in (steps[-1], steps[2]):
-        work = page.evaluate(DRAWN_BY, f'[data-go-stage="{stage}"]')
-        assert work["made"] == 0 and work["calls"] == [], (stage, work)
+    assert_built_ahead_without_rest(page)
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=7)))
 
 
