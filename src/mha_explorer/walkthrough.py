@@ -568,7 +568,8 @@ def _scores(t, tokens, i, heads, fits):
         keys = top_keys(n, [logits])
 
         def table_of(lead: int, h=h, g=g, keys=keys) -> Table:
-            table = Table(title=f"head {h}: q·k_j, then {scaling}" + ("" if len(keys) == n else f": the {TOP_KEYS} highest the query sees"))
+            shown = "" if len(keys) == n else ": the highest the query sees" if len(keys) == 1 else f": the {len(keys)} highest the query sees"
+            table = Table(title=f"head {h}: q·k_j, then {scaling}{shown}")
             for col in ("key", counted("q·k_j as a sum of products", c.d_head, "products")):
                 add_column(table, col)
             # numbers right-aligned, decimal points in line; a key the Mask stage hides next is said
@@ -636,7 +637,17 @@ def _weights(t, tokens, i, heads, fits, superscripts: bool = True):
     tables = _side_by_side(lambda some: _weights_table(t, tokens, i, some), heads, fits)
     if len(tokens) <= MAX_SHOWN:  # short enough to check each weight by hand
         tables += [_softmax_by_hand(t, tokens, i, h, superscripts) for h in heads]
-    return tables
+    return [part for table in tables for part in (table, *_note_below(table))]
+
+
+def _note_below(table: Table) -> list[Text]:
+    """A table's note (a caption given as a str: a sentence or two) as a line of its own under it,
+    as wide as the terminal: rich wraps a caption to the table's width, a column a few words wide.
+    A caption given as Text (left_out's count of the keys left out) stays."""
+    if not isinstance(table.caption, str):
+        return []
+    note, table.caption = table.caption, None
+    return [Text(note, style="dim")]
 
 
 def _softmax_by_hand(t, tokens, i, h, superscripts: bool = True) -> Table:
@@ -703,7 +714,9 @@ def _weights_table(t, tokens, i, heads):
     top = TOP_KEYS if len(heads) == 1 else 3  # several heads side by side: their rows add up
     keys = top_keys(len(tokens), [np.where(hidden, -np.inf, t["weights"][h, i]) for h in heads], top=top)
     if len(keys) < len(tokens):  # (fewer than top where the mask leaves the query fewer keys)
-        table.title = f"{title}: each head's {top} largest weights, in text order" if many else f"softmax: {largest(len(keys))}"
+        each = min(top, int((~hidden).sum()))  # of each head's keys
+        kept = "largest weight" if each == 1 else f"{each} largest weights"
+        table.title = f"{title}: each head's {kept}, in text order" if many else f"softmax: {largest(len(keys))}"
     table.min_width = len(table.title) + 4
     for j in keys:
         cells = []
@@ -742,7 +755,7 @@ def _mixing(t, tokens, i, heads, fits):
         name = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: str(named(tokens, j)))
         def terms(count: bool, g=g, h=h, keys=keys) -> list[str]:
             shown = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j], count=count)}" for j in keys]
-            if len(tokens) > MAX_SHOWN:
+            if len(keys) < visible:  # (a long text's: every key the query sees is shown otherwise)
                 seen = f"{visible} keys" if visible == len(tokens) else f"{visible} visible key{'' if visible == 1 else 's'} of {len(tokens)}"
                 shown.append(f"… ({seen}; {largest(len(keys))} shown)")
             return shown
@@ -756,6 +769,8 @@ def _mixing(t, tokens, i, heads, fits):
             if t.config.d_v > MAX_SHOWN:
                 lines.append(f"{indent}  (v and z have {t.config.d_v} numbers each)")
             line = Text("\n".join(lines))
+        if len(keys) == visible < len(tokens):  # a long text's every visible key shown: the rest are masked
+            line.append(f"\n(the other {len(tokens) - visible} keys are masked: their weights are 0)", style="dim")
         if len(keys) == len(tokens) and t.config.d_v <= MAX_SHOWN:  # every term shown whole: z can be worked by hand
             misses = [(f"z_{h}[{e}]", dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e])) for e in range(t.config.d_v)]
         else:

@@ -211,6 +211,16 @@ def test_weights_rows_and_the_summing_line():
     ).replace("  ", " ")
 
 
+def test_a_tables_note_runs_as_wide_as_the_terminal_not_the_table():
+    """Under a narrow table (one head's weights; the softmax by hand), a note of a sentence or two
+    is a line of the panel's width: as the table's caption it wrapped to the table's, four lines
+    of a few words each."""
+    out = ok("--stage", "weights", "--head", "0", width=120)
+    lines = [line.strip("│ ") for line in out.splitlines()]
+    assert "As shown, rounded to two decimals, head 0's weights add up to 1.01; in full, each column adds up to 1." in lines
+    assert "e^s is worked out from each s as shown, and Σ e^s from the e^s as shown; each weight from the full numbers." in lines
+
+
 def test_one_heads_weights_table_is_not_stretched_to_a_long_title():
     """One head's table (a key, a weight and its bar) was stretched to keep the several heads' title
     on one line: the key column 24 wide for "cats"."""

@@ -694,8 +694,25 @@ def test_a_causal_layers_first_query_sees_one_key_and_is_told_so_in_the_singular
     text = " ".join(["word"] * 40)  # past the length where every key is listed
     weights = ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "weights", "--head", "0")
     assert "the largest weight" in weights and "the 1 largest" not in weights
-    mixing = ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "mixing", "--head", "0")
-    assert "(1 visible key of 40; the largest weight shown)" in " ".join(mixing.replace("│", " ").split())
+    mixing = " ".join(ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "mixing", "--head", "0").replace("│", " ").split())
+    # its sum is whole: no "+ …" term
+    assert "z_0 = 1.00×v(word @0)" in mixing and "+ …" not in mixing and "(the other 39 keys are masked: their weights are 0)" in mixing
+    scores = ok("--model", "smollm2", "--text", text, "--query", "0", "--stage", "scores", "--head", "0")
+    assert "÷√64: the highest the query sees" in scores
+
+
+@needs["smollm2"]
+def test_a_causal_layers_early_query_is_said_to_see_as_many_keys_as_it_does():
+    """Query 2 sees 3 keys: its tables say 3, not the 8 (or 3 a head) a later query's show."""
+    text = " ".join(["word"] * 40)
+    scores = ok("--model", "smollm2", "--text", text, "--query", "2", "--stage", "scores", "--head", "0")
+    assert "÷√64: the 3 highest the query sees" in scores and "8 highest" not in scores
+    weights = " ".join(ok("--model", "smollm2", "--text", text, "--query", "2", "--stage", "weights").replace("│", " ").split())
+    assert "each head's 3 largest weights" in weights
+    mixing = " ".join(ok("--model", "smollm2", "--text", text, "--query", "2", "--stage", "mixing", "--head", "0").replace("│", " ").split())
+    assert "+ …" not in mixing and "(the other 37 keys are masked: their weights are 0)" in mixing
+    later = " ".join(ok("--model", "smollm2", "--text", text, "--query", "20", "--stage", "mixing", "--head", "0").replace("│", " ").split())
+    assert "+ … (21 visible keys of 40; the 3 largest weights shown)" in later and "masked: their weights" not in later
 
 
 @needs["smollm2"]

@@ -256,8 +256,9 @@ def test_the_terminal_walkthrough_shows_every_extra_stage():
     text = out.getvalue()
     for title in ("Query/key norm", "Rotary positions", "Mask", "sliding window 2", "(12 numbers)", "the first 8 of 12"):
         assert title in text, title
-    # the sliding window of 2 leaves the last query two keys: the mixing names both, by position
-    assert "no (masked)" in text and "+ … (2 visible keys of 9; the 2 largest weights shown)" in " ".join(text.split())
+    # the sliding window of 2 leaves the last query two keys: the mixing names both, by position, and
+    # says the rest are masked (no "+ …" term: its sum is whole)
+    assert "no (masked)" in text and "(the other 7 keys are masked: their weights are 0)" in " ".join(text.split()) and "visible keys of 9" not in text
     assert "×v(t7 @7)[" in text and "×v(t8 @8)[" in text and "×v(t0 @0)" not in text
 
 
