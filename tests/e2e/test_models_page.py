@@ -903,8 +903,10 @@ def test_the_layer_on_screen_is_given_in_python_that_runs_and_gives_the_same_num
     page.get_by_text("This layer in Python").click()
     code = page.locator("#models .in-python code")
 
-    def run(head, query, stage):
+    def run(head, query, stage, all_queries=False):
         expect(code).to_contain_text(f't["weights"][{head}, {query}]')
+        expect(code).to_contain_text("all_queries=True" if all_queries else "query=")
+        assert ("all_queries" in code.inner_text()) == all_queries
         snippet = code.inner_text()
         assert "\\u202e" in snippet and "\u202e" not in snippet  # the override written as its escape: the line reads as it runs
         namespace: dict = {}
@@ -914,7 +916,7 @@ def test_the_layer_on_screen_is_given_in_python_that_runs_and_gives_the_same_num
         np.testing.assert_array_equal(namespace["t"]["weights"][head, query], to_numpy(payload.stages["weights"])[0, query])
         assert namespace["run"].tokens == payload.tokens
         view = eval(snippet.splitlines()[-1].split("  #")[0], namespace)  # noqa: S307 - this view, in a notebook
-        assert (view.layer, view.text, view.stage, view.head, view.query) == (2, text, stage, head, query)
+        assert (view.layer, view.text, view.stage, view.head, view.query, view.all_queries) == (2, text, stage, head, query, all_queries)
 
     first = api_trace(server_url, model="minilm", text=text, layer=2, head=0)
     run(0, first.query, "projections")
@@ -922,6 +924,9 @@ def test_the_layer_on_screen_is_given_in_python_that_runs_and_gives_the_same_num
     page.get_by_label("Inspect head").select_option("4")
     page.get_by_label("Query token").select_option(index=2)
     run(4, 2, "output")
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    page.get_by_role("button", name="All queries").click()  # every query at once: the view says so too
+    run(4, 2, "weights", all_queries=True)
 
 
 # marks the stage's formula and its K and V equations (Projections), as JavaScript properties

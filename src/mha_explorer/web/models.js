@@ -52,7 +52,7 @@ async function answer(response) {
   throw failure;
 }
 
-// The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { head, query };
+// The model panel. `onPayload(payload, request)` gets every trace; `getView()` gives { stage, head, query, all };
 // `onAhead(payload, head)` gets a head's payload as soon as it is here, before it is asked for;
 // `onRefined(payload)` is told when a head's payload worked out on the page now holds the server's numbers.
 // `ask` is fetch, or a static copy's answers (staticServer); `fixed` ({ text, layers: name -> [layer] })
@@ -113,7 +113,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     const info = current && models.find((m) => m.name === current.model);
     python.hidden = !info || info.family === "local";
     if (python.hidden || !python.open) return;
-    const { stage, head, query } = getView();
+    const { stage, head, query, all } = getView();
     const name = JSON.stringify(current.model);
     python.querySelector("code").textContent = [
       "from mha_explorer import Explorer",
@@ -123,7 +123,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       `run = load_model(${name}).run(text, ${current.layer})`,
       `t = run.trace  # every stage of every head, as NumPy arrays: t["weights"] is (n_heads, n, n)`,
       `t["weights"][${head}, ${query}]  # head ${head}'s weights for query ${query} (run.tokens[${query}]) over every key`,
-      `Explorer.from_model(${name}, text=text, layer=${current.layer}, stage=${JSON.stringify(stage)}, head=${head}, query=${query})  # this view, in a notebook`,
+      `Explorer.from_model(${name}, text=text, layer=${current.layer}, stage=${JSON.stringify(stage)}, head=${head}, query=${query}${all ? ", all_queries=True" : ""})  # this view, in a notebook`,
     ].join("\n");
   }
   python.addEventListener("toggle", showPython);

@@ -532,7 +532,7 @@ async function main() {
       container: modelBox,
       initial: modelLink,
       ...(held && { ask: staticServer(held), fixed: { text: held[0].text, layers: Object.fromEntries(held.map((m) => [m.name, m.layers])) } }),
-      getView: () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query") }),
+      getView: () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: model.get("all_queries") }),
       onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
       onRefined: (payload) => model.set("refined", { payload }), // the explorer writes its numbers on screen again
       onPayload: (payload, request) => {
@@ -720,7 +720,7 @@ async function main() {
   // (another layer, text, model or edit is a new payload: what was said of the link's no longer stands)
   for (const trait of ["payload", "stage", "head", "query", "all_queries"])
     model.on(`change:${trait}`, () => noticeView !== null && !restoring && noticeMode === mode && (trait === "payload" || viewKey() !== noticeView) && say(""));
-  for (const trait of ["stage", "head", "query"]) model.on(`change:${trait}`, () => models?.viewChanged());
+  for (const trait of ["stage", "head", "query", "all_queries"]) model.on(`change:${trait}`, () => models?.viewChanged());
   // a handout says where its view lives: the link reproduces it (the lab's settings and edits too).
   // Written now, not when idle (a print right after a change); a copy opened from a file gives its
   // view's part only, not the folders of the computer it was printed on.
