@@ -13,6 +13,7 @@ import sys
 import textwrap
 import unicodedata
 from dataclasses import replace
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -121,12 +122,13 @@ def check_stage(stage: str | None, config, layer: str = TEACHING) -> None:
         fail(f"unknown stage {stage!r}{'' if layer == TEACHING else f' for {layer}'}; choose one of: {', '.join(allowed)}")
 
 
-def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> int:
+def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None, of: str = "") -> int:
     """The position --query names: a token as the tokenizer spells it ("Ġfox"), as the page labels
     it ("␣fox") or as the text reads ("fox"), its first place; "fox@4" or "fox @4" (the tables'
     label of a repeated token) is fox at position 4; a number that is no token is a position ("3",
     as the page and the widget take one), and "@3" is position 3 whatever its token. Otherwise a
-    one-line error and exit 2."""
+    one-line error and exit 2, ending in `of` where the query is not found (which text it was
+    looked for in)."""
     labels = labels or plain_labels(tokens, texts)
     found, position = named_positions(tokens, texts, wanted, labels)
     if not found and re.fullmatch(r"-?[0-9]+", wanted.strip()) and 0 <= int(wanted) < len(tokens):  # ASCII digits only: int("²") fails; -0 is 0
@@ -137,11 +139,11 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
         if hint is not None:  # "10", a number of the text, cut into "1" + "0"
             fail(f"--query {wanted.strip()} is out of range: the text has {where}. As a word, {hint}")
         choose = "choose one of those" if len(tokens) > 1 else "choose 0"
-        fail(f"--query {wanted.strip()} is out of range: the text has {where}; {choose}, or a token: {listed(labels)}")
+        fail(f"--query {wanted.strip()} is out of range: the text has {where}; {choose}, or a token: {listed(labels)}{of}")
     if hint is not None:  # a position where the token is not, or a word cut into pieces
         fail(f"--query {wanted}: {hint}")
     if not found or not wanted.strip():
-        fail(f"unknown query token {wanted!r}; choose one of: {listed(labels)}, or a position from 0 to {len(tokens) - 1}")
+        fail(f"unknown query token {wanted!r}; choose one of: {listed(labels)}, or a position from 0 to {len(tokens) - 1}{of}")
     return position
 
 
@@ -251,7 +253,7 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
     if model_name is not None:
         if causal:
             fail("--causal applies to the teaching example; a real model uses its own mask")
-        _trace_model(model_name, DEFAULT_TEXT if text is None else text, layer, query_token, head, stage, as_json)
+        _trace_model(model_name, text, layer, query_token, head, stage, as_json)
         return
     if text is not None or layer is not None:
         need_model(text is not None, layer is not None)
@@ -273,9 +275,14 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
 
 
 def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> None:
-    """trace --model: load the model (progress on stderr), run it up to the layer, walk that layer."""
+    """trace --model: load the model (progress on stderr), run it up to the layer, walk that layer
+    (text None: the default text)."""
     from .models import ModelError
     from .modelview import middle_word, model_payload
+
+    # a query looked for in the default text, where the user meant their own and forgot --text
+    of = "" if text is not None else f" (of the default text, {DEFAULT_TEXT!r}; give your own with --text)"
+    text = DEFAULT_TEXT if text is None else text
 
     # what can be refused before the model loads: a named model's stages are its family's
     spec = spec_of(model_name)
@@ -302,7 +309,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     tokens = encoded.tokens
     texts = [model.readable(token) for token in tokens]
     labels = token_labels(model, tokens, encoded.special, text)
-    query = None if query_token is None else find_query(tokens, texts, query_token, labels)
+    query = None if query_token is None else find_query(tokens, texts, query_token, labels, of)
     heads = chosen_heads(head, config)
     check_stage(stage, config, f"layer {layer} of {model.title}")
 
@@ -371,6 +378,9 @@ def _load(name: str):
     """load_model with its progress on stderr; a failure's message starts a line of its own."""
     from .models import load_model
 
+    spec = spec_of(name)
+    if spec is not None and Path(name).exists():  # a folder or file here of a model's name: the name is the model's
+        note(f"{name} is the explorer's {spec.title}; for the {'folder' if Path(name).is_dir() else 'file'} {name} here, give --model ./{name}")
     progress = _Progress(name)
     try:
         return load_model(name, progress)
@@ -602,8 +612,6 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
     With --model, --text and one or more --layer, the copy also holds those layers of a real model
     (every head: a MiniLM layer is about 3.5 MB on a sentence, 9.3 MB at 110 tokens; larger models
     take more), shown in its Real model mode."""
-    from pathlib import Path
-
     from .export import ModelLayers, WouldReplace, export_site
     from .models.errors import ModelError
 

@@ -752,3 +752,36 @@ def test_a_real_models_tables_under_ascii_keep_their_columns_in_line(width):
             assert [k for k, c in enumerate(line) if c == "|"] == crossings, (rule, line)
             checked += 1
     assert checked > 20, checked
+
+
+@needs["minilm"]
+def test_a_query_not_in_the_default_text_says_the_text_was_the_default():
+    """--query fox with --text forgotten: the error says which text it looked in, and how to give one."""
+    result = trace("--model", "minilm", "--query", "fox")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].endswith("(of the default text, 'The cat sat on the mat because it was warm.'; give your own with --text)")
+    given = trace("--model", "minilm", "--text", "a fox ran", "--query", "cat")
+    assert given.exit_code == 2 and "default text" not in given.stderr
+
+
+@needs["minilm"]
+def test_a_folder_named_as_a_model_is_said_not_to_be_the_one_traced(tmp_path, monkeypatch):
+    """--model minilm is the explorer's MiniLM even where a folder minilm lies here: said, with the
+    way to the folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "minilm").mkdir()
+    result = trace("--model", "minilm", "--stage", "weights")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[0] == "Note: minilm is the explorer's all-MiniLM-L6-v2; for the folder minilm here, give --model ./minilm"
+    assert "all-MiniLM-L6-v2" in result.stdout
+
+
+@needs["smollm2"]
+def test_a_gguf_file_named_without_its_ending_is_told_to_take_it(tmp_path):
+    """The explorer knows a GGUF file by its .gguf ending: one named otherwise is told so, not
+    called no checkpoint at all."""
+    copy = tmp_path / "smol"
+    copy.symlink_to(INSTALLED["smollm2"].location)
+    result = trace("--model", str(copy))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == "Error: smol begins as a GGUF file does, but its name does not end in .gguf, by which the explorer knows one: name it smol.gguf"

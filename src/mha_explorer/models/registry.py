@@ -208,7 +208,16 @@ def checkpoint_path(path: Path) -> Path:
 
 
 def not_a_checkpoint(path: Path) -> CheckpointError:
-    """The refusal of a file that is neither GGUF nor safetensors, nor one of a checkpoint directory."""
+    """The refusal of a file that is neither GGUF nor safetensors, nor one of a checkpoint directory.
+    A GGUF file is known by its name's ending: one that begins as GGUF does, named otherwise, is
+    told to take that ending."""
+    try:
+        with open(path, "rb") as file:
+            gguf = file.read(4) == b"GGUF"
+    except OSError:
+        gguf = False
+    if gguf:
+        return CheckpointError(f"{path.name} begins as a GGUF file does, but its name does not end in .gguf, by which the explorer knows one: name it {path.name}.gguf")
     return CheckpointError(f"{path.name} is not a checkpoint the explorer reads; it reads {SUPPORTED}")
 
 
