@@ -346,6 +346,20 @@ def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(pag
     keys = page.locator(".outputs .head-output .key").evaluate_all("(ks) => ks.map((k) => getComputedStyle(k).backgroundColor)")
     assert len(keys) == 20 and len(set(keys)) == 2, keys  # the inspected head's colour, and grey
     assert keys[17] != keys[0] and keys.count(keys[0]) == 19
+    # so do the blocks of concat and the rows of W^O, each head's, where one is a number wide (d_v 1)
+    head_of = "(els) => els.map((e) => getComputedStyle(e).getPropertyValue('--head').trim())"
+    page.get_by_label("Calculation stage").select_option(label="Concatenation")
+    blocks = page.locator(".stage .concat .block").evaluate_all(head_of)
+    assert len(blocks) == 20 and len(set(blocks)) == 2 and blocks.count(blocks[0]) == 19 and blocks[17] != blocks[0], blocks
+    assert page.locator(".stage .concat .block").nth(17).locator(".block-index").inner_text() == "column 17"
+    assert "20 heads × 1 number each (d_v) = 20 numbers" in page.locator(".stage").inner_text()
+    # (W^O as a table: 17 heads' rows of 8 numbers)
+    page.goto(server_url + f"#mode=lab&d_model=8&n_heads=17&n_kv_heads=17&d_head=1&d_v=1&tokens={tokens}&seed=0&head=16&stage=output")
+    page.wait_for_function("() => document.querySelectorAll('.stage tr.block-row').length === 17")
+    rows = page.locator(".stage tr.block-row").evaluate_all(head_of)
+    assert len(set(rows)) == 2 and rows.count(rows[0]) == 16 and rows[16] != rows[0], rows
+    page.goto(server_url + f"#mode=lab&d_model=20&n_heads=20&n_kv_heads=20&d_head=1&d_v=1&tokens={tokens}&seed=0&head=17")
+    page.wait_for_function("() => document.querySelectorAll('.outputs .head-output').length === 20")
     # the packed view's product is not split into a column of twenty heads, as tall as the page
     page.locator("summary", has_text="Packed view").click()
     assert "split into heads" not in page.locator(".packed").inner_text()

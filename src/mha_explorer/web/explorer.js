@@ -723,7 +723,10 @@ function products(a, b, srcA, srcB) {
 const factor = (value, shown = fmt(value)) => (fmt(value).startsWith("-") ? ["(", shown, ")"] : [shown]);
 
 const KEPT_PANELS = 64; // stage panels kept per payload: every stage of the last seven places or so (up to nine stages each)
-const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet: a head beyond takes the colour of head i % 16
+const HEAD_COLOURS = 16; // head-0 to head-15 in the stylesheet
+// Head i's colour: head-0 to head-15; of more heads than colours, the inspected head keeps its
+// own and every other is one grey (head-other), so that no colour stands for two heads.
+const headColour = (i, nHeads, inspected) => (nHeads > HEAD_COLOURS && i !== inspected ? "head-other" : `head-${i % HEAD_COLOURS}`);
 
 // ---- the explorer ------------------------------------------------------------------------
 
@@ -2361,14 +2364,14 @@ function concat(view, query, head) {
   const blocks = range(n_heads).map((i) =>
     h(
       "div",
-      { class: `block head-${i % HEAD_COLOURS}` + (i === head ? " inspected" : "") },
+      { class: `block ${headColour(i, n_heads, head)}` + (i === head ? " inspected" : "") },
       h("div", { class: "block-label" }, sub("z", i), ` · head ${i}`, i === head ? " (inspected)" : ""),
       h("div", { class: "cells" }, range(d_v).map((e) => num(t.concat.at(query, i * d_v + e), `concat:${query},${i * d_v + e}`))),
-      h("div", { class: "block-index" }, `columns ${i * d_v}–${(i + 1) * d_v - 1}`),
+      h("div", { class: "block-index" }, d_v === 1 ? `column ${i}` : `columns ${blockOf(i, d_v)}`),
     ),
   );
   return [
-    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read in order, as a line of text, the blocks below are that one vector.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${plural(d_v, "number")} each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read in order, as a line of text, the blocks below are that one vector.`),
     h("div", { class: "concat" }, blocks),
   ];
 }
@@ -2377,10 +2380,13 @@ function concatMany(view, query, head) {
   const { payload } = view;
   const { n_heads, d_v } = payload.config;
   return [
-    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${d_v} numbers each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Each row below is one head's z; read them left to right, top to bottom.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${plural(d_v, "number")} each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Each row below is one head's z; read them left to right, top to bottom.`),
     concatMap(view, query, head),
   ];
 }
+
+// Head i's block of width indices: "4–5", or "4" alone where a block is one wide (d_v = 1).
+const blockOf = (i, width) => (width === 1 ? `${i}` : `${i * width}–${(i + 1) * width - 1}`);
 
 // The rows of W^O a payload holds: every head's block of d_v, or a real model's inspected head's.
 const heldRows = (W_O, { n_heads, d_v }) => range(n_heads).filter((i) => W_O.has(i)).flatMap((i) => range(d_v).map((e) => i * d_v + e));
@@ -2390,8 +2396,8 @@ const heldRows = (W_O, { n_heads, d_v }) => range(n_heads).filter((i) => W_O.has
 const rowsOf = (W_O, config, whole) => {
   const held = range(config.n_heads).filter((i) => W_O.has(i));
   if (held.length === config.n_heads) return whole;
-  const rows = held.map((i) => `${i * config.d_v}–${(i + 1) * config.d_v - 1}`).join(", ");
-  return `, head ${held.join(", ")}'s block (${held.length * config.d_v} × ${config.d_model}): its rows ${rows} of ${config.n_heads * config.d_v}; pick another head to see its rows`;
+  const rows = held.map((i) => blockOf(i, config.d_v)).join(", ");
+  return `, head ${held.join(", ")}'s block (${held.length * config.d_v} × ${config.d_model}): its ${held.length * config.d_v === 1 ? "row" : "rows"} ${rows} of ${config.n_heads * config.d_v}; pick another head to see its rows`;
 };
 
 function output(view, query, head) {
@@ -2408,7 +2414,7 @@ function output(view, query, head) {
     src: (r, m) => `W_O:${rows[r]},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / d_v)} · z[${r % d_v}]`, // the row that multiplies that head's z[e], as the terminal names it
     blockLabel: (r) => (rows[r] % d_v === 0 ? `head ${rows[r] / d_v}` : null), // drawn as a map: one label per head's block
-    rowClass: (r) => `block-row head-${Math.floor(r / d_v) % HEAD_COLOURS}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
+    rowClass: (r) => `block-row ${headColour(Math.floor(r / d_v), n_heads, head)}` + (Math.floor(r / d_v) === head ? " inspected" : ""),
     colLabel: (m) => `y[${m}]`,
     // drawn as a map, the inspected head's block is framed and named, as its rows are in a table
     mark: oneBlock ? null : rows.indexOf(head * d_v),
@@ -2427,7 +2433,7 @@ function output(view, query, head) {
       "tbody",
       {},
       shown.map((i, r) =>
-        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key head-${i % HEAD_COLOURS}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[r][m], `contributions:${i},${query},${m}`)))),
+        h("tr", { class: i === head ? "inspected" : null }, h("th", { scope: "row" }, h("span", { class: `key ${headColour(i, n_heads, head)}` }), `head ${i}`, i === head ? " (inspected)" : ""), range(d_model).map((m) => h("td", {}, num(contrib[r][m], `contributions:${i},${query},${m}`)))),
       ),
       payload.config.bias ? h("tr", {}, h("th", { scope: "row" }, "bias"), range(d_model).map((m) => h("td", {}, num(w.b_O.at(m), `b_O:${m}`)))) : null,
       h("tr", { class: "total" }, h("th", { scope: "row" }, "output y"), range(d_model).map((m) => h("td", {}, num(y[m], `output:${query},${m}`)))),
@@ -2494,7 +2500,7 @@ function headShares(view, query, head) {
   const lengths = range(payload.config.n_heads).map((i) => view.shares.at(i, query));
   const longest = Math.max(...lengths) || 1;
   const rows = lengths.map((length, i) => {
-    const bar = h("span", { class: `bar head-${i % HEAD_COLOURS}` });
+    const bar = h("span", { class: `bar ${headColour(i, lengths.length, head)}` });
     bar.style.width = `${((100 * length) / longest).toFixed(2)}%`;
     const name = i === head ? h("span", { class: "tok" }, `head ${i}`, h("span", { class: "badge" }, "inspected")) : h("button", { type: "button", class: "head-name", "data-pick-head": i, title: `Inspect head ${i}` }, `head ${i}`);
     return h("div", { class: "bar-row" + (i === head ? " inspected" : "") }, name, h("span", { class: "bar-track" }, bar), num(length, `head_shares:${i},${query}`));
@@ -3528,7 +3534,7 @@ function headOutputs(view, query, head) {
   let shown = null; // with many heads, the inspected head's z: set again for another query
   // past the colours there are, one colour would name two heads (16 and 0): the inspected head
   // keeps its own, the others are grey, as in the Output stage's chart
-  const colour = (i) => (n_heads > HEAD_COLOURS && i !== head ? "head-other" : `head-${i % HEAD_COLOURS}`);
+  const colour = (i) => headColour(i, n_heads, head);
   const entry = (i) =>
     h(
       "li",
@@ -3696,7 +3702,7 @@ function matricesView(view) {
     src: (r, m) => `W_O:${rows[r]},${m}`,
     rowLabel: (r) => `head ${Math.floor(r / c.d_v)} · z[${r % c.d_v}]`,
     blockLabel: (r) => (rows[r] % c.d_v === 0 ? `head ${rows[r] / c.d_v}` : null),
-    rowClass: (r) => `block-row head-${Math.floor(r / c.d_v) % HEAD_COLOURS}`,
+    rowClass: (r) => `block-row ${headColour(Math.floor(r / c.d_v), c.n_heads, null)}`, // (no head is inspected here)
   });
   return h(
     "div",
