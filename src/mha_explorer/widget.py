@@ -270,10 +270,13 @@ class Explorer(anywidget.AnyWidget):
 
     @property
     def tokens(self) -> list[str]:
+        """The tokens as the tokenizer spells them ("Ġcat", "##ing"), which query= takes too; the
+        view labels them as the text reads ("␣cat")."""
         return list(self.payload["tokens"])
 
     @property
     def query_token(self) -> str:
+        """The query's token as the tokenizer spells it (see tokens)."""
         return self.payload["tokens"][self.query]
 
     @property
