@@ -335,6 +335,11 @@ def test_a_labelless_button_lines_up_with_the_inputs_beside_it(page, server_url)
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
     tops = page.evaluate("() => [document.getElementById('model-layer'), [...document.querySelectorAll('#models button')].find((b) => b.textContent === 'Trace')].map((e) => Math.round(e.getBoundingClientRect().top))")
     assert tops[0] == tops[1], tops  # Trace beside the layer menu, level with it
+    # on a tablet, where the row wraps, Trace stays beside the text it traces (it went alone to a line of its own)
+    for width in (820, 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        text, trace = page.evaluate("() => [document.getElementById('model-text'), [...document.querySelectorAll('#models button')].find((b) => b.textContent === 'Trace')].map((e) => e.getBoundingClientRect().toJSON())")
+        assert round(text["top"]) == round(trace["top"]) and 0 < trace["left"] - text["right"] <= 12, (width, text, trace)
 
 
 def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(page, server_url):

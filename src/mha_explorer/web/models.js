@@ -96,8 +96,8 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       { class: "lab-row" },
       h("div", { class: "field" }, h("label", { for: "model-name" }, "Model"), picker),
       h("div", { class: "field" }, h("label", { for: "model-layer" }, "Layer (from 0)"), layer),
-      h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), text, fixed ? h("span", { class: "field-note", id: "model-text-note" }, "This copy holds this text only; mha-explorer serve traces any text.") : null),
-      h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), go),
+      // Trace beside the text it traces: on a narrower screen they wrap to the next line together
+      h("div", { class: "field wide" }, h("label", { for: "model-text" }, "Text"), h("div", { class: "text-and-go" }, text, go), fixed ? h("span", { class: "field-note", id: "model-text-note" }, "This copy holds this text only; mha-explorer serve traces any text.") : null),
     ),
     h("div", { class: "model-load" }, bar, status, step),
     error,
