@@ -2452,6 +2452,14 @@ def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     page.get_by_label("Calculation stage").select_option(label="Weights")
     legend = page.locator(".stage .heatmap-legend").first.inner_text()
     assert " ".join(legend.split()).endswith(f"0 to {float(f'{weights.max():.2g}'):g} (this row's largest)"), legend
+    # the 8 largest, each a hundredth or so: their bars are drawn against the largest of them (out
+    # of 1 they were a few pixels each, all alike), and what they share is said with the rest's
+    top8 = np.argsort(-weights, kind="stable")[:8]
+    assert page.locator(".stage .bars-scale").inner_text() == f"The 8 largest, each bar against the largest of them, {float(f'{weights.max():.2g}'):g}:"
+    bars = page.locator(".stage .bars .bar-row").evaluate_all("(rows) => rows.map((r) => r.querySelector('.bar').getBoundingClientRect().width / r.querySelector('.bar-track').getBoundingClientRect().width)")
+    np.testing.assert_allclose(sorted(bars, reverse=True), np.sort(weights[top8])[::-1] / weights.max(), atol=0.01)
+    others = int((weights > 0).sum()) - 8
+    assert page.locator(".stage p.lead").last.inner_text() == f"These 8 share {page_text(weights[top8].sum())} of the weight, and the other {others} keys it sees {page_text(weights.sum() - weights[top8].sum())}."
     # every query's weights at once: on a square-root scale, as the thumbnails, else nearly white,
     # and up to the map's own largest or (a few far above the rest) its 99th percentile: over 170
     # keys, 0 to 1 left it nearly white all the same

@@ -2116,24 +2116,29 @@ function softmaxTable(view, query, head) {
 function weightsMany(view, query, head) {
   const { payload, t } = view;
   const top = topKeys(view, query, head);
-  const bars = top.map((j) => {
-    const a = t.weights.at(head, query, j);
+  const weights = top.map((j) => t.weights.at(head, query, j));
+  // each bar against the largest listed: a long text's weights are often a hundredth or so each,
+  // which bars out of 1 draw a few pixels long, all alike
+  const largest = Math.max(...weights) || 1;
+  const bars = top.map((j, r) => {
     const bar = h("span", { class: `bar head-${head % HEAD_COLOURS}` });
-    bar.style.width = `${(100 * a).toFixed(2)}%`;
-    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(a, `weights:${head},${query},${j}`));
+    bar.style.width = `${((100 * weights[r]) / largest).toFixed(2)}%`;
+    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(weights[r], `weights:${head},${query},${j}`));
   });
   const shown = visibleKeys(view, query, head);
   let rest = 0;
   for (const j of shown) if (!top.includes(j)) rest += t.weights.at(head, query, j);
+  const listed = weights.reduce((sum, a) => sum + a, 0);
   const hidden = payload.tokens.length - shown.length;
   return [
     keyStrip(view, query, head, "weights", `Weights of head ${head} over all ${payload.tokens.length} keys (darker = more)`, "weights"),
+    h("p", { class: "bars-scale" }, `The ${top.length} largest, each bar against the largest of them, ${scaleOf2(largest)}:`),
     h("div", { class: "bars", role: "group", "aria-label": `The ${top.length} largest weights of head ${head}` }, bars),
     h(
       "p",
       { class: "lead" },
       // an early query of a causal text may see no key beyond those listed
-      shown.length > top.length ? `The other ${plural(shown.length - top.length, "key")} it sees share ${fmt(rest)} of the weight.` : `These are all the keys it sees.`,
+      shown.length > top.length ? `These ${top.length} share ${fmt(listed)} of the weight, and the other ${plural(shown.length - top.length, "key")} it sees ${fmt(rest)}.` : `These are all the keys it sees.`,
       hidden ? ` The ${plural(hidden, "masked key")} ${hidden === 1 ? "gets" : "get"} exactly 0.` : "",
     ),
   ];
@@ -3208,12 +3213,15 @@ function robustScale(values, peak) {
   return peak;
 }
 
+// A scale's bound: a bound as small as 0.0008 (a bias) keeps two significant digits, where two
+// decimals would say 0.00.
+const scaleOf2 = (x) => (x !== 0 && x < 0.1 ? String(Number(x.toPrecision(2))) : fmt(x));
+
 // What a map's colours mean: its scale (and, when outliers were left out of it, how far they go),
 // and grey for masked cells.
 function legend(kind, scale, masked, peak, root) {
   const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
-  // a bound as small as 0.0008 (a bias) keeps its digits: two decimals would say ±0.00
-  const bound = (x) => (x !== 0 && x < 0.1 ? String(Number(x.toPrecision(2))) : fmt(x));
+  const bound = scaleOf2;
   const largest = root ? (peak > scale ? "" : " (the map's largest)") : " (this row's largest)";
   const parts =
     kind === "weights"
