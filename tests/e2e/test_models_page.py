@@ -1211,6 +1211,26 @@ def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_
         context.close()
 
 
+@needs("smollm2")
+def test_on_a_phone_the_pairs_turned_by_hand_scroll_by_themselves(browser, server_url):
+    """SmolLM2's Rotary positions at 390 px: the maps of q and K are wider than the phone, and the
+    table of pairs turned by hand scrolled with them, as one, its title cut and its pairs out of
+    sight. It scrolls in its own box now, its pair column and title in place."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        trace_model(page, server_url, "smollm2", "The cat sat on the mat.", 0)
+        page.get_by_label("Calculation stage").select_option(label="Rotary positions")
+        box = page.locator(".stage .wide-table:has(table.rotary)")
+        assert box.evaluate("b => b.scrollWidth > b.clientWidth"), "the table fits: nothing to scroll"
+        before = box.evaluate("b => [b.querySelector('caption').getBoundingClientRect().left, b.querySelector('tbody th').getBoundingClientRect().left]")
+        box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+        after = box.evaluate("b => [b.querySelector('caption').getBoundingClientRect().left, b.querySelector('tbody th').getBoundingClientRect().left, b.closest('.figure').scrollLeft]")
+        assert after[2] == 0 and abs(after[0] - before[0]) < 1 and abs(after[1] - before[1]) < 1, (before, after)
+    finally:
+        context.close()
+
+
 @needs("minilm")
 def test_value_mixing_stacks_v_av_and_z_column_on_column(page, server_url):
     """The value rows, the same rows times their weights and z are compared component by component:

@@ -2308,7 +2308,9 @@ function rope(view, query, head) {
     h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `”${at === query ? "" : ` (token ${query} of the text)`} is at position ${at}.${said}`),
     vector(`${qName} at position ${at}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
     vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
-    turnedPairs(view, query, head, qIn),
+    // (scrolled by itself: on a phone the maps around it are wider than the screen, and the
+    // table scrolled with them, its pairs and title out of sight)
+    h("div", { class: "wide-table" }, turnedPairs(view, query, head, qIn)),
     heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, plane: t[kIn].plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
     heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, plane: t.k_rotated.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
   ];
