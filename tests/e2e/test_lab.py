@@ -1864,6 +1864,23 @@ def test_on_a_phone_a_wide_maps_caption_and_readout_stay_in_sight(browser, serve
     page.close()
 
 
+def test_on_a_phone_a_long_token_wraps_in_its_tables_and_notes(browser, server_url):
+    """A token of 49 letters (64 are allowed) named a row 416 px wide on a 390 px phone: the row's
+    numbers lay off the screen, never beside its name. It wraps in its row's name now, as in the
+    bars, and in a rounding note's lines; the tables fit the stage."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    tokens = "supercalifragilisticexpialidocious_and_more_words+a+Ω+x"
+    for stage in ("scores", "weights", "mixing"):
+        page.goto(server_url + f"#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens={tokens}&seed=0&stage={stage}&head=0&query=1")
+        page.wait_for_selector(".stage table.calc-table tbody th .tok")
+        names = page.locator(".stage table.calc-table tbody th .tok").evaluate_all("(ts) => ts.map((t) => t.getBoundingClientRect().width)")
+        assert max(names) <= 0.35 * 390 + 1, (stage, names)
+        fits = page.evaluate("() => [...document.querySelectorAll('.stage table.calc-table, .stage .hint.misses .miss')].map((e) => e.getBoundingClientRect().right <= document.querySelector('.stage').getBoundingClientRect().right + 1)")
+        assert all(fits), (stage, fits)
+        page.wait_for_timeout(50)
+    page.close()
+
+
 def test_on_a_phone_a_wide_tables_caption_wraps_short_of_the_fade(browser, server_url):
     """A table wider than a phone fades at the box's right edge (more to scroll): its caption,
     read at rest, wraps before that fade."""
