@@ -2116,19 +2116,19 @@ function softmaxTable(view, query, head) {
 function weightsMany(view, query, head) {
   const { payload, t } = view;
   const top = topKeys(view, query, head);
-  const weights = top.map((j) => t.weights.at(head, query, j));
+  const topWeights = top.map((j) => t.weights.at(head, query, j));
   // each bar against the largest listed: a long text's weights are often a hundredth or so each,
   // which bars out of 1 draw a few pixels long, all alike
-  const largest = Math.max(...weights) || 1;
+  const largest = Math.max(...topWeights) || 1;
   const bars = top.map((j, r) => {
     const bar = h("span", { class: `bar head-${head % HEAD_COLOURS}` });
-    bar.style.width = `${((100 * weights[r]) / largest).toFixed(2)}%`;
-    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(weights[r], `weights:${head},${query},${j}`));
+    bar.style.width = `${((100 * topWeights[r]) / largest).toFixed(2)}%`;
+    return h("div", { class: "bar-row" }, h("span", { class: "tok" }, visibleToken(payload.tokens[j]), h("span", { class: "pos" }, ` @${j}`)), h("span", { class: "bar-track" }, bar), num(topWeights[r], `weights:${head},${query},${j}`));
   });
   const shown = visibleKeys(view, query, head);
   let rest = 0;
   for (const j of shown) if (!top.includes(j)) rest += t.weights.at(head, query, j);
-  const listed = weights.reduce((sum, a) => sum + a, 0);
+  const listed = topWeights.reduce((sum, a) => sum + a, 0);
   const hidden = payload.tokens.length - shown.length;
   return [
     keyStrip(view, query, head, "weights", `Weights of head ${head} over all ${payload.tokens.length} keys (darker = more)`, "weights"),
