@@ -2865,8 +2865,18 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
   // a label's middle beside its row, kept whole inside the map's height (the first and last of thin rows)
   const labelY = (r) => Math.min(height - fontSize / 2 - 1, Math.max(fontSize / 2 + 1, blockLabel && every > 1 ? r * ch + fontSize / 2 : r * ch + ch / 2));
   const drawnLabels = [];
+  // blocks of one size (each head's rows of W^O) are labelled in a round step of blocks, as rows
+  // are (head 0, 2, 4; 0, 5, 10): taken as they fitted, they ran head 0, 3, 5, 7, and heads 1 and
+  // 2 seemed to be missing
+  let blockStep = null; // [the first block's row, rows a block, blocks a label]
+  if (blockLabel && every > 1) {
+    const starts = [];
+    for (let r = 0; r < rows && starts.length < 2; r++) if (blockLabel(r) !== null) starts.push(r);
+    if (starts.length === 2) blockStep = [starts[0], starts[1] - starts[0], roundStep((Math.max(fontSize + 1, 10) + 1) / ((starts[1] - starts[0]) * ch))];
+  }
+  const inStep = (r) => !blockStep || ((r - blockStep[0]) / blockStep[1]) % blockStep[2] === 0;
   for (let r = 0; r < rows; r += blockLabel && every > 1 ? 1 : every) {
-    let label = blockLabel && every > 1 ? blockLabel(r) : rowLabel(r);
+    let label = blockLabel && every > 1 ? (inStep(r) ? blockLabel(r) : null) : rowLabel(r);
     // one token in `every` is labelled (tokenAt: the token position of a row): each with its
     // position, a lone “:” placed as “: @260”
     if (tokenAt && every > 1 && label !== null && !/ @\d+$/.test(label)) label = `${label} @${tokenAt(r)}`;
