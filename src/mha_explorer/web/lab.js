@@ -244,10 +244,12 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   const general = h("p", { class: "lab-error", role: "alert" });
 
   const field = (id, label, input) => h("div", { class: "field" }, h("label", { for: id }, label), input);
+  // a button with no label, level with the inputs beside it: an empty label's line stands over it
+  const unlabelled = (button) => h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), button);
   // the values to edit: hidden until the lab has a result (a link refused has none to edit).
   // Folded away by their button (a projector's screen, where they pushed the figure below it),
   // they stay as they are, edits and all, until shown again.
-  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", editable ? "Edit the values of" : "Values of", matrixSelect), h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), undo)), gridCaption, skipGrid, gridBox);
+  const valuesBody = h("div", { id: "lab-values-body" }, h("div", { class: "lab-row" }, field("lab-matrix", editable ? "Edit the values of" : "Values of", matrixSelect), unlabelled(undo)), gridCaption, skipGrid, gridBox);
   const valuesToggle = h("button", { type: "button", class: "values-toggle", "aria-expanded": "true", "aria-controls": "lab-values-body" }, "Hide the values");
   valuesToggle.addEventListener("click", () => {
     const open = valuesBody.hidden;
@@ -276,7 +278,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       h("div", { class: "field check" }, h("label", { for: "lab-bias" }, "Bias"), bias),
       field("lab-seed", "Seed", seedInput),
       fieldError("seed"),
-      h("div", { class: "field" }, h("span", { class: "spacer", "aria-hidden": "true" }, "\u00a0"), draw),
+      unlabelled(draw),
     ),
     widths,
     general,

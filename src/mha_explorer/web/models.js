@@ -315,11 +315,13 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     const same = current && current.model === picker.value; // the same model: its head stays, and its query when the text does
     if (same || !traced) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: same ? head : 0, query: same && text.value === current.text ? query : null });
     const from = viewOnScreen(); // another model's: kept where this one has it, else said
-    trace({ model: picker.value, text: text.value, layer: Number(layer.value), head, query: null }, from).then((ok) => ok && sayLost([], from));
+    traceKeeping({ model: picker.value, text: text.value, layer: Number(layer.value), head, query: null }, from);
   });
   // the view on screen ({ head, stage, query, payload }), to keep in another model's trace
   const viewOnScreen = () => ({ ...getView(), payload: traced.payload });
-  // said after the status of another model's trace: what of the view before it could not keep
+  // another model's trace, keeping the view on screen (from) where it has it, then saying after the
+  // status what it could not keep (said: what goes first)
+  const traceKeeping = (request, from, said = []) => trace(request, from).then((ok) => ok && sayLost(said, from));
   function sayLost(said, from) {
     const now = getView(), before = from.payload, after = traced.payload;
     const title = (p, id) => p.page_stages.find((s) => s.id === id)?.title ?? id;
@@ -502,13 +504,13 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     fillLayers(info?.config ?? info?.outline ?? null, keep); // its layers while it loads, not the model's before
     const picks = layerPicks;
     const from = onScreen ? viewOnScreen() : null;
-    prepare(name, keep).then(async (ok) => {
+    prepare(name, keep).then((ok) => {
       if (!ok || !from) return;
       const asked = Number(layer.value);
-      if (!(await trace({ model: name, text: text.value, layer: asked, head: from.head, query: null }, from))) return;
       // the layer on screen is one this model does not have: the one it traces instead is said
       // (not when a layer was picked from the new model's menu meanwhile); so are a head, a stage and a query it lacks
-      sayLost(layerPicks === picks && asked !== keep ? [`It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is traced instead.`] : [], from);
+      const instead = layerPicks === picks && asked !== keep ? [`It has no layer ${keep}${fixed ? " in this copy" : ""}: layer ${asked} is traced instead.`] : [];
+      traceKeeping({ model: name, text: text.value, layer: asked, head: from.head, query: null }, from, instead);
     });
   }
   let layerPicks = 0; // how many layers were picked from the menu: a model's nearest layer is said only if none was
@@ -517,7 +519,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     layerBeforeWait = null; // this layer is the one asked for now
     // another model's trace on its way (the model just picked): this layer of it instead
     const coming = tracing && onItsWay?.request.model === picker.value && picker.value !== current?.model ? onItsWay : null;
-    if (coming) return trace({ ...coming.request, layer: Number(layer.value) }, coming.from).then((ok) => ok && coming.from && sayLost([], coming.from));
+    if (coming) return (coming.from ? traceKeeping : trace)({ ...coming.request, layer: Number(layer.value) }, coming.from);
     // a large model picked and not yet loaded: its layer waits for Trace, as the model does
     if (!current || picker.value !== current.model) return;
     // the text in the box, even if edited since the last trace: what is shown is always what it says
