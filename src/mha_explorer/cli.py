@@ -45,10 +45,11 @@ NARROWEST = 60  # the walkthrough's tables fit this many columns and more
 
 def walkthrough_console() -> Console:
     """The console the walkthrough prints on; narrower than its tables fit, said on stderr: a cell
-    too narrow for its number cuts it ("-1.…"), and a reader checking numbers by hand must know."""
+    too narrow for its vector wraps it over lines, and one too narrow for a number cuts it ("-1.…"):
+    a reader checking numbers by hand must know."""
     console = Console(highlight=False)
     if console.width < NARROWEST:
-        note(f"the terminal is {console.width} columns wide, and the tables need {NARROWEST}: numbers that do not fit are cut (…); widen it, or set COLUMNS={NARROWEST}")
+        note(f"the terminal is {console.width} columns wide, and the tables need {NARROWEST}: a vector may wrap over lines, and a number that does not fit is cut (…); widen it, or set COLUMNS={NARROWEST}")
     return console
 
 
@@ -267,8 +268,9 @@ def trace_command(query_token, head, stage, causal, as_json, model_name, text, l
 
     t = run_trace(example.x, example.weights, config)
     if as_json:
-        if head is not None or stage is not None:
-            note("--json writes every head and stage; --head and --stage choose what the walkthrough shows")
+        chosen = [option for option, given in (("--head", head is not None and not every_head(head)), ("--stage", stage is not None)) if given]
+        if chosen:  # (--head all asks for what --json writes)
+            note(f"--json writes every head and stage; {' and '.join(chosen)} {'choose' if len(chosen) > 1 else 'chooses'} what the walkthrough shows")
         click.echo(trace_payload(t, tokens, example.weights, query=query).model_dump_json(indent=1))
         return
     render(t, tokens, query, heads, stage, walkthrough_console(), example.weights)
@@ -640,7 +642,7 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
     except WouldReplace as e:
         fail(
             f"{directory} already holds {', '.join(str(p) for p in e.paths)}, not an earlier copy of the explorer: "
-            "choose a new or empty directory, or add --replace to write over them (nothing was written)"
+            f"choose a new or empty directory, or add --replace to write over {'them' if len(e.paths) > 1 else 'it'} (nothing was written)"
         )
     except OSError as e:
         full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)

@@ -113,6 +113,7 @@ class Trace:
         return self.stages.items()
 
     def values(self):
+        """The stages' arrays, in the order of keys(), as a dict's values()."""
         return self.stages.values()
 
     def __iter__(self):
@@ -123,10 +124,12 @@ class Trace:
 
     @property
     def kv_group(self) -> np.ndarray:
-        return np.asarray(self.config.kv_group)  # (n_heads,): head i reads K/V head kv_group[i]
+        """(n_heads,): the K/V head each query head reads (all 0 in MQA, i for i in MHA)."""
+        return np.asarray(self.config.kv_group)
 
     @property
     def n(self) -> int:
+        """The number of tokens traced: x's rows."""
         return self.stages["x"].shape[0]
 
     def __repr__(self) -> str:

@@ -121,11 +121,13 @@ class AttentionWeights:
                 object.__setattr__(self, f.name, as_array(f.name, a))  # an array stays the same object
 
     def astype(self, dtype) -> AttentionWeights:
+        """The same weights, every array converted to dtype (np.float64: a trace in double precision)."""
         return AttentionWeights(
             **{f.name: None if (a := getattr(self, f.name)) is None else a.astype(dtype) for f in fields(self)}
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays the layer has, by name ("W_Q", "b_Q", ..., "q_norm"): those it lacks (None) left out."""
         return {f.name: a for f in fields(self) if (a := getattr(self, f.name)) is not None}
 
     @classmethod

@@ -142,8 +142,9 @@ class Explorer(anywidget.AnyWidget):
         teaching example's configuration its own four words. x (n, d_model) and the weights are
         drawn from `seed` (a whole number, 0 or more) when not given, uniform in [-1, 1] and
         rounded to one decimal so that they can be read, whatever the width: past a d_model of
-        some 64 the scaled scores grow large and most rows put almost all their weight on one key. For a wide layer as trained layers start, give
-        weights=AttentionWeights.random(config) (scaled by 1/sqrt(fan_in)) and an x of your own."""
+        some 64 the scaled scores grow large and most rows put almost all their weight on one key.
+        For a wide layer as trained layers start, give weights=AttentionWeights.random(config)
+        (scaled by 1/sqrt(fan_in)) and an x of your own."""
         _check_view("Explorer.from_config()", view, 'the configuration goes in config (a preset such as "causal", or a dict such as {"d_model": 8, "n_heads": 2, "causal": True})', ("tokens", "x", "weights", "seed"))
         config = _config(config)
         given = tokens is not None

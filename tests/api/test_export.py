@@ -195,9 +195,15 @@ def test_a_directory_holding_other_files_of_the_same_names_is_left_alone(tmp_pat
     (site / "static" / "page.css").write_text("my css")
     result = CliRunner().invoke(main, ["export-site", str(site)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "not an earlier copy" in result.output and "--replace" in result.output and "index.html" in result.output
+    assert "not an earlier copy" in result.output and "--replace to write over them" in result.output and "index.html" in result.output
     assert (site / "index.html").read_text() == "<h1>my own page</h1>" and (site / "static" / "page.css").read_text() == "my css"
     assert sorted(p.name for p in site.rglob("*") if p.is_file()) == ["index.html", "page.css"]
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "index.html").write_text("<h1>my own page</h1>")
+    one = CliRunner().invoke(main, ["export-site", str(alone)])
+    assert one.exit_code == 2 and "already holds" in one.output and "--replace to write over it (nothing" in one.output
 
     replaced = CliRunner().invoke(main, ["export-site", str(site), "--replace"])
     assert replaced.exit_code == 0, replaced.output

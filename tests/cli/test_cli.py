@@ -411,11 +411,13 @@ def test_mistakes_exit_2_with_one_line_naming_what_is_allowed(args, allowed):
     assert isinstance(result.exception, SystemExit)
 
 
-def test_a_terminal_narrower_than_the_tables_is_told_that_numbers_are_cut():
-    """Below 60 columns a cell too narrow for its number cuts it ("-1.…"): said once, on stderr."""
+def test_a_terminal_narrower_than_the_tables_is_told_that_vectors_wrap_and_numbers_are_cut():
+    """Below 60 columns a cell too narrow for its vector wraps it over lines ("[0.00," then
+    "-1.25]"), and one too narrow for a number cuts it ("-1.…"): said once, on stderr."""
     narrow = run("--stage", "scores", width=40)
     assert narrow.exit_code == 0 and "…" in narrow.stdout  # what the note warns of
-    assert narrow.stderr.splitlines() == ["Note: the terminal is 40 columns wide, and the tables need 60: numbers that do not fit are cut (…); widen it, or set COLUMNS=60"]
+    assert any(line.rstrip(" │").endswith(",") for line in run("--stage", "projections", width=45).stdout.splitlines())  # a vector cut after a comma
+    assert narrow.stderr.splitlines() == ["Note: the terminal is 40 columns wide, and the tables need 60: a vector may wrap over lines, and a number that does not fit is cut (…); widen it, or set COLUMNS=60"]
     assert ok("--stage", "scores", width=60)  # (no note: ok checks stderr is empty)
 
 

@@ -216,6 +216,13 @@ def test_json_says_that_head_and_stage_choose_the_walkthrough():
     assert result.exit_code == 0
     assert result.stderr.startswith("Note: --json writes every head and stage") and len(result.stderr.splitlines()) == 1
     assert json.loads(result.stdout)["config"]["n_heads"] == 2
+    assert invoke("trace", "--json", "--stage", "output").stderr == "Note: --json writes every head and stage; --stage chooses what the walkthrough shows\n"
+
+
+def test_json_with_every_head_asks_for_what_it_writes_and_is_not_told_otherwise():
+    result = invoke("trace", "--json", "--head", "all")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert json.loads(result.stdout)["config"]["n_heads"] == 2
 
 
 # --- 5. a position, in the teaching example -------------------------------
