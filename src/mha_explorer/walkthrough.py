@@ -283,7 +283,7 @@ def render(
     by_hand = " (only the softmax by hand takes e^s of the scores as shown)" if softmax_printed else ""
     print_wrapped(
         console,
-        f"Numbers show two decimals; every result is worked out from the full numbers{by_hand}, so a sum or product"
+        f"Numbers show two decimals, a half rounded away from zero (−0.625 shows as −0.63); every result is worked out from the full numbers{by_hand}, so a sum or product"
         " of the shown decimals may land a little off the shown result: 0.01 or so, more when many numbers are added.",
         style="dim",
     )

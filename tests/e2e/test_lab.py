@@ -1470,7 +1470,7 @@ def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
     "part, field, said",
     [
         ("d_model=-8", "d_model", "d_model -8 is out of range: type a whole number from 1 to 64."),
-        ("seed=-1", "Seed", "The seed must be a whole number from 0 to 4294967295."),
+        ("seed=-1", "Seed", "The seed -1 is out of range: type a whole number from 0 to 4294967295."),
         # a typo, no number at all, as the lab takes one typed (it opened the teaching example)
         ("d_model=abc", "d_model", "“abc” is not a whole number: type d_model as one from 1 to 64."),
         ("seed=x1", "Seed", "“x1” is not a whole number: type the seed as one from 0 to 4294967295."),

@@ -1885,7 +1885,7 @@ function scores(view, query, head) {
       h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j)), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", { class: "terms" }, products(q, t[kName].row(g, j), (e) => `${qName}:${head},${query},${e}`, (e) => `${kName}:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, `÷ ${fmtConstant(divisor)}`),
+      h("td", { class: "div" }, "÷ ", h("span", { class: "worked" }, fmtConstant(divisor))), // in the numbers' type, as the softmax's Σ eˢ
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
@@ -1985,7 +1985,7 @@ function scoresMany(view, query, head) {
       h("th", { scope: "row" }, few ? h("span", { class: "tok" }, tokenName(payload, j)) : [h("span", { class: "tok" }, visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`)], seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${payload.config.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, `÷ ${fmtConstant(1 / scale)}`),
+      h("td", { class: "div" }, "÷ ", h("span", { class: "worked" }, fmtConstant(1 / scale))),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
@@ -2029,12 +2029,12 @@ function weights(view, query, head) {
     const bar = row.querySelector(".bar");
     bar.style.width = `${(100 * Number(bar.dataset.width)).toFixed(2)}%`;
   }
-  const stack = h("div", { class: "stack", "aria-hidden": "true" });
+  const stack = h("div", { class: `stack head-${head % HEAD_COLOURS}`, "aria-hidden": "true" }); // in the bars' colour
   a.forEach((x, j) => {
     if (x <= 0) return;
     // a name too long for its segment (a phone's narrow bar) ends in an ellipsis, not cut mid-letter
     // (pointed at, every segment names its key and weight: one too narrow for its name has no other)
-    const seg = h("span", { class: `seg shade-${j % 4}`, title: `${tokenName(payload, j)}: ${fmt(x)}` }, x >= 0.07 ? h("span", { class: "seg-name" }, tokenName(payload, j)) : "");
+    const seg = h("span", { class: `seg shade-${j % 2}`, title: `${tokenName(payload, j)}: ${fmt(x)}` }, x >= 0.07 ? h("span", { class: "seg-name" }, tokenName(payload, j)) : "");
     seg.style.width = `${(100 * x).toFixed(2)}%`;
     stack.append(seg);
   });

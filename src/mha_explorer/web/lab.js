@@ -466,7 +466,9 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // what is wrong with the configuration, tokens and seed: { field: message }, empty when nothing
   function formErrors(next) {
     const errors = checkConfig(next.config, next.tokens);
-    if (!Number.isInteger(next.seed) || next.seed < 0 || next.seed > SEED_MAX) errors.seed = `The seed must be a whole number from 0 to ${SEED_MAX}.`;
+    // as a field of the configuration says it (checkConfig): the seed typed, and the range
+    if (!Number.isInteger(next.seed)) errors.seed = `The seed must be a whole number from 0 to ${SEED_MAX}.`;
+    else if (next.seed < 0 || next.seed > SEED_MAX) errors.seed = `The seed ${next.seed} is out of range: type a whole number from 0 to ${SEED_MAX}.`;
     // a field's text that is no whole number is quoted: "2,5" is not read as 25, nor "abc" as nothing
     for (const [name, lo, hi] of [...CONFIG_FIELDS, ["seed", 0, SEED_MAX]]) {
       const typed = (name === "seed" ? seedInput : configInputs[name]).value.trim();
