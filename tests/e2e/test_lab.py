@@ -342,6 +342,25 @@ def test_a_labelless_button_lines_up_with_the_inputs_beside_it(page, server_url)
         assert round(text["top"]) == round(trace["top"]) and 0 < trace["left"] - text["right"] <= 12, (width, text, trace)
 
 
+def test_the_models_text_box_grows_with_its_lines_up_to_eight(page, server_url):
+    """A text of three lines (a snippet of code) had its first line cut in half in a box two lines
+    high, scrolled to the caret. The box grows with the text, up to eight lines; then it scrolls."""
+    page.goto(server_url + "#mode=model")
+    box = page.get_by_label("Text", exact=True)
+    expect(box).to_be_visible()
+    line = page.evaluate("() => parseFloat(getComputedStyle(document.getElementById('model-text')).lineHeight)")
+    height = lambda: page.evaluate("() => { const t = document.getElementById('model-text'); return [t.clientHeight, t.scrollHeight]; }")  # noqa: E731
+    box.fill("one line")
+    two_lines, _ = height()
+    assert 2 * line <= two_lines < 3 * line, (two_lines, line)  # two lines at the least, as before
+    box.fill("def add(a, b):\n    return a + b\nprint(add(2, 3))")
+    shown, held = height()
+    assert held <= shown and shown >= 3 * line, (shown, held, line)  # all three lines in sight, nothing to scroll
+    box.fill("\n".join(f"line {i}" for i in range(20)))
+    shown, held = height()
+    assert 8 * line <= shown < 9 * line and held > shown, (shown, held, line)  # eight, then it scrolls
+
+
 def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(page, server_url):
     """There are 16 head colours: head 16 was drawn in head 0's blue, head 17 in head 1's orange.
     Past 16 heads the inspected head keeps its colour and the others are grey."""

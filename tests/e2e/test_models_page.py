@@ -697,6 +697,38 @@ def test_a_worked_out_heads_stages_are_built_again_once_the_servers_numbers_come
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=7)))
 
 
+# figures of the stage on screen that hold more than one map (each figure holds one), and how many figures
+DOUBLED_MAPS = """() => {
+  const figures = [...document.querySelectorAll(".stage figure.heatmap-figure")];
+  return [figures.filter((f) => f.querySelectorAll(":scope > .heatmap-box").length > 1).length, figures.length];
+}"""
+
+
+@needs("minilm")
+def test_a_head_clicked_then_another_stage_shows_each_map_once(page, server_url):
+    """A head picked by its thumbnail, then another stage: each of that stage's maps shows once. The
+    stage, built ahead for the head from its spare canvases, kept the canvas its figure held before
+    as well: X, K and V showed twice, one under the other, each a second Tab stop."""
+    text = "The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat."
+    trace_model(page, server_url, "minilm", text, 2)
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length === 11")
+    stage = page.get_by_label("Calculation stage")
+    seen = []
+    for head, then in [(1, "Projections"), (2, "Projections"), (3, "Value mixing"), (4, "Output projection"), (5, "Projections")]:
+        stage.select_option(label="Weights")
+        page.wait_for_timeout(150)
+        page.locator(".thumb-button", has_text=f"Head {head}").first.click()
+        page.wait_for_timeout(250)
+        stage.select_option(label=then)
+        page.wait_for_timeout(400)
+        expect(page.locator(".stage h2")).to_contain_text(f"head {head}")
+        doubled, figures = page.evaluate(DOUBLED_MAPS)
+        assert figures > 0
+        seen.append((head, then, doubled))
+    assert all(doubled == 0 for *_, doubled in seen), seen
+    check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=5)))
+
+
 # The browser's print dialog stood in for: while it is "open", each stage on the paper, its title and
 # whether each of its maps' canvases holds a drawing (and is a canvas of its own)
 PRINT_MAPS = """() => {
@@ -2696,10 +2728,10 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
         return " ".join(figure.locator(".heatmap-legend").inner_text().split())
 
     page.get_by_label("Calculation stage").select_option(label="Query/key norm")
-    after_norm, q_after_norm = legend("K after the norm"), legend("q after")
+    after_norm, q_after_norm = legend("K̂ after the norm"), legend("q̂ after")
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
-    assert legend("before the rotation") == legend("K after the rotation") == after_norm, after_norm
-    assert legend("q̂ at position") == legend(re.compile(r"^after the rotation")) == q_after_norm, q_after_norm  # q̂ too
+    assert legend("before the rotation") == legend("K̃ after the rotation") == after_norm, after_norm
+    assert legend("q̂ at position") == legend("q̃ after the rotation") == q_after_norm, q_after_norm  # q̂ too
     assert page.locator(".stage table.rotary caption").inner_text().startswith("Three pairs of q̂ turned by hand")
     # what turns is the normed q̂ and K̂, and the text and captions name them so
     stage_text = page.locator(".stage").inner_text()

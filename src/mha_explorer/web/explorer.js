@@ -2266,11 +2266,11 @@ function normed(view, query, head) {
     vector("q before", d, (e) => t.q.at(head, query, e), (e) => `q:${head},${query},${e}`, "q"),
     h("p", { class: "lead" }, `rms(q) = √(mean of q² + ${epsShown}) = ${fmtConstant(rms)}: each component of q is divided by it, then multiplied by the learned w`, h("sup", {}, "q"), " below."),
     vector(h("span", {}, "The learned w", h("sup", {}, "q")), d, (e) => w.q_norm.at(e), (e) => `q_norm:${e}`, "w^q"),
-    vector("q after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed", 0, t.q_rotated ? rotaryQScale(view, query, head) : undefined),
+    vector("q̂ after", d, (e) => t.q_normed.at(head, query, e), (e) => `q_normed:${head},${query},${e}`, "q normed", 0, t.q_rotated ? rotaryQScale(view, query, head) : undefined),
     h("p", { class: "lead" }, `Each row of K is normed the same way, by its own rms and the learned w`, h("sup", {}, "k"), ` below: the row of “`, tokenName(payload, query), `” itself has rms(k) = √(mean of k² + ${epsShown}) = ${fmtConstant(kRms)}.`),
     vector(h("span", {}, "The learned w", h("sup", {}, "k")), d, (e) => w.k_norm.at(e), (e) => `k_norm:${e}`, "w^k"),
     heatmap({ caption: `K of ${kvHead(payload, g)} before the norm`, rows: n, cols: d, value: (r, e) => t.k.at(g, r, e), plane: t.k.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query }),
-    heatmap({ caption: `K after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), plane: t.k_normed.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
+    heatmap({ caption: `K̂ after the norm`, rows: n, cols: d, value: (r, e) => t.k_normed.at(g, r, e), plane: t.k_normed.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: t.k_rotated ? rotaryKScale(view, g) : undefined }),
   ];
 }
 
@@ -2299,7 +2299,7 @@ function rope(view, query, head) {
   const kAfter = (r, e) => t.k_rotated.at(g, r, e);
   const qScale = rotaryQScale(view, query, head);
   const kScale = rotaryKScale(view, g);
-  // a layer with a q/k norm turns the normed q̂ and K̂: named so, as the stage's text names them
+  // a layer with a q/k norm turns the normed q̂ and K̂: named so, as the stage's text names them; what comes out is q̃ and K̃
   const [qName, kName] = t.q_normed ? ["q̂", "K̂"] : ["q", "K"];
   const said = at === 0
     ? ` At position 0 no pair turns: ${qName} is the same after the rotation.`
@@ -2307,12 +2307,12 @@ function rope(view, query, head) {
   return [
     h("p", { class: "lead" }, `Here θ = ${payload.config.rope_theta}: per position, the first pair turns by 1 radian and pair m by θ^(−2m/${d}) radians, so the last pairs barely turn. Query “`, tokenName(payload, query), `”${at === query ? "" : ` (token ${query} of the text)`} is at position ${at}.${said}`),
     vector(`${qName} at position ${at}, before`, d, qBefore, (e) => `${qIn}:${head},${query},${e}`, "before", 0, qScale),
-    vector("after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
+    vector("q̃ after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     // (scrolled by itself: on a phone the maps around it are wider than the screen, and the
     // table scrolled with them, its pairs and title out of sight)
     h("div", { class: "wide-table" }, turnedPairs(view, query, head, qIn)),
     heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, plane: t[kIn].plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
-    heatmap({ caption: `K after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, plane: t.k_rotated.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
+    heatmap({ caption: `K̃ after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, plane: t.k_rotated.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
   ];
 }
 
@@ -3156,7 +3156,8 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
   if (named) axis.style.setProperty("--column", `${cw}px`);
   const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak, root), axis, readout);
   function claim(ahead = false) {
-    const taken = heatmapCanvas(place, handlers, cells, ahead);
+    // a figure already on screen when its turn to be drawn ahead comes (an idle task queued before it was shown) keeps its canvas
+    const taken = heatmapCanvas(place, handlers, cells, ahead && !figure.isConnected);
     if (!taken) return cells || paintCells(); // the page's canvas is not for a panel drawn ahead: its colours at least
     entry = taken;
     const { canvas, box } = entry;
