@@ -1058,6 +1058,22 @@ def test_the_model_mode_before_its_first_trace_writes_the_mode_alone_into_the_ad
     page.wait_for_function("() => location.hash === '#mode=model'")
 
 
+@needs("smollm2")
+@needs("minilm")
+def test_the_head_thumbnails_name_the_kv_head_each_reads_where_heads_share_one(page, server_url):
+    """Under GQA the overview's thumbnails say which K/V head each query head reads, and the hint why
+    their patterns may look alike; MiniLM's heads each have their own, and say nothing of it."""
+    trace_model(page, server_url, "smollm2", "The cat sat on the mat.", 3)
+    kv = page.locator(".thumb-button .thumb-kv").all_inner_texts()
+    group = load_model("smollm2").layer_config(3).kv_group
+    assert kv == [f"K/V head {g}" for g in group] and kv[:4] == ["K/V head 0"] * 3 + ["K/V head 1"], kv
+    assert "Each K/V head's keys and values are read by 3 heads (GQA)" in page.locator(".overview").inner_text()
+    page.get_by_label("Model", exact=True).select_option("minilm")
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('all-MiniLM-L6-v2')", timeout=120_000)
+    assert page.locator(".thumb-button").count() == 12 and page.locator(".thumb-kv").count() == 0
+    assert "K/V head" not in page.locator(".overview").inner_text()
+
+
 @needs("minilm")
 def test_the_head_thumbnails_take_rows_of_equal_count(page, server_url):
     """MiniLM's twelve thumbnails at a projector's 1024 px went eleven and one; now six and six,
@@ -2712,6 +2728,9 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     page.get_by_label("Text", exact=True).fill(text)
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 0')", timeout=300_000)
+    # MQA: every thumbnail reads the one K/V head, and the overview says so
+    assert page.locator(".thumb-button .thumb-kv").all_inner_texts() == ["K/V head 0"] * 4
+    assert "All 4 heads read one K/V head's keys and values (MQA)" in page.locator(".overview").inner_text()
     expect(layers).to_be_enabled()
     options = page.get_by_label("Layer (from 0)").locator("option").all_inner_texts()
     assert len(options) == 18 and options[0] == "Layer 0 · local (window 512)" and options[5] == "Layer 5 · global"

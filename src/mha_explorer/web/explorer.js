@@ -3640,6 +3640,8 @@ function modelOverview(payload, pick, strip = null) {
     return 2 * count > (lastQuery - firstQuery + 1) * (lastKey - firstKey + 1);
   }));
   const masked = (r, c) => greys[r][c];
+  const { n_heads: nHeads, n_kv_heads: nKv } = payload.config;
+  const shared = nKv < nHeads;
   const buttons = range(heads).map((i) => {
     const canvas = h("canvas", { width: cells, height: cells, class: "thumb", "aria-hidden": "true" });
     canvas.style.width = canvas.style.height = `${size}px`;
@@ -3656,7 +3658,9 @@ function modelOverview(payload, pick, strip = null) {
     ctx.putImageData(image, 0, 0);
     // the query's row, framed: where it lies is set on the overview once per query (see markQuery)
     const map = h("span", { class: "thumb-map" }, canvas, h("span", { class: "thumb-query", "aria-hidden": "true" }));
-    return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, map, h("span", {}, `Head ${i}`));
+    // under GQA or MQA, the K/V head it reads: the heads that share one read the same keys and values
+    const kv = shared ? h("span", { class: "thumb-kv" }, kvHead(payload, payload.kv_group[i])) : null;
+    return h("button", { type: "button", class: "thumb-button", "data-head": i, "aria-pressed": "false", onclick: () => pick(i) }, map, h("span", {}, `Head ${i}`), kv);
   });
   // the text as the tokenizer split it, where the token's label (payload.tokens) is that text with
   // the spaces it starts or ends with marked ␣; else the label: a byte piece, which is no text alone (␣🐱 1/3), a
@@ -3677,7 +3681,7 @@ function modelOverview(payload, pick, strip = null) {
   return [
     // (a narrow screen breaks the heading between its parts, never inside "0–5")
     h("h2", {}, `${m.title} · layer ${m.layer} (layers `, h("span", { class: "nowrap" }, `0–${m.n_layers - 1}`), `${m.held_layers?.length < m.n_layers ? `; this copy holds ${m.held_layers.join(", ")}` : ""}) · every head's weights`),
-    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? `; grey is masked${m.overview_block > 1 ? " (most of a block)" : ""}` : ""}; the query's row is framed. Pick a head to follow it stage by stage.`),
+    h("p", { class: "hint" }, `Rows are queries, columns keys${m.overview_block > 1 ? `, averaged over blocks of ${m.overview_block} tokens` : ""}${payload.config.causal || payload.config.sliding_window != null ? `; grey is masked${m.overview_block > 1 ? " (most of a block)" : ""}` : ""}; the query's row is framed.${shared ? ` ${nKv === 1 ? `All ${nHeads} heads read one K/V head's keys and values (MQA)` : `Each K/V head's keys and values are read by ${nHeads / nKv} heads (GQA)`}: their patterns differ by their queries alone.` : ""} Pick a head to follow it stage by stage.`),
     h("div", { class: "thumbs" }, buttons),
     // the lead above the strip, not in it: a long text's strip scrolls to the query, and would take it out of sight
     strip.lead,
