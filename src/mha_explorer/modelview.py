@@ -292,21 +292,27 @@ def _factors(run, head: int, packer: Packer | None, derived: tuple[str, ...]) ->
     return {f"{side}_rms": encode(side, row_rms(stages[side], eps)[..., 0]) for side in ("q", "k")}  # (h, n), (g, n)
 
 
-def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None = None) -> HeadArrays:
+def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None = None, kv_held: int | None = None) -> HeadArrays:
     """Only the head's own arrays, for a page that holds the rest of the layer's payload. With a
-    packer, the arrays go into it (a binary answer)."""
+    packer, the arrays go into it (a binary answer). kv_held: the K/V head whose arrays the page
+    holds already; where the head reads that one, its arrays (GROUP_AXIS) are left out too: the
+    page keeps its own."""
     _check_head(model, layer, head)
     run = layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
-    per_head = HEAD_AXIS | GROUP_AXIS | HEAD_ROWS
-    derived = _left_out(run, packer, concat=False)
     config = run.trace.config
+    held = kv_held is not None and kv_held == config.kv_group[head]
+    per_head = HEAD_AXIS | HEAD_ROWS | (set() if held else GROUP_AXIS)
+    derived = _left_out(run, packer, concat=False)
+    factors = _factors(run, head, packer, derived)
+    if held:
+        factors.pop("k_rms", None)  # (k_normed is the page's already, made from its own)
     return HeadArrays(
         head=head,
         config=config_model(config),
         stages={name: encode(name, a) for name, a in run.trace.stages.items() if name in per_head and name not in derived},
-        derived=[name for name in run.trace.stages if name in derived],
-        factors=_factors(run, head, packer, derived),
+        derived=[name for name in run.trace.stages if name in derived and name in per_head],
+        factors=factors,
         # with the q/k norm's vectors, from which a binary answer's reader makes q and k after the norm (whole: they have no head axis)
         weights={name: encode(name, a) for name, a in run.weights.arrays().items() if name in per_head | {"q_norm", "k_norm"}},
     )

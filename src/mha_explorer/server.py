@@ -379,14 +379,24 @@ class ModelLayerRequest(BaseModel):
         return name.lower()  # "MiniLM", as the terminal, Python and the page's links take it
 
 
-class ModelHeadRequest(ModelLayerRequest):
-    """One head of a layer on a text: its arrays hold every query, so a request names none."""
+class ModelTextRequest(ModelLayerRequest):
+    """A layer on a text, and one of its heads."""
 
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     head: int = Field(default=0, description="numbered from 0; the layer says how many it has")
 
 
-class ModelTraceRequest(ModelHeadRequest):
+class ModelHeadRequest(ModelTextRequest):
+    """One head of a layer on a text: its arrays hold every query, so a request names none."""
+
+    kv_held: int | None = Field(
+        default=None,
+        description="the K/V head whose arrays (k, v and theirs, W_K, W_V) the page holds for this layer and text: "
+        "left out of the answer where the head reads that one (every head of an MQA layer)",
+    )
+
+
+class ModelTraceRequest(ModelTextRequest):
     """A layer on a text, and the view to open on it: the head and the query."""
 
     # no bound here either: a query out of range, negative too, is answered with the text's positions
@@ -542,7 +552,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
     async def model_head(request: ModelHeadRequest) -> Response:
         """Another head of a layer the page already holds: that head's arrays only."""
         r = request
-        return await on_model(r, lambda model, packer: head_arrays(model, r.text, r.layer, r.head, packer))
+        return await on_model(r, lambda model, packer: head_arrays(model, r.text, r.layer, r.head, packer, r.kv_held))
 
     @app.post("/api/model-weights", response_model=LayerWeights, responses=ERRORS | not_loaded | binary_answer)
     async def model_weights(request: ModelLayerRequest) -> Response:

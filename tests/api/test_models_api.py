@@ -192,6 +192,32 @@ def test_a_causal_models_binary_answer_leaves_out_scaled_and_mask_and_they_come_
         assert_same_answer(unpack(raw.content, kind), full)
 
 
+@pytest.mark.skipif("smollm2" not in INSTALLED, reason="smollm2 is not installed: run make models")
+def test_a_heads_answer_leaves_out_the_kv_heads_arrays_the_page_holds_where_the_head_reads_it():
+    """A page that holds K/V head 1's arrays (k, v, k after the rotation, W_K, W_V) is not sent them
+    again for a head that reads K/V head 1; for a head of another K/V head, it is sent its own."""
+    client = loaded("smollm2")
+    request = {"model": "smollm2", "text": "Every token reads the tokens before it.", "layer": 2}
+    group = load_model("smollm2").layer_config(2).kv_group  # 3 query heads a K/V head
+    kv = {"k", "v", "k_rotated"}
+    for encoding in ("base64", "binary"):
+        for head, held, left_out in ((4, 1, True), (4, 0, False), (4, None, False), (0, 0, True)):
+            raw = client.post("/api/model-head", json={**request, "head": head, "kv_held": held, "encoding": encoding}, headers={"accept-encoding": "identity"})
+            assert raw.status_code == 200, raw.text
+            answer = unpack(raw.content, HeadArrays) if encoding == "binary" else HeadArrays.model_validate_json(raw.content)
+            assert (held == group[head]) is left_out
+            assert not (kv & set(answer.stages)) if left_out else kv <= set(answer.stages), (encoding, head, held)
+            assert not ({"W_K", "W_V"} & set(answer.weights)) if left_out else {"W_K", "W_V"} <= set(answer.weights), (encoding, head, held)
+            if not left_out:
+                assert answer.stages["k"].heads == [group[head]]
+            # the head's own arrays are there either way, its weights equal the full trace's
+            whole = TracePayload.model_validate_json(client.post("/api/model-trace", json={**request, "head": head}).content)
+            for name in ("q", "q_rotated", "scores", "weights"):
+                np.testing.assert_array_equal(to_numpy(answer.stages[name]), to_numpy(whole.stages[name]), err_msg=name)
+    bad = client.post("/api/model-head", json={**request, "head": 0, "kv_held": "one"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "kv_held"
+
+
 @pytest.mark.skipif("gemma3" not in INSTALLED, reason="gemma3 is not installed: run make models")
 def test_a_binary_answer_leaves_out_q_and_k_after_the_norm_and_they_come_back_exactly():
     """Gemma's q/k norm: the answer carries the root mean square of each row of q and k, and the
@@ -211,6 +237,14 @@ def test_a_binary_answer_leaves_out_q_and_k_after_the_norm_and_they_come_back_ex
         for name in ("q_normed", "k_normed"):
             np.testing.assert_array_equal(to_numpy(again.stages[name]), to_numpy(full.stages[name]), err_msg=name)
         assert_same_answer(again, full)
+    # the page holds K/V head 0's arrays (MQA: every head reads it): the answer has the head's own alone
+    raw = client.post("/api/model-head", json={**request, "kv_held": 0, "encoding": "binary"}, headers={"accept-encoding": "identity"})
+    lean = unpack(raw.content, HeadArrays)
+    assert not {"k", "v", "k_rotated", "k_normed"} & set(lean.stages) and "k_normed" not in lean.derived and set(lean.factors) <= {"q_rms"}
+    assert not {"W_K", "W_V"} & set(lean.weights) and {"q", "q_normed", "q_rotated", "weights"} <= set(lean.stages)
+    full = unpack(client.post("/api/model-head", json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"}).content, HeadArrays)
+    assert len(raw.content) < 0.8 * len(client.post("/api/model-head", json={**request, "encoding": "binary"}, headers={"accept-encoding": "identity"}).content)
+    np.testing.assert_array_equal(to_numpy(lean.stages["q_normed"]), to_numpy(full.stages["q_normed"]))
     # every head at once, as a copy that cannot ask for another takes them: the factors are every head's
     packer = Packer()
     whole = model_payload(load_model("gemma3"), request["text"], 5, None, packer=packer)

@@ -2760,8 +2760,12 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     page.get_by_label("Layer (from 0)").select_option("5")
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 5')", timeout=120_000)
+    asked = []
+    page.on("request", lambda r: asked.append(json.loads(r.post_data)) if r.url.endswith("/api/model-head") else None)
     page.locator(".thumb-button", has_text="Head 2").click()
     expect(page.locator(".stage h2")).to_contain_text("head 2")
+    # the page holds the one K/V head's arrays (k, v, W_K, ...): they are not sent again with head 2's
+    assert [(a["head"], a.get("kv_held")) for a in asked] == [(2, 0)], asked
     stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
     assert stages[:4] == ["Projections", "Query/key norm", "Rotary positions", "Scores"] and "Mask" in stages
     assert "all 4 query heads share one key matrix and one value matrix" in page.locator(".stage p.explain").first.inner_text()

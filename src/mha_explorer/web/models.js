@@ -13,6 +13,11 @@ const wait = (ms) => new Promise((done) => setTimeout(done, ms));
 
 // A trace comes binary (raw float32 arrays, viewed in place); errors come as JSON.
 const BINARY = "application/vnd.mha-explorer.trace";
+// A K/V head's arrays: what a head's answer leaves out where the page holds them (modelview.GROUP_AXIS)
+const KV_STAGES = ["k", "v", "k_normed", "k_rotated"];
+const KV_WEIGHTS = ["W_K", "W_V", "b_K", "b_V"];
+const pick = (arrays, names) => Object.fromEntries(names.filter((name) => arrays[name]).map((name) => [name, arrays[name]]));
+
 const asking = (request) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...request, encoding: "binary" }) });
 
 // Weights that are not the published float32 ones (quantized, or in 16 bits) are said, so that
@@ -392,14 +397,18 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
   // (announce: the explorer is told, to build its view ahead; not for a head already on screen)
   function fetchHead(head, announce = true) {
     if (byHead.has(head)) return Promise.resolve(byHead.get(head));
-    const request = { model: current.model, text: current.text, layer: current.layer, head }; // a head's arrays hold every query
+    // the server leaves out the K/V head's arrays of a payload held now where the head reads that
+    // K/V head too (every head of an MQA layer): they are taken from it
+    const [heldHead, held] = byHead.entries().next().value;
+    const request = { model: current.model, text: current.text, layer: current.layer, head, kv_held: held.kv_group[heldHead] }; // a head's arrays hold every query
     const key = `${request.model}|${request.layer}|${head}|${request.text}`;
     if (fetching.has(key)) return fetching.get(key);
     const done = (async () => {
       try {
         const arrays = await answer(await ask("api/model-head", asking(request)));
         if (request.text !== current.text || request.layer !== current.layer || request.model !== current.model) return null; // a new trace came first
-        const payload = withHead(byHead.values().next().value, arrays);
+        const own = arrays.stages.k ? arrays : { ...arrays, stages: { ...pick(held.stages, KV_STAGES), ...arrays.stages }, weights: { ...pick(held.weights, KV_WEIGHTS), ...arrays.weights } };
+        const payload = withHead(byHead.values().next().value, own); // (the layer's payload on screen now: a trace of it again may have come meanwhile)
         keep(head, payload);
         if (announce) onAhead?.(payload, head);
         return payload;
