@@ -79,3 +79,13 @@ def file_page(browser):
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return context, page, requests, errors
+
+
+def routed(page, held: list, count: int) -> None:
+    """Wait (5 s at most) until `count` requests have reached the route handler that holds them:
+    they reach it while the page waits."""
+    for _ in range(100):
+        if len(held) >= count:
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError(f"{len(held)} requests held, not {count}: {[route.request.url for route in held]}")

@@ -17,7 +17,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import BARE_SIGN, check_numbers, file_page, times_ten
+from .pagecheck import BARE_SIGN, check_numbers, file_page, routed, times_ten
 
 pytestmark = pytest.mark.e2e
 
@@ -340,6 +340,43 @@ def test_a_labelless_button_lines_up_with_the_inputs_beside_it(page, server_url)
         page.set_viewport_size({"width": width, "height": 1000})
         text, trace = page.evaluate("() => [document.getElementById('model-text'), [...document.querySelectorAll('#models button')].find((b) => b.textContent === 'Trace')].map((e) => e.getBoundingClientRect().toJSON())")
         assert round(text["top"]) == round(trace["top"]) and 0 < trace["left"] - text["right"] <= 12, (width, text, trace)
+
+
+def test_a_lab_result_that_comes_after_another_mode_is_picked_waits_for_the_lab(page, server_url):
+    """Tokens typed, then the teaching example's button: the field's change is computed as it loses
+    the focus, and its result came after the teaching example was shown. It took the teaching
+    example's place, under its button and address. It is shown when the lab is next, on its view."""
+    open_lab(page, server_url)
+    held = []
+    page.route("**/api/trace", lambda route: held.append(route))
+    page.get_by_label("Tokens (separated by spaces)", exact=True).fill("x y z typed")
+    page.get_by_role("button", name="Teaching example").click()
+    routed(page, held, 1)
+    held[0].continue_()
+    page.unroute("**/api/trace")
+    settle(page)
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["cats", "like", "warm", "milk"]
+    expect(page.locator(".outputs .hint")).to_contain_text("MHA · d_model 4")
+    assert page.evaluate("location.hash").startswith("#mode=teaching")
+    page.get_by_role("button", name="Attention lab").click()
+    expect(page.locator(".outputs .hint")).to_contain_text("GQA")
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["x", "y", "z", "typed"]
+    page.wait_for_function("() => location.hash.startsWith('#mode=lab') && location.hash.includes('tokens=x+y+z+typed')")
+
+
+def test_a_lab_whose_settings_are_refused_gets_its_address_back_when_opened_again(page, server_url):
+    """n_heads "abc", then the teaching example and the lab again: the lab showed its last result
+    under the teaching example's address, so that a reload or a copied link lost it."""
+    open_lab(page, server_url)
+    field = page.get_by_label("n_heads", exact=True)
+    field.fill("abc")
+    field.press("Enter")
+    expect(page.locator("#lab-error-n_heads")).not_to_have_text("")
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => location.hash.startsWith('#mode=teaching')")
+    page.get_by_role("button", name="Attention lab").click()
+    page.wait_for_function("() => location.hash.startsWith('#mode=lab')")
+    assert page.get_by_label("n_heads", exact=True).input_value() == "abc"  # what was typed stays, to be mended
 
 
 def test_the_models_text_box_grows_with_its_lines_up_to_eight(page, server_url):

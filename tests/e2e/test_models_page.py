@@ -17,7 +17,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import DEFAULT_TEXT, HeadArrays, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from .pagecheck import REFINED, SETTLED, check_numbers, file_page, page_text
+from .pagecheck import REFINED, SETTLED, check_numbers, file_page, page_text, routed
 
 pytestmark = pytest.mark.e2e
 
@@ -1072,6 +1072,32 @@ def test_the_head_thumbnails_name_the_kv_head_each_reads_where_heads_share_one(p
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('all-MiniLM-L6-v2')", timeout=120_000)
     assert page.locator(".thumb-button").count() == 12 and page.locator(".thumb-kv").count() == 0
     assert "K/V head" not in page.locator(".overview").inner_text()
+
+
+@needs("minilm")
+def test_a_layer_that_comes_after_another_mode_is_picked_waits_for_the_model_mode(page, server_url):
+    """A layer picked (traced at once), then the teaching example's button before it came: the
+    layer took the teaching example's place, and its address named the teaching example with the
+    layer's head and query. It is shown when the model mode is next."""
+    page.goto(server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat+on+the+mat.&stage=weights&head=3")
+    page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('layer 1')", timeout=120_000)
+    held = []
+    page.route("**/api/model-trace", lambda route: held.append(route))
+    page.get_by_label("Layer (from 0)").select_option("4")
+    page.wait_for_function("() => document.querySelector('#models [aria-disabled=true]') !== null")
+    page.get_by_role("button", name="Teaching example").click()
+    routed(page, held, 1)
+    held[0].continue_()
+    page.unroute("**/api/model-trace")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('layer 4:')", timeout=120_000)  # it came
+    page.wait_for_timeout(200)
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["cats", "like", "warm", "milk"]
+    expect(page.locator(".stage h2")).to_contain_text("head 0")  # the teaching example's first view
+    assert page.evaluate("location.hash").startswith("#mode=teaching")
+    page.get_by_role("button", name="Real model").click()
+    expect(page.locator(".overview")).to_contain_text("layer 4")
+    expect(page.locator(".stage h2")).to_contain_text("Weights · head 3")
+    page.wait_for_function("() => location.hash.startsWith('#mode=model&model=minilm&layer=4')")
 
 
 @needs("minilm")
@@ -2840,16 +2866,6 @@ def test_a_wide_map_of_a_few_dozen_rows_has_rows_a_person_can_point_at(page, ser
     page.get_by_label("Calculation stage").select_option(label="Projections")
     x_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption").filter(has_text=re.compile("^X$")))
     assert x_map.locator("canvas.heatmap").bounding_box()["height"] == 8 * n
-
-
-def routed(page, held: list, count: int) -> None:
-    """Wait (5 s at most) until `count` requests have reached the route handler that holds them:
-    they reach it while the page waits."""
-    for _ in range(100):
-        if len(held) >= count:
-            return
-        page.wait_for_timeout(50)
-    raise AssertionError(f"{len(held)} requests held, not {count}: {[route.request.url for route in held]}")
 
 
 @needs("minilm")

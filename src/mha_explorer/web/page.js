@@ -468,13 +468,22 @@ async function main() {
   }
   const initialLab = link.lab || { config: { ...PRESETS.gqa.config }, tokens: [...PRESET_TOKENS], seed: 0, edits: new Map() };
   let pendingView = link.mode !== "teaching" ? link : null;
+  // A mode's result that comes while another mode is on screen (the lab's, computed as a field it
+  // was typed in lost the focus to another mode's button; a layer picked just before) is shown when
+  // that mode is next: it replaced the view on screen, under the other mode's button and address.
+  const arrived = {}; // mode -> the call that shows its result
+  const whenShown = (owner, show) => (...args) => {
+    if (mode === owner) return show(...args);
+    arrived[owner] = () => show(...args);
+    return "";
+  };
   const editor = createLab({
     container: labBox,
     initial: initialLab,
     compute,
     editable: !STATIC,
     example: teaching,
-    onPayload: (payload, { example } = {}) => {
+    onPayload: whenShown("lab", (payload, { example } = {}) => {
       let view = { stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all_queries: model.get("all_queries") };
       if (example) { // the teaching example picked: its own head and query, as its first view has them
         view = { ...view, head: 0, query: teaching.query };
@@ -517,7 +526,7 @@ async function main() {
       // (a view brought from the teaching example or a real model, not the lab's, is not said)
       if (!gone.length || before === teaching || before.model) return "";
       return `Not in these settings: ${gone.join("; ")}. ${gone.length === 1 ? "It comes" : "Each comes"} back with the first settings that have it.`;
-    },
+    }),
   });
   // values=example on other settings or tokens (a link edited by hand): said, not opened on the seed's values in silence
   if (editor.exampleLeftOut) link.dropped.push("values=example, as its settings or its number of tokens are not the teaching example's (left out)");
@@ -535,7 +544,7 @@ async function main() {
       getView: () => ({ stage: model.get("stage"), head: model.get("head"), query: model.get("query"), all: model.get("all_queries") }),
       onAhead: (payload, head) => model.set("upcoming", { payload, head }), // the explorer builds its view while idle
       onRefined: (payload) => model.set("refined", { payload }), // the explorer writes its numbers on screen again
-      onPayload: (payload, request) => {
+      onPayload: whenShown("model", (payload, request) => {
         const ids = payload.page_stages.map((s) => s.id);
         // a link's stage, query and "all queries" (its head the models' part checked): a stage
         // this layer lacks falls back to the one before it, said with the link's other problems
@@ -550,7 +559,7 @@ async function main() {
         model.set("query", view ? view.view.query : payload.query);
         if (view) model.set("all_queries", Boolean(view.view.all_queries));
         writeLink(model, editor.lab);
-      },
+      }),
     });
   }
 
@@ -571,6 +580,9 @@ async function main() {
     if (left[next] && !ownPayload[next](model.get("payload"))) for (const k of VIEW_TRAITS) model.set(k, left[next][k]);
     restoring = false;
     mode = next;
+    const late = arrived[next]; // its result that came while it was away, over the view it was left at
+    delete arrived[next];
+    late?.();
     teachingButton.setAttribute("aria-pressed", String(mode === "teaching"));
     labButton.setAttribute("aria-pressed", String(mode === "lab"));
     modelButton.setAttribute("aria-pressed", String(mode === "model"));
@@ -608,6 +620,8 @@ async function main() {
         });
       }
     } else {
+      // its own view back (settings refused since, perhaps: the last that computed are shown): its address too
+      if (ownPayload.lab(model.get("payload"))) writeLink(model, editor.lab);
       if (refusedLabLink && !ownPayload.lab(model.get("payload")) && location.hash.slice(1) !== refusedLabLink) {
         history.pushState({ modeLinks: { ...modeLinks } }, "", `#${refusedLabLink}`);
         ownHash = location.hash;
