@@ -1508,6 +1508,15 @@ def test_a_links_notice_speaks_in_its_own_mode_and_goes_once_the_view_is_changed
     expect(page.get_by_label("d_model", exact=True)).to_have_value("7")
 
 
+def test_a_line_break_or_tab_in_a_lab_links_tokens_parts_them(page, server_url):
+    """"one two\nthree four\tfive" in a link (a text pasted into it by hand): "two" and "three" were
+    run together, "twothree", with nothing said. A line break or a tab parts tokens, as in the lab's box."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&tokens=one+two%0Athree+four%09five&seed=0")
+    page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA · d_model 8')")
+    assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["one", "two", "three", "four", "five"]
+    assert page.locator("#notice").is_hidden()
+
+
 def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
     """A link written by hand with a configuration and no tokens opens on the tokens the lab opens
     with, as #mode=lab alone does: it was refused, the Tokens box left empty and red."""
@@ -1943,14 +1952,17 @@ def test_the_rows_of_w_o_of_many_heads_are_named_in_a_round_step(page, server_ur
 def test_on_a_phone_a_long_token_wraps_in_its_tables_and_notes(browser, server_url):
     """A token of 49 letters (64 are allowed) named a row 416 px wide on a 390 px phone: the row's
     numbers lay off the screen, never beside its name. It wraps in its row's name now, as in the
-    bars, and in a rounding note's lines; the tables fit the stage."""
+    bars, and in a rounding note's lines; the tables fit the stage. A word that fits stays whole:
+    the table squeezed "because" to "becaus" and "e" on the next line."""
     page = browser.new_page(viewport={"width": 390, "height": 844})
-    tokens = "supercalifragilisticexpialidocious_and_more_words+a+Ω+x"
+    tokens = "supercalifragilisticexpialidocious_and_more_words+because+Ω+x"
     for stage in ("scores", "weights", "mixing"):
         page.goto(server_url + f"#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens={tokens}&seed=0&stage={stage}&head=0&query=1")
         page.wait_for_selector(".stage table.calc-table tbody th .tok")
         names = page.locator(".stage table.calc-table tbody th .tok").evaluate_all("(ts) => ts.map((t) => t.getBoundingClientRect().width)")
         assert max(names) <= 0.35 * 390 + 1, (stage, names)
+        lines = page.locator(".stage table.calc-table tbody th .tok").evaluate_all("(ts) => ts.map((t) => Math.round(t.getBoundingClientRect().height / parseFloat(getComputedStyle(t).lineHeight)))")
+        assert lines[1] == 1 and lines[0] > 1, (stage, lines)  # "because" on one line; the long one wraps
         fits = page.evaluate("() => [...document.querySelectorAll('.stage table.calc-table, .stage .hint.misses .miss')].map((e) => e.getBoundingClientRect().right <= document.querySelector('.stage').getBoundingClientRect().right + 1)")
         assert all(fits), (stage, fits)
     page.close()

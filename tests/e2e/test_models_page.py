@@ -802,6 +802,13 @@ def test_print_all_stages_of_a_real_model_draws_every_stages_maps(page, server_u
     assert page.locator(".stage .equation canvas").first.evaluate("(c) => getComputedStyle(c.closest('figure')).breakInside") == "avoid"
     assert page.locator(".outputs").evaluate(breaks) == "auto" and page.locator(".outputs .head-output").first.evaluate(breaks) == "avoid"
     page.emulate_media(media="screen")
+    # what a person on paper cannot do is not said there: picking another head, pressing a button
+    page.get_by_label("Calculation stage").select_option(label="Output projection")
+    assert "pick another head to see its rows" in page.locator(".stage").inner_text() and "From here:" in page.locator(".stage").inner_text()
+    page.emulate_media(media="print")
+    printed_text = page.locator(".stage").inner_text()
+    assert "pick another head" not in printed_text and "From here:" not in printed_text, printed_text
+    assert "head 0's block" in printed_text  # (the caption itself is printed)
 
 
 @needs("minilm")

@@ -84,6 +84,12 @@ function kvHead(payload, g) {
   return payload.config.n_kv_heads === payload.config.n_heads ? `head ${g}` : `K/V head ${g}`;
 }
 
+// A token naming a table's row. A word keeps whole (a phone's table squeezed "because" to
+// "becaus|e"); past LONG_NAME characters it may break anywhere, so that the row's numbers stay
+// beside it (a 49-letter token took the table's width).
+const LONG_NAME = 14;
+const rowName = (name) => h("span", { class: name.length > LONG_NAME ? "tok long" : "tok" }, name);
+
 // One query's concat on canvas (a real model's, too long to write out): one row per head.
 function concatMap(view, query, head) {
   const { payload, t } = view;
@@ -1882,7 +1888,7 @@ function scores(view, query, head) {
     h(
       "tr",
       { class: seen.has(j) ? null : "masked" },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j)), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
+      h("th", { scope: "row" }, rowName(tokenName(payload, j)), seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", { class: "terms" }, products(q, t[kName].row(g, j), (e) => `${qName}:${head},${query},${e}`, (e) => `${kName}:${g},${j},${e}`)),
       h("td", {}, num(t.scores.at(head, query, j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, "÷ ", h("span", { class: "worked" }, fmtConstant(divisor))), // in the numbers' type, as the softmax's Σ eˢ
@@ -1944,7 +1950,7 @@ function mask(view, query, head) {
     h(
       "tr",
       { class: hidden(j) ? "masked" : null },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
+      h("th", { scope: "row" }, rowName(tokenName(payload, j))),
       h("td", {}, String(j)),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
       h("td", {}, hidden(j) ? (j > query ? "masked: after the query" : "masked: outside the window") : "visible"),
@@ -1982,7 +1988,7 @@ function scoresMany(view, query, head) {
       { class: seen.has(j) ? null : "masked" },
       // in order, a key is named as the other stages name it (its position only when its token repeats);
       // out of order, always by its position
-      h("th", { scope: "row" }, few ? h("span", { class: "tok" }, tokenName(payload, j)) : [h("span", { class: "tok" }, visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`)], seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
+      h("th", { scope: "row" }, few ? rowName(tokenName(payload, j)) : [rowName(visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`)], seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${payload.config.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
       h("td", { class: "div" }, "÷ ", h("span", { class: "worked" }, fmtConstant(1 / scale))),
@@ -2090,7 +2096,7 @@ function softmaxTable(view, query, head) {
     h(
       "tr",
       { class: hiddenKey(t, head, query, j) ? "masked" : null },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
+      h("th", { scope: "row" }, rowName(tokenName(payload, j))),
       h("td", {}, num(s[j], `${source}:${head},${query},${j}`)),
       h("td", {}, shown(e[j])),
       h("td", { class: "div" }, "÷ ", shown(sum)),
@@ -2156,7 +2162,7 @@ function mixing(view, query, head) {
     return h(
       "tr",
       { class: hiddenKey(t, head, query, j) ? "masked" : null },
-      h("th", { scope: "row" }, h("span", { class: "tok" }, tokenName(payload, j))),
+      h("th", { scope: "row" }, rowName(tokenName(payload, j))),
       h("td", {}, num(aj, `weights:${head},${query},${j}`)),
       h("td", { class: "op" }, "×"),
       h("td", {}, vec(range(dv).map((e) => num(t.v.at(g, j, e), `v:${g},${j},${e}`)))),
@@ -2404,7 +2410,7 @@ const rowsOf = (W_O, config, whole) => {
   const held = range(config.n_heads).filter((i) => W_O.has(i));
   if (held.length === config.n_heads) return whole;
   const rows = held.map((i) => blockOf(i, config.d_v)).join(", ");
-  return `, head ${held.join(", ")}'s block (${held.length * config.d_v} × ${config.d_model}): its ${held.length * config.d_v === 1 ? "row" : "rows"} ${rows} of ${config.n_heads * config.d_v}; pick another head to see its rows`;
+  return [`, head ${held.join(", ")}'s block (${held.length * config.d_v} × ${config.d_model}): its ${held.length * config.d_v === 1 ? "row" : "rows"} ${rows} of ${config.n_heads * config.d_v}`, h("span", { class: "screen-only" }, "; pick another head to see its rows")];
 };
 
 function output(view, query, head) {
@@ -2454,7 +2460,7 @@ function output(view, query, head) {
     h(
       "div",
       {},
-      vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}] (pick another head to see its share)`), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`, 0, undefined, component),
+      vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}]`, h("span", { class: "screen-only" }, " (pick another head to see its share)")), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`, 0, undefined, component),
       payload.config.bias ? vector(h("span", {}, "The bias ", sup("b", "O"), ", added once"), d_model, (m) => w.b_O.at(m), (m) => `b_O:${m}`, "bias", 0, undefined, component) : null,
       vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y", 0, undefined, component),
     );

@@ -147,7 +147,7 @@ function readLink(hash) {
     config.causal = flag("causal");
     config.bias = flag("bias");
     // no tokens in the link (one written by hand): the lab's own, as #mode=lab alone opens it
-    const tokens = params.has("tokens") ? params.get("tokens").split(" ").filter(Boolean) : [...PRESET_TOKENS];
+    const tokens = params.has("tokens") ? params.get("tokens").split(/\s+/).filter(Boolean) : [...PRESET_TOKENS]; // (a line break or tab parts tokens too, as in the lab's box)
     const values = params.get("values");
     if (values !== null && values !== "example") dropped.push(`values=“${echo(values)}” is not “example” (left out)`);
     view.lab = { config, tokens, seed: setting("seed", 0), fromExample: values === "example", exampleOwn, edits: decodeEdits(params.get("edits"), dropped), damaged: damaged("tokens") };
