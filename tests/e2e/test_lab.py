@@ -228,6 +228,9 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     shown = check_numbers(page, ".stage", arrays)
     # head 2 reads K/V head 1: its own b^Q, and K/V head 1's b^K and b^V, each beside its W
     assert {"b_Q:2,0", "b_Q:2,1", "b_K:1,0", "b_V:1,1"} <= shown
+    # each bias's one row has a name a screen reader reads (an empty row header read as nothing)
+    named = page.locator(".stage table.matrix:has([data-src^='b_']) tbody th").evaluate_all("(ths) => ths.map((th) => th.textContent)")
+    assert len(named) >= 3 and set(named) == {"bias"}, named
     # the hover sum adds the bias as a number, so that it checks by hand
     page.locator(".stage .equation [data-src='q:2,2,0']").first.hover()
     calc = page.locator(".stage .calc").inner_text()

@@ -84,6 +84,10 @@ function kvHead(payload, g) {
   return payload.config.n_kv_heads === payload.config.n_heads ? `head ${g}` : `K/V head ${g}`;
 }
 
+// A bias's one row: named for a screen reader (an empty row header reads as nothing) and on a map's
+// readout; on screen its caption (b^Q) names it.
+const biasRow = () => h("span", { class: "sr-only" }, "bias");
+
 // A token naming a table's row. A word keeps whole (a phone's table squeezed "because" to
 // "becaus|e"); past LONG_NAME characters it may break anywhere, so that the row's numbers stay
 // beside it (a 49-letter token took the table's width).
@@ -1756,7 +1760,7 @@ function projections(view, query, head) {
       cols: range(dOut),
       value: (_, j) => bias.at(own, j),
       src: (_, j) => `b_${name.toUpperCase()}:${own},${j}`,
-      rowLabel: () => "",
+      rowLabel: biasRow,
       limit: 16, // a longer bias is a strip: it would widen the equation more than the product does
     });
     const outTable = grid({
@@ -3493,7 +3497,7 @@ function packed(view, query, head) {
         cols: range(width),
         value: (_, col) => w.b_Q.at(headOf(col), col % c.d_head),
         src: (_, col) => `b_Q:${headOf(col)},${col % c.d_head}`,
-        rowLabel: () => "",
+        rowLabel: biasRow,
         colLabel: (col) => `h${headOf(col)}·${col % c.d_head}`,
       })
     : null;
@@ -3712,7 +3716,7 @@ function matricesView(view) {
   // with biases, each W stands above its b (one row of the same width)
   const biasOf = (name, i, width) =>
     c.bias
-      ? grid({ caption: h("span", {}, sup(sub("b", i), name.slice(2))), rows: [0], cols: range(width), value: (_, j) => w[`b_${name.slice(2)}`].at(i, j), src: (_, j) => `b_${name.slice(2)}:${i},${j}`, rowLabel: () => "", limit: 16 })
+      ? grid({ caption: h("span", {}, sup(sub("b", i), name.slice(2))), rows: [0], cols: range(width), value: (_, j) => w[`b_${name.slice(2)}`].at(i, j), src: (_, j) => `b_${name.slice(2)}:${i},${j}`, rowLabel: biasRow, limit: 16 })
       : null;
   const column = (name, i, width) => h("div", { class: "with-bias" }, perHead(name, i, width), biasOf(name, i, width));
   // one block per K/V head: its W^K and W^V once, beside the W^Q of every query head that reads it
@@ -3742,7 +3746,7 @@ function matricesView(view) {
     grid({ caption: `X (${payload.tokens.length} × ${c.d_model})`, rows: range(payload.tokens.length), cols: range(c.d_model), value: (r, k) => t.x.at(r, k), src: (r, k) => `x:${r},${k}`, rowLabel: tok, tokenRows: true }),
     heads,
     wo,
-    c.bias ? grid({ caption: h("span", {}, sup("b", "O"), ` (${c.d_model}): added once, after the heads`), rows: [0], cols: range(c.d_model), value: (_, m) => w.b_O.at(m), src: (_, m) => `b_O:${m}`, rowLabel: () => "", limit: 16 }) : null,
+    c.bias ? grid({ caption: h("span", {}, sup("b", "O"), ` (${c.d_model}): added once, after the heads`), rows: [0], cols: range(c.d_model), value: (_, m) => w.b_O.at(m), src: (_, m) => `b_O:${m}`, rowLabel: biasRow, limit: 16 }) : null,
   );
 }
 
