@@ -2276,6 +2276,7 @@ def test_undo_my_edits_brings_back_the_values_before_them(page, server_url):
     assert "edits=" not in link(page)
     expect(undo).to_be_hidden()
     assert page.evaluate("() => document.activeElement.textContent") == "Draw new values"  # the focus stays beside it
+    assert page.locator(".lab-status").inner_text().endswith("Your edits are undone: the seed's values are back.")  # said, in a status region
     # on the teaching example's own values: back to those (not the seed's), one edit set aside too
     page.get_by_label("Preset").select_option("example")
     wait_kind(page, "MHA")

@@ -784,6 +784,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     drafts.clear();
     forgetWaiting();
     await run({ ...readForm(), edits: new Map(fromExample ?? []) }, { redraw: true }); // those set aside go too
+    sayAlso(`Your edits are undone: ${fromExample ? "the teaching example's own values" : "the seed's values"} are back.`); // (a screen reader hears it: the button is gone)
     if (focused && undo.hidden) draw.focus(); // the button leaves with the edits: the focus stays beside it
   });
   draw.addEventListener("click", () => {
