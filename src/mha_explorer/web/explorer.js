@@ -3244,14 +3244,13 @@ const scaleOf2 = (x) => (x !== 0 && x < 0.1 ? String(Number(x.toPrecision(2))) :
 // and grey for masked cells.
 function legend(kind, scale, masked, peak, root) {
   const swatch = (name) => h("span", { class: `swatch ${name}`, "aria-hidden": "true" });
-  const bound = scaleOf2;
   const largest = root ? (peak > scale ? "" : " (the map's largest)") : " (this row's largest)";
   const parts =
     kind === "weights"
       ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))}${largest}`, root ? ", on a square-root scale so that faint weights show" : ""]
-      : [swatch("negative"), ` −${bound(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${bound(scale)}`];
+      : [swatch("negative"), ` −${scaleOf2(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${scaleOf2(scale)}`];
   const sign = kind === "weights" ? "" : "±";
-  const beyond = peak > scale ? `; beyond ${sign}${bound(scale)} (up to ${sign}${bound(peak)}), full colour` : null;
+  const beyond = peak > scale ? `; beyond ${sign}${scaleOf2(scale)} (up to ${sign}${scaleOf2(peak)}), full colour` : null;
   return h("p", { class: "heatmap-legend" }, "Colours: ", ...parts, beyond, masked ? [" · ", swatch("masked"), " masked"] : null);
 }
 
