@@ -1542,6 +1542,8 @@ def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
         # a typo, no number at all, as the lab takes one typed (it opened the teaching example)
         ("d_model=abc", "d_model", "“abc” is not a whole number: type d_model as one from 1 to 64."),
         ("seed=x1", "Seed", "“x1” is not a whole number: type the seed as one from 0 to 4294967295."),
+        # too large for a number: said in its digits, not as JavaScript prints 1e+23
+        ("d_model=99999999999999999999999", "d_model", "d_model 99999999999999999999… is out of range: type a whole number from 1 to 64."),
     ],
 )
 def test_a_negative_lab_setting_in_a_link_is_said_as_out_of_range_and_the_rest_kept(page, server_url, part, field, said):
@@ -1569,6 +1571,7 @@ def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
     [
         ("#stage=scores&head=abc&what=1", "it has an unknown part “what” (left out); head=“abc” is not a whole number (0 is used)", "Scores · head 0 · query “like”"),
         ("#stage=weights&all=yes", "all=“yes” must be 0 or 1 (0 is used)", "Weights · head 0 · query “like”"),
+        ("#stage=weights&head=99999999999999999999999", "head=“99999999999999999999…” is far too large (0 is used)", "Weights · head 0 · query “like”"),
         (
             "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&tokens=a+b+c&seed=3&causal=yes&edits=x:0,0=0.5;x:0,1=abc;zzz&stage=weights&head=1&query=2",
             "causal=“yes” must be 0 or 1 (0 is used); the edit of x at 0,1: “abc” is not a number: type one such as 0.5 or -1 (left out); the edit “zzz” is not of the form name:i,j=value (left out)",
@@ -1586,7 +1589,7 @@ def test_a_negative_head_in_a_link_is_called_negative(page, server_url):
             "Scores · head 1 · query “like”",
         ),
     ],
-    ids=["a head no number, and a part unknown", "a flag no flag", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes", "edits outside edits=", "the example's values on other tokens"],
+    ids=["a head no number, and a part unknown", "a flag no flag", "a head too large for a number", "lab settings kept past a bad flag and a bad edit", "a lab without its sizes", "edits outside edits=", "the example's values on other tokens"],
 )
 def test_a_links_part_that_cannot_be_read_is_left_out_and_the_rest_used(page, server_url, fragment, said, shown):
     """One bad part threw the whole link away for the teaching example: the lab's settings, tokens

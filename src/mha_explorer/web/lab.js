@@ -476,6 +476,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
       // "1e9" is a whole number written with an exponent, which the field does not read
       if (!typed) errors[name] = `${name === "seed" ? "The seed" : name} is empty: type a whole number from ${lo} to ${hi}.`;
       else if (!WHOLE.test(typed)) errors[name] = /^[-+]?(\d+\.?\d*|\.\d+)e[-+]?\d+$/i.test(typed) ? `“${echo(typed)}” is written with an exponent: type ${what} in plain digits, from ${lo} to ${hi}.` : `“${echo(typed)}” is not a whole number: type ${what} as one from ${lo} to ${hi}.`;
+      // out of range, said as typed: 99999999999999999999999 read as a number would print as 1e+23
+      else if (!(wholeOf(typed) >= lo && wholeOf(typed) <= hi)) errors[name] = `${name === "seed" ? "The seed" : name} ${echo(typed)} is out of range: type a whole number from ${lo} to ${hi}.`;
     }
     return errors;
   }

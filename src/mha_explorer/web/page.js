@@ -85,6 +85,7 @@ function readLink(hash) {
     const instead = fallback === null ? "left out" : `${fallback} is used`;
     if (/^-\d+$/.test(text) && !negative) dropped.push(`${name}=“${echo(text)}” is negative: it must be 0 or more (${instead})`);
     else if (!/^-?\d+$/.test(text)) dropped.push(`${name}=“${echo(text)}” is not a whole number (${instead})`);
+    else if (!Number.isSafeInteger(Number(text))) dropped.push(`${name}=“${echo(text)}” is far too large (${instead})`); // not said back as 1e+23
     else return Number(text);
     return fallback;
   };
@@ -114,7 +115,8 @@ function readLink(hash) {
   if (mode === "lab" && LAB_KEYS.some((k) => params.has(k))) {
     // a setting that is no whole number ("abc", a typo) is left to the lab too, as typed: its
     // field says what it takes, and the link's other settings stay in the form
-    const setting = (name, fallback) => (params.has(name) && !/^-?\d+$/.test(params.get(name).trim()) && params.get(name).trim() ? params.get(name) : whole(name, fallback, true));
+    // (so is one too large for a number, kept in its digits)
+    const setting = (name, fallback) => (params.has(name) && params.get(name).trim() && !Number.isSafeInteger(Number(params.get(name).trim())) ? params.get(name) : whole(name, fallback, true));
     const config = Object.fromEntries(CONFIG_KEYS.map((k) => [k, setting(k, null)]));
     // settings left out (a link written by hand, "d_model=8&n_heads=2"), each from those before it
     // as Explorer.from_config takes them: every head its own K/V head, the width split among the
@@ -137,7 +139,8 @@ function readLink(hash) {
     config.d_v ??= number(config.d_head) ? config.d_head : "";
     // the fields left blank say what they take; the notice says why they are blank
     if (config.d_head === "") {
-      const why = !number(d_model) ? `d_model “${echo(String(d_model))}”, no whole number, cannot be split among the heads`
+      const why = typeof d_model === "string" && /^\s*\d+\s*$/.test(d_model) ? `d_model ${echo(d_model.trim())} is outside the lab's widths, 1 to ${LAB_LIMITS.width}` // digits too many for a number
+        : !number(d_model) ? `d_model “${echo(String(d_model))}”, no whole number, cannot be split among the heads`
         : !inRange ? `d_model ${d_model} is outside the lab's widths, 1 to ${LAB_LIMITS.width}`
         : !number(n_heads) ? `n_heads “${echo(String(n_heads))}” is no whole number to split d_model ${d_model} by`
         : n_heads > 0 ? `d_model ${d_model} does not split evenly among ${n_heads} heads`
