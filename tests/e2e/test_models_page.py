@@ -1799,12 +1799,33 @@ def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_dama
     page.goto(server_url + "#mode=model&model=minilm&text=%E0%A4&layer=1")
     expect(page.locator("#notice")).to_have_text(re.compile(
         r"^This link could not be used\. The text has nothing .*\. Its text has a broken %-escape \(the link was cut, or changed by hand\), "
-        r"read as “\ufffd”: copy the link again from where it was made\. Showing the teaching example instead\.$"
+        r"read as “\ufffd”: copy the link again from where it was made\. Showing the teaching example instead\. "
+        r"The link's text is kept in the Real model box, to change there\.$"
     ))
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the text refused, as the browser logs it
     page.goto(server_url + "#mode=model&model=minilm&text=100%+sure&layer=1")
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
     assert page.get_by_label("Text", exact=True).input_value() == "100% sure" and page.locator("#notice").is_hidden()
+
+
+@needs("minilm")
+def test_a_links_text_too_long_is_said_to_wait_in_the_model_box(page, server_url):
+    """A link whose text the model refuses opens the teaching example. The text was kept in the
+    Real model box, but the notice did not say so: a learner sent such a link thought it lost."""
+    typed = "word " * 700
+    page.goto(server_url + "#mode=model&model=minilm&layer=2&text=" + quote_plus(typed))
+    expect(page.locator("#notice")).to_have_text(
+        "This link could not be used. The text is 702 tokens long; all-MiniLM-L6-v2 is traced on at most 512: shorten the text."
+        " Showing the teaching example instead. The link's text is kept in the Real model box, to change there.",
+        timeout=60_000,
+    )
+    page.get_by_role("button", name="Real model").click()
+    assert page.get_by_label("Text", exact=True).input_value() == typed  # where the notice says
+    page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the text refused, as the browser logs it
+    # a model not installed is no fault of the text: nothing is said of it
+    page.goto(server_url + "#mode=model&model=gpt5&text=cats")
+    expect(page.locator("#notice")).to_contain_text("Showing the teaching example instead.")
+    assert "kept in the Real model box" not in page.locator("#notice").inner_text()
 
 
 def hold_loading(page, server_url, name, fraction):
@@ -2174,6 +2195,27 @@ def test_the_model_menu_holds_models_only_and_the_mode_keeps_its_trace(page, ser
         assert page.locator(".model-status").inner_text().startswith(f"{heavy[0]['title']} is large: press Trace")
         assert page.locator(".overview h2").inner_text().startswith("all-MiniLM-L6-v2 · layer 2") and page.locator("#models .lab-error").inner_text() == ""
         assert httpx.get(server_url + f"api/models/{heavy[0]['name']}").json()["state"] == "idle"
+
+
+@needs("gemma3")
+def test_a_large_model_picked_is_called_large_only_once_the_server_says_it_is_not_loaded(page, server_url):
+    """The menu's list is read when the mode opens; a large model loaded since by another page is
+    asked about when picked. The page said "is large: press Trace" at once, then took it back: a
+    flash. The status now waits for the server's answer."""
+    listed = next(m for m in httpx.get(server_url + "api/models").json() if m["name"] == "gemma3") | {"state": "idle"}
+    name, title = "gemma3", listed["title"]
+    assert listed["heavy"]
+    page.route("**/api/models", lambda route: route.fulfill(json=[m | {"state": "idle"} if m["name"] == name else m for m in httpx.get(server_url + "api/models").json()]))
+    answers = []  # the server's answer about the model, held back until released
+    page.route(f"**/api/models/{name}", lambda route: answers.append(route))
+    page.goto(server_url + "#mode=model")
+    page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=60_000)
+    before = page.locator(".model-status").inner_text()
+    page.get_by_label("Model", exact=True).select_option(name)
+    page.wait_for_timeout(300)
+    assert answers and page.locator(".model-status").inner_text() == before  # nothing said yet
+    answers[0].fulfill(json=listed)
+    expect(page.locator(".model-status")).to_have_text(f"{title} is large: press Trace to load it (some seconds) and trace the text.")
 
 
 @needs("minilm")

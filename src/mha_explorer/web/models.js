@@ -487,18 +487,24 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (info?.heavy && info.state !== "ready") {
       // a large model loads when asked for, not when the menu passes over it (its arrow keys choose at once)
       tell("");
-      status.textContent = `${info.title} is large: press Trace to load it (some seconds) and trace the text.`;
       layerBeforeWait ??= Number(layer.value) || 0;
       fillLayers(info.outline ?? null, layerBeforeWait); // its own layers, known before it loads, to trace the one picked
-      // the list was read when the mode opened: loaded since (by another page), it is taken as any model ready
+      // the list was read when the mode opened: loaded since (by another page), it is taken as any
+      // model ready. Until the server says, the status waits: "is large" shown, then taken back a
+      // moment later, would flash.
+      const before = status.textContent;
+      const wait = () => {
+        if (picker.value === name && !tracing && status.textContent === before) status.textContent = `${info.title} is large: press Trace to load it (some seconds) and trace the text.`;
+      };
       ask(`api/models/${encodeURIComponent(name)}`)
         .then(answer)
         .then((state) => {
-          if (state.state !== "ready" || picker.value !== name) return;
+          if (picker.value !== name) return;
+          if (state.state !== "ready") return wait();
           info.state = "ready";
           take(name, traced);
         })
-        .catch(() => {}); // unheard: Trace loads it, as said
+        .catch(wait); // unheard: Trace loads it, as said
       return;
     }
     take(name, traced);
@@ -681,6 +687,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     },
     viewChanged, // the stage, head or query on screen changed: the Python, if open, follows
     error: () => error.textContent, // what the panel says went wrong, if anything
+    textRefused: () => Boolean(failed?.fields?.includes("text")), // the last trace failed over its text
     request: () => current,
     kept: () => [...byHead.keys()],
     worked: () => ahead?.heads() ?? [],

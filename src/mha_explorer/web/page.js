@@ -617,7 +617,9 @@ async function main() {
             const why = models.error() || "its model, layer or text was rejected.";
             // a text cut inside a character (%E0%A4) may be what was refused: the damage is said too
             const damage = link.model?.damaged ? ` ${link.model.damaged[0].toUpperCase()}${link.model.damaged.slice(1)}.` : "";
-            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)}${damage} Showing the teaching example instead.`, "teaching");
+            // a text refused is not lost: it waits in the model's box, to be mended there
+            const kept = models.textRefused() ? " The link's text is kept in the Real model box, to change there." : "";
+            say(`This link could not be used. ${why[0].toUpperCase()}${why.slice(1)}${damage} Showing the teaching example instead.${kept}`, "teaching");
             setMode("teaching");
           }
         });
