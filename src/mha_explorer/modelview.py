@@ -54,6 +54,7 @@ class ModelService:
         self.lock = threading.Lock()
         self.status: dict[str, dict] = {}
         self.loaded: dict = {}
+        self.stamps: dict[str, tuple | None] = {}  # a local checkpoint's files as its load found them
 
     def infos(self) -> list:
         """What the page may list: every named model, then the local checkpoints."""
@@ -67,8 +68,13 @@ class ModelService:
 
     def snapshot(self, name: str) -> tuple[dict, LoadedModel | None]:
         """The load's state and the model (None until it is ready), read together: read one after
-        the other, a load ending in between would give "ready" without its model."""
+        the other, a load ending in between would give "ready" without its model. A local
+        checkpoint saved again since its load (its files changed) is not loaded any more: the page,
+        finding it so, loads it again, as load_model() reads it again in Python."""
         with self.lock:
+            if name in self.loaded and name in self.local and _saved_again(self.local[name], self.stamps.get(name)):
+                del self.loaded[name]
+                self.status[name] = {"state": "idle", "fraction": 0.0, "message": SAVED_AGAIN}
             return dict(self.status.get(name, {"state": "idle", "fraction": 0.0, "message": "not loaded"})), self.loaded.get(name)
 
     def start(self, name: str) -> dict:
@@ -111,8 +117,9 @@ class ModelService:
 
         try:
             if name in self.local:
-                from .models.registry import read_checkpoint
+                from .models.registry import checkpoint_stamp, read_checkpoint
 
+                stamp = checkpoint_stamp(Path(self.local[name]))  # before the read: a save during it is read next time
                 model = read_checkpoint(self.local[name], progress, name=name, title=self.titles[name])
             else:
                 from .models import load_model
@@ -130,8 +137,19 @@ class ModelService:
             return
         with self.lock:
             self.loaded[name] = model
+            if name in self.local:
+                self.stamps[name] = stamp
             self.status[name] = {"state": "ready", "fraction": 1.0, "message": "loaded"}
         log.info("loaded %s", name)
+
+
+SAVED_AGAIN = "saved again since it was read: trace it again to read it anew"
+
+
+def _saved_again(path, stamp: tuple | None) -> bool:
+    from .models.registry import checkpoint_stamp
+
+    return checkpoint_stamp(Path(path)) != stamp
 
 
 def overview(weights: np.ndarray) -> tuple[np.ndarray, int]:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from . import __version__
 from .lab import LabError, field_name, lab_inputs, lab_payload
 from .models.errors import ModelError
-from .modelview import MAX_TEXT, HeadArrays, LayerWeights, ModelService, check_request, head_arrays, layer_weights, model_payload
+from .modelview import MAX_TEXT, SAVED_AGAIN, HeadArrays, LayerWeights, ModelService, check_request, head_arrays, layer_weights, model_payload
 from .schema import BINARY_MEDIA_TYPE, NOT_FINITE, Packer, TracePayload, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
@@ -518,6 +518,8 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
                 why = f"{name} is still loading ({round(100 * state['fraction'])}%, {state['message']}): try again when GET /api/models/{name} says ready"
             elif state["state"] == "error":
                 why = f"{name} could not be loaded: {state['message']}"
+            elif state["message"] == SAVED_AGAIN:
+                why = f"{name} was {SAVED_AGAIN}"
             else:
                 why = f"{name} is not loaded yet: POST /api/models/{name}/load first"
             return problem(409, "model", why)

@@ -513,8 +513,14 @@ def row_rms(a: np.ndarray, eps: float) -> np.ndarray:
 
 def rms_norm(a: np.ndarray, multiplier: np.ndarray, eps: float) -> np.ndarray:
     """Each row of a (..., e) divided by its root mean square, then times the multiplier (e,): the
-    q/k norm here, and the models' RMSNorm layers. Gemma's multiplier is the effective 1 + w."""
-    return a / row_rms(a, eps) * multiplier.astype(a.dtype, copy=False)  # (..., e)
+    q/k norm here, and the models' RMSNorm layers. Gemma's multiplier is the effective 1 + w.
+    A row whose squares pass the dtype's range raises Overflow: divided by an infinite root mean
+    square it would come out as zeros, numbers that look like any others."""
+    with np.errstate(over="ignore"):
+        rms = row_rms(a, eps)  # (..., 1)
+    if not np.isfinite(rms).all():
+        raise Overflow(past_range(None, a.dtype, step="a row's squares, in an RMS norm,"))
+    return a / rms * multiplier.astype(a.dtype, copy=False)  # (..., e)
 
 
 def _rotary(positions: np.ndarray, d_head: int, theta: float, dtype) -> tuple[np.ndarray, np.ndarray]:

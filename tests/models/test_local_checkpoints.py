@@ -385,6 +385,74 @@ def test_a_checkpoint_saved_again_is_read_again_and_one_unchanged_is_not(tmp_pat
     assert load_model(tmp_path) is again
 
 
+def test_a_checkpoint_saved_again_is_read_again_by_the_server_when_next_traced(tmp_path):
+    """`serve --model`: a checkpoint saved again (a training step) was traced with its first
+    weights for the server's life, where load_model() reads it again. Now the server, asked about
+    it, finds it changed and loads it again; a trace asked of it before says so."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from mha_explorer.models import load_model
+    from mha_explorer.modelview import SAVED_AGAIN, ModelService
+    from mha_explorer.schema import TracePayload, to_numpy
+    from mha_explorer.server import create_app
+
+    build("llama", tmp_path)
+    client = TestClient(create_app(models=ModelService(local={"tiny": tmp_path})))
+    request = {"model": "tiny", "text": TEXT, "layer": 1, "head": 0}
+
+    def loaded() -> dict:
+        assert client.post("/api/models/tiny/load").status_code == 202
+        deadline = time.monotonic() + 60
+        while (state := client.get("/api/models/tiny").json())["state"] == "loading":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        return state
+
+    def weights() -> np.ndarray:
+        return to_numpy(TracePayload.model_validate(client.post("/api/model-trace", json=request).json()).stages["weights"])
+
+    assert loaded()["state"] == "ready"
+    first = weights()
+    (tmp_path / "training.log").write_text("step 1")  # a file a load does not read is no change
+    assert client.get("/api/models/tiny").json()["state"] == "ready"
+    file = tmp_path / "config.json"
+    cfg = json.loads(file.read_text())
+    file.write_text(json.dumps(cfg | {"rope_parameters": cfg["rope_parameters"] | {"rope_theta": 777.0}}))
+    state = client.get("/api/models/tiny").json()
+    assert state["state"] == "idle" and state["message"] == SAVED_AGAIN, state
+    refused = client.post("/api/model-trace", json=request)
+    assert refused.status_code == 409 and refused.json()["detail"] == [{"field": "model", "message": f"tiny was {SAVED_AGAIN}"}]
+    assert loaded()["state"] == "ready"
+    again = weights()
+    assert np.abs(again - first).max() > 1e-3  # other rotary positions: other weights
+    np.testing.assert_allclose(again[0], load_model(tmp_path).trace(TEXT, 1)[0]["weights"][0], atol=1e-6)
+
+
+def test_weights_whose_residual_outgrows_a_norm_are_refused_not_traced_as_zeros(tmp_path):
+    """MLP weights 1e12 times too large: the residual stream reaches 1e37, still finite, but its
+    squares pass float32's range in the next RMS norm, which gave zeros, and the layer's weights
+    came out exactly uniform. transformers computes the same; here it is said, and the terminal
+    printed NumPy's overflow warning with a line of our source."""
+    from click.testing import CliRunner
+    from safetensors.numpy import load_file, save_file
+
+    from mha_explorer.cli import main
+    from mha_explorer.models import ModelError, load_model
+
+    build("llama", tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    save_file({k: v * np.float32(1e12) if ".mlp." in k else v for k, v in tensors.items()}, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    model = load_model(tmp_path)
+    model.run(TEXT, 0)  # the embeddings are as they were
+    with pytest.raises(ModelError, match=re.escape("the text's numbers outgrow float32 by layer 1: a row's squares, in an RMS norm, goes past the largest float32")):
+        model.run(TEXT, 1)
+    result = CliRunner().invoke(main, ["trace", "--model", str(tmp_path), "--layer", "1", "--text", TEXT])
+    assert result.exit_code == 2 and "outgrow float32 by layer 1" in result.output, result.output
+    assert "Warning" not in result.output and "Traceback" not in result.output, result.output
+
+
 def test_a_null_where_the_family_has_a_default_takes_the_default(tmp_path):
     """null reads as "not given", as a key left out: rms_norm_eps then is Llama's 1e-6."""
     import json

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import AttentionConfig
-from ..trace import Overflow, Trace, attention_layers, trace
+from ..trace import Overflow, Trace, attention_layers, past_range, trace
 from ..weights import AttentionWeights
 from .errors import CheckpointError, ModelError, empty_text
 from .tokenize import TextTokenizer
@@ -257,9 +257,13 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """A row whose squares pass the dtype's range raises Overflow, as rms_norm()."""
     mean = x.mean(axis=-1, keepdims=True)  # (n, 1)
     centered = x - mean  # fresh: the rest works in place on it
-    var = np.square(centered).mean(axis=-1, keepdims=True)  # (n, 1), biased, as torch's layer_norm
+    with np.errstate(over="ignore"):
+        var = np.square(centered).mean(axis=-1, keepdims=True)  # (n, 1), biased, as torch's layer_norm
+    if not np.isfinite(var).all():  # dividing by it would give zeros that look like any numbers
+        raise Overflow(past_range(None, x.dtype, step="a row's squares, in a LayerNorm,"))
     centered /= np.sqrt(var + eps)
     centered *= weight
     centered += bias

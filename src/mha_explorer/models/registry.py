@@ -254,7 +254,7 @@ def local_info(name: str, path: Path, title: str | None = None) -> ModelInfo:
 # --- loading ---------------------------------------------------------------
 
 _loaded: dict[str, LoadedModel] = {}
-_stamps: dict[str, tuple | None] = {}  # a local checkpoint's files as loaded (_stamp): saved again, it is read again
+_stamps: dict[str, tuple | None] = {}  # a local checkpoint's files as loaded (checkpoint_stamp): saved again, it is read again
 _guard = threading.Lock()  # over _locks
 _locks: dict[str, threading.Lock] = {}  # one per model: a load waits only for another of the same model
 
@@ -296,7 +296,7 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
-        stamp = None if spec else _stamp(given)
+        stamp = None if spec else checkpoint_stamp(given)
         if key not in _loaded or _stamps.get(key) != stamp:
             _loaded[key] = _load_named(spec, report) if spec else read_checkpoint(given, report)
             _stamps[key] = stamp
@@ -308,7 +308,7 @@ def _read_by_a_load(file: Path) -> bool:
     return file.suffix == ".safetensors" or file.name in ("config.json", "tokenizer.json") or file.name.endswith(".index.json")
 
 
-def _stamp(path: Path) -> tuple | None:
+def checkpoint_stamp(path: Path) -> tuple | None:
     """What changes when a local checkpoint is saved again: the size and time of each file a load
     reads (a log or a README beside them is no change); None where they cannot be read (a load
     then says why)."""
