@@ -359,6 +359,22 @@ def test_a_local_checkpoint_that_cannot_be_served_is_refused_before_the_server_s
     no_type = CliRunner().invoke(main, ["serve", "--model", str(tmp_path)])  # a config.json that names no architecture
     assert no_type.exit_code == 2 and "config.json has no model_type" in no_type.output
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    # files a load needs, missing: said now, not once the model is picked on the page
+    no_tokenizer = CliRunner().invoke(main, ["serve", "--model", str(tmp_path)])
+    assert no_tokenizer.exit_code == 2 and "has no tokenizer.json" in no_tokenizer.output, no_tokenizer.output
+    for folder, said in (("empty", "holds no checkpoint"), ("pickled", "pickle"), ("parent", "holds no checkpoint")):
+        (tmp_path / folder).mkdir()
+        if folder == "pickled":
+            (tmp_path / folder / "pytorch_model.bin").write_bytes(b"\x80\x04\x95" + b"\0" * 32)
+        if folder == "parent":
+            (tmp_path / folder / "my-checkpoint").mkdir()
+        result = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / folder)])
+        assert result.exit_code == 2 and said in result.output.lower() and "Traceback" not in result.output, result.output
+    alone = tmp_path / "empty" / "weights.safetensors"
+    alone.write_bytes(b"")
+    result = CliRunner().invoke(main, ["serve", "--model", str(alone)])
+    assert result.exit_code == 2 and "has no config.json beside weights.safetensors" in result.output, result.output
+    (tmp_path / "tokenizer.json").write_text("{}")
     # a file of a checkpoint directory stands for the directory, by the directory's name
     from mha_explorer.models.registry import local_models, short_name
 
@@ -432,14 +448,15 @@ def test_a_checkpoint_files_failed_load_names_neither_it_nor_its_folder_by_path(
     from mha_explorer.models.registry import local_models
     from mha_explorer.modelview import ModelService
 
-    shutil.copy(load_model("minilm").source + "/model.safetensors", tmp_path / "weights.safetensors")  # no config.json beside it
-    client = TestClient(create_app(models=ModelService(local=local_models([str(tmp_path / "weights.safetensors")]))))
-    client.post("/api/models/weights-safetensors/load")
+    # a GGUF file is read, and refused, when it loads (a lone .safetensors file is refused at the start)
+    shutil.copy(load_model("minilm").source + "/model.safetensors", tmp_path / "weights.gguf")
+    client = TestClient(create_app(models=ModelService(local=local_models([str(tmp_path / "weights.gguf")]))))
+    client.post("/api/models/weights/load")
     deadline = time.monotonic() + 60
-    while (state := client.get("/api/models/weights-safetensors").json())["state"] == "loading":
+    while (state := client.get("/api/models/weights").json())["state"] == "loading":
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert state["state"] == "error" and "has no config.json beside weights.safetensors" in state["message"], state
+    assert state["state"] == "error" and "weights.gguf" in state["message"], state
     assert str(tmp_path) not in state["message"] and str(tmp_path.resolve()) not in state["message"]
     # what to do next: the server reads it anew, with no restart
     assert state["message"].endswith(". Once the checkpoint is mended, pick it again: it is read anew"), state

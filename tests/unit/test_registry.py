@@ -24,11 +24,19 @@ def test_a_long_step_is_said_again_with_the_time_so_far():
     assert len(said) == count  # nothing after the step
 
 
+def checkpoint_files(folder):
+    """A folder that passes serve --model's checks at its start (its files are read when it loads)."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
+
+
 def test_local_names_stay_within_what_a_request_allows(tmp_path):
     long = "a-checkpoint-with-a-name-far-longer-than-any-model-name-should-be-at-all"
     folders = [tmp_path / "one" / long, tmp_path / "two" / long, tmp_path / "three" / long]
     for folder in folders:
-        folder.mkdir(parents=True)
+        checkpoint_files(folder)
     names = list(local_models([str(f) for f in folders]))
     assert len(set(names)) == 3 and all(len(name) <= 64 for name in names), names
     assert names[1].endswith("-2") and names[2].endswith("-3")
@@ -39,7 +47,7 @@ def test_local_checkpoints_of_the_same_name_are_told_apart_in_the_menu(tmp_path)
     short names my-checkpoint and my-checkpoint-2); a name no other shares stays as it is."""
     folders = [tmp_path / "a" / "my-checkpoint", tmp_path / "b" / "my-checkpoint", tmp_path / "b" / "other"]
     for folder in folders:
-        folder.mkdir(parents=True)
+        checkpoint_files(folder)
     local = local_models([str(f) for f in folders])
     assert local_titles(local) == {"my-checkpoint": "a/my-checkpoint", "my-checkpoint-2": "b/my-checkpoint", "other": "other"}
     service = ModelService(local=local)
@@ -48,7 +56,7 @@ def test_local_checkpoints_of_the_same_name_are_told_apart_in_the_menu(tmp_path)
     # sharing their parent's name too, they are given whole
     deeper = [tmp_path / "x" / "a" / "m", tmp_path / "y" / "a" / "m"]
     for folder in deeper:
-        folder.mkdir(parents=True)
+        checkpoint_files(folder)
     assert sorted(local_titles(local_models([str(f) for f in deeper])).values()) == [str(f) for f in deeper]
 
 

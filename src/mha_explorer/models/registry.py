@@ -156,10 +156,10 @@ def short_name(path: str | os.PathLike) -> str:
 
 def local_models(paths: list[str]) -> dict[str, Path]:
     """Local checkpoints to offer beside the named models (`serve --model PATH`), by short name.
-    Raises ModelError for a path that is not there, a pickled file, or a directory whose
-    config.json names an architecture the explorer does not read (a GGUF file's metadata takes
-    long to read: it is checked, with the rest, when the checkpoint loads). Two checkpoints of the
-    same short name get -2, -3 after it."""
+    Raises ModelError for a path that is not there, a pickled file, or a directory that is no
+    checkpoint the explorer reads (files missing, a config.json of another architecture); a GGUF
+    file's metadata takes long to read: it is checked, with the tensors, when the checkpoint loads.
+    Two checkpoints of the same short name get -2, -3 after it."""
     out: dict[str, Path] = {}
     for given in paths:
         path = Path(given).expanduser()
@@ -172,8 +172,10 @@ def local_models(paths: list[str]) -> dict[str, Path]:
             raise refuse_pickle(path)
         if path.is_file() and path.suffix.lower() not in (".gguf", ".safetensors"):
             raise not_a_checkpoint(path)
+        if path.is_file() and path.suffix.lower() == ".safetensors":
+            raise _alone(path)
         if path.is_dir():
-            _hf_config(path)  # a config.json of another architecture, or not JSON, is refused now, not when picked
+            _hf_files(path)  # files missing, or a config.json of another architecture, are refused now, not when picked
         # named after the path given, a link's own name too (an experiment's link into a cache of hashes);
         # one checkpoint given twice, by two paths, is offered once
         path = utf8_path(path.absolute())
@@ -348,19 +350,36 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
             return _open_gguf(path, progress, name, title, origin)
         if path.suffix.lower() != ".safetensors":
             raise not_a_checkpoint(path)
-        # one of a checkpoint directory's would be that directory (checkpoint_path): this one is alone
-        raise CheckpointError(
-            f"{path.parent} has no config.json beside {path.name}; give a Hugging Face directory that holds"
-            " config.json, tokenizer.json and the .safetensors files"
-        )
+        raise _alone(path)
     if not path.is_dir():
         raise ModelError(f"{path} is neither a file nor a directory")
     return _open_hf_dir(path, progress, name, title, origin)
 
 
+def _alone(path: Path) -> CheckpointError:
+    """A .safetensors file outside a checkpoint directory (one of a directory's stands for it: checkpoint_path)."""
+    return CheckpointError(
+        f"{path.parent} has no config.json beside {path.name}; give a Hugging Face directory that holds"
+        " config.json, tokenizer.json and the .safetensors files"
+    )
+
+
 def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedModel:
     from . import tokenize
 
+    cfg, shards = _hf_files(path)
+    family = cfg["model_type"]
+    progress(0.02, f"reading {len(shards)} safetensors file(s)")
+    tensors = SafetensorsCheckpoint(shards)
+    arch = _convert_hf(family, cfg, tensors, _scaled(progress, 0.05, 0.9))
+    progress(0.92, "building the tokenizer")
+    tokenizer = tokenize.from_tokenizer_json(path / "tokenizer.json")
+    return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, tensors.storage())
+
+
+def _hf_files(path: Path) -> tuple[dict, list[Path]]:
+    """A Hugging Face directory's config.json, read, and the .safetensors files to read, once its
+    files are checked: quick, before any tensor is read (serve --model checks them at its start)."""
     cfg = _hf_config(path)  # first, so that an architecture the explorer does not read is said first
     shards = sorted(path.glob("*.safetensors"))
     pickles = sorted(p for p in path.iterdir() if p.is_file() and is_pickle(p))
@@ -381,13 +400,7 @@ def _open_hf_dir(path: Path, progress: Progress, name, title, origin) -> LoadedM
             f"{path} has no tokenizer.json; the explorer builds its tokenizer from that file "
             "(transformers writes it: AutoTokenizer.from_pretrained(the model's tokenizer).save_pretrained(this directory))"
         )
-    family = cfg["model_type"]
-    progress(0.02, f"reading {len(shards)} safetensors file(s)")
-    tensors = SafetensorsCheckpoint(shards)
-    arch = _convert_hf(family, cfg, tensors, _scaled(progress, 0.05, 0.9))
-    progress(0.92, "building the tokenizer")
-    tokenizer = tokenize.from_tokenizer_json(path / "tokenizer.json")
-    return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, tensors.storage())
+    return cfg, shards
 
 
 def _indexed_shards(path: Path, shards: list[Path]) -> list[Path]:
