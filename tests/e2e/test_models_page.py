@@ -1885,6 +1885,28 @@ def test_a_text_another_model_refuses_says_whose_trace_stays(page, server_url):
 
 
 @needs("minilm")
+def test_a_text_added_to_keeps_the_query_as_its_word(page, server_url):
+    """A sentence added to the text and traced again (Trace, Ctrl+Enter, or a layer picked) moved
+    the query to the text's middle word, in silence: "dog @5" became "over". It is now found
+    again as another model finds it, by its word and its time in the text."""
+    trace_model(page, server_url, "minilm", "The quick brown fox jumps over the lazy dog. The dog sleeps.", 1)
+    page.get_by_label("Query token").select_option(label="dog @12")
+    expect(page.locator(".stage h2")).to_contain_text("query “dog @12”")
+    box = page.get_by_label("Text", exact=True)
+    box.fill("Look: the quick brown fox jumps over the lazy dog. The dog sleeps.")
+    box.press("Control+Enter")
+    expect(page.locator(".stage h2")).to_contain_text("query “dog @14”")  # its second time, two tokens on
+    box.fill("Look: the quick brown fox jumps over the lazy dog. The dog sleeps. So do I.")
+    page.get_by_label("Layer (from 0)").select_option("3")
+    expect(page.locator(".overview h2")).to_contain_text("layer 3")
+    expect(page.locator(".stage h2")).to_contain_text("query “dog @14”")
+    # a text without the word: the query the layer starts at, said
+    box.fill("A cat naps in the sun.")
+    page.get_by_role("button", name="Trace").click()
+    expect(page.locator(".model-status")).to_contain_text("Its tokens hold no “dog”: query “in” is shown.")
+
+
+@needs("minilm")
 @needs("smollm2")
 def test_another_model_keeps_the_head_query_and_stage_it_has_and_says_what_it_lacks(page, server_url):
     """Another model picked traced the text at head 0 and its own first query, in silence, though it

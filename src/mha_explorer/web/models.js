@@ -318,14 +318,16 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (go.getAttribute("aria-disabled") === "true") return; // a trace is under way
     const { head, query } = getView();
     const same = current && current.model === picker.value; // the same model: its head stays, and its query when the text does
-    if (same || !traced) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: same ? head : 0, query: same && text.value === current.text ? query : null });
-    const from = viewOnScreen(); // another model's: kept where this one has it, else said
+    if (!traced || (same && text.value === current.text)) return trace({ model: picker.value, text: text.value, layer: Number(layer.value), head: same ? head : 0, query: same ? query : null });
+    // another model's, or this one's on another text (a sentence added): the query is found again as
+    // its word, its nth time in the text, else said
+    const from = viewOnScreen();
     traceKeeping({ model: picker.value, text: text.value, layer: Number(layer.value), head, query: null }, from);
   });
-  // the view on screen ({ head, stage, query, payload }), to keep in another model's trace
+  // the view on screen ({ head, stage, query, payload }), to keep in another trace
   const viewOnScreen = () => ({ ...getView(), payload: traced.payload });
-  // another model's trace, keeping the view on screen (from) where it has it, then saying after the
-  // status what it could not keep (said: what goes first)
+  // another model's trace, or another text's, keeping the view on screen (from) where it has it,
+  // then saying after the status what it could not keep (said: what goes first)
   const traceKeeping = (request, from, said = []) => trace(request, from).then((ok) => ok && sayLost(said, from));
   function sayLost(said, from) {
     const now = getView(), before = from.payload, after = traced.payload;
@@ -538,8 +540,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     // a large model picked and not yet loaded: its layer waits for Trace, as the model does
     if (!current || picker.value !== current.model) return;
     // the text in the box, even if edited since the last trace: what is shown is always what it says
-    const same = text.value === current.text;
-    trace({ ...current, text: text.value, layer: Number(layer.value), head: getView().head, query: same ? getView().query : null });
+    // (edited, the query is found again in it, as Trace finds it)
+    if (text.value === current.text) trace({ ...current, layer: Number(layer.value), head: getView().head, query: getView().query });
+    else traceKeeping({ ...current, text: text.value, layer: Number(layer.value), head: getView().head, query: null }, viewOnScreen());
   });
   // Ctrl+Enter (or Cmd+Enter) in the text traces it; Enter alone starts a new line, as texts may hold them
   text.addEventListener("keydown", (event) => {
