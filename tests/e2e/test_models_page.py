@@ -2604,6 +2604,47 @@ def test_a_long_causal_texts_scores_follow_the_keys_the_query_sees(page, server_
     assert above > 1 and f"{above} hidden keys score higher than the last one listed: the mask, next, sets their scores to −∞." in lead, lead
 
 
+@needs("smollm2")
+def test_a_strip_of_more_keys_than_pixels_fits_the_stage_and_keeps_its_strongest_key(page, server_url):
+    """Past 640 keys (SmolLM2 takes 1,024) the strips and maps ran past the stage's column, a pixel
+    a key: the last keys and the axis's last label were out of sight, and scrolling the box took the
+    row's label away. They now fit 640 px, several keys to a pixel, each pixel the strongest of its
+    keys: the row's largest weight is never lost between two pixels."""
+    text = "Attention lets every token read from every other token while each head learns its own pattern. " * 48
+    trace_model(page, server_url, "smollm2", text, 5)
+    page.get_by_label("Calculation stage").select_option(label="Weights")
+    n = page.evaluate("() => window.mhaExplorer.model.get('payload').tokens.length")
+    assert n > 800, n
+    strip = page.locator(".stage canvas.heatmap").first
+    stage = page.locator("section.stage").bounding_box()
+    box = strip.bounding_box()
+    assert box["x"] + box["width"] <= stage["x"] + stage["width"], (box, stage)
+    axis = page.locator(".stage .heatmap-axis").first
+    assert axis.locator("span").last.bounding_box()["x"] + 4 < stage["x"] + stage["width"]  # the last key's name in sight
+    # a query whose largest weight falls on a key that a pixel a key, sampled, would not show
+    payload = TracePayload.model_validate(httpx.post(server_url + "api/model-trace", json={"model": "smollm2", "text": text, "layer": 5, "head": 0}).json())
+    weights = to_numpy(payload.stages["weights"])[0]  # (n, n)
+    sampled = {x * n // 640 for x in range(640)}
+    query = next(q for q in range(n // 2, n) if int(np.argmax(weights[q])) not in sampled and np.sort(weights[q])[-2] < 0.9 * weights[q].max())
+    page.get_by_label("Query token").select_option(str(query))
+    # every pixel of the strip's cells, and the legend's full colour (the row's largest weight)
+    found = page.evaluate(
+        """() => {
+          const canvas = document.querySelector(".stage canvas.heatmap");
+          const full = getComputedStyle(document.querySelector(".stage .swatch.weight")).backgroundColor.match(/\\d+/g).map(Number);
+          const { data, width } = canvas.getContext("2d").getImageData(0, 0, canvas.width, 1);
+          let hits = 0;
+          for (let x = 0; x < width; x++) if ([0, 1, 2].every((k) => Math.abs(data[4 * x + k] - full[k]) <= 2)) hits++;
+          return hits;
+        }"""
+    )
+    assert found >= 1  # (nearest-pixel sampling dropped 1 key in 3, the largest among them at times)
+    # the keyboard still reaches every key: End reads the last
+    strip.focus()
+    page.keyboard.press("End")
+    assert f"key {n - 1} " in page.locator(".stage .readout").first.inner_text()
+
+
 @needs("minilm")
 def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     """Over 170 keys no weight comes near 1: the strip of one query's weights is coloured up to its
@@ -2616,7 +2657,8 @@ def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     weights = to_numpy(payload.stages["weights"])[0, payload.query]  # the query the view starts at
     page.get_by_label("Calculation stage").select_option(label="Weights")
     legend = page.locator(".stage .heatmap-legend").first.inner_text()
-    assert " ".join(legend.split()).endswith(f"0 to {float(f'{weights.max():.2g}'):g} (this row's largest)"), legend
+    largest = f"{weights.max():.2g}" if weights.max() < 0.1 else f"{weights.max():.2f}"  # as the bars' scale says it (0.10, not 0.1)
+    assert " ".join(legend.split()).endswith(f"0 to {largest} (this row's largest)"), legend
     # the 8 largest, each a hundredth or so: their bars are drawn against the largest of them (out
     # of 1 they were a few pixels each, all alike), and what they share is said with the rest's
     top8 = np.argsort(-weights, kind="stable")[:8]

@@ -2860,7 +2860,9 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
   const [tallest, readable] = [Math.round(16 * grown), Math.round(12 * grown)]; // a map's least height, a row's
   const square = Math.max(1, Math.min(28, Math.floor(560 / cols), Math.floor(320 / rows)));
   const ch = Math.max(square, Math.min(Math.max(28, tallest), Math.ceil(tallest / rows)), rows * readable <= 320 ? readable : Math.min(Math.floor(320 / rows), 8 * square));
-  const cw = Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
+  // more columns than FIT_COLUMNS px (SmolLM2's 1,024 keys): all of them, several to a pixel, in
+  // that width (they ran past the stage's column, its last keys and axis label out of sight)
+  const cw = cols > FIT_COLUMNS ? FIT_COLUMNS / cols : Math.max(square, Math.min(28, Math.floor(560 / cols), 8 * square));
   const fontSize = Math.round(Math.min(12 * grown, Math.max(8 * grown, ch - 2))); // of the row labels
   // every query's weights over a long text: most are far below the largest, and a linear scale
   // leaves the map white; a square root (as the thumbnails) shows the faint ones, up to the map's
@@ -2900,7 +2902,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     drawnLabels.push([rows - 1, rowLabel(rows - 1)]);
   }
   const left = Math.max(labelsAtLeast, labelRoom(drawnLabels, fontSize));
-  const width = left + cols * cw;
+  const width = left + Math.round(cols * cw);
   // each value read once (a cell of a 512-token map is one of 200,000), for the scale and the colours
   let values = null;
   let scale = 0;
@@ -2959,7 +2961,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
 
   function putCells(ctx) {
     // device pixels: each takes the colour of the cell it falls in
-    const across = Math.floor(cols * cw * ratio);
+    const across = Math.round(cols * cw * ratio);
     const down = Math.floor(rows * ch * ratio);
     if (across === cols && down === rows) {
       ctx.putImageData(new ImageData(cells, cols, rows), Math.round(left * ratio), 0); // a pixel per cell (512 tokens)
@@ -2976,13 +2978,27 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     const image = ctx.createImageData(across, down);
     const to = new Uint32Array(image.data.buffer); // one RGBA pixel per word, bytes in order
     const from = new Uint32Array(cells.buffer);
-    const column = new Int32Array(across);
+    const column = new Int32Array(across + 1);
     for (let x = 0; x < across; x++) column[x] = Math.min(cols - 1, Math.floor(x / (cw * ratio)));
+    column[across] = cols;
+    // fewer pixels than cells: a pixel shows the strongest of the cells it covers (the colour
+    // farthest from white), so that no key's large weight falls between two pixels
+    const pooled = cw * ratio < 1;
+    const strength = (w) => 255 - Math.min(w & 255, (w >>> 8) & 255, (w >>> 16) & 255);
     let lastRow = -1;
     for (let y = 0; y < down; y++) {
       const r = Math.min(rows - 1, Math.floor(y / (ch * ratio)));
       if (r === lastRow) to.copyWithin(y * across, (y - 1) * across, y * across);
-      else for (let x = 0, o = y * across, start = r * cols; x < across; x++) to[o + x] = from[start + column[x]];
+      else if (!pooled) for (let x = 0, o = y * across, start = r * cols; x < across; x++) to[o + x] = from[start + column[x]];
+      else
+        for (let x = 0, o = y * across, start = r * cols; x < across; x++) {
+          let best = from[start + column[x]];
+          for (let c = column[x] + 1, most = strength(best); c < column[x + 1]; c++) {
+            const s = strength(from[start + c]);
+            if (s > most) [best, most] = [from[start + c], s];
+          }
+          to[o + x] = best;
+        }
       lastRow = r;
     }
     ctx.putImageData(image, Math.round(left * ratio), 0);
@@ -3195,6 +3211,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
 }
 
 const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written under it, on its side
+const FIT_COLUMNS = 640; // px: a map of more columns than this draws them all in this width
 const MAP_PAGE = 10; // rows a map's Page Up and Page Down move
 const NARROW_AXIS = 144; // px: a map narrower than this has its first and last columns named, no arrow between
 
@@ -3247,7 +3264,8 @@ function legend(kind, scale, masked, peak, root) {
   const largest = root ? (peak > scale ? "" : " (the map's largest)") : " (this row's largest)";
   const parts =
     kind === "weights"
-      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${Number(scale.toPrecision(2))}${largest}`, root ? ", on a square-root scale so that faint weights show" : ""]
+      // (as the bars' scale writes it: 0.10, not 0.1)
+      ? [swatch("zero"), " 0 to ", swatch("weight"), scale === 1 ? " 1" : ` ${scaleOf2(scale)}${largest}`, root ? ", on a square-root scale so that faint weights show" : ""]
       : [swatch("negative"), ` −${scaleOf2(scale)} · `, swatch("zero"), " 0 · ", swatch("positive"), ` +${scaleOf2(scale)}`];
   const sign = kind === "weights" ? "" : "±";
   const beyond = peak > scale ? `; beyond ${sign}${scaleOf2(scale)} (up to ${sign}${scaleOf2(peak)}), full colour` : null;
