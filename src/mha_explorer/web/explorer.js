@@ -1431,7 +1431,6 @@ function render({ model, el, otherConfigs, printAll = null }) {
       }, true);
   }
 
-  let heightKept = null; // the timer that gives a panel waiting for its head its own height back
   function update(announce) {
     for (const number of tipsOff) number.classList.remove("tip-off"); // a full value hidden with Escape shows again on the next view
     tipsOff.clear();
@@ -1467,13 +1466,16 @@ function render({ model, el, otherConfigs, printAll = null }) {
     clearTimeout(unanswered);
     if (loading) {
       // a real model's payload holds one head at a time; the adapter fetches the one asked for.
-      // Meanwhile the panel keeps its height for a while: a page shortened for a moment would lose
-      // its place (a head that does not come gives it back)
-      if (!stagePanel.style.minHeight) {
-        stagePanel.style.minHeight = `${stagePanel.getBoundingClientRect().height}px`;
-        heightKept = setTimeout(() => (stagePanel.style.minHeight = ""), 1000);
-      }
-      stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), h("p", { class: "loading-head" }, `Loading head ${head}…`));
+      // Meanwhile the stage on screen stays, dimmed, with a note held in sight at its foot (blanked
+      // for the 60 ms a head takes, it flashed; and a page shortened for a moment lost its place).
+      // A head that cannot be fetched gives the view back to the head on screen (page.js).
+      const note = h("p", { class: "loading-head" }, `Loading head ${head}…`);
+      const shown = stagePanel.querySelector(":scope > .loading-head");
+      if (shown) shown.replaceWith(note);
+      else if (stagePanel.querySelector(":scope > h2")) {
+        stagePanel.classList.add("waiting");
+        stagePanel.append(note);
+      } else stagePanel.replaceChildren(h("h2", { id: ids.stage + "-title" }, `${i + 1}. ${info.title}`), note); // nothing on screen to keep
       // in a notebook the head comes from the Python that made the view: none answers in a saved
       // notebook reopened, or after the kernel restarted (the page's own fetch says its failures)
       if (model.get("head_arrays") !== undefined) {
@@ -1485,8 +1487,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     } else {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
-      clearTimeout(heightKept);
-      stagePanel.style.minHeight = "";
+      stagePanel.classList.remove("waiting");
       const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
       if (share) {
         focusShare = false;

@@ -438,8 +438,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       try {
         payload = await fetchHead(head);
       } catch (failure) {
-        if (wantedHead === head) tell(`Head ${head} could not be fetched: ${ended(failure.message)} Pick it again to retry.`);
-        return false;
+        if (wantedHead !== head) return false;
+        tell(`Head ${head} could not be fetched: ${ended(failure.message)} Pick it again to retry.`);
+        return null; // (the page gives the view back to the head on screen)
       }
       if (!payload) return false;
     }

@@ -685,10 +685,24 @@ async function main() {
   teachingButton.addEventListener("click", () => reopen("teaching", shownHere("teaching")) || setMode("teaching"));
   labButton.addEventListener("click", () => reopen("lab", shownHere("lab")) || setMode("lab"));
   modelButton.addEventListener("click", () => reopen("model", shownHere("model")) || setMode("model"));
-  // a real model's payload holds one head: asking for another fetches it
+  // a real model's payload holds one head: asking for another fetches it. One that cannot be
+  // fetched gives the view back to the head whose stage is on screen (the message says why).
+  let headHeld = model.get("head"); // the last head asked for that the payload held
   model.on("change:head", () => {
     const payload = model.get("payload");
-    if (mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(model.get("head"))) models.head(model.get("head"));
+    const asked = model.get("head");
+    if (!(mode === "model" && payload.model && payload.stages.q.heads && !payload.stages.q.heads.includes(asked))) {
+      headHeld = asked;
+      return;
+    }
+    const back = headHeld;
+    models.head(asked).then((shown) => {
+      if (shown === null && model.get("head") === asked && model.get("payload").stages.q.heads?.includes(back)) model.set("head", back);
+    });
+  });
+  model.on("change:payload", () => {
+    const heads = model.get("payload").stages.q.heads;
+    if (!heads || heads.includes(model.get("head"))) headHeld = model.get("head"); // (a head fetched, now here)
   });
   // The pointer resting on a button that picks a head (a thumbnail, or a head's name in the head
   // outputs), the focus reaching it, or a press on it, usually comes a hundred milliseconds or
