@@ -89,7 +89,7 @@ def check_layers(model_name: str, layers: list[str]) -> None:
         if spec is not None:
             whole_number("--layer", layer, spec.n_layers, "layer")
         elif parse_whole("--layer", layer, "choose a layer of the model, numbered from 0") < 0:
-            fail(f"--layer {layer.strip()} is out of range; choose a layer of the model, numbered from 0")
+            fail(f"--layer {layer.strip()} is out of range: layers are numbered from 0; give 0 or more (mha-explorer models PATH lists them)")
 
 
 def every_head(head: str | None) -> bool:

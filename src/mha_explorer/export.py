@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .config import PRESETS
 from .lab import PRESET_TOKENS, lab_payload
-from .models.registry import short_name
+from .models.registry import NAMES, short_name
 from .modelview import MAX_TEXT, STATIC_MAX_TOKENS, model_payload
 from .schema import DERIVED, TraceRequest, teaching_payload
 
@@ -80,7 +80,10 @@ def model_data(spec: ModelLayers) -> tuple[dict, dict[int, dict]]:
             del payload["stages"][stage]
         layers[layer] = payload
     config = model.shared_summary(name)
-    return {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": list(layers)}, layers
+    held = {"name": name, "title": model.title, "config": config, "text": spec.text, "layers": list(layers)}
+    # a checkpoint's short name is no name load_model() knows: the page offers no Python for it, as the server's does not
+    local = {} if model.name in NAMES else {"family": "local"}
+    return held | local, layers
 
 
 def site_data(model: ModelLayers | None = None) -> tuple[dict, dict[str, str]]:

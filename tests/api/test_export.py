@@ -97,6 +97,7 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     data = read_data(site)
     (held,) = data["models"]
     assert held["name"] == "minilm" and held["text"] == text and list(held["layers"]) == ["0", "2"]
+    assert "family" not in held  # a named model: the page offers its Python
     layer = held["layers"]["2"]
     assert layer["model"]["layer"] == 2 and len(layer["tokens"]) == 13
     # every head is written (a static copy cannot ask for another): no slice of heads, the full shape
@@ -171,6 +172,8 @@ def test_a_local_checkpoint_is_written_under_a_short_name_not_its_path(tmp_path)
     (held,) = data["models"]
     assert held["name"] == Path(directory).name.lower() == held["config"]["name"] == held["layers"]["1"]["model"]["name"]
     assert re.fullmatch(r"[a-z0-9_-]{1,64}", held["name"])  # one the page's links take
+    # no name load_model() knows: the page offers no Python for it (it offered load_model("all-minilm-l6-v2"))
+    assert held["family"] == "local"
     assert directory not in (tmp_path / "site/static/layer-1.js").read_text() + (tmp_path / "site/static/data.js").read_text()
 
 

@@ -150,6 +150,22 @@ def test_an_unknown_name_is_an_unknown_model():
     assert "unknown model 'gpt5'" in error and ", ".join(NAMES) in error
 
 
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        (b"/tmp", "the model is bytes, not a name or a path: decode it first (os.fsdecode)"),  # was "no such file or directory: b'/tmp'"
+        (3, 'the model is int, not a name or a path: give a name such as "minilm", or a checkpoint\'s path'),  # was "unknown model '3'"
+        (None, "the model is NoneType, not a name or a path"),
+    ],
+)
+def test_load_model_given_no_name_or_path_says_what_it_takes(given, said):
+    from mha_explorer.models import ModelError, load_model
+
+    with pytest.raises(ModelError) as error:
+        load_model(given)
+    assert str(error.value).startswith(said), str(error.value)
+
+
 @pytest.mark.parametrize("name", ["", " "])
 def test_an_empty_model_name_lists_the_models_and_never_reads_the_current_directory(name, tmp_path, monkeypatch):
     (tmp_path / "weights.bin").write_bytes(b"\x80\x02")  # a pickle, which the current directory would be refused for

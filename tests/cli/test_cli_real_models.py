@@ -576,7 +576,7 @@ def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch)
     assert result.exit_code == 2 and "--layer 30 is out of range; choose a layer from 0 to 29" in result.stderr, result.stderr
     # a checkpoint of one's own: its layers are known once it is read
     result = trace("--model", "some/checkpoint", "--layer", "-1")
-    assert result.exit_code == 2 and "--layer -1 is out of range; choose a layer of the model, numbered from 0" in result.stderr
+    assert result.exit_code == 2 and "--layer -1 is out of range: layers are numbered from 0; give 0 or more" in result.stderr
     result = trace("--model", "some/checkpoint", "--head", "-1")
     assert result.exit_code == 2 and "--head -1 is out of range; choose a head of the layer, numbered from 0" in result.stderr
 

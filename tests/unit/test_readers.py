@@ -29,7 +29,7 @@ from mha_explorer.models.tokenize import from_gguf
 
 pytestmark = pytest.mark.unit
 
-CODES = {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int64"): "I64", np.dtype("uint8"): "U8"}
+CODES = {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int64"): "I64", np.dtype("uint8"): "U8"}
 
 
 def safetensors_bytes(tensors: dict[str, np.ndarray], header_extra: dict | None = None) -> bytes:
@@ -139,8 +139,11 @@ def test_shards_read_as_one_and_a_tensor_in_two_shards_is_refused(tmp_path):
     b = write(tmp_path / "b.safetensors", safetensors_bytes({"y": np.zeros(3, np.float32)}))
     both = SafetensorsCheckpoint([a, b])
     assert sorted(both.names()) == ["x", "y"] and both.read("y").shape == (3,)
-    with pytest.raises(CheckpointError, match=f"^{re.escape(str(both.path))}: the checkpoint has no tensor 'z'$"):  # its place first, as every checkpoint message
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(both.path))}: the checkpoint has no tensor 'z': the checkpoint is incomplete, .*give the whole checkpoint as transformers saves it"):  # its place first, as every checkpoint message; then what to do
         both.read("z")
+    assert both.storage() == "safetensors F32"
+    wide = SafetensorsCheckpoint([write(tmp_path / "d.safetensors", safetensors_bytes({"x": np.ones(2, np.float64)}))])
+    assert wide.storage() == "safetensors F64, narrowed to float32" and wide.read("x").dtype == np.float32  # (it said "widened")
     c = write(tmp_path / "c.safetensors", safetensors_bytes({"x": np.ones(2, np.float32)}))
     with pytest.raises(CheckpointError, match="in both"):
         SafetensorsCheckpoint([a, c])
@@ -229,7 +232,7 @@ def test_gguf_tensors_and_metadata_read_back(tmp_path):
     np.testing.assert_array_equal(f.read("table"), expected)
     np.testing.assert_allclose(f.read("table"), table, atol=0.05)  # Q8_0 is close to the original
     np.testing.assert_array_equal(f.rows("table", np.array([4, 1])), expected[[4, 1]])
-    with pytest.raises(CheckpointError, match="has no metadata 'nope'"):
+    with pytest.raises(CheckpointError, match="has no metadata 'nope': the file is incomplete, .*convert the whole model again"):
         f.value("nope")
 
 

@@ -102,7 +102,7 @@ class SafetensorsFile:
         try:
             return self.entries[name]
         except KeyError:
-            raise CheckpointError(f"{self.path.name} has no tensor {name!r}") from None
+            raise CheckpointError(f"{self.path.name} has no tensor {name!r}: {_WHOLE_SAVE}") from None
 
     def _raw(self, name: str) -> np.ndarray:
         e = self._entry(name)
@@ -368,7 +368,7 @@ class GGUFFile:
         """A metadata value as a Python str, int, float, bool or list."""
         if key not in self._values:
             if default is ...:
-                raise CheckpointError(f"{self.path.name} has no metadata {key!r}")
+                raise CheckpointError(f"{self.path.name} has no metadata {key!r}: {_WHOLE_GGUF}")
             return default
         return self._values[key]
 
@@ -393,7 +393,7 @@ class GGUFFile:
         try:
             return self.tensors[name]
         except KeyError:
-            raise CheckpointError(f"{self.path.name} has no tensor {name!r}") from None
+            raise CheckpointError(f"{self.path.name} has no tensor {name!r}: {_WHOLE_GGUF}") from None
 
     @staticmethod
     def _dequantize(data: np.ndarray, t: GGUFTensor) -> np.ndarray:  # (rows, bytes per row) -> (rows, numbers per row)
@@ -437,10 +437,10 @@ class SafetensorsCheckpoint:
         return list(self._where)
 
     def storage(self) -> str:
-        """How the weights are stored: "safetensors F32", or "safetensors BF16, widened to float32"."""
+        """How the weights are stored: "safetensors F32", "safetensors BF16, widened to float32", or F64 narrowed."""
         dtypes = Counter(e.dtype for f in self.files for e in f.entries.values())
         dtype = dtypes.most_common(1)[0][0]
-        return f"safetensors {dtype}" + ("" if dtype == "F32" else ", widened to float32")
+        return f"safetensors {dtype}" + ("" if dtype == "F32" else ", narrowed to float32" if dtype == "F64" else ", widened to float32")
 
     def has(self, name: str) -> bool:
         return name in self._where
@@ -458,4 +458,9 @@ class SafetensorsCheckpoint:
         try:
             return self._where[name]
         except KeyError:
-            raise CheckpointError(f"{self.path}: the checkpoint has no tensor {name!r}") from None
+            raise CheckpointError(f"{self.path}: the checkpoint has no tensor {name!r}: {_WHOLE_SAVE}") from None
+
+
+# what to do when a tensor or a key the family needs is missing
+_WHOLE_SAVE = "the checkpoint is incomplete, or of a layout the converter does not read; give the whole checkpoint as transformers saves it (save_pretrained)"
+_WHOLE_GGUF = "the file is incomplete, or not of the architecture it names; convert the whole model again (llama.cpp's convert_hf_to_gguf.py)"

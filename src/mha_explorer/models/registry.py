@@ -280,6 +280,9 @@ def load_model(name_or_path: str | os.PathLike, progress: Progress | None = None
     if progress is not None and not callable(progress):
         raise ModelError(f"progress is {type(progress).__name__}; give a function of (fraction, message), or None")
     report = progress or (lambda fraction, message: None)
+    if not isinstance(name_or_path, (str, os.PathLike)) or isinstance(name_or_path, bytes):
+        fix = "decode it first (os.fsdecode)" if isinstance(name_or_path, bytes) else "give a name such as \"minilm\", or a checkpoint's path"
+        raise ModelError(f"the model is {type(name_or_path).__name__}, not a name or a path: {fix}")
     key = str(name_or_path)
     spec = spec_named(key)
     if spec is not None:
