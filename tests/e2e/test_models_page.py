@@ -252,8 +252,8 @@ def test_a_big_map_blown_up_by_the_browser_has_each_cells_colour_in_every_pixel(
     draws = page.evaluate("() => window.draws")
     assert ["K", "drawImage"] in draws and ["K", "putImageData"] not in draws, draws
     k = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=re.compile("^K$"))).locator("canvas.heatmap")
-    k.focus()
-    for key in ["ArrowDown"] * 40 + ["ArrowRight"] * 20:  # the cursor from the first cell to row 40, column 20
+    k.focus()  # (on the query's row, framed)
+    for key in ["Control+Home"] + ["ArrowDown"] * 40 + ["ArrowRight"] * 20:  # the cursor from the first cell to row 40, column 20
         page.keyboard.press(key)
     shot = page.evaluate(MAP_AND_LENS, "K")
     n, d_head = 512, 32
@@ -2656,6 +2656,57 @@ def test_a_strip_of_more_keys_than_pixels_fits_the_stage_and_keeps_its_strongest
 
 
 @needs("minilm")
+def test_the_projections_maps_frame_the_querys_row_and_a_map_scrolled_under_the_pointer_reads_anew(page, server_url):
+    """Projections of a long text drew X, K and V as maps of every token without framing the
+    query's row (All queries did). And a map scrolled under a resting pointer (the wheel) kept
+    naming the cell it had left until the pointer moved."""
+    text = "Transformers use attention mechanisms so every token can read from every other token. " * 4
+    trace_model(page, server_url, "minilm", text, 1)
+    page.get_by_label("Calculation stage").select_option(label="Projections")
+    query = page.evaluate("() => window.mhaExplorer.model.get('query')")
+    maps = {name: page.locator(".stage .heatmap-figure").filter(has=page.locator("figcaption", has_text=re.compile(f"^{name}$"))) for name in "XKV"}
+    for name, figure in maps.items():
+        expect(figure.locator(".heatmap-mark")).to_be_visible()  # (the one-row maps of the query's x, W and b have none)
+    canvas = maps["X"].locator("canvas.heatmap")
+    row_height = canvas.bounding_box()["height"] / len(page.evaluate("() => window.mhaExplorer.model.get('payload').tokens"))
+    mark = maps["X"].locator(".heatmap-mark").bounding_box()
+    assert abs(mark["y"] - (canvas.bounding_box()["y"] + query * row_height)) <= 3, (mark, query, row_height)
+    # the pointer rests on the map; the page scrolls under it by the wheel
+    canvas.evaluate("(e) => e.scrollIntoView({ block: 'center' })")  # with the page to scroll below it
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 2.5 * row_height)
+    readout = maps["X"].locator(".readout")
+    labels = page.evaluate("() => window.mhaExplorer.model.get('payload').model.labels")
+    row = lambda r: re.compile(rf"^{re.escape(labels[r])}( @{r})? · ")  # noqa: E731 - the readout of a cell of row r
+    expect(readout).to_have_text(row(2))
+    page.mouse.wheel(0, 10 * row_height)
+    page.wait_for_timeout(300)
+    moved = (box["y"] - canvas.bounding_box()["y"]) / row_height  # rows scrolled under the pointer
+    assert moved > 5, moved
+    expect(readout).to_have_text(row(int(2.5 + moved)))  # the row now under the pointer
+
+
+@needs("minilm")
+@needs("smollm2")
+def test_the_view_on_screen_is_dimmed_and_busy_while_another_layer_runs(page, server_url):
+    """For 0.5 to 2.5 s (SmolLM2 at 1,000 tokens) the layer menu named the new layer over the old
+    layer's numbers, with only the status line to tell them apart."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    held = []
+    page.route("**/api/model-trace", lambda route: held.append(route))
+    page.get_by_label("Layer (from 0)").select_option("4")
+    routed(page, held, 1)
+    app = page.locator("#app")
+    assert app.get_attribute("aria-busy") == "true" and "running" in app.get_attribute("class").split()
+    page.wait_for_timeout(700)  # after its moment
+    assert float(app.evaluate("e => getComputedStyle(e).opacity")) < 0.7
+    held[0].continue_()
+    expect(page.locator(".overview h2")).to_contain_text("layer 4")
+    expect(app).not_to_have_attribute("aria-busy", "true")
+    assert app.evaluate("e => getComputedStyle(e).opacity") == "1"
+
+
+@needs("minilm")
 def test_a_long_texts_weights_and_value_rows_can_be_read(page, server_url):
     """Over 170 keys no weight comes near 1: the strip of one query's weights is coloured up to its
     own largest, which its legend gives; the value rows of the top keys say which key each is."""
@@ -2909,6 +2960,8 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     page.get_by_label("Layer (from 0)").select_option("5")
     page.get_by_role("button", name="Trace").click()
     page.wait_for_function("() => document.querySelector('.overview')?.textContent.includes('Gemma 3 270M · layer 5')", timeout=120_000)
+    # (picking the layer traced it, and Trace again: the second, landing later, would drop a head fetched meanwhile)
+    expect(page.get_by_role("button", name="Trace")).not_to_have_attribute("aria-disabled", "true", timeout=60_000)
     asked = []
     page.on("request", lambda r: asked.append(json.loads(r.post_data)) if r.url.endswith("/api/model-head") else None)
     page.locator(".thumb-button", has_text="Head 2").click()

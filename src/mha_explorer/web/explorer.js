@@ -1738,6 +1738,7 @@ function projections(view, query, head) {
       plane: one ? null : t.x.plane(), // every token's row, in order
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
+      mark: one ? undefined : outRows.indexOf(query), // the query's row, framed in a map of every token's
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wMap = grid({
@@ -1773,6 +1774,7 @@ function projections(view, query, head) {
       plane: one ? null : t[name].plane(own),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
+      mark: one ? undefined : outRows.indexOf(query),
       onCell: (r, j) => {
         for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
         lit.push(
@@ -3129,6 +3131,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
 
   const handlers = {
     mousemove: (event) => {
+      pointed = { entry, handlers, clientX: event.clientX, clientY: event.clientY };
       const box = entry.canvas.getBoundingClientRect();
       const c = Math.floor((event.clientX - box.left - left) / cw);
       const r = Math.floor((event.clientY - box.top) / ch);
@@ -3138,6 +3141,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
       else drawLens();
     },
     mouseleave: () => {
+      if (pointed?.handlers === handlers) pointed = null;
       lensOn = entry.canvas.matches(":focus-visible"); // kept for the keys, not after a click
       drawLens();
     },
@@ -3146,6 +3150,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
       drawLens();
     },
     keydown: (event) => {
+      if (pointed?.handlers === handlers) pointed = null; // the keys move the cursor now, not a scroll under the pointer
       if (event.key === "Escape" && lensOn) { // as a number's full value: the lens covers what is around it
         lensOn = false;
         drawLens();
@@ -3166,6 +3171,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
       show(Math.min(rows - 1, Math.max(0, to)), Math.min(cols - 1, Math.max(0, at)));
     },
     focus: () => {
+      if (pointed?.handlers === handlers) pointed = null; // (as a key: the focus may scroll the map into view)
       lensOn ||= entry.canvas.matches(":focus-visible"); // reached by Tab
       if (cursor) drawLens();
       else show(mark ?? 0, 0);
@@ -3209,6 +3215,17 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
   }
   else claim(); // built outside a panel: a canvas of its own, drawn now
   return figure;
+}
+
+// The map under the pointer, and where the pointer rests. Scrolled under it (the wheel, a figure
+// scrolled sideways), the map reads the cell now under the pointer: the readout and the lens named
+// the cell it had left until the pointer moved.
+let pointed = null;
+if (typeof window !== "undefined") {
+  addEventListener("scroll", () => {
+    // (not a canvas another map has taken since: its handlers are that map's now)
+    if (pointed && pointed.entry.active === pointed.handlers && pointed.entry.canvas.isConnected) pointed.handlers.mousemove(pointed);
+  }, { capture: true, passive: true });
 }
 
 const COLUMN_NAMED = 12; // px: a column this wide or wider has its name written under it, on its side

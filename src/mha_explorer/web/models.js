@@ -251,6 +251,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     // the heads of the layer on screen wait: their work would take the cores from the server's run
     // (a trace that fails leaves that layer on screen, and they go on)
     ahead?.pause();
+    dimView(true);
     try {
       // said at once, in the server's words: an empty text need not wait for a large model to load
       if (!request.text.trim()) throw new Error(`the text ${request.text ? "holds only spaces or line breaks" : "is empty"}: give a sentence to run through the model`);
@@ -298,8 +299,18 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       if (!stale()) {
         go.removeAttribute("aria-disabled");
         tracing = false;
+        dimView(false);
       }
     }
+  }
+  // The view on screen while another layer, model or text runs: dimmed (after a moment, so that a
+  // quick trace does not flicker), so that its numbers are not read as the new one's; and busy.
+  function dimView(on) {
+    const app = document.getElementById("app");
+    if (!app) return;
+    app.classList.toggle("running", on && Boolean(current));
+    if (on && current) app.setAttribute("aria-busy", "true");
+    else app.removeAttribute("aria-busy");
   }
 
   // Another model picked while a trace is on its way (its model still loading, perhaps for half a
@@ -309,6 +320,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (!tracing) return;
     latest++;
     tracing = false;
+    dimView(false);
     ahead?.resume(); // the layer on screen stays
     go.removeAttribute("aria-disabled");
     showLoading(false);
