@@ -2897,6 +2897,28 @@ def test_seven_stage_tabs_stay_at_least_8em_wide_in_rows_of_equal_count(page, se
     assert len(set(tops)) == -(-7 // fit), (tops, fit)
 
 
+@pytest.mark.parametrize("width", [700, 1000])
+def test_a_stage_tabs_number_stays_beside_its_title(page, server_url, width):
+    """A title too long for its tab ("Concatenation" in a Gemma-sized row of tabs) wrapped after its
+    number: "8" alone on the first line, the title under it. The title now wraps beside it."""
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(server_url + SMALL_LAB.format(causal=1, tokens="a+b+c"))
+    page.wait_for_selector(".mha-explorer .stage h2")
+    lines = page.evaluate("""() => [...document.querySelectorAll('.steps button')].map((b) => {
+      const n = b.querySelector('.n');
+      const walker = document.createTreeWalker(b, NodeFilter.SHOW_TEXT);
+      let text;
+      while ((text = walker.nextNode()) && n.contains(text));  // the title's first text, after the number's
+      const first = document.createRange();
+      first.setStart(text, 0);
+      first.setEnd(text, 1);
+      const wrapped = b.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(b).lineHeight);
+      return [text.textContent, Math.round(n.getBoundingClientRect().top), Math.round(first.getBoundingClientRect().top), wrapped];
+    })""")
+    assert any(wrapped for *_, wrapped in lines) or width == 1000, lines  # (at 700 px some titles wrap)
+    assert all(abs(n_top - title_top) <= 2 for _, n_top, title_top, _ in lines), lines
+
+
 def test_every_querys_map_labels_its_sampled_rows_with_their_positions(browser, server_url):
     """64 tokens in 5-px rows: one row in several is labelled, and each label says where its row is
     ("w20 @20"), not only repeated tokens; a lone word was hard to place on the axis."""

@@ -1176,7 +1176,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     fillMenu(querySelect, payload.tokens.map((_, i) => h("option", { value: i }, tokenName(payload, i))));
     fillMenu(headSelect, range(payload.config.n_heads).map((i) => h("option", { value: i }, `Head ${i}`)));
     fillMenu(stageSelect, payload.page_stages.map((s) => h("option", { value: s.id }, s.title)));
-    steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), s.title))));
+    steps.replaceChildren(...payload.page_stages.map((s, i) => h("li", { "data-stage": s.id }, h("button", { type: "button", "data-go-stage": s.id }, h("span", { class: "n" }, i + 1), h("span", { class: "title" }, s.title)))));
     stepShown = null; // new tabs (a Mask stage added before it): the current one is brought into the row again
     balanceSteps();
     notes.replaceChildren(h("h2", {}, "Things to keep in mind"), h("ul", {}, payload.notes.map((n) => h("li", { "data-note": n.id }, n.text))));

@@ -701,7 +701,7 @@ async function main() {
     });
   });
   model.on("change:payload", () => {
-    const heads = model.get("payload").stages.q.heads;
+    const heads = model.get("payload")?.stages?.q?.heads;
     if (!heads || heads.includes(model.get("head"))) headHeld = model.get("head"); // (a head fetched, now here)
   });
   // The pointer resting on a button that picks a head (a thumbnail, or a head's name in the head
