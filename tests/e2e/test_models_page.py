@@ -1893,6 +1893,21 @@ def test_a_text_another_model_refuses_says_whose_trace_stays(page, server_url):
 
 
 @needs("minilm")
+@needs("smollm2")
+@pytest.mark.parametrize(
+    "model, query, shown",
+    [("minilm", "café", "cafe"), ("minilm", "CAFÉ", "cafe"), ("minilm", "🐱", "[UNK] 🐱"), ("smollm2", "🐱", "␣🐱 1/3")],
+)
+def test_a_links_query_is_found_as_the_word_the_token_stands_for(page, server_url, model, query, shown):
+    """query=café was "not a token here" where MiniLM's token is "cafe" (its tokenizer drops
+    accents), and query=🐱 where the token is "[UNK] 🐱" or a byte piece "␣🐱 1/3"; the terminal's
+    --query found them."""
+    page.goto(server_url + f"#mode=model&model={model}&layer=1&text={quote_plus('I like café and 🐱')}&query={quote_plus(query)}")
+    expect(page.locator(".stage h2")).to_contain_text(f"query “{shown}”", timeout=60_000)
+    assert page.locator("#notice").is_hidden()
+
+
+@needs("minilm")
 def test_a_text_added_to_keeps_the_query_as_its_word(page, server_url):
     """A sentence added to the text and traced again (Trace, Ctrl+Enter, or a layer picked) moved
     the query to the text's middle word, in silence: "dog @5" became "over". It is now found

@@ -346,7 +346,8 @@ function fitView(payload, view) {
 // The position of the token a link names, found as the terminal's --query finds it: the token as
 // the tokenizer spells it ("Ġcat") or as the page labels it ("␣cat"), else as the text reads
 // ("cat"; a WordPiece's "bel" for "##bel"), else in any case (a lowercasing tokenizer's "the" for
-// "The"): its first place. "cat@4" (or "cat @4", as a map labels a repeated token) is cat at
+// "The"), else as a word without its accents or its token's marks (MiniLM's "cafe" for "café", its
+// "[UNK] 🐱" for "🐱", a byte piece "␣🐱 1/3" for "🐱"): its first place. "cat@4" (or "cat @4", as a map labels a repeated token) is cat at
 // position 4 only; "@4" is position 4. Returns [position, or null, and why not when null].
 function tokenNamed(payload, name) {
   const n = payload.tokens.length;
@@ -356,6 +357,7 @@ function tokenNamed(payload, name) {
     (j, word) => payload.tokens[j] === word || labels[j] === word,
     (j, word) => texts[j].trim() === word.trim(),
     (j, word) => texts[j].trim().toLowerCase() === word.trim().toLowerCase(),
+    (j, word) => bare(labels[j]) === bare(word),
   ];
   const whole = payload.tokens.findIndex((_, j) => ways[0](j, name)); // a lab's token may hold "@"
   if (whole >= 0) return [whole, null];
@@ -370,6 +372,8 @@ function tokenNamed(payload, name) {
   }
   return [null, null];
 }
+// a token's label or a word, bare: no accents, no ␣, ## or [UNK] before it, no " 1/3" of a byte piece after, in lower case
+const bare = (label) => label.normalize("NFD").replace(/\p{M}/gu, "").replace(/^(␣+|##|\[UNK\] )/u, "").replace(/ \d+\/\d+$/u, "").trim().toLowerCase();
 // The tokens a link may name its query by, as the page labels them (a repeated one with its position)
 const choices = (payload) => {
   const labels = payload.model?.labels ?? payload.tokens;
