@@ -27,7 +27,7 @@ const stored = (state) => (state.config?.weights && !state.config.weights.endsWi
 // A token's word, as another tokenizer may split the same text: "␣dog" (SmolLM2's "Ġdog") and
 // "dog" are one word, in any case; "##bel" is "bel"; a character cut into byte pieces ("␣🐱 1/3")
 // is that character, as one tokenizer's unknown token of it ("[UNK] 🐱")
-const word = (label) => label.replace(/^(␣+|##|\[UNK\] )/u, "").replace(/ \d+\/\d+$/u, "").toLowerCase();
+export const word = (label) => label.replace(/^(␣+|##|\[UNK\] )/u, "").replace(/ \d+\/\d+$/u, "").toLowerCase();
 const startsWord = (label) => !/ ([2-9]|\d\d+)\/\d+$/u.test(label); // not the second piece of a character or later
 // where the query of the view `from` ({ query, payload }) is among the new payload's tokens: the
 // same word (its first piece), as many times into the text as it was (else its last time); null

@@ -2,7 +2,7 @@
 // With a server it asks the API for traces; as an exported static site it reads MHA_DATA.
 import explorer, { echo, firstQuery, h, outOfRange, plural, unpack } from "./explorer.js";
 import { createLab, decodeEdits, encodeEdits, LAB_LIMITS, PRESETS, PRESET_TOKENS } from "./lab.js";
-import { createModels, staticServer } from "./models.js";
+import { createModels, staticServer, word } from "./models.js";
 
 // The subset of the anywidget model the explorer uses: get, set, save_changes, on, off.
 class PageModel {
@@ -372,8 +372,8 @@ function tokenNamed(payload, name) {
   }
   return [null, null];
 }
-// a token's label or a word, bare: no accents, no ␣, ## or [UNK] before it, no " 1/3" of a byte piece after, in lower case
-const bare = (label) => label.normalize("NFD").replace(/\p{M}/gu, "").replace(/^(␣+|##|\[UNK\] )/u, "").replace(/ \d+\/\d+$/u, "").trim().toLowerCase();
+// a token's label or a word as another model's trace finds it (models.js), without its accents
+const bare = (label) => word(label.normalize("NFD").replace(/\p{M}/gu, "")).trim();
 // The tokens a link may name its query by, as the page labels them (a repeated one with its position)
 const choices = (payload) => {
   const labels = payload.model?.labels ?? payload.tokens;
