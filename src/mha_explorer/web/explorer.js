@@ -1488,7 +1488,6 @@ function render({ model, el, otherConfigs, printAll = null }) {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
       stagePanel.classList.remove("waiting");
-      for (const figure of stagePanel.querySelectorAll(".heatmap-figure[data-query-row]")) figure.markRow(query); // (shared by every query's panel)
       const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
       if (share) {
         focusShare = false;
@@ -1739,7 +1738,7 @@ function projections(view, query, head) {
       plane: one ? null : t.x.plane(), // every token's row, in order
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
-      mark: one ? undefined : query, // the query's row, framed in a map of every token's (outRows: them all)
+      mark: one ? undefined : outRows.indexOf(query), // the query's row, framed in a map of every token's
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wMap = grid({
@@ -1775,7 +1774,7 @@ function projections(view, query, head) {
       plane: one ? null : t[name].plane(own),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
-      mark: one ? undefined : query,
+      mark: one ? undefined : outRows.indexOf(query),
       onCell: (r, j) => {
         for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
         lit.push(
@@ -1827,8 +1826,6 @@ function projections(view, query, head) {
     if (!view.sharedEquations.has(key)) {
       const first = slots.next;
       const equation = linked(name, weight, all, dOut);
-      // its maps of every token frame the query shown, moved when the panel is (update)
-      for (const figure of equation.querySelectorAll(".heatmap-figure")) if (figure.markRow) figure.dataset.queryRow = "";
       view.sharedEquations.set(key, [equation, slots.next - first]);
     }
     const [equation, maps] = view.sharedEquations.get(key);
@@ -3217,13 +3214,6 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     aheads.set(figure, (onCanvas) => (onCanvas ? claim(true) : cells || paintCells()));
   }
   else claim(); // built outside a panel: a canvas of its own, drawn now
-  // a map that frames a row frames another when told (a map shared by every query's panel, K's)
-  if (mark !== undefined && mark !== null) {
-    figure.markRow = (r) => {
-      mark = r;
-      if (entry?.active === handlers) draw();
-    };
-  }
   return figure;
 }
 
