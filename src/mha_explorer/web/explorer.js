@@ -1738,7 +1738,6 @@ function projections(view, query, head) {
       plane: one ? null : t.x.plane(), // every token's row, in order
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
-      mark: one ? undefined : outRows.indexOf(query), // the query's row, framed in a map of every token's
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wMap = grid({
@@ -1774,7 +1773,6 @@ function projections(view, query, head) {
       plane: one ? null : t[name].plane(own),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
-      mark: one ? undefined : outRows.indexOf(query),
       onCell: (r, j) => {
         for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
         lit.push(
