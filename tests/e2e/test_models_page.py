@@ -252,7 +252,7 @@ def test_a_big_map_blown_up_by_the_browser_has_each_cells_colour_in_every_pixel(
     draws = page.evaluate("() => window.draws")
     assert ["K", "drawImage"] in draws and ["K", "putImageData"] not in draws, draws
     k = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=re.compile("^K$"))).locator("canvas.heatmap")
-    k.focus()
+    k.focus()  # (on the query's row, framed)
     for key in ["Control+Home"] + ["ArrowDown"] * 40 + ["ArrowRight"] * 20:  # the cursor from the first cell to row 40, column 20
         page.keyboard.press(key)
     shot = page.evaluate(MAP_AND_LENS, "K")
@@ -2671,15 +2671,30 @@ def test_a_strip_of_more_keys_than_pixels_fits_the_stage_and_keeps_its_strongest
 
 
 @needs("minilm")
-def test_a_map_scrolled_under_the_pointer_reads_anew(page, server_url):
-    """A map scrolled under a resting pointer (the wheel) kept naming the cell it had left until
-    the pointer moved."""
+def test_the_projections_maps_frame_the_querys_row_and_a_map_scrolled_under_the_pointer_reads_anew(page, server_url):
+    """Projections of a long text drew X, K and V as maps of every token without framing the
+    query's row (All queries did). And a map scrolled under a resting pointer (the wheel) kept
+    naming the cell it had left until the pointer moved."""
     text = "Transformers use attention mechanisms so every token can read from every other token. " * 4
     trace_model(page, server_url, "minilm", text, 1)
     page.get_by_label("Calculation stage").select_option(label="Projections")
+    query = page.evaluate("() => window.mhaExplorer.model.get('query')")
     maps = {name: page.locator(".stage .heatmap-figure").filter(has=page.locator("figcaption", has_text=re.compile(f"^{name}$"))) for name in "XKV"}
+    for name, figure in maps.items():
+        expect(figure.locator(".heatmap-mark")).to_be_visible()  # (the one-row maps of the query's x, W and b have none)
     canvas = maps["X"].locator("canvas.heatmap")
     row_height = canvas.bounding_box()["height"] / len(page.evaluate("() => window.mhaExplorer.model.get('payload').tokens"))
+    mark = maps["X"].locator(".heatmap-mark").bounding_box()
+    assert abs(mark["y"] - (canvas.bounding_box()["y"] + query * row_height)) <= 3, (mark, query, row_height)
+    # K's equation (X's map and K's) is shared by every query's panel: the frame moves with the
+    # query, and not with a neighbour's panel drawn ahead (it framed the first query, then query - 1)
+    for other in (3, query):
+        page.get_by_label("Query token").select_option(str(other))
+        page.wait_for_timeout(300)
+        for name in "XK":
+            mark = maps[name].locator(".heatmap-mark").bounding_box()
+            top = maps[name].locator("canvas.heatmap").bounding_box()["y"]
+            assert abs(mark["y"] - (top + other * row_height)) <= 3, (name, mark, other, row_height)
     # the pointer rests on the map; the page scrolls under it by the wheel
     canvas.evaluate("(e) => e.scrollIntoView({ block: 'center' })")  # with the page to scroll below it
     box = canvas.bounding_box()

@@ -1488,6 +1488,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       placeChildren(panel.box, panel.content);
       placeChildren(stagePanel, panel);
       stagePanel.classList.remove("waiting");
+      for (const figure of stagePanel.querySelectorAll(".heatmap-figure[data-query-row]")) figure.markRow(query); // (shared by every query's panel)
       const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
       if (share) {
         focusShare = false;
@@ -1738,6 +1739,8 @@ function projections(view, query, head) {
       plane: one ? null : t.x.plane(), // every token's row, in order
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
+      rowText: (row) => tokenName(payload, row),
+      mark: one ? undefined : query, // the query's row, framed in a map of every token's (outRows: them all)
     });
     const own = weight === "W_Q" ? head : g; // the query head, or the K/V head it reads
     const wMap = grid({
@@ -1773,6 +1776,8 @@ function projections(view, query, head) {
       plane: one ? null : t[name].plane(own),
       src: (r, j) => `${name}:${own},${outRows[r]},${j}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
+      rowText: (row) => tokenName(payload, row),
+      mark: one ? undefined : query,
       onCell: (r, j) => {
         for (const cell of lit.splice(0)) cell.classList.remove("hl"); // one derivation lit at a time
         lit.push(
@@ -1824,6 +1829,8 @@ function projections(view, query, head) {
     if (!view.sharedEquations.has(key)) {
       const first = slots.next;
       const equation = linked(name, weight, all, dOut);
+      // its maps of every token frame the query shown, moved when the panel is (update)
+      for (const figure of equation.querySelectorAll(".heatmap-figure")) if (figure.markRow) figure.dataset.queryRow = "";
       view.sharedEquations.set(key, [equation, slots.next - first]);
     }
     const [equation, maps] = view.sharedEquations.get(key);
@@ -2648,7 +2655,9 @@ function grid(options) {
     cols: cols.length,
     value: options.value,
     plane: options.plane ?? null,
-    rowLabel: (r) => textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r]),
+    // (rowText: a label's text, where rowLabel builds an element for a table's row: a map's frame
+    // moved to another row names it without building one)
+    rowLabel: (r) => (options.rowText ? options.rowText(rows[r]) : textOf(options.rowLabel ? options.rowLabel(rows[r], r) : rows[r])),
     colLabel: (c) => textOf(options.colLabel ? options.colLabel(cols[c]) : cols[c]),
     blockLabel: options.blockLabel,
     tokenAt: options.tokenRows ? (r) => rows[r] : null,
@@ -3212,6 +3221,13 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     aheads.set(figure, (onCanvas) => (onCanvas ? claim(true) : cells || paintCells()));
   }
   else claim(); // built outside a panel: a canvas of its own, drawn now
+  // a map that frames a row frames another when told (a map shared by every query's panel, K's)
+  if (mark !== undefined && mark !== null) {
+    figure.markRow = (r) => {
+      mark = r;
+      if (entry?.active === handlers) draw();
+    };
+  }
   return figure;
 }
 
