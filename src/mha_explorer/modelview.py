@@ -409,16 +409,20 @@ def token_labels(model, tokens: list[str], special: list[bool], text: str) -> li
     return labels
 
 
-def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None) -> list[int]:
+def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: list[str] | None = None, any_case: bool = False) -> list[int]:
     """Where the token `wanted` names stands, in order: spelled as the tokenizer does ("Ġfox"), as
     the page labels it ("␣fox", or "␣🐱 2/3" for a byte piece) or as the text reads ("fox", " fox").
     texts: what each token stands for (the tokens themselves for the teaching example); labels:
-    token_labels, when the caller has them."""
+    token_labels, when the caller has them. Named in its own case first; where no token is, in any
+    case (any_case: at once)."""
     labels = labels or plain_labels(tokens, texts)
+    same = str.casefold if any_case else str  # what is compared: "THE" names "The" and "the" in any case
+    wanted = same(wanted)
     unmarked = wanted.translate(UNMARK).strip()
 
     def names(token: str, text: str, label: str) -> bool:
-        if wanted in (token, label) or (wanted.endswith("…") and wanted == short_label(label)):  # cut, as the terminal lists it
+        token, text, label = same(token), same(text), same(label)
+        if wanted in (token, label) or (wanted.endswith("…") and wanted == same(short_label(label))):  # cut, as the terminal lists it
             return True
         read = label.translate(UNMARK).strip()
         if label.startswith(f"{token} ") and label[len(token) + 1 :] == unmarked:  # an unknown token by its text: "[UNK] 爱"
@@ -427,13 +431,14 @@ def token_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
         return bool(unmarked) and (unmarked in (text.strip(), read) or re.fullmatch(rf"{re.escape(unmarked)} 1/\d+", read) is not None)
 
     found = [j for j, (token, text, label) in enumerate(zip(tokens, texts, labels)) if names(token, text, label)]
-    # a tokenizer that lowercases (BERT's) has "fox" for "Fox"; not where the word as typed is cut
-    # into pieces ("Engine" + "ers"), which misnamed() names, rather than another position's "engineers"
-    if not found and wanted != wanted.lower() and cut_word(unmarked, texts) is None:
-        return token_positions(tokens, texts, wanted.lower(), labels)
+    # a tokenizer that lowercases (BERT's) has "fox" for "Fox", and a text may have "The" for "the";
+    # not where the word as typed is cut into pieces ("Engine" + "ers"), which misnamed() names,
+    # rather than another position's "engineers"
+    if not found and not any_case and cut_word(unmarked, texts) is None:
+        return token_positions(tokens, texts, wanted, labels, any_case=True)
     plain = "".join(c for c in unicodedata.normalize("NFD", wanted) if unicodedata.category(c) != "Mn")
     if not found and plain != wanted:  # one that strips accents (BERT's) has "cafe" for "café"
-        return token_positions(tokens, texts, plain, labels)
+        return token_positions(tokens, texts, plain, labels, any_case)
     return found
 
 
@@ -445,7 +450,10 @@ def named_positions(tokens: list[str], texts: list[str], wanted: str, labels: li
     found = token_positions(tokens, texts, wanted, labels)
     at = re.fullmatch(r"(.+?) ?@([0-9]+)", wanted)
     if not found and at:
-        return token_positions(tokens, texts, at[1], labels), int(at[2])
+        found, position = token_positions(tokens, texts, at[1], labels), int(at[2])
+        if position not in found:  # "the@0" names "The" at 0, where "the" stands at 4
+            found = token_positions(tokens, texts, at[1], labels, any_case=True)
+        return found, position
     alone = re.fullmatch(r"@([0-9]+)", wanted.strip())  # "@5": position 5, whatever token stands there ("5" may be one)
     if not found and alone and int(alone[1]) < len(tokens):
         return [int(alone[1])], int(alone[1])

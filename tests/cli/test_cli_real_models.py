@@ -627,6 +627,22 @@ def test_a_query_with_accents_finds_the_token_an_accent_stripping_tokenizer_made
 
 
 @needs["smollm2"]
+def test_a_query_in_another_case_finds_every_spelling_of_its_word():
+    """SmolLM2 keeps case: "The" (position 0) and "␣the" (4) are two tokens. A query in its own
+    case names its own; one in another case, or at a position where its own case is not, names
+    either: "the@0" said "'the' is at position 4 only", and "THE" quietly took position 4."""
+    text = "The cat sat on the mat."
+    assert payload("--model", "smollm2", "--text", text, "--query", "The").query == 0
+    assert payload("--model", "smollm2", "--text", text, "--query", "the").query == 4  # its own case first
+    assert payload("--model", "smollm2", "--text", text, "--query", "THE").query == 0  # the first in any case
+    assert payload("--model", "smollm2", "--text", text, "--query", "the@0").query == 0
+    assert payload("--model", "smollm2", "--text", text, "--query", "THE@4").query == 4
+    assert payload("--model", "smollm2", "--text", "the cat sat", "--query", "The").query == 0  # only in another case
+    result = trace("--model", "smollm2", "--text", text, "--query", "the@2")
+    assert result.exit_code == 2 and result.stderr.splitlines()[-1] == "Error: --query the@2: 'the' is at positions 0, 4, not 2; name one, as the@0"
+
+
+@needs["smollm2"]
 def test_json_of_every_head_holds_each_heads_arrays_as_its_own_json_does():
     """--head all --json writes every head's arrays (GQA: 9 query heads, 3 K/V heads), each equal
     to what --head N --json writes; --head all in the walkthrough is its default, every head."""
