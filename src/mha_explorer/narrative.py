@@ -119,7 +119,8 @@ def stage_id(given: str) -> str:
     mixing", as the page and the terminal head it) or by a trace array it shows ("z", "scaled"),
     as its id; anything else as given, casefolded."""
     given = " ".join(given.split()).casefold()
-    return STAGE_TITLES.get(given) or SHOWN_IN.get(given, given)
+    spaced = " ".join(given.replace("_", " ").replace("-", " ").split())  # "value_mixing", "value-mixing"
+    return STAGE_TITLES.get(given) or STAGE_TITLES.get(spaced) or SHOWN_IN.get(given, given)
 
 
 LACKS = {  # why a layer may lack one of the optional stages

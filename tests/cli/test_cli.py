@@ -325,6 +325,7 @@ def test_stage_option_shows_only_that_stage(stage):
     assert ok("--stage", stage.upper()) == out  # in any case, as --query takes LIKE for like
     title = TITLES[STAGE_IDS.index(stage)]
     assert ok("--stage", title) == out  # its title too, as the walkthrough heads it ("Value mixing")
+    assert ok("--stage", title.replace(" ", "_")) == ok("--stage", title.lower().replace(" ", "-")) == out  # value_mixing, output-projection
 
 
 @pytest.mark.parametrize("array, stage", [("z", "mixing"), ("scaled", "scores"), ("q", "projections"), ("contributions", "output")])
