@@ -1103,6 +1103,11 @@ def test_back_returns_to_the_mode_left_and_changes_within_a_mode_are_not_steps(p
     page.go_forward()
     wait_kind(page, "GQA")
     expect(page.locator(".stage h2")).to_contain_text("3. Mask")
+    # the page loaded anew on the lab's link: the example's button opens it where it was left, not
+    # at the first view the page held for it before it turned to the lab
+    page.get_by_role("button", name="Teaching example").click()
+    expect(page.locator(".stage h2")).to_have_text("2. Scores · head 0 · query “like”")
+    page.wait_for_function("() => location.hash.includes('mode=teaching') && location.hash.includes('stage=scores')")
 
 
 def test_a_copy_without_its_data_file_says_what_to_upload(browser, tmp_path):

@@ -581,8 +581,10 @@ async function main() {
     model: (payload) => Boolean(payload.model),
   };
   const left = {}; // mode -> its view when last left
+  let opened = false; // the link's mode opened: before it, the page held the teaching example's first view, never shown
   function setMode(next) {
-    if (next !== mode && ownPayload[mode]?.(model.get("payload"))) left[mode] = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
+    if (opened && next !== mode && ownPayload[mode]?.(model.get("payload"))) left[mode] = Object.fromEntries(VIEW_TRAITS.map((k) => [k, model.get(k)]));
+    opened = true;
     restoring = true; // (a mode's own view back is no change of the user's: the notice stays)
     if (left[next] && !ownPayload[next](model.get("payload"))) for (const k of VIEW_TRAITS) model.set(k, left[next][k]);
     restoring = false;
