@@ -216,6 +216,27 @@ def test_reset_restores_the_example(page, server_url):
         assert page.get_by_label("Calculation stage").evaluate("e => e.selectedOptions[0].text") == "Projections"
 
 
+def test_back_after_reset_returns_to_the_place_it_left(page, server_url):
+    """Reset replaced the link as a change of stage does: a learner who pressed it by a slip had
+    lost the stage, head and query, and Back left the example."""
+    open_page(page, server_url)
+    select(page, "Query token", "milk")
+    select(page, "Inspect head", "Head 1")
+    select(page, "Calculation stage", "Weights")
+    page.wait_for_function("() => location.hash.includes('stage=weights') && location.hash.includes('head=1') && location.hash.includes('query=3')")
+    steps = page.evaluate("history.length")
+    page.get_by_role("button", name="Reset example").click()
+    page.wait_for_function("() => location.hash.includes('stage=projections')")
+    assert page.evaluate("history.length") == steps + 1
+    page.get_by_role("button", name="Reset example").click()  # again, at the first view: no step
+    page.wait_for_timeout(300)
+    assert page.evaluate("history.length") == steps + 1
+    page.go_back()
+    expect(page.locator(".stage h2")).to_have_text("3. Weights · head 1 · query “milk”")
+    page.go_forward()
+    expect(page.locator(".stage h2")).to_have_text("1. Projections · head 0 · query “like”")
+
+
 def test_reset_closes_a_packed_view_left_open_on_the_first_view(page, server_url):
     """A learner opens the packed view on the first view, moves on, then resets: the first view
     comes back as it first was, its packed view closed."""

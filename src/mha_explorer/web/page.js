@@ -163,6 +163,7 @@ function readLink(hash) {
 let linkQueued = false;
 let ownHash = location.hash; // the link this page shows: read at its start, or written since
 let models = null; // the real-model panel, once the page has one
+let resetStep = false; // "Reset example" pressed: its link is a new step of the tab's history
 // Each mode's last link in this tab, kept in the state of every history entry: Back and Forward
 // reload the page on an entry's link (hashchange), which gives back that mode's view alone; a
 // mode's button then opens each other mode as it was left, from its link (reopen)
@@ -217,7 +218,10 @@ function writeLinkNow(model, mode, lab) {
   // (a new entry starts with the modes' links alone; one replaced keeps its own state too: the
   // text typed in the model box)
   if (!viewless) modeLinks[mode] = params.toString();
-  if (shown && shown !== mode) {
+  // "Reset example" is a step too: the place it leaves is one Back away, not lost by a slip
+  const reset = resetStep && `#${params}` !== location.hash;
+  resetStep = false;
+  if ((shown && shown !== mode) || reset) {
     // the model's entry being left keeps the box as it is: typed just now, or typed before the
     // mode was left once and came back to by its button (an entry of its own, whose state was empty)
     if (shown === "model") models?.keepDraftNow();
@@ -688,6 +692,7 @@ async function main() {
   // whether the page has shown the mode since it loaded (its view is here to show again)
   const shownHere = (next) =>
     next === mode || Boolean(left[next]) || ownPayload[next](model.get("payload")) || (next === "model" && Boolean(models?.request())) || (next === "lab" && refusedLabLink !== null);
+  app.addEventListener("click", (event) => event.target.closest?.("button.reset") && (resetStep = true), true); // (before the reset)
   teachingButton.addEventListener("click", () => reopen("teaching", shownHere("teaching")) || setMode("teaching"));
   labButton.addEventListener("click", () => reopen("lab", shownHere("lab")) || setMode("lab"));
   modelButton.addEventListener("click", () => reopen("model", shownHere("model")) || setMode("model"));
