@@ -79,8 +79,8 @@ PAGE_STAGES: tuple[PageStage, ...] = (
         ("weights",),
         r"a_{i,j} = \frac{e^{s_{i,j}}}{\sum_{m} e^{s_{i,m}}}",
         "The softmax turns the scores into positive weights that sum to 1 over the keys. "
-        "A higher score gives a larger share, but every visible key keeps some weight, however small: "
-        "a visible key shown as 0.00 has a weight below 0.005, rounded.",
+        "A higher score gives a larger share, but every key keeps some weight, however small, unless a mask hides it: "
+        "a key shown as 0.00 has a weight below 0.005, rounded.",
     ),
     PageStage(
         "mixing",

@@ -1232,7 +1232,7 @@ def test_a_one_token_text_names_k_and_v_as_such(page, server_url):
     page.goto(server_url + SMALL_LAB.format(causal=0, tokens="solo") + "&stage=projections")
     expect(page.locator(".stage h2")).to_contain_text("query “solo”")
     captions = page.locator(".stage table > caption").all_inner_texts()
-    assert captions[:9] == ["xsolo", "W0Q", "q", "X", "W0K", "K", "X", "W0V", "V"], captions
+    assert captions[:9] == ["xsolo", "W0Q", "q0", "X", "W0K", "K0", "X", "W0V", "V0"], captions
     # a query past the one token is said with the right number
     page.goto("about:blank")
     page.goto(server_url + SMALL_LAB.format(causal=0, tokens="solo") + "&query=5")

@@ -250,12 +250,12 @@ def test_a_big_map_blown_up_by_the_browser_has_each_cells_colour_in_every_pixel(
     page.evaluate("() => window.mhaExplorer.model.set('head', 3)")
     page.wait_for_function("() => document.querySelector('.stage h2').textContent.includes('head 3 ')")
     draws = page.evaluate("() => window.draws")
-    assert ["K", "drawImage"] in draws and ["K", "putImageData"] not in draws, draws
-    k = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=re.compile("^K$"))).locator("canvas.heatmap")
+    assert ["K3", "drawImage"] in draws and ["K3", "putImageData"] not in draws, draws
+    k = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=re.compile("^K3$"))).locator("canvas.heatmap")
     k.focus()  # (on the query's row, framed)
     for key in ["Control+Home"] + ["ArrowDown"] * 40 + ["ArrowRight"] * 20:  # the cursor from the first cell to row 40, column 20
         page.keyboard.press(key)
-    shot = page.evaluate(MAP_AND_LENS, "K")
+    shot = page.evaluate(MAP_AND_LENS, "K3")
     n, d_head = 512, 32
     cw, ch, left = shot["cellsWide"] / d_head, shot["height"] / n, round(shot["left"])
     assert cw == 8 * shot["ratio"] and ch == shot["ratio"], (cw, ch)  # whole device pixels, several across
@@ -2679,7 +2679,7 @@ def test_the_projections_maps_frame_the_querys_row_and_a_map_scrolled_under_the_
     trace_model(page, server_url, "minilm", text, 1)
     page.get_by_label("Calculation stage").select_option(label="Projections")
     query = page.evaluate("() => window.mhaExplorer.model.get('query')")
-    maps = {name: page.locator(".stage .heatmap-figure").filter(has=page.locator("figcaption", has_text=re.compile(f"^{name}$"))) for name in "XKV"}
+    maps = {name: page.locator(".stage .heatmap-figure").filter(has=page.locator("figcaption", has_text=re.compile(f"^{name}0?$"))) for name in "XKV"}  # K and V of head 0
     for name, figure in maps.items():
         expect(figure.locator(".heatmap-mark")).to_be_visible()  # (the one-row maps of the query's x, W and b have none)
     canvas = maps["X"].locator("canvas.heatmap")

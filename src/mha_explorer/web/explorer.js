@@ -1769,7 +1769,7 @@ function projections(view, query, head) {
     });
     const outTable = grid({
       source: [t[name], `${own} ${one ? outRows[0] : "all"}`],
-      caption: one ? h("span", {}, "q") : name.toUpperCase(),
+      caption: h("span", {}, sub(one ? "q" : name.toUpperCase(), own)), // q_i, K_i, V_i: head i's, as its W_i
       rows: outRows,
       cols: range(dOut),
       value: (r, j) => t[name].at(own, outRows[r], j),
@@ -2396,7 +2396,7 @@ function concat(view, query, head) {
     ),
   );
   return [
-    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${plural(d_v, "number")} each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read in order, as a line of text, the blocks below are that one vector.`),
+    h("p", { class: "lead" }, `concat has ${plural(n_heads, "head")} × ${plural(d_v, "number")} each (d_v) = ${n_heads * d_v} numbers: the head outputs in head order. Read one after another, head 0's first, the blocks below are that one vector.`),
     h("div", { class: "concat" }, blocks),
   ];
 }
