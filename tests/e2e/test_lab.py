@@ -1031,6 +1031,13 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     wait_kind(page, "GQA")
     expect(page.locator(".stage h2")).to_contain_text("query “")
     assert page.get_by_label("Preset").input_value() == "gqa" and page.get_by_label("Tokens (separated by spaces)").input_value() == "the cat sat on the mat"
+    # a lab on the teaching example's values (the example needs no server: it is said where it is)
+    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&values=example&stage=weights&head=1")
+    expect(page.locator("#notice")).to_have_text(
+        "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's lab on the teaching example's values"
+        " cannot be shown here. Showing the preset “Causal GQA: 4 query heads, 2 K/V heads” instead, from its first view. The teaching example itself is under Teaching example."
+    )
+    wait_kind(page, "GQA")
     assert page.locator("#app").is_visible()
     page.wait_for_function("() => location.hash.includes('mode=lab') && location.hash.includes('d_model=8')")  # the link is written when idle
     # printed, the copy gives its view's link without the folders of the computer it sits on

@@ -275,12 +275,15 @@ function staticPreset(state) {
 // instead. refused: the lab's messages on settings no server would compute either (labMessages).
 // The preset's view: the link's stage and head where the preset has the link's configuration (its
 // query too, where its tokens are the link's and it names one), else the preset's first view.
-function staticLabNotice(state, refused, queried) {
+function staticLabNotice(state, refused, queried, fromExample) {
   const { id, missing: lacked } = againstPresets(state);
-  const missing = id ? lacked : [refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
+  // a lab on the teaching example's values (values=example) is named so, not as a configuration
+  const example = !id && !refused.length && fromExample;
+  const missing = id ? lacked : [example ? "lab on the teaching example's values" : refused.length ? `settings (no server computes them either: ${refused.join("; ")})` : "configuration (none of the presets)"];
   const shown = PRESETS[id ?? "gqa"].title;
   const view = !id ? "from its first view" : queried && sameTokens(state) ? "at the link's stage, head and query" : "at the link's stage and head";
-  return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, ${view}.`;
+  const elsewhere = example ? " The teaching example itself is under Teaching example." : "";
+  return `This copy holds the lab's presets only (other settings need mha-explorer serve): the link's ${missing.length > 1 ? `${missing.slice(0, -1).join(", ")} and ${missing.at(-1)}` : missing[0]} cannot be shown here. Showing the preset “${shown}” instead, ${view}.${elsewhere}`;
 }
 
 async function compute(state) {
@@ -649,7 +652,7 @@ async function main() {
           // edited: the lab the link asked for, on the preset of the link's configuration if there is
           // one (at the link's view), else GQA's first view, with what the copy could not show said
           const { id } = againstPresets(editor.lab);
-          const notice = staticLabNotice(editor.lab, labMessages("[id^='lab-error-']"), pendingView.query !== null);
+          const notice = staticLabNotice(editor.lab, labMessages("[id^='lab-error-']"), pendingView.query !== null, Boolean(link.lab?.fromExample));
           // what of the link was left out (a d_head it gives none of, say why) is said with it: by the
           // preset's view where there is one, else here
           const dropped = !id && pendingView.dropped?.length ? ` ${partlyUsed(pendingView.dropped)}` : "";
