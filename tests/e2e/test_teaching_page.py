@@ -654,6 +654,8 @@ def test_on_a_phone_a_head_picked_under_the_stage_brings_the_stage_up(page, serv
     button.click()
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 1")
     page.wait_for_function("() => { const r = document.querySelector('.stage h2').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }")
+    # the focus comes up with it: left on the button, far below, the next Tab went on from there
+    page.wait_for_function("() => document.activeElement === document.querySelector('.stage h2')")
     page.set_viewport_size({"width": 1280, "height": 900})
     page.evaluate("() => window.scrollTo(0, document.querySelector('.stage h2').getBoundingClientRect().top + scrollY)")  # reading down the stage
     y = page.evaluate("() => window.scrollY")

@@ -1049,7 +1049,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const above = focused ? controls.getBoundingClientRect().top : 0;
       if (focused && bottom - above <= height) controls.scrollIntoView({ block: "start" });
       else {
-        if (focused) {
+        // (a head picked in the outputs under the stage: the focus, left there, comes up too)
+        if (focused || outputs.contains(document.activeElement)) {
           title.tabIndex = -1; // focusable by script only
           title.dataset.steps = ""; // where Next's keys go on stepping (see STEP_KEYS)
           title.focus({ preventScroll: true });
