@@ -235,6 +235,8 @@ function writeLinkNow(model, mode, lab) {
 // page loaded anew on it. False where the page has the mode's view itself.
 function reopen(next, shownHere) {
   if (shownHere || !modeLinks[next]) return false;
+  // the model's entry being left keeps its box as typed, as writeLinkNow keeps it
+  if (new URLSearchParams(location.hash.slice(1)).get("mode") === "model") models?.keepDraftNow();
   history.pushState({ modeLinks: { ...modeLinks } }, "", `#${modeLinks[next]}`);
   location.reload();
   return true;
@@ -696,7 +698,12 @@ async function main() {
   const shownHere = (next) =>
     next === mode || Boolean(left[next]) || ownPayload[next](model.get("payload")) || (next === "model" && Boolean(models?.request())) || (next === "lab" && refusedLabLink !== null);
   app.addEventListener("click", (event) => event.target.closest?.("button.reset") && (resetStep = true), true); // (before the reset)
-  teachingButton.addEventListener("click", () => reopen("teaching", shownHere("teaching")) || setMode("teaching"));
+  // the teaching example is always in the page: left in another page of this tab (a Back or Forward
+  // reloaded the page on another mode's link), it comes back as its last link has it, without a reload
+  teachingButton.addEventListener("click", () => {
+    if (!shownHere("teaching") && modeLinks.teaching) left.teaching = { payload: teaching, ...fitView(teaching, readLink(`#${modeLinks.teaching}`)).view };
+    setMode("teaching");
+  });
   labButton.addEventListener("click", () => reopen("lab", shownHere("lab")) || setMode("lab"));
   modelButton.addEventListener("click", () => reopen("model", shownHere("model")) || setMode("model"));
   // a real model's payload holds one head: asking for another fetches it. One that cannot be
