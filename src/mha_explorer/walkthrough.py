@@ -429,10 +429,13 @@ def kv_tables(t, i, heads):
         yield h, g, owner, [i] if owner != h else weighed_most(t, i, h)
 
 
-def kv_title(title: str, h: int, owner: int, rows: list[int], n: int) -> str:
-    """A kv_tables() table's title: where its k is, or which tokens it lists."""
+def kv_title(title: str, h: int, owner: int, rows: list[int], n: int, t) -> str:
+    """A kv_tables() table's title: where its k is, or which tokens it lists; whose k it is where
+    query heads share K/V heads (GQA, MQA): head 4's k is K/V head 1's."""
     if owner != h:
         return f"{title}; k as head {owner}'s above"
+    if t.config.n_kv_heads < t.config.n_heads:
+        title += f"; k of K/V head {t.config.kv_group[h]}"
     return title + ("" if len(rows) == n else f": the query and the {TOP_KEYS} keys it weighs most")
 
 
@@ -458,7 +461,7 @@ def _qk_norm(t, tokens, i, heads, fits, weights: AttentionWeights | None = None)
 
         def table_of(lead: int, part: str, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
             title = f"head {h}{'' if part == 'qk' else ', ' + part}: each row ÷ its root mean square, × the learned weights"
-            title = kv_title(title, h, owner, rows, n) if part != "q" else title
+            title = kv_title(title, h, owner, rows, n, t) if part != "q" else title
             table = Table(title=title, min_width=len(title) + 4)
             with_q, with_k = "q" in part, "k" in part and not shared
             for col in ("token",) + (("q", "rms(q)", "q normed") if with_q else ()) + (("k", "rms(k)", "k normed") if with_k else ()):
@@ -493,7 +496,7 @@ def _rope(t, tokens, i, heads, fits):
         def table_of(lead: int, part: str, h=h, g=g, owner=owner, shared=shared, rows=rows) -> Table:
             turned = {"qk": "q and k turned by their position", "q": "q turned by its position", "k": "k turned by their position"}[part]
             title = f"head {h}: {turned} (θ = {t.config.rope_theta:.10g})"
-            title = kv_title(title, h, owner, rows, n) if part != "q" else title
+            title = kv_title(title, h, owner, rows, n, t) if part != "q" else title
             table = Table(title=title, min_width=len(title) + 4)
             with_q, with_k = "q" in part, "k" in part and not shared
             columns = (f"q {before}".strip(), "q rotated") if with_q else ()

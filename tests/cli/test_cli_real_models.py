@@ -415,6 +415,7 @@ def test_query_heads_sharing_a_kv_head_show_k_and_v_once():
     assert sum(t == ["token", "position", *long] for t in tables) == 3
     assert sum(t == ["token", "position", *long[:2]] for t in tables) == 6
     assert "head 5: q and k turned by their position (θ = 100000); k as head 3's above" in out
+    assert "head 3: q and k turned by their position (θ = 100000); k of K/V head 1" in out  # whose k, as the page says it
 
 
 def test_a_rope_base_is_written_whole_as_the_page_writes_it():
