@@ -154,7 +154,7 @@ class Gemma3(Architecture):
     def summary(self) -> dict:
         s = self.sizes
         return {
-            "norm": "pre- and post-norm RMSNorm, multiplying by 1 + g (g: the stored weight)",
+            "norm": "pre- and post-norm RMSNorm, multiplying by 1 + g (g: the weight Hugging Face checkpoints store; GGUF files store 1 + g)",
             "mlp": "GeGLU (tanh GELU)",
             "positions": "RoPE",
             "mask": f"causal; sliding window of {s.sliding_window} except on full-attention layers",
