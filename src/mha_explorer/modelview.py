@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field
 
-from .costs import kv_cache
+from .costs import KVCache, kv_cache
 from .schema import Array, ConfigModel, ModelLayer, Packer, TracePayload, array, config_model, contributions, left_out, query_out_of_range, trace_payload
 from .trace import row_rms
 
@@ -500,11 +500,10 @@ def cut_word(name: str, texts: list[str]) -> tuple[int, int] | None:
     return None
 
 
-def kv_cache_all_layers(model, n: int) -> dict[str, int]:
-    """Bytes of the model's KV cache after n tokens, per dtype, summed over its layers (each with its
-    own K/V heads, and its window when it has one)."""
-    caches = [kv_cache(model.layer_config(layer), n) for layer in range(model.n_layers)]
-    return {dtype: sum(cache.bytes[dtype] for cache in caches) for dtype in caches[0].bytes}
+def kv_caches(model, n: int) -> list[KVCache]:
+    """The KV cache of each of the model's layers after n tokens: each with its own K/V heads, and
+    its window when it has one (it keeps the last `window` tokens only)."""
+    return [kv_cache(model.layer_config(layer), n) for layer in range(model.n_layers)]
 
 
 def middle_word(run, model) -> int:
@@ -542,6 +541,7 @@ def model_payload(
     _check_query(query, n)
     small, block = overview(t["weights"])
     default_query = middle_word(run, model) if query is None else query
+    caches = kv_caches(model, n)
     layer_info = ModelLayer(
         name=model.name,
         title=model.title,
@@ -555,7 +555,8 @@ def model_payload(
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],
         labels=token_labels(model, run.tokens, run.special, text),
-        kv_cache_all_layers=kv_cache_all_layers(model, n),
+        kv_cache_all_layers={dtype: sum(cache.bytes[dtype] for cache in caches) for dtype in caches[0].bytes},
+        kv_cache_layers=[(cache.tokens, cache.numbers_per_token) for cache in caches],
         overview=float32(small, packer),
         overview_block=block,
         head_shares=float32(np.linalg.norm(t["contributions"], axis=-1), packer),  # (h, n)

@@ -131,6 +131,10 @@ class ModelLayer(BaseModel):
         default_factory=dict,
         description="bytes of the whole model's KV cache after these tokens, per dtype: every layer with its own K/V heads and window",
     )
+    kv_cache_layers: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="each layer's KV cache after these tokens, as [tokens it keeps, numbers a token]: a sliding-window layer keeps its window's last tokens only",
+    )
     overview: Array = Field(description="(n_heads, m, m): each head's weights, averaged over blocks of tokens")
     head_shares: Array | None = Field(
         default=None,

@@ -273,6 +273,7 @@ def test_the_whole_models_kv_cache_is_every_layers():
     # SmolLM2-135M: 30 layers, each with 3 K/V heads of 64 for keys and 64 for values, no window
     assert payload.model.kv_cache_all_layers == {"float16": 30 * 3 * (64 + 64) * n * 2, "float32": 30 * 3 * (64 + 64) * n * 4}
     assert payload.model.kv_cache_all_layers["float16"] == 30 * payload.costs.kv_cache.bytes["float16"]
+    assert payload.model.kv_cache_layers == [(n, 3 * (64 + 64))] * 30  # each layer's tokens kept and numbers a token: the sum written out
 
 
 @pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")

@@ -1181,6 +1181,19 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     n = len(page.get_by_label("Query token").locator("option").all_inner_texts())
     kib = 30 * 3 * (64 + 64) * n * 2 / 1024  # 30 layers of 3 K/V heads, 64 + 64 numbers each, float16
     assert f"All 30 layers of SmolLM2-135M-Instruct, after these {n} tokens: {kib:.1f} KiB in float16" in page.locator(".whole-model").inner_text()
+    # the sum written out, to be checked by hand: 3 × (64 + 64) = 384 numbers a token, 768 B in float16
+    assert page.locator(".whole-model").inner_text().endswith(f" That is 30 layers × {n} tokens × 768 B a token in float16.")
+    # a model whose local layers keep only their window (as Gemma 3's 15 of 18 on a text past it):
+    # the layers are grouped by what they keep, and the cache without the window is said
+    page.evaluate("""(n) => { const m = window.mhaExplorer.model, p = m.get('payload');
+        window.traced = p;
+        const layers = [...Array(18)].map((_, i) => [i % 6 === 5 ? n : 4, 512]);
+        m.set('payload', { ...p, model: { ...p.model, kv_cache_layers: layers } }); }""", n)
+    assert page.locator(".whole-model").inner_text().endswith(
+        f" That is (15 layers × 4 tokens + 3 layers × {n} tokens) × 1.0 KiB a token in float16:"
+        f" 15 layers keep only the tokens of their sliding window (without the window, {18 * n:.1f} KiB)."
+    )
+    page.evaluate("() => window.mhaExplorer.model.set('payload', window.traced)")
     page.get_by_label("Calculation stage").select_option(label="Rotary positions")
     assert page.locator(".stage canvas.heatmap").count() >= 2
     # q before and after, and K before and after, each pair on one colour scale: compared by eye

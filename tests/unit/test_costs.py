@@ -134,3 +134,20 @@ def test_a_layer_with_a_qk_norm_and_rotary_positions_counts_them():
     assert got["rope"] == t["q_rotated"].size + t["k_rotated"].size
     assert list(got)[:5] == ["q", "k", "v", "qk_norm", "rope"]
     assert "qk_norm" not in costs(AttentionConfig(d_model=8, n_heads=4), 5).multiply_adds
+
+
+def test_a_models_caches_keep_each_layers_window_and_k_v_heads():
+    """kv_caches: a layer with a sliding window keeps its window's last tokens only, one without
+    every token (Gemma 3's 5 local layers to 1 global), each with its own K/V heads."""
+    from mha_explorer.modelview import kv_caches
+
+    class Layers:  # a model's layers as modelview reads them
+        n_layers = 6
+
+        def layer_config(self, layer):
+            return AttentionConfig(d_model=8, n_heads=4, n_kv_heads=1, d_head=2, causal=True, sliding_window=None if layer == 5 else 3)
+
+    caches = kv_caches(Layers(), 5)
+    assert [(c.tokens, c.numbers_per_token) for c in caches] == [(3, 4)] * 5 + [(5, 4)]  # 1 K/V head of 2 + 2 numbers a token
+    assert sum(c.bytes["float16"] for c in caches) == (5 * 3 + 5) * 4 * 2
+    assert [c.tokens for c in kv_caches(Layers(), 2)] == [2] * 6  # a text shorter than the window: every token

@@ -3513,7 +3513,26 @@ function wholeModel(payload) {
     " in float16, ",
     h("strong", {}, bytes(all.float32)),
     " in float32.",
+    cacheSum(m.kv_cache_layers ?? [], payload.tokens.length),
     encoder ? " An encoder reads the whole text in one pass and keeps no cache: this is what a decoder of these sizes would keep." : "",
+  );
+}
+
+// The whole model's cache written out, to be checked by hand: its layers grouped by the tokens
+// each keeps (a sliding-window layer, its window's last ones), times the bytes of a token
+// (layers: [tokens kept, numbers a token] each). Said where every layer has as many numbers a token.
+function cacheSum(layers, n) {
+  const numbers = new Set(layers.map(([, each]) => each));
+  if (!layers.length || numbers.size !== 1) return "";
+  const perToken = bytes(2 * [...numbers][0]);
+  const kept = new Map(); // tokens kept -> layers that keep them
+  for (const [tokens] of layers) kept.set(tokens, (kept.get(tokens) ?? 0) + 1);
+  const terms = [...kept].map(([tokens, count]) => `${plural(count, "layer")} × ${plural(tokens, "token")}`);
+  const windowed = layers.filter(([tokens]) => tokens < n).length;
+  const all = bytes(2 * [...numbers][0] * n * layers.length);
+  return (
+    ` That is ${terms.length > 1 ? `(${terms.join(" + ")})` : terms[0]} × ${perToken} a token in float16` +
+    (windowed ? `: ${windowed === 1 ? "one layer keeps" : `${windowed} layers keep`} only the tokens of ${windowed === 1 ? "its" : "their"} sliding window (without the window, ${all}).` : ".")
   );
 }
 
