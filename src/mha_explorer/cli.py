@@ -330,7 +330,7 @@ def _trace_model(model_name, text, layer, query_token, head, stage, as_json) -> 
     console.print(f"{escape(model.title)} · layer {layer} of 0–{model.n_layers - 1} · {len(tokens)} token{'' if len(tokens) == 1 else 's'}", style="bold")
     # weights not the published float32 ones are said, so that numbers compared with another copy of the model are not taken for wrong ones
     stored = f"Weights: {model.storage}." if model.storage and not model.storage.endswith("F32") else ""
-    print_wrapped(console, " ".join(note for note in (model.arch.input_note, model.arch.output_note, model.arch.norm_note, stored) if note), style="dim")
+    print_wrapped(console, " ".join(note for note in (model.arch.input_note, model.arch.output_note, model.arch.norm_note, model.arch.layer_note(layer), stored) if note), style="dim")
     render(run.trace, [short_label(label) for label in labels], query, heads, stage, console, run.weights)
 
 

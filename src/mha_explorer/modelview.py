@@ -551,6 +551,7 @@ def model_payload(
         input_note=model.arch.input_note,
         output_note=model.arch.output_note,
         norm_note=model.arch.norm_note,
+        layer_note=model.arch.layer_note(run.layer),
         text=text,
         special=list(run.special),
         readable=[model.readable(tok) for tok in run.tokens],

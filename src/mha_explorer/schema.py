@@ -120,6 +120,7 @@ class ModelLayer(BaseModel):
     input_note: str = Field(default="", description="what X is: where the layer's attention input comes from")
     output_note: str = Field(default="", description="where the attention's output y goes in the layer")
     norm_note: str = Field(default="", description="what the q/k norm's learned vectors are, when the family stores them otherwise")
+    layer_note: str = Field(default="", description="what sets this layer apart from the model's others (a sliding window, a rotary base), where they differ")
     text: str
     special: list[bool] = Field(description="True for tokens the tokenizer added")
     readable: list[str] = Field(description="the text each token stands for")

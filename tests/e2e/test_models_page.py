@@ -3008,6 +3008,11 @@ def test_gemma3_shows_its_norms_window_and_shared_kv_head(page, server_url, arti
     stages = page.get_by_label("Calculation stage").locator("option").all_inner_texts()
     assert stages[:4] == ["Projections", "Query/key norm", "Rotary positions", "Scores"] and "Mask" in stages
     assert "all 4 query heads share one key matrix and one value matrix" in page.locator(".stage p.explain").first.inner_text()
+    # a global layer among local ones says so where its mask and rotation are shown
+    for stage in ("Mask", "Rotary positions"):
+        page.get_by_label("Calculation stage").select_option(label=stage)
+        expect(page.locator(".stage p.where-from")).to_contain_text("Layer 5 is one of the model's 3 global layers (5, 11, 17): its queries see every token before them, with no window")
+    page.get_by_label("Calculation stage").select_option(label="Projections")
     payload = api_trace(server_url, model="gemma3", text=text, layer=5, head=2)
     arrays = full_arrays(payload)
     # the inspected head's z, 256 numbers, would fill the list of heads: its first 16, said so

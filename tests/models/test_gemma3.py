@@ -163,6 +163,24 @@ def test_the_qk_norm_vectors_are_one_plus_the_checkpoints_weights_as_the_page_sa
     assert "multiplies by 1 + g" in model.arch.norm_note and "the learned w shown here for q and k is that 1 + g" in model.arch.norm_note
 
 
+def test_a_layers_note_says_whether_it_is_local_or_global_as_transformers_config_has_it(model, reference):
+    """Only the layer menu said which layers are global: the note says it where the Mask and
+    Rotary stages show it, with each kind's window and rotary base, as transformers' config gives them."""
+    ref, _ = reference
+    cfg = ref.config
+    full = [i for i, kind in enumerate(cfg.layer_types) if kind == "full_attention"]
+    assert full == [5, 11, 17]
+    for layer in (0, 5):
+        note = model.arch.layer_note(layer)
+        if layer in full:
+            assert note.startswith(f"Layer {layer} is one of the model's {len(full)} global layers (5, 11, 17): its queries see every token before them, with no window")
+        else:
+            assert note.startswith(f"Layer {layer} is one of the model's {cfg.num_hidden_layers - len(full)} local layers: its queries see only the last {cfg.sliding_window} tokens")
+        assert model.layer_config(layer).sliding_window == (None if layer in full else cfg.sliding_window)
+        theta = model.layer_config(layer).rope_theta
+        assert f"θ is {theta:,.0f}" in note
+
+
 def test_the_layer_count_said_before_loading_is_the_models(model):
     from mha_explorer.models.registry import SPECS
 

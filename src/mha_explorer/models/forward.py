@@ -60,6 +60,10 @@ class Architecture:
         """The rest of the layer: residual, norms, MLP. Returns the residual stream entering layer + 1."""
         raise NotImplementedError
 
+    def layer_note(self, layer: int) -> str:
+        """What sets this layer apart from the model's others, where they differ (a window, a rotary base)."""
+        return ""
+
     def summary(self) -> dict:
         """Facts about the architecture for config_summary(), JSON-friendly."""
         return {}

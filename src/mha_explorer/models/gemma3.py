@@ -151,6 +151,27 @@ class Gemma3(Architecture):
         mlp = linear(gelu_tanh(linear(x, p["gate"])) * linear(x, p["up"]), p["down"])  # (n, d)
         return h + rms_norm(mlp, p["post_ffn_norm"], eps)
 
+    def layer_note(self, layer: int) -> str:
+        """A local layer (a sliding window) or a global one, beside the others; with the rotary base of each."""
+        s = self.sizes
+        full = [i for i, kind in enumerate(s.layer_types) if kind == "full_attention"]
+        if len(full) in (0, s.n_layers):  # every layer alike
+            return ""
+        theta = {kind: f"{base:,.0f}" for kind, base in s.rope_theta.items()}
+        listed = ", ".join(map(str, full))
+        if s.layer_types[layer] == "full_attention":
+            return (
+                f"Layer {layer} is one of the model's {len(full)} global layers ({listed}): its queries see every token before them, "
+                f"with no window, and its rotary base θ is {theta['full_attention']}. The other {s.n_layers - len(full)} layers are local: "
+                f"their queries see only the last {s.sliding_window} tokens (their sliding window), and θ is {theta['sliding_attention']}. "
+                "A larger θ turns each pair more slowly, so that positions far apart stay told apart."
+            )
+        return (
+            f"Layer {layer} is one of the model's {s.n_layers - len(full)} local layers: its queries see only the last {s.sliding_window} "
+            f"tokens (its sliding window), and its rotary base θ is {theta['sliding_attention']}. Layers {listed} are global: their "
+            f"queries see every token before them, and θ is {theta['full_attention']}."
+        )
+
     def summary(self) -> dict:
         s = self.sizes
         return {

@@ -1263,6 +1263,8 @@ function render({ model, el, otherConfigs, printAll = null }) {
           stage === "projections" && model?.input_note ? h("p", { class: "explain where-from" }, model.input_note) : null,
           stage === "output" && model?.output_note ? h("p", { class: "explain where-from" }, model.output_note) : null,
           stage === "qk_norm" && model?.norm_note ? h("p", { class: "explain where-from" }, model.norm_note) : null,
+          // a layer unlike the model's others (Gemma 3's local and global ones): where its window and rotation are seen
+          (stage === "mask" || stage === "rope") && model?.layer_note ? h("p", { class: "explain where-from" }, model.layer_note) : null,
         ].filter(Boolean),
         // the box of the panels' figures
         h("div", { class: "figure", "data-stage": stage, "data-view": all ? "all" : "one" }),
