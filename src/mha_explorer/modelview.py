@@ -511,7 +511,8 @@ def middle_word(run, model) -> int:
     layer's mask hides the keys after it and a reader sees both sides. A word here is the token that
     begins it (not a piece inside it, "##va") and holds a letter or digit (not punctuation). A
     text with no such word ("🐱🐱" read as [UNK] by an encoder) starts at its middle token, which is
-    the text's own, not the [CLS] or [SEP] around it."""
+    the text's own, not the [CLS] or [SEP] around it. On a sliding-window layer, a text longer than
+    the window starts at the middle word past it, so that the window's cut shows too."""
     texts = [None if special else model.readable(token) for token, special in zip(run.tokens, run.special)]
     first = next((i for i, text in enumerate(texts) if text is not None), None)
     words = [
@@ -520,6 +521,10 @@ def middle_word(run, model) -> int:
         if text is not None and any(c.isalnum() for c in text) and (i == first or model.tokenizer.starts_word(run.tokens[i]))
     ]
     words = words or [i for i, text in enumerate(texts) if text and text.strip()]  # a text of symbols only
+    # a sliding-window layer on a text longer than its window: the middle of the words past the
+    # window, whose mask shows the keys the window leaves out as well as those after
+    window = model.layer_config(run.layer).sliding_window
+    words = [i for i in words if window is not None and i >= window] or words
     return words[len(words) // 2] if words else len(run.tokens) // 2
 
 

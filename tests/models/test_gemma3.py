@@ -189,3 +189,22 @@ def test_the_layer_count_said_before_loading_is_the_models(model):
     assert all(model.layer_config(layer).n_heads == spec.n_heads for layer in range(model.n_layers))  # said before it loads
     # the layer menu's outline before it loads: each layer's sliding window, as the loaded model has it
     assert [layer["sliding_window"] for layer in spec.outline()["layers"]] == [layer.get("sliding_window") for layer in model.config_summary()["layers"]]  # absent: every key
+
+
+def test_a_long_texts_view_on_a_local_layer_starts_past_the_window(model):
+    """A text longer than the window began, on a local layer, at its middle word, before position
+    512: its mask showed the causal cut alone, and the window's went unseen until a later query
+    was picked. It starts at the middle word past the window; a global layer's at the middle word."""
+    from mha_explorer.modelview import middle_word
+
+    text = " ".join(["Attention lets every token read from the tokens before it."] * 60)
+    window = model.layer_config(0).sliding_window
+    local = model.run(text, 0)
+    n = len(local.tokens)
+    assert window < n < 2 * window  # the text's middle word lies inside the window
+    query = middle_word(local, model)
+    assert window <= query < n - 1
+    row = local.trace["mask"][0, query]  # head 0's scaled scores after the mask: -inf where masked
+    assert np.isneginf(row[: query - window + 1]).all() and np.isneginf(row[query + 1 :]).all()  # cut on both sides
+    assert np.isfinite(row[query - window + 1 : query + 1]).all()
+    assert middle_word(model.run(text, 5), model) < window  # a global layer: the middle word, as before
