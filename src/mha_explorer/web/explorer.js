@@ -3526,12 +3526,13 @@ function wholeModel(payload) {
 function cacheSum(layers, n) {
   const numbers = new Set(layers.map(([, each]) => each));
   if (!layers.length || numbers.size !== 1) return "";
-  const perToken = bytes(2 * [...numbers][0]);
+  const [each] = numbers; // numbers a token, in every layer
+  const perToken = bytes(2 * each);
   const kept = new Map(); // tokens kept -> layers that keep them
   for (const [tokens] of layers) kept.set(tokens, (kept.get(tokens) ?? 0) + 1);
   const terms = [...kept].map(([tokens, count]) => `${plural(count, "layer")} × ${plural(tokens, "token")}`);
   const windowed = layers.filter(([tokens]) => tokens < n).length;
-  const all = bytes(2 * [...numbers][0] * n * layers.length);
+  const all = bytes(2 * each * n * layers.length);
   return (
     ` That is ${terms.length > 1 ? `(${terms.join(" + ")})` : terms[0]} × ${perToken} a token in float16` +
     (windowed ? `: ${windowed === 1 ? "one layer keeps" : `${windowed} layers keep`} only the tokens of ${windowed === 1 ? "its" : "their"} sliding window (without the window, ${all}).` : ".")

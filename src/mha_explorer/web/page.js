@@ -221,13 +221,17 @@ function writeLinkNow(model, mode, lab) {
   // "Reset example" is a step too: the place it leaves is one Back away, not lost by a slip
   const reset = resetStep && `#${params}` !== location.hash;
   resetStep = false;
-  if ((shown && shown !== mode) || reset) {
-    // the model's entry being left keeps the box as it is: typed just now, or typed before the
-    // mode was left once and came back to by its button (an entry of its own, whose state was empty)
-    if (shown === "model") models?.keepDraftNow();
-    history.pushState({ modeLinks: { ...modeLinks } }, "", `#${params}`);
-  } else history.replaceState({ ...history.state, modeLinks: { ...modeLinks } }, "", `#${params}`);
+  if ((shown && shown !== mode) || reset) pushStep(params.toString());
+  else history.replaceState({ ...history.state, modeLinks: { ...modeLinks } }, "", `#${params}`);
   ownHash = location.hash;
+}
+
+// A new entry of the tab's history, on link. The model's entry being left keeps its box as it is:
+// typed just now, or typed before the mode was left once and came back to by its button (an entry
+// of its own, whose state was empty).
+function pushStep(link) {
+  if (new URLSearchParams(location.hash.slice(1)).get("mode") === "model") models?.keepDraftNow();
+  history.pushState({ modeLinks: { ...modeLinks } }, "", `#${link}`);
 }
 
 // A mode this page has not shown since it loaded, left before in this tab (a Back or Forward
@@ -235,9 +239,7 @@ function writeLinkNow(model, mode, lab) {
 // page loaded anew on it. False where the page has the mode's view itself.
 function reopen(next, shownHere) {
   if (shownHere || !modeLinks[next]) return false;
-  // the model's entry being left keeps its box as typed, as writeLinkNow keeps it
-  if (new URLSearchParams(location.hash.slice(1)).get("mode") === "model") models?.keepDraftNow();
-  history.pushState({ modeLinks: { ...modeLinks } }, "", `#${modeLinks[next]}`);
+  pushStep(modeLinks[next]);
   location.reload();
   return true;
 }
