@@ -89,3 +89,12 @@ def routed(page, held: list, count: int) -> None:
             return
         page.wait_for_timeout(50)
     raise AssertionError(f"{len(held)} requests held, not {count}: {[route.request.url for route in held]}")
+
+
+def open_link(page, url: str) -> None:
+    """Opens a link in a new document. A link that differs from the open one in its fragment alone
+    is a step within the document, which the page answers with a reload a moment later (it listens
+    for hashchange): a check made in between would read the old document, or be cut off by the
+    reload ("execution context was destroyed")."""
+    page.goto("about:blank")
+    page.goto(url)

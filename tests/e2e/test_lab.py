@@ -17,7 +17,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import BARE_SIGN, check_numbers, file_page, routed, times_ten
+from .pagecheck import BARE_SIGN, check_numbers, file_page, open_link, routed, times_ten
 
 pytestmark = pytest.mark.e2e
 
@@ -418,17 +418,17 @@ def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(pag
     assert page.locator(".stage .concat .block").nth(17).locator(".block-index").inner_text() == "column 17"
     assert "20 heads × 1 number each (d_v) = 20 numbers" in page.locator(".stage").inner_text()
     # (W^O as a table: 17 heads' rows of 8 numbers)
-    page.goto(server_url + f"#mode=lab&d_model=8&n_heads=17&n_kv_heads=17&d_head=1&d_v=1&tokens={tokens}&seed=0&head=16&stage=output")
+    open_link(page, server_url + f"#mode=lab&d_model=8&n_heads=17&n_kv_heads=17&d_head=1&d_v=1&tokens={tokens}&seed=0&head=16&stage=output")
     page.wait_for_function("() => document.querySelectorAll('.stage tr.block-row').length === 17")
     rows = page.locator(".stage tr.block-row").evaluate_all(head_of)
     assert len(set(rows)) == 2 and rows.count(rows[0]) == 16 and rows[16] != rows[0], rows
-    page.goto(server_url + f"#mode=lab&d_model=20&n_heads=20&n_kv_heads=20&d_head=1&d_v=1&tokens={tokens}&seed=0&head=17")
+    open_link(page, server_url + f"#mode=lab&d_model=20&n_heads=20&n_kv_heads=20&d_head=1&d_v=1&tokens={tokens}&seed=0&head=17")
     page.wait_for_function("() => document.querySelectorAll('.outputs .head-output').length === 20")
     # the packed view's product is not split into a column of twenty heads, as tall as the page
     page.locator("summary", has_text="Packed view").click()
     assert "split into heads" not in page.locator(".packed").inner_text()
     # up to 16 heads, each its own
-    page.goto(server_url + f"#mode=lab&d_model=16&n_heads=16&n_kv_heads=16&d_head=1&d_v=1&tokens={tokens}&seed=0")
+    open_link(page, server_url + f"#mode=lab&d_model=16&n_heads=16&n_kv_heads=16&d_head=1&d_v=1&tokens={tokens}&seed=0")
     page.wait_for_function("() => document.querySelectorAll('.outputs .head-output').length === 16")
     keys = page.locator(".outputs .head-output .key").evaluate_all("(ks) => ks.map((k) => getComputedStyle(k).backgroundColor)")
     assert len(set(keys)) == 16, keys
@@ -1032,7 +1032,7 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     expect(page.locator(".stage h2")).to_contain_text("query “")
     assert page.get_by_label("Preset").input_value() == "gqa" and page.get_by_label("Tokens (separated by spaces)").input_value() == "the cat sat on the mat"
     # a lab on the teaching example's values (the example needs no server: it is said where it is)
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&values=example&stage=weights&head=1")
+    open_link(page, (tmp_path / "site" / "index.html").as_uri() + "#mode=lab&values=example&stage=weights&head=1")
     expect(page.locator("#notice")).to_have_text(
         "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's lab on the teaching example's values"
         " cannot be shown here. Showing the preset “Causal GQA: 4 query heads, 2 K/V heads” instead, from its first view. The teaching example itself is under Teaching example."
@@ -1047,7 +1047,7 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     assert str(tmp_path) not in printed
     # a preset's configuration on another seed, tokens and an edited value: that preset, and what
     # of the link it lacks, said
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&edits=x:0,0=1&stage=weights&head=3&query=2")
+    open_link(page, (tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&edits=x:0,0=1&stage=weights&head=3&query=2")
     # (the page opens again on an address changed by hand)
     expect(page.locator("#notice")).to_have_text(
         "This copy holds the lab's presets only (other settings need mha-explorer serve): the link's tokens (each preset here is on “the cat sat on the mat”),"
@@ -1059,21 +1059,21 @@ def test_a_copy_given_lab_settings_it_cannot_compute_offers_its_preset_rather_th
     # token's, and the preset's second token is
     expect(page.locator(".stage h2")).to_have_text("4. Weights · head 3 · query “cat”")
     # the preset's own tokens on another seed: the link's query as well
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=7&stage=mixing&head=2&query=4")
+    open_link(page, (tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat+sat+on+the+mat&seed=7&stage=mixing&head=2&query=4")
     expect(page.locator("#notice")).to_contain_text("the link's seed 7 (the presets here have seed 0's values) cannot be shown here. Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, at the link's stage, head and query.")
     expect(page.locator(".stage h2")).to_have_text("5. Value mixing · head 2 · query “the @4”")
     # a head the preset lacks as well: both are said, what the copy cannot show first
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&stage=weights&head=9")
+    open_link(page, (tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=we+like+tea&seed=7&stage=weights&head=9")
     expect(page.locator("#notice")).to_have_text(re.compile(
         r"^This copy holds the lab's presets only .* seed 7 .* Showing the preset “Causal MQA: 4 query heads, 1 K/V head” instead, at the link's stage and head\. "
         r"This link could not be used in full: head 9 is out of range"
     ))
     # settings no server computes either: why, in the lab's words
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
+    open_link(page, (tmp_path / "site" / "index.html").as_uri() + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=3&d_head=2&d_v=2&causal=1&bias=0&tokens=the+cat&seed=0")
     expect(page.locator("#notice")).to_contain_text("the link's settings (no server computes them either: n_heads=4 is not a multiple of n_kv_heads=3")
     expect(page.locator("#notice")).to_contain_text("Showing the preset “Causal GQA: 4 query heads, 2 K/V heads” instead")
     # and what of the link was left out, with why: a d_head the width gives none of
-    page.goto((tmp_path / "site" / "index.html").as_uri() + "#mode=lab&n_heads=3")
+    open_link(page, (tmp_path / "site" / "index.html").as_uri() + "#mode=lab&n_heads=3")
     expect(page.locator("#notice")).to_contain_text(
         "instead, from its first view. This link could not be used in full: it gives no d_model (the GQA preset's 8 is used); "
         "it gives no d_head, and d_model 8 does not split evenly among 3 heads: type d_head and d_v in the lab."
@@ -1241,8 +1241,7 @@ def test_a_one_token_text_names_k_and_v_as_such(page, server_url):
     captions = page.locator(".stage table > caption").all_inner_texts()
     assert captions[:9] == ["xsolo", "W0Q", "q0", "X", "W0K", "K0", "X", "W0V", "V0"], captions
     # a query past the one token is said with the right number
-    page.goto("about:blank")
-    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="solo") + "&query=5")
+    open_link(page, server_url + SMALL_LAB.format(causal=0, tokens="solo") + "&query=5")
     expect(page.locator("#notice")).to_have_text("This link could not be used in full: query 5 is out of range: there is 1 token, so query “solo” is shown.")
 
 
@@ -1260,8 +1259,7 @@ def test_huge_values_show_their_power_of_ten_at_every_stage(page, server_url):
         assert re.search(r"-?\d\.\d\de9\d", shown), name
     assert fmt(1e99) == "1.00e99" and fmt(-2.9999999999999995e98) == "-3.00e98" and fmt(9995000.0) == "1.00e7"
     # a note on rounding says how such numbers are rounded
-    page.goto("about:blank")
-    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1234567.891&stage=scores&query=0")  # q and k past a million
+    open_link(page, server_url + SMALL_LAB.format(causal=0, tokens="a+b+c") + "&edits=x:0,0=1234567.891&stage=scores&query=0")  # q and k past a million
     note = page.locator(".stage p.hint", has_text="Worked from the rounded numbers")
     expect(note).to_contain_text("Every number here is rounded: to two decimals, from a million on to three significant digits, and each result")
     out = page.locator(".stage")  # the contributions table stays inside its card
@@ -1289,8 +1287,7 @@ def test_a_token_of_invisible_characters_is_named_by_its_code_points(page, serve
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["a", "U+200B", "b"]
     assert page.locator(".edit-grid .row-head").all_inner_texts()[1:] == ["a", "U+200B", "b"]  # after the corner
     # heads wider than 8: the scores table (sums too long to write out) names each key as the menu does
-    page.goto("about:blank")
-    page.goto(server_url + "#mode=lab&d_model=16&n_heads=1&n_kv_heads=1&d_head=16&d_v=16&causal=0&bias=0&tokens=a+%E2%80%8B+b&seed=0&stage=scores")
+    open_link(page, server_url + "#mode=lab&d_model=16&n_heads=1&n_kv_heads=1&d_head=16&d_v=16&causal=0&bias=0&tokens=a+%E2%80%8B+b&seed=0&stage=scores")
     expect(page.locator(".stage h2")).to_contain_text("Scores")
     assert page.locator(".stage table.calc-table tbody th").all_inner_texts() == ["a", "U+200B", "b"]
 
@@ -1323,8 +1320,7 @@ def test_a_right_to_left_tokens_position_is_written_after_it(page, server_url):
     assert [rows.nth(j).evaluate(AT_AFTER_TOKEN) for j in (1, 2)] == [True, True]
     assert page.locator(".stage h2 .where").evaluate(AT_AFTER_TOKEN)
     # a WordPiece's "##" stays before the letters it continues
-    page.goto("about:blank")
-    page.goto(server_url + SMALL_LAB.format(causal=0, tokens="a+%23%23%D7%A9%D7%9C%D7%95%D7%9D+%23%23%D7%A9%D7%9C%D7%95%D7%9D") + "&query=1&stage=weights")
+    open_link(page, server_url + SMALL_LAB.format(causal=0, tokens="a+%23%23%D7%A9%D7%9C%D7%95%D7%9D+%23%23%D7%A9%D7%9C%D7%95%D7%9D") + "&query=1&stage=weights")
     expect(page.locator(".stage .bar-row .tok")).to_have_count(3)
     assert [page.locator(".stage .bar-row .tok").nth(j).evaluate(AT_AFTER_TOKEN) for j in (1, 2)] == [True, True]
 
@@ -1505,7 +1501,7 @@ def test_a_links_notice_speaks_in_its_own_mode_and_goes_once_the_view_is_changed
     # a lab link refused: said in the lab, not over the teaching example; the lab opened again has
     # the link as its address (it had the teaching example's), and Back and Forward keep it
     refused = "#mode=lab&d_model=7&n_heads=2&tokens=a+b&seed=0"
-    page.goto(server_url + refused)
+    open_link(page, server_url + refused)
     page.wait_for_function("() => !document.getElementById('notice').hidden")
     assert "lab settings were rejected" in page.locator("#notice").inner_text()
     page.get_by_role("button", name="Teaching example").click()
@@ -1541,7 +1537,7 @@ def test_a_lab_link_without_tokens_takes_the_labs_own(page, server_url):
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["the @0", "cat", "sat", "on", "the @4", "mat"]
     assert page.locator("#notice").is_hidden()
     # tokens given empty are still refused, said mid-sentence without a capital
-    page.goto(server_url + "#mode=lab&n_heads=4&n_kv_heads=2&d_model=8&d_head=2&d_v=2&tokens=&seed=0")
+    open_link(page, server_url + "#mode=lab&n_heads=4&n_kv_heads=2&d_model=8&d_head=2&d_v=2&tokens=&seed=0")
     page.wait_for_function("() => !document.getElementById('notice').hidden")
     assert page.locator("#notice").inner_text().startswith("This link's lab settings were rejected (type at least one token")
 
@@ -1823,7 +1819,7 @@ def test_each_stage_that_reads_keys_or_values_says_whose_a_shared_head_reads(pag
             page.wait_for_function("(t) => document.querySelector('.stage h2')?.textContent.includes(t)", arg=title)
             wait_kind(page, "GQA" if kv == 2 else "MQA")
             assert sentence in page.locator(".stage p.lead").all_inner_texts(), (kv, stage)
-    page.goto(server_url + base.format(kv=4, stage="scores"))  # MHA: every head has its own
+    open_link(page, server_url + base.format(kv=4, stage="scores"))  # MHA: every head has its own
     page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
     assert "keys and values come from" not in page.locator(".stage").inner_text()
 
@@ -2073,7 +2069,7 @@ def test_scores_too_large_for_their_exponential_are_shifted_by_the_largest(page,
     check_numbers(page, ".stage", arrays_of(payload))
     # three scores of 709, each eˢ a number but their sum past the largest: shifted too
     one = "#mode=lab&d_model=1&n_heads=1&n_kv_heads=1&d_head=1&d_v=1&causal=0&bias=0&tokens=a+b+c&seed=0&stage=weights&query=0"
-    page.goto(server_url + one + "&edits=x:0,0=1;x:1,0=1;x:2,0=1;W_Q:0,0,0=709;W_K:0,0,0=1;W_V:0,0,0=1;W_O:0,0=1")
+    open_link(page, server_url + one + "&edits=x:0,0=1;x:1,0=1;x:2,0=1;W_Q:0,0,0=709;W_K:0,0,0=1;W_V:0,0,0=1;W_O:0,0=1")
     expect(table.locator("caption")).to_contain_text("m = 709.00, is taken off first")
     assert "Infinity" not in table.inner_text() and "the weight of" not in page.locator(".stage").inner_text()  # no row said to miss
     assert [r.locator("td").all_inner_texts()[1] for r in table.locator("tbody tr").all()] == ["1.000", "1.000", "1.000"]
@@ -2268,7 +2264,7 @@ def test_the_breakdown_of_a_projection_sits_under_the_numbers_that_can_be_pointe
     assert calc.inner_text() == "Point at a number of q or V to see the row of X and the column of W that made it."
     page.locator(".stage .num[data-src^='v:']").first.hover()
     assert calc.inner_text().startswith("v[t0][0] = ")
-    page.goto(server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=16&d_v=16&tokens={tokens}&stage=projections")
+    open_link(page, server_url + f"#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=16&d_v=16&tokens={tokens}&stage=projections")
     page.wait_for_function("() => document.querySelector('.stage .figure p.calc')?.textContent.startsWith('Point at a number of q to')")
     assert calc.evaluate(order) == ["equation", "calc", "equation", "equation"]
 
@@ -2439,7 +2435,7 @@ def test_a_lab_links_tokens_with_a_broken_escape_are_used_as_read_and_said_to_be
         "This link could not be used in full: its tokens have a broken %-escape (the link was cut, or changed by hand), read as “\ufffd”: copy the link again from where it was made."
     )
     assert page.get_by_label("Query token").locator("option").all_inner_texts() == ["cats", "\ufffd%A", "milk"]
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=100%+sure&seed=0")
+    open_link(page, server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=100%+sure&seed=0")
     wait_kind(page, "GQA")
     assert page.locator("#notice").is_hidden()  # a "%" that starts no escape is the token's own
 
@@ -2504,7 +2500,7 @@ def test_on_a_phone_a_long_label_leaves_the_bars_room_and_wide_tables_scroll_eac
         settle(page)
         tracks = page.locator(".stage .bars .bar-track").evaluate_all("(ts) => ts.map((t) => t.getBoundingClientRect().width)")
         assert len(tracks) == 4 and min(tracks) > 80, tracks
-        page.goto(server_url + "#mode=lab&d_model=16&n_heads=2&n_kv_heads=2&d_head=8&d_v=8&causal=0&bias=0&tokens=the+cat+sat&seed=0&stage=projections&head=0&query=0")
+        open_link(page, server_url + "#mode=lab&d_model=16&n_heads=2&n_kv_heads=2&d_head=8&d_v=8&causal=0&bias=0&tokens=the+cat+sat&seed=0&stage=projections&head=0&query=0")
         page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.includes('Projections')")
         settle(page)
         figure = page.locator(".stage .figure").evaluate("(f) => [f.scrollWidth, f.clientWidth]")
@@ -2887,7 +2883,7 @@ def test_a_lab_link_without_a_query_starts_at_the_second_token_as_the_labs_butto
     page.wait_for_function("() => document.querySelector('.stage h2')?.textContent.startsWith('4. Weights')")
     assert page.evaluate("() => window.mhaExplorer.model.get('query')") == 1
     expect(page.get_by_label("Query token")).to_have_value("1")
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=alone&seed=0")
+    open_link(page, server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=1&d_head=2&d_v=2&causal=1&bias=0&tokens=alone&seed=0")
     page.wait_for_function("() => document.querySelector('.stage h2') !== null && window.mhaExplorer.model.get('payload').tokens[0] === 'alone'")
     assert page.evaluate("() => window.mhaExplorer.model.get('query')") == 0  # one token: the only query
 

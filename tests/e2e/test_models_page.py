@@ -17,7 +17,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import DEFAULT_TEXT, HeadArrays, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from .pagecheck import REFINED, SETTLED, check_numbers, file_page, page_text, routed
+from .pagecheck import REFINED, SETTLED, check_numbers, file_page, open_link, page_text, routed
 
 pytestmark = pytest.mark.e2e
 
@@ -1069,7 +1069,7 @@ def test_the_model_mode_before_its_first_trace_writes_the_mode_alone_into_the_ad
     page.wait_for_function("() => location.hash.includes('&stage=projections&head=0&query=')")
     assert page.evaluate("location.hash").startswith("#mode=model&model=minilm&layer=")
     # a link of the mode that names no model is written as the mode alone, as it shows nothing else
-    page.goto(server_url + "#mode=model&stage=weights&head=3")
+    open_link(page, server_url + "#mode=model&stage=weights&head=3")
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('is loaded')", timeout=120_000)
     page.wait_for_function("() => location.hash === '#mode=model'")
 
@@ -1819,14 +1819,14 @@ def test_a_links_text_with_a_broken_escape_is_traced_as_read_and_said_to_be_dama
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 0")
     assert page.get_by_label("Text", exact=True).input_value() == "cats \ufffd%A"
     # a text that is nothing but the damage, refused by the tokenizer: the notice says both
-    page.goto(server_url + "#mode=model&model=minilm&text=%E0%A4&layer=1")
+    open_link(page, server_url + "#mode=model&model=minilm&text=%E0%A4&layer=1")
     expect(page.locator("#notice")).to_have_text(re.compile(
         r"^This link could not be used\. The text has nothing .*\. Its text has a broken %-escape \(the link was cut, or changed by hand\), "
         r"read as “\ufffd”: copy the link again from where it was made\. Showing the teaching example instead\. "
         r"The link's text is kept in the Real model box, to change there\.$"
     ))
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the text refused, as the browser logs it
-    page.goto(server_url + "#mode=model&model=minilm&text=100%+sure&layer=1")
+    open_link(page, server_url + "#mode=model&model=minilm&text=100%+sure&layer=1")
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
     assert page.get_by_label("Text", exact=True).input_value() == "100% sure" and page.locator("#notice").is_hidden()
 
@@ -1846,7 +1846,7 @@ def test_a_links_text_too_long_is_said_to_wait_in_the_model_box(page, server_url
     assert page.get_by_label("Text", exact=True).input_value() == typed  # where the notice says
     page.console_errors[:] = [e for e in page.console_errors if "status of 422" not in e]  # the text refused, as the browser logs it
     # a model not installed is no fault of the text: nothing is said of it
-    page.goto(server_url + "#mode=model&model=gpt5&text=cats")
+    open_link(page, server_url + "#mode=model&model=gpt5&text=cats")
     expect(page.locator("#notice")).to_contain_text("Showing the teaching example instead.")
     assert "kept in the Real model box" not in page.locator("#notice").inner_text()
 
@@ -2458,7 +2458,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     # a link to a model the copy does not hold (the copy made again with another) shows the copy's
     # own model at its first layer, said so; the head stays, the query (a token of that model's) goes
     site = (tmp_path / "site" / "index.html").as_uri()
-    page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=2")
+    open_link(page, f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=2")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 0, the first this copy holds (not the link's query, a token of that model's)."
     )
@@ -2466,14 +2466,14 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
     assert page.locator("#mode-model").get_attribute("aria-pressed") == "true" and page.locator("#models .lab-error").inner_text() == ""
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 0")  # not the nearest to the link's layer 3: that was the other model's
     # another model and another text: each said, neither saying the other is kept
-    page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=Hello&stage=weights&head=4&query=2")
+    open_link(page, f"{site}#mode=model&model=smollm2&layer=3&text=Hello&stage=weights&head=4&query=2")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: its text is not this copy's: the copy holds one text, “The cat sat on the mat because it was warm.”, shown with the link's stage and head;"
         " the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 0, the first this copy holds (not the link's query, a token of that model's)."
     )
     # a link made on another text (the copy made again on a new sentence) shows the copy's own
     # text, its model, layer and head kept; its query stood for a token of the other text
-    page.goto(f"{site}#mode=model&model=minilm&layer=0&text=Hello+there&head=5&query=1")
+    open_link(page, f"{site}#mode=model&model=minilm&layer=0&text=Hello+there&head=5&query=1")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: its text is not this copy's: the copy holds one text, “The cat sat on the mat because it was warm.”, shown with the link's model, layer and head (not its query, a token of its own text)."
     )
@@ -2487,7 +2487,7 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         ("layer=2&head=40&query=3", "head 40 is out of range: there are 12 heads, so head 0 is shown.", "· head 0 · query “sat”"),
         ("layer=2&head=5&query=50", "query 50 is out of range: there are 13 tokens, so query “mat” is shown.", "· head 5 · query “mat”"),
     ):
-        page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&{part}")
+        open_link(page, f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&{part}")
         expect(page.locator("#notice")).to_have_text(f"This link could not be used in full: {why}")  # after the reload
         expect(page.locator(".stage h2")).to_contain_text(title)
         assert page.locator("#mode-model").get_attribute("aria-pressed") == "true"
@@ -2495,20 +2495,20 @@ def test_a_static_copy_holds_layers_of_a_real_model(browser, tmp_path, artifacts
         # the heading names the layers the copy holds among the model's
         assert page.locator(".overview h2").inner_text() == "all-MiniLM-L6-v2 · layer 2 (layers 0–5; this copy holds 0, 2) · every head's weights"
     # a query named by its token, as the terminal takes it: found on the tokens the layer came with
-    page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&stage=weights&head=5&query=sat")
+    open_link(page, f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&stage=weights&head=5&query=sat")
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 5 · query “sat”")
     assert page.locator("#notice").is_hidden()
-    page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&head=5&query=dog")
+    open_link(page, f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&head=5&query=dog")
     expect(page.locator("#notice")).to_contain_text("This link could not be used in full: the query “dog” is not a token here: name one of “[CLS]”, “the@1”, “cat”")
     expect(page.locator("#notice")).to_contain_text("or give a position; query “mat” is shown.")
     expect(page.locator(".stage h2")).to_contain_text("· head 5 · query “mat”")
     # found as the text reads it, in any case: MiniLM's tokenizer lowercases "The"
-    page.goto(f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&stage=weights&head=5&query=The")
+    open_link(page, f"{site}#mode=model&model=minilm&text=The+cat+sat+on+the+mat+because+it+was+warm.&layer=2&stage=weights&head=5&query=The")
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 5 · query “the @1”")
     assert page.locator("#notice").is_hidden()
     # a link to another model: its query, a token of that model's, goes as the notice says (no
     # second complaint, and not looked up among this copy's tokens, where "cat" is)
-    page.goto(f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=cat")
+    open_link(page, f"{site}#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat+because+it+was+warm.&stage=weights&head=4&query=cat")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: the model “smollm2” is not in this page, which holds all-MiniLM-L6-v2: all-MiniLM-L6-v2 is shown, at its layer 0, the first this copy holds (not the link's query, a token of that model's)."
     )
@@ -2879,7 +2879,7 @@ def test_a_link_names_a_decoders_query_as_its_text_reads(page, server_url):
     page.goto(server_url + "#mode=model&model=smollm2&layer=0&text=The+quick+brown+fox+jumps+over+the+quick+dog.&stage=weights&head=2&query=quick@7")
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 2 · query “␣quick @7”", timeout=60_000)
     assert page.locator("#notice").is_hidden()
-    page.goto(server_url + "#mode=model&model=smollm2&layer=0&text=The+quick+brown+fox+jumps+over+the+quick+dog.&stage=weights&head=2&query=fox")
+    open_link(page, server_url + "#mode=model&model=smollm2&layer=0&text=The+quick+brown+fox+jumps+over+the+quick+dog.&stage=weights&head=2&query=fox")
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 2 · query “␣fox”", timeout=60_000)
 
 
@@ -2896,19 +2896,19 @@ def test_a_links_head_and_query_out_of_range_are_dropped_alone(page, server_url)
     expect(page.locator(".stage h2")).to_contain_text("· head 0 · query “cat”")
     assert page.locator(".model-status").inner_text().startswith("all-MiniLM-L6-v2, layer 1: 6 tokens")
     # "all queries" comes back; a stage the layer lacks falls back to the one before it, said
-    page.goto(server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat.&head=2&stage=mask&all=1")
+    open_link(page, server_url + "#mode=model&model=minilm&layer=1&text=The+cat+sat.&head=2&stage=mask&all=1")
     expect(page.locator("#notice")).to_have_text(
         "This link could not be used in full: this layer has no Mask stage (it is not causal and has no sliding window), so Scores is shown."
     )  # (it said "stage “mask” is not one of …", as of a typo)
     expect(page.locator(".stage h2")).to_contain_text("2. Scores · head 2 ·")
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "true"
     # a layer the model lacks: its last layer, said
-    page.goto(server_url + "#mode=model&model=minilm&layer=9&text=The+cat+sat.&head=3")
+    open_link(page, server_url + "#mode=model&model=minilm&layer=9&text=The+cat+sat.&head=3")
     expect(page.locator("#notice")).to_have_text("This link could not be used in full: layer 9 does not exist: this model has layers 0 to 5, so layer 5 is shown.")
     expect(page.locator(".stage h2")).to_contain_text("· head 3 ·")
     assert page.get_by_label("Layer (from 0)").input_value() == "5"
     # an empty text: the example sentence, said
-    page.goto(server_url + "#mode=model&model=minilm&layer=2&text=&head=1")
+    open_link(page, server_url + "#mode=model&model=minilm&layer=2&text=&head=1")
     expect(page.locator("#notice")).to_have_text("This link could not be used in full: its text is empty, so the example sentence is traced.")
     expect(page.locator(".stage h2")).to_contain_text("· head 1 ·")
     assert page.get_by_label("Text", exact=True).input_value() == DEFAULT_TEXT
@@ -2923,7 +2923,7 @@ def test_a_link_to_a_model_that_is_not_here_says_so_and_traces_nothing(page, ser
     assert said.startswith("This link could not be used. This server has no model “gpt5”: a link names one of minilm (all-MiniLM-L6-v2), ") and said.endswith(". Showing the teaching example instead."), said
     assert page.locator(".overview").is_hidden() and "model=minilm" not in page.url
     # a link to the mode with no model opens it as its button does
-    page.goto(server_url + "#mode=model")
+    open_link(page, server_url + "#mode=model")
     page.wait_for_function("() => document.querySelector('.model-status')?.textContent.includes('press Trace')", timeout=60_000)
     assert page.locator("#models .lab-error").inner_text() == ""
 

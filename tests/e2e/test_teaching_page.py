@@ -18,7 +18,7 @@ from mha_explorer.lab import random_weights, random_x
 from mha_explorer.schema import TracePayload, payload_arrays, trace_payload
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import BARE_SIGN, SETTLED, check_numbers, factor
+from .pagecheck import BARE_SIGN, SETTLED, check_numbers, factor, open_link
 
 pytestmark = pytest.mark.e2e
 
@@ -963,7 +963,7 @@ def test_a_system_in_dark_mode_gets_a_dark_page_with_no_serious_accessibility_vi
     page.pdf()
     assert page.evaluate("window.printedOn") == ["rgb(255, 255, 255)", ""]
     assert background(".mha-explorer .stage") == "rgb(30, 34, 41)"  # and dark again after
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c&seed=0&stage=weights")
+    open_link(page, server_url + "#mode=lab&d_model=8&n_heads=4&n_kv_heads=2&d_head=2&d_v=2&causal=1&bias=0&tokens=a+b+c&seed=0&stage=weights")
     page.locator(".edit-grid input").first.fill("abc")
     page.locator(".edit-grid input").first.press("Tab")
     expect(page.locator(".cell-error.shown")).to_be_visible()
@@ -971,18 +971,18 @@ def test_a_system_in_dark_mode_gets_a_dark_page_with_no_serious_accessibility_vi
     assert bad == [], bad
     page.screenshot(path=str(artifacts / "lab-dark.png"))
     # the frame over a heatmap (which keeps its light scale) is dark, with a light halo where it runs onto the page
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h+i&seed=0&stage=weights&query=4&all=1")
+    open_link(page, server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h+i&seed=0&stage=weights&query=4&all=1")
     mark = page.locator(".stage .heatmap-mark").first
     expect(mark).to_be_visible()
     assert mark.evaluate("(m) => [getComputedStyle(m).borderTopColor, getComputedStyle(m).boxShadow]") == ["rgb(29, 35, 48)", "rgb(228, 231, 237) 0px 0px 0px 1px"]
     # its row labels, drawn on the canvas, take the dark look's grey (the light one's was 2.7:1 on the dark card)
     page.add_init_script("""(() => { const fill = CanvasRenderingContext2D.prototype.fillText; window.labelInks = new Set();
         CanvasRenderingContext2D.prototype.fillText = function (...a) { window.labelInks.add(this.fillStyle); return fill.apply(this, a); }; })()""")
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h+i&seed=1&stage=weights&query=4&all=1")
+    open_link(page, server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c+d+e+f+g+h+i&seed=1&stage=weights&query=4&all=1")
     expect(page.locator(".stage canvas.heatmap").first).to_be_visible()
     inks = page.evaluate("() => [...window.labelInks]")
     assert "#a4adbc" in inks and "#5b6475" not in inks, inks
-    page.goto(server_url + "#stage=nowhere")  # a notice says what of the link was not used
+    open_link(page, server_url + "#stage=nowhere")  # a notice says what of the link was not used
     page.wait_for_selector("#notice:not([hidden])")
     bad = [(v["id"], v["help"]) for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")]
     assert bad == [], bad
@@ -1227,7 +1227,7 @@ def test_the_last_stage_says_where_to_go_from_there(page, server_url):
     )
     # the same words in the lab, where they are true as well, not sending the user where they are
     # (its view of the teaching example's configuration is shared with the teaching example's own)
-    page.goto(server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0")
+    open_link(page, server_url + "#mode=lab&d_model=4&n_heads=2&n_kv_heads=2&d_head=2&d_v=2&causal=0&bias=0&tokens=cats+like+warm+milk&seed=0")
     page.wait_for_function("() => document.querySelector('.outputs .hint')?.textContent.startsWith('MHA')")
     select(page, "Calculation stage", "Output projection")
     expect(page.locator(".stage .next-steps")).to_contain_text("or change the configuration (heads, widths, a causal mask) with the Attention lab's settings.")
