@@ -163,7 +163,7 @@ def notes(config: AttentionConfig) -> tuple[tuple[str, str], ...]:
     """The teaching notes, with the first one true to this config's mask."""
     if not config.masked:
         return NOTES
-    if not config.causal:  # a window on both sides
+    if not config.causal:  # a window on keys too far back alone: every later key is seen
         window = (
             "visibility",
             f"This layer has a sliding window of {config.sliding_window}: each query sees the keys fewer than "

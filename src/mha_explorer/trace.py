@@ -173,8 +173,9 @@ def trace(
 
 
 def attention(x: np.ndarray, weights: AttentionWeights, config: AttentionConfig) -> np.ndarray:
-    """The layer's output alone, (n, d_model): what trace() computes, without keeping the stages
-    nobody will look at (the layers a real model runs before the traced one). Positions 0..n-1."""
+    """The layer's output alone, (n, d_model): what trace() computes, without keeping the other
+    stages. Positions 0..n-1. (A real model's layers before the traced one are run together by
+    attention_layers().)"""
     return _run(x, weights, config, None, record=False)["output"]
 
 
@@ -333,7 +334,7 @@ def past_range(stage: str | None, dtype, goes: str = "goes", step: str = "") -> 
 
 def _attend(
     x: np.ndarray, w: AttentionWeights, config: AttentionConfig, positions: np.ndarray, each: parallel.Each, record: bool
-) -> dict[str, np.ndarray]:
+) -> tuple[dict[str, np.ndarray], bool]:
     """The body of trace(): every stage in STAGES order, or with record=False only those the
     output needs (the scores are then scaled in place and no contributions are formed)."""
     q, k, v = _split(_project(x, w, config, each), config, record)  # (h, n, e), (g, n, e), (g, n, f)

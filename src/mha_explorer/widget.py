@@ -13,6 +13,8 @@ shipped in the package: nothing comes from a CDN. Its synced traits are the page
     head         the inspected head, from 0
     query        the query token's index, from 0
     all_queries  show every query at once as heatmaps
+    first_view   the view the widget was made with (stage, head, query, all_queries), which its
+                 cells open on; None once the payload has changed
 
 `query` also accepts a token: `w.query = "like"` stores the index of "like" (of its first
 occurrence, as `mha-explorer trace --query` does; "like@1", or the index, names a position). A real model's

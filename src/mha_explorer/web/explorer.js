@@ -5,7 +5,9 @@
 //
 // Traits: payload (the trace, schema.TracePayload), stage (a page stage id), head (int), query (int),
 // all_queries (bool); head_arrays (another head's arrays, from a notebook's Python) and upcoming
-// ({ payload, head } the page fetched ahead, whose view is built while idle) when the adapter has them.
+// ({ payload, head } the page fetched ahead, whose view is built while idle) when the adapter has them;
+// first_view (a notebook cell's first view of its payload) and refined ({ payload } whose numbers
+// were made exact since, to be written on screen again).
 // Every string from the payload is put in the page as text, never as markup.
 
 const SVG = "http://www.w3.org/2000/svg";

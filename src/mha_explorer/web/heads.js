@@ -99,7 +99,7 @@ const EXP_SAFE = 60;
 // Head `head`'s arrays (as modelview.head_arrays sends them, after withDerived), worked out a few
 // rows at a time: a generator that yields between blocks and returns them. `groups` holds the
 // K/V heads worked out already (g -> { k, v, kTurned, kNorms }), shared by the heads of a group.
-export function* workHead(payload, head, groups) {
+function* workHead(payload, head, groups) {
   const { config, stages } = payload;
   const weights = payload.layerWeights;
   const { d_model: d, d_head: e, d_v: f, n_heads: nHeads, n_kv_heads: nGroups } = config;

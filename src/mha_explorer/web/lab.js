@@ -1,10 +1,11 @@
 // The attention lab's editor: configuration, tokens, a seed and cell-by-cell values.
-// It never computes attention: it asks the server for a trace (POST api/trace) and hands the
-// payload to the explorer. A bad value is reported at its field; the last good trace stays.
+// It never computes attention: the page's compute callback asks the server for a trace (POST
+// api/trace), and the payload goes to the explorer. A bad value is reported at its field; the
+// last good trace stays.
 
 import { echo, h, sup, visibleToken } from "./explorer.js";
 
-export const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_*)
+export const LAB_LIMITS = { tokens: 64, width: 64, heads: 64, tokenChars: 64 }; // as the server checks them (schema.LAB_MAX_* and MAX_TOKEN_CHARS)
 
 export const PRESETS = {
   mha: { title: "MHA: 4 heads", config: { d_model: 8, n_heads: 4, n_kv_heads: 4, d_head: 2, d_v: 2, causal: false, bias: false } },
