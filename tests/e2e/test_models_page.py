@@ -2567,6 +2567,16 @@ def test_a_short_texts_scores_and_value_rows_list_every_key(page, server_url):
     listed = [row.split("\t")[0] for row in page.locator(".stage table.calc-table tbody tr").all_inner_texts()]
     assert "the table lists the 9 keys, in order." in page.locator(".stage p.lead").first.inner_text()
     assert "q · k" in page.locator(".stage table.calc-table thead").inner_text()
+    # the strip of scores over it names each key under its own column (its axis named the first and
+    # the last alone, cut to "key …" in a strip this short)
+    names = page.locator(".stage .heatmap-axis.names span")
+    assert names.all_inner_texts() == listed
+    strip, cells = page.locator(".stage canvas.heatmap").bounding_box(), page.locator(".stage .heatmap-axis.names").bounding_box()
+    assert abs(cells["x"] + cells["width"] - (strip["x"] + strip["width"])) < 1.5  # the axis spans the cells, right of the row's label
+    column = cells["width"] / len(listed)
+    for j, name in enumerate(names.all()):
+        at = name.bounding_box()
+        assert abs(at["x"] - (cells["x"] + j * column)) < 1.5 and abs(at["width"] - column) < 1.5, (j, at, cells)
     # a token that occurs twice is named by its position, in the tables as in the bars and menus;
     # the others by their text alone, in every stage alike
     assert listed == page.get_by_label("Query token").locator("option").all_inner_texts(), listed

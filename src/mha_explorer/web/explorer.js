@@ -1888,7 +1888,7 @@ function keyStrip(view, query, head, name, caption, kind) {
   const masked = kind === "weights" && t.mask ? (_, j) => hiddenKey(t, head, query, j) : undefined;
   // in a box of its own: wider than a phone, it scrolls there, and the table under it, which fits,
   // is not dimmed by the fade of a figure scrolled sideways
-  return h("div", { class: "wide-table" }, heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => keyLabel(payload, j), kind, masked }));
+  return h("div", { class: "wide-table" }, heatmap({ caption, rows: 1, cols: n, value: (_, j) => t[name].at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => keyLabel(payload, j), colName: (j) => tokenName(payload, j), kind, masked }));
 }
 
 function scores(view, query, head) {
@@ -1961,7 +1961,7 @@ function mask(view, query, head) {
   if (n > MANY_TOKENS)
     return [
       h("p", { class: "lead" }, `Query “`, tokenName(payload, query), `” is at position ${query}: ${rule} are set to −∞. ${count} of ${n} keys are masked (grey)${cut}.`),
-      heatmap({ caption: `Scaled scores after the mask, head\u00a0${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => keyLabel(payload, j) }),
+      heatmap({ caption: `Scaled scores after the mask, head\u00a0${head}`, rows: 1, cols: n, value: (_, j) => t.mask.at(head, query, j), rowLabel: () => tokenName(payload, query), colLabel: (j) => keyLabel(payload, j), colName: (j) => tokenName(payload, j) }),
     ];
   const rows = range(n).map((j) =>
     h(
