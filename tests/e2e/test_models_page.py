@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import quote_plus
 
 import httpx
@@ -3399,3 +3400,24 @@ def test_a_model_links_bad_part_is_left_out_and_its_text_traced(page, server_url
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 0")
     expect(page.locator(".stage h2")).to_contain_text("Weights · head 0")
     page.wait_for_function("() => location.hash.includes('model=minilm')")
+
+
+@needs("smollm2")
+def test_a_real_models_scores_say_where_the_rounded_numbers_divided_by_hand_miss_the_shown_score(page, server_url):
+    """Each listed q · k as shown, divided by the divisor as shown, and rounded half up as a person
+    rounds: where that misses the scaled score shown (65.00 ÷ 8 = 8.125, shown 8.12, the full q · k
+    being 64.99…), a note under the table says so, as in the teaching example and the terminal."""
+    page.goto(server_url + "#mode=model&model=smollm2&layer=3&text=The+cat+sat+on+the+mat.&stage=scores&head=2&query=1")
+    expect(page.locator(".stage table.calc-table tbody tr")).to_have_count(7, timeout=120_000)
+    misses = []
+    for row in page.locator(".stage table.calc-table tbody tr").all():
+        key = row.locator("th").inner_text().removesuffix(" · masked next")
+        _, _, dot, divisor, scaled = row.locator("th, td").all_inner_texts()
+        by_hand = (Decimal(dot) / Decimal(divisor.removeprefix("÷ "))).quantize(Decimal("0.01"), ROUND_HALF_UP)
+        if f"{by_hand:.2f}" != scaled:
+            misses.append(f"the scaled score of “{key}” comes to {by_hand:.2f} (shown: {scaled})")
+    assert misses, "this head and query were picked for a score that rounds otherwise by hand"
+    expect(page.locator(".stage p.hint").last).to_have_text(
+        "Every number here is rounded to two decimals, and each result is worked out from the full numbers. Worked from the rounded numbers instead, "
+        + "; ".join(misses) + ". Point at a number, or tap it, to see it in full."
+    )

@@ -1999,6 +1999,7 @@ function scoresMany(view, query, head) {
   const seen = new Set(visible);
   const hiddenAbove = few ? 0 : range(n).filter((j) => !seen.has(j) && score(j) > lowest).length;
   const scale = scaleOf(payload.config);
+  const divisor = fmtConstant(1 / scale);
   const rows = top.map((j) =>
     h(
       "tr",
@@ -2008,10 +2009,16 @@ function scoresMany(view, query, head) {
       h("th", { scope: "row" }, few ? rowName(tokenName(payload, j)) : [rowName(visibleToken(payload.tokens[j])), h("span", { class: "pos" }, ` @${j}`)], seen.has(j) ? null : h("span", { class: "pos" }, " · masked next")),
       h("td", {}, `Σ of ${payload.config.d_head} products`),
       h("td", {}, num(score(j), `scores:${head},${query},${j}`)),
-      h("td", { class: "div" }, "÷ ", h("span", { class: "worked" }, fmtConstant(1 / scale))),
+      h("td", { class: "div" }, "÷ ", h("span", { class: "worked" }, divisor)),
       h("td", {}, num(t.scaled.at(head, query, j), `scaled:${head},${query},${j}`)),
     ),
   );
+  // by hand: each listed score as shown, divided by the divisor as shown
+  const off = top.flatMap((j) => {
+    const [byHand, shown] = [byHandFmt(rounded(score(j)) / Number(divisor)), fmt(t.scaled.at(head, query, j))];
+    const key = few ? `“${tokenName(payload, j)}”` : `“${visibleToken(payload.tokens[j])}” @${j}`;
+    return byHand === shown ? [] : [[`the scaled score of ${key}`, byHand, shown]];
+  });
   const keys = (count) => (count === 1 ? "one key" : `${count} keys`);
   const which = few ? `${keys(n)}, in order`
     : !masked ? `${keys(top.length)} with the highest scores`
@@ -2027,6 +2034,7 @@ function scoresMany(view, query, head) {
       h("thead", {}, h("tr", {}, ["key", "computed as", QK_LABEL[comparedQK(t)[0]], unseen("divided by √d_head"), "scaled"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows),
     ),
+    roundingHint(off, divisor.includes(".") ? roundedAs(`, the divisor ${divisor} to three`) : undefined),
   ];
 }
 
