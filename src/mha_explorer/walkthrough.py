@@ -512,15 +512,17 @@ def _rope(t, tokens, i, heads, fits):
                 left_out(table, n, rows, "tokens")
             return table
 
-        out += [*q_and_k(table_of, fits, shared), _turned_pairs(t, i, h, q_before, fits)]
+        out += [*q_and_k(table_of, fits, shared), *_turned_pairs(t, i, h, q_before, fits)]
     return out
 
 
-def _turned_pairs(t, i, h, q_before, fits) -> Table:
+def _turned_pairs(t, i, h, q_before, fits) -> list[Table | Text]:
     """Up to three pairs (m, m + d_head/2) of the query's q turned by hand, as the page shows them: the
-    angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos, beside q
+    angle is position × θ^(−2m/d_head) (four significant digits); cos and sin to four decimals (at
+    two, a slow pair's small turn read 0.00); a′ = a cos − b sin and b′ = a sin + b cos, beside q
     rotated as the layer computed it when the terminal has room. The formulas are in the caption,
-    so that the headers stay short and no pair of numbers is cut."""
+    so that the headers stay short and no pair of numbers is cut. Then a note where a pair worked
+    from the numbers shown misses q rotated as shown."""
     d = t.config.d_head
     half = d // 2
     after = t["q_rotated"][h, i]
@@ -546,14 +548,22 @@ def _turned_pairs(t, i, h, q_before, fits) -> Table:
             a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
             cos, sin = math.cos(angle), math.sin(angle)
             layer = (f"{fmt(after[m])}{join}{fmt(after[m + half])}",) if with_layer else ()
-            table.add_row(f"({m}, {m + half})", fmt(angle), f"{fmt(cos)}{join}{fmt(sin)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer)
+            shown_angle = f"{angle:.3e}".replace("e-0", "e-") if 0 < angle < 1e-3 else format(Decimal(f"{angle:.4g}"), "f")  # as the page: 0.002783, 2.866e-5
+            table.add_row(f"({m}, {m + half})", shown_angle, f"{fmt(cos, 4)}{join}{fmt(sin, 4)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer)
         return table
 
+    misses = []
+    for m in pairs:
+        angle = at * t.config.rope_theta ** (-2 * m / d)
+        a, b = as_shown(q_before[h, i, m]), as_shown(q_before[h, i, m + half])
+        cos, sin = Decimal(fmt(math.cos(angle), 4)), Decimal(fmt(math.sin(angle), 4))
+        if a is not None and b is not None:
+            misses += [(f"a′ of pair ({m}, {m + half})", hand_sum([a * cos, -b * sin]), fmt(after[m])), (f"b′ of pair ({m}, {m + half})", hand_sum([a * sin, b * cos]), fmt(after[m + half]))]
     for with_layer in (True, False):  # built one at a time: the second only where the first does not fit
         table = table_of(with_layer)
         if fits(table):
-            return table
-    return table_of(False, stacked=True)
+            return [table, *noted(misses)]
+    return [table_of(False, stacked=True), *noted(misses)]
 
 
 def _scores(t, tokens, i, heads, fits):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import numpy as np
@@ -445,8 +446,19 @@ def test_the_rotary_stage_turns_three_pairs_by_hand_as_the_page_does():
         a, b = float(q[m]), float(q[m + 32])
         by_hand = (a * math.cos(angle) - b * math.sin(angle), a * math.sin(angle) + b * math.cos(angle))
         shown = rows[f"({m}, {m + 32})"]
-        assert shown[0] == two(angle) and shown[2] == f"{two(a)}, {two(b)}"
+        # the angle to four significant digits (2.866e-5 under 0.001), cos and sin to four decimals
+        assert float(shown[0]) == float(f"{angle:.4g}") and ("e" in shown[0]) == (angle < 1e-3)
+        assert shown[1] == f"{math.cos(angle):.4f}, {math.sin(angle):.4f}".replace("-0.0000", "0.0000") and shown[2] == f"{two(a)}, {two(b)}"
         assert shown[3] == f"{two(by_hand[0])}, {two(by_hand[1])}" == f"{two(float(rotated[m]))}, {two(float(rotated[m + 32]))}" == shown[4]
+    # the shown numbers turned by hand (half away from zero), where they miss the rotated q shown
+    misses = []
+    for pair, (_, turn, before, _, after) in rows.items():
+        (cos, sin), (a, b), (a_after, b_after) = ([Decimal(x) for x in cell.split(", ")] for cell in (turn, before, after))
+        for name, hand, layer in (("a′", a * cos - b * sin, a_after), ("b′", a * sin + b * cos, b_after)):
+            if hand.quantize(Decimal("0.01"), ROUND_HALF_UP) != layer:
+                misses.append(f"{name} of pair {pair} comes to {hand.quantize(Decimal('0.01'), ROUND_HALF_UP)} (shown: {layer})")
+    said = " ".join(out.replace("│", " ").split())
+    assert misses and "from the rounded numbers shown, " + "; ".join(misses) + "." in said, (misses, said)
 
 
 @needs["minilm"]
@@ -540,8 +552,9 @@ def test_the_rotary_pairs_and_headers_are_whole_at_every_width(width):
     rows = [row for row in cells(out) if row and re.fullmatch(r"\(\d+, \d+\)", row[0])]
     assert [row[0] for row in rows] == ["(0, 32)", "(1, 33)", "(31, 63)"]
     for row in rows:
-        assert re.fullmatch(r"-?\d+\.\d\d", row[1]), row
-        assert all(re.fullmatch(r"-?\d+\.\d\d, -?\d+\.\d\d", cell) for cell in row[2:]), row
+        assert re.fullmatch(r"\d+(\.\d+)?(e-\d+)?", row[1]) and len(row[1].replace(".", "").lstrip("0").split("e")[0]) <= 4, row
+        assert re.fullmatch(r"-?\d\.\d{4}, -?\d\.\d{4}", row[2]), row
+        assert all(re.fullmatch(r"-?\d+\.\d\d, -?\d+\.\d\d", cell) for cell in row[3:]), row
     with_layer = len(rows[0]) == 6
     assert with_layer == (width >= 100)
     assert ("the same as q rotated above" in " ".join(out.replace("│", " ").split())) != with_layer
@@ -553,7 +566,7 @@ def test_on_60_columns_the_rotary_pairs_stack_under_a_title_of_one_line():
     assert max(map(cell_len, out.splitlines())) <= 60
     assert re.search(r"│ +head 2: q's pairs turned by hand at position \d+ +│", out)  # the narrow title, whole on its line
     for m in (0, 1, 31):  # each pair's numbers on two lines: cos, then sin below it
-        assert re.search(rf"│ \({m}, {m + 32}\) +-?\d\.\d\d +-?\d\.\d\d +-?\d\.\d\d +-?\d\.\d\d +│\n│ +-?\d\.\d\d", out), m
+        assert re.search(rf"│ \({m}, {m + 32}\) +\S+ +-?\d\.\d{{4}} +-?\d\.\d\d +-?\d\.\d\d +│\n│ +-?\d\.\d{{4}}", out), m
 
 
 def test_a_bad_layer_head_or_text_is_refused_before_the_model_loads(monkeypatch):

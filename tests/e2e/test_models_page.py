@@ -1260,10 +1260,28 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     moved = round(100 * float(np.linalg.norm(q_rotated - q) / np.linalg.norm(q)))
     assert 0 < turned < 32 and f"At position 2, {turned} of the 32 pairs turn by more than 0.1 radian (about 6°), and q moves by {moved}% of its length (|q̃ − q| / |q|)" in lead, lead
     assert (": the strips of q before and after look much alike." in lead) == (moved < 25), lead
+    # each angle to four significant digits and cos, sin to four decimals (at two, the last pair's
+    # small turn read 0.00 and its a′ ≠ a looked like a rotation by nothing); where the shown
+    # numbers rotated by hand miss the shown "after", the note under the table says so
+    misses = []
     for row in page.locator(".stage table.calc-table tbody tr").all_inner_texts():
-        *_, by_hand, after = row.split("\t")
-        for x, y in zip(by_hand.split(","), after.split(",")):
+        pair, angle, turn, before, by_hand, after = row.split("\t")
+        m = int(pair.strip("()").split(",")[0])
+        assert Decimal(angle) == Decimal(f"{2 * theta ** (-2 * m / 64):.4g}") and ("e" in angle) == (m == 31), row  # 2.866e-5
+        cos, sin = (Decimal(x) for x in turn.split(", "))
+        assert f"{cos:.4f}" == f"{np.cos(2 * theta ** (-2 * m / 64)):.4f}" and f"{sin:.4f}" == f"{np.sin(2 * theta ** (-2 * m / 64)):.4f}", row
+        (a, b), (a_after, b_after) = ([Decimal(x) for x in cells.split(", ")] for cells in (before, after))
+        for name, hand, shown in ((f"a′ of pair {pair}", a * cos - b * sin, a_after), (f"b′ of pair {pair}", a * sin + b * cos, b_after)):
+            hand = hand.quantize(Decimal("0.01"), ROUND_HALF_UP)
+            if hand != shown:
+                misses.append(f"{name} comes to {hand} (shown: {shown})")
+        for x, y in zip(by_hand.split(","), after.split(",")):  # from the full numbers: the layer's own
             assert abs(float(x) - float(y)) <= 0.011, row
+    note = page.locator(".stage .wide-table:has(table.rotary) + p.hint")
+    if misses:
+        assert "; ".join(misses) in note.inner_text()
+    else:
+        expect(note).to_have_count(0)
     k_map = page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text="before the rotation"))
     legend = " ".join(k_map.locator(".heatmap-legend").inner_text().split())  # swatches between the words
     assert legend == f"Colours: −{top} · 0 · +{top}"

@@ -1528,4 +1528,4 @@ def test_a_trace_given_positions_of_its_own_is_turned_by_them_on_the_page(page, 
     for row in table.locator("tbody tr").all():  # turned by hand = turned by the layer, as shown
         cells = row.locator("td").all_inner_texts()
         assert cells[3] == cells[4], cells
-    assert table.locator("tbody tr td").first.inner_text() == fmt(12.0)  # pair (0, 2) turns by 12 × θ⁰
+    assert table.locator("tbody tr td").first.inner_text() == "12"  # pair (0, 2) turns by 12 × θ⁰ (four significant digits)

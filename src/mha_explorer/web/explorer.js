@@ -2341,7 +2341,7 @@ function rope(view, query, head) {
     vector("q̃ after the rotation, on the same colour scale", d, qAfter, (e) => `q_rotated:${head},${query},${e}`, "after", 0, qScale),
     // (scrolled by itself: on a phone the maps around it are wider than the screen, and the
     // table scrolled with them, its pairs and title out of sight)
-    h("div", { class: "wide-table" }, turnedPairs(view, query, head, qIn)),
+    ...turnedPairs(view, query, head, qIn),
     heatmap({ caption: `${kName} of ${kvHead(payload, g)} before the rotation`, rows: n, cols: d, value: kBefore, plane: t[kIn].plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
     heatmap({ caption: `K̃ after the rotation, on the same colour scale`, rows: n, cols: d, value: kAfter, plane: t.k_rotated.plane(g), rowLabel: (r) => tokenName(payload, r), colLabel: (e) => `k[${e}]`, tokenAt: (r) => r, mark: query, scale: kScale }),
   ];
@@ -2352,34 +2352,54 @@ const position = (payload, i) => payload.positions?.[i] ?? i;
 
 // Three of q's pairs turned by hand (fewer where d_head/2 is under 3): the first (fastest), the second and the last (slowest). The
 // angle is position × θ^(−2m/d_head); a′ = a cos − b sin and b′ = a sin + b cos give the numbers
-// after the rotation (worked here in double precision, the layer's own are float32).
+// after the rotation (worked here in double precision, the layer's own are float32). The angle is
+// shown to four significant digits and cos and sin to four decimals: at two, a slow pair's small
+// turn (0.002783) read 0.00, and its a′ ≠ a looked like a rotation by nothing. A note says where a
+// pair worked from the numbers as shown misses the one shown after. Returns the table and the note.
 function turnedPairs(view, query, head, qIn) {
   const { payload, t } = view;
   const d = payload.config.d_head;
   const half = d / 2;
   const pairs = [...new Set([0, 1, half - 1])].filter((m) => m < half);
+  const off = [];
   const rows = pairs.map((m) => {
     const angle = position(payload, query) * Math.pow(payload.config.rope_theta, (-2 * m) / d);
     const [a, b] = [t[qIn].at(head, query, m), t[qIn].at(head, query, m + half)];
     const [cos, sin] = [Math.cos(angle), Math.sin(angle)];
+    const pair = `(${m}, ${m + half})`;
+    const [cosShown, sinShown] = [fmtTurn(cos), fmtTurn(sin)];
+    const [aHand, bHand] = [rounded(a) * Number(cosShown) - rounded(b) * Number(sinShown), rounded(a) * Number(sinShown) + rounded(b) * Number(cosShown)].map(byHandFmt);
+    const [aAfter, bAfter] = [fmt(t.q_rotated.at(head, query, m)), fmt(t.q_rotated.at(head, query, m + half))];
+    off.push(...(aHand !== aAfter ? [[`a′ of pair ${pair}`, aHand, aAfter]] : []), ...(bHand !== bAfter ? [[`b′ of pair ${pair}`, bHand, bAfter]] : []));
     return h(
       "tr",
       {},
-      h("th", { scope: "row" }, `(${m}, ${m + half})`),
-      h("td", {}, fmt(angle)),
-      h("td", {}, `${fmt(cos)}, ${fmt(sin)}`),
+      h("th", { scope: "row" }, pair),
+      h("td", {}, fmtAngle(angle)),
+      h("td", {}, `${cosShown}, ${sinShown}`),
       h("td", {}, num(a, `${qIn}:${head},${query},${m}`), ", ", num(b, `${qIn}:${head},${query},${m + half}`)),
       h("td", { class: "terms" }, `${fmt(a * cos - b * sin)}, ${fmt(a * sin + b * cos)}`),
       h("td", {}, num(t.q_rotated.at(head, query, m), `q_rotated:${head},${query},${m}`), ", ", num(t.q_rotated.at(head, query, m + half), `q_rotated:${head},${query},${m + half}`)),
     );
   });
-  return h(
+  const table = h(
     "table",
     { class: "calc-table rotary" },
     h("caption", {}, `${["One pair", "Two pairs", "Three pairs"][pairs.length - 1]} of ${qIn === "q_normed" ? "q̂" : "q"} turned by hand, at position ${position(payload, query)}`),
     h("thead", {}, h("tr", {}, ["pair (m, m + d/2)", "angle (radians)", "cos, sin", "before: a, b", "a cos − b sin, a sin + b cos", "after"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows),
   );
+  return [h("div", { class: "wide-table" }, table), roundingHint(off, roundedAs(", the angle to four significant digits, cos and sin to four decimals"))];
+}
+
+// an angle as the rotary table shows it: four significant digits, under 0.001 with its power of
+// ten (2.866e-5, as the terminal writes it: "0.00002866" is long and its zeros are miscounted)
+const fmtAngle = (angle) => (angle > 0 && angle < 1e-3 ? angle.toExponential(3) : String(Number(angle.toPrecision(4))));
+
+// cos or sin of a turn as the rotary table shows it: four decimals ("-0.0000" as "0.0000")
+function fmtTurn(x) {
+  const s = x.toFixed(4);
+  return s === "-0.0000" ? "0.0000" : s;
 }
 
 // the stages that read a head's keys or values (or what they made)
