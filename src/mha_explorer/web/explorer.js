@@ -808,7 +808,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const n = steps.children.length;
     if (!n || !stepsWidth) return;
     const style = getComputedStyle(steps);
-    const narrowest = 8 * parseFloat(style.fontSize); // a tab's: 8em, as the stylesheet's columns
+    const narrowest = 9 * parseFloat(style.fontSize); // a tab's: 9em, as the stylesheet's columns
     const gap = parseFloat(style.columnGap) || 0;
     const fit = Math.max(1, Math.floor((stepsWidth + gap) / (narrowest + gap))); // tabs a row has room for
     const rows = Math.ceil(n / fit);
