@@ -756,16 +756,19 @@ def largest(count: int) -> str:
 
 
 def _mixing(t, tokens, i, heads, fits):
-    """z_h as its sum of weighted value rows: on one line when it fits the terminal, else one term a line."""
+    """z_h as its sum of weighted value rows: on one line when it fits the terminal, else one term a
+    line. Every key of a short text (as the other stages list them), so that z can be worked out by
+    hand; of a long one, the three with the largest weights."""
     visible = int((~hidden_keys(len(tokens), t.config)[i]).sum())  # keys the query sees
+    long_text = len(tokens) > MANY_TOKENS
     out = []
     for h in heads:
         g = t.config.kv_group[h]
         keys = range(len(tokens))
-        if len(tokens) > MAX_SHOWN:  # the three keys with the largest weights (a hidden key has none)
+        if long_text:  # the three keys with the largest weights (a hidden key has none)
             keys = sorted(j for j in np.argsort(-t["weights"][h, i], kind="stable")[:3] if t["weights"][h, i, j] > 0)
         # each value row named by its key: v(cats) = [1.00, 0.00]; a long text's by its position too
-        name = (lambda j: f"{tokens[j]} @{j}") if len(tokens) > MAX_SHOWN else (lambda j: str(named(tokens, j)))
+        name = (lambda j: f"{tokens[j]} @{j}") if long_text else (lambda j: str(named(tokens, j)))
         def terms(count: bool, g=g, h=h, keys=keys) -> list[str]:
             shown = [f"{fmt(t['weights'][h, i, j])}×v({name(j)}){vec(t['v'][g, j], count=count)}" for j in keys]
             if len(keys) < visible:  # (a long text's: every key the query sees is shown otherwise)
@@ -784,8 +787,9 @@ def _mixing(t, tokens, i, heads, fits):
             line = Text("\n".join(lines))
         if len(keys) == visible < len(tokens):  # a long text's every visible key shown: the rest are masked
             line.append(f"\n(the other {len(tokens) - visible} keys are masked: their weights are 0)", style="dim")
-        if len(keys) == len(tokens) and t.config.d_v <= MAX_SHOWN:  # every term shown whole: z can be worked by hand
-            misses = [(f"z_{h}[{e}]", dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e])) for e in range(t.config.d_v)]
+        if len(keys) == len(tokens):  # every term shown: z's numbers shown can be worked by hand (a long v's first 3, as vec shows it)
+            shown = range(t.config.d_v) if t.config.d_v <= MAX_SHOWN else range(3)
+            misses = [(f"z_{h}[{e}]", dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e])) for e in shown]
         else:
             misses = []
         out += [line, *noted(misses)]

@@ -531,10 +531,10 @@ def test_a_long_causal_texts_mixing_counts_the_keys_the_query_sees():
     from mha_explorer.weights import AttentionWeights
 
     config = AttentionConfig(d_model=8, n_heads=2, causal=True)
-    t = trace(np.random.default_rng(3).normal(size=(10, 8)), AttentionWeights.random(config, seed=3), config)
+    t = trace(np.random.default_rng(3).normal(size=(30, 8)), AttentionWeights.random(config, seed=3), config)
     console = Console(width=200, record=True, highlight=False)
-    render(t, [f"w{j}" for j in range(10)], 4, [0], "mixing", console)
-    assert "(5 visible keys of 10; the 3 largest weights shown)" in " ".join(console.export_text().split())
+    render(t, [f"w{j}" for j in range(30)], 4, [0], "mixing", console)
+    assert "(5 visible keys of 30; the 3 largest weights shown)" in " ".join(console.export_text().split())
 
 
 def test_a_softmax_of_large_scores_writes_every_exponential_one_way():

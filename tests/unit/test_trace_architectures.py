@@ -250,16 +250,16 @@ def test_page_stages_show_the_extra_views_only_when_present():
 
 def test_the_terminal_walkthrough_shows_every_extra_stage():
     c = AttentionConfig(d_model=12, n_heads=2, n_kv_heads=1, d_head=10, causal=True, qk_norm=True, rope_theta=1e4, sliding_window=2)
-    x = np.random.default_rng(4).standard_normal((9, 12))
+    x = np.random.default_rng(4).standard_normal((30, 12))
     out = io.StringIO()
-    render(trace(x, AttentionWeights.random(c, seed=4), c), [f"t{i}" for i in range(9)], 8, [0, 1], None, Console(file=out, width=200))
+    render(trace(x, AttentionWeights.random(c, seed=4), c), [f"t{i}" for i in range(30)], 29, [0, 1], None, Console(file=out, width=200))
     text = out.getvalue()
     for title in ("Query/key norm", "Rotary positions", "Mask", "sliding window 2", "(12 numbers)", "the first 8 of 12"):
         assert title in text, title
     # the sliding window of 2 leaves the last query two keys: the mixing names both, by position, and
     # says the rest are masked (no "+ …" term: its sum is whole)
-    assert "no (masked)" in text and "(the other 7 keys are masked: their weights are 0)" in " ".join(text.split()) and "visible keys of 9" not in text
-    assert "×v(t7 @7)[" in text and "×v(t8 @8)[" in text and "×v(t0 @0)" not in text
+    assert "no (masked)" in text and "(the other 28 keys are masked: their weights are 0)" in " ".join(text.split()) and "visible keys of 30" not in text
+    assert "×v(t28 @28)[" in text and "×v(t29 @29)[" in text and "×v(t0 @0)" not in text
 
 
 def test_the_terminal_names_a_long_texts_keys_by_position_too():
