@@ -2406,6 +2406,25 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
     expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
+    # typed, the teaching example, the model again by its button (a new entry): Back, then Forward
+    # to that entry, which is reloaded; or Back, then the model's button. The box keeps the text
+    page.get_by_label("Text", exact=True).fill("typed before two mode buttons")
+    page.wait_for_timeout(400)
+    page.get_by_role("button", name="Teaching example").click()
+    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => location.hash.includes('mode=model') && !window.mhaExplorer.linkPending")
+    page.go_back()
+    page.wait_for_function("() => location.hash.includes('mode=teaching') && document.querySelector('.mha-explorer .stage h2')")
+    page.go_forward()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.get_by_label("Text", exact=True)).to_have_value("typed before two mode buttons")
+    page.go_back()
+    page.wait_for_function("() => location.hash.includes('mode=teaching') && document.querySelector('.mha-explorer .stage h2')")
+    page.get_by_role("button", name="Real model").click()
+    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    expect(page.get_by_label("Text", exact=True)).to_have_value("typed before two mode buttons")
+    expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
 
 
 @needs("minilm")

@@ -691,6 +691,9 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     linkProblems: () => linkProblems, // what start() dropped from the link it was given
     // the page is about to leave this entry for another: the box's text is written to this one
     keepDraftNow: writeDraft,
+    // the box's text, for a new entry to take along: as typed on this page, else the one this
+    // entry took along (none, not the box's first text, where nothing was typed)
+    draft: () => (text.value !== opened ? text.value : history.state?.draft),
     head: showHead,
     // a head the user is about to pick (the pointer or the focus is on a thumbnail, or on a head's
     // name in the head outputs): fetch it now. A static copy holds every head already: it is only

@@ -228,10 +228,13 @@ function writeLinkNow(model, mode, lab) {
 
 // A new entry of the tab's history, on link. The model's entry being left keeps its box as it is:
 // typed just now, or typed before the mode was left once and came back to by its button (an entry
-// of its own, whose state was empty).
+// of its own). The new entry takes the box's text along, as it takes the modes' links: a Back or
+// Forward to it, or the model mode opened from it after a reload, gives back a text typed and not
+// traced (models.js restoreDraft), not the link's.
 function pushStep(link) {
   if (new URLSearchParams(location.hash.slice(1)).get("mode") === "model") models?.keepDraftNow();
-  history.pushState({ modeLinks: { ...modeLinks } }, "", `#${link}`);
+  const draft = models ? models.draft() : history.state?.draft;
+  history.pushState({ modeLinks: { ...modeLinks }, ...(typeof draft === "string" ? { draft } : {}) }, "", `#${link}`);
 }
 
 // A mode this page has not shown since it loaded, left before in this tab (a Back or Forward
