@@ -2360,6 +2360,13 @@ def test_after_back_or_forward_each_modes_button_opens_it_as_it_was_left(page, s
 
 @needs("minilm")
 def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forward(page, server_url):
+    def open_mode(button, mode):  # by its button: a new entry, its link written
+        page.get_by_role("button", name=button).click()
+        page.wait_for_function("(m) => location.hash.includes('mode=' + m) && !window.mhaExplorer.linkPending", arg=mode)
+
+    def model_shown():  # (Back or Forward to a model's entry reloads the page on it)
+        page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+
     trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
     page.wait_for_function("() => location.hash.includes('layer=1') && !window.mhaExplorer.linkPending")
     typed = "A sentence typed\nand not traced yet."
@@ -2367,10 +2374,9 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.wait_for_timeout(400)  # the box is kept a moment after typing stops
     page.get_by_label("Calculation stage").select_option(label="Weights")  # a step rewrites the link: the text stays kept
     page.wait_for_function("() => location.hash.includes('stage=weights') && !window.mhaExplorer.linkPending")
-    page.get_by_role("button", name="Teaching example").click()  # a new entry in the history
-    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    open_mode("Teaching example", "teaching")  # a new entry in the history
     page.go_back()  # the page reloads on the model's link
-    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    model_shown()
     # the link's trace is shown (the link's text), and the box holds what was typed, said to be untraced
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
     assert page.evaluate("() => window.mhaExplorer.model.get('payload').model.text") == "The cat sat on the mat."
@@ -2379,7 +2385,7 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.go_forward()
     page.wait_for_function("() => location.hash.includes('mode=teaching')")
     page.go_back()
-    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value(typed)
     # traced, it is the link's text, and the box and the trace agree
     page.get_by_role("button", name="Trace").click()
@@ -2387,42 +2393,36 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.wait_for_function("() => location.hash.includes('text=A+sentence') && !window.mhaExplorer.linkPending")
     # typed and left at once (the box is kept a moment after typing stops): kept with the entry left
     page.get_by_label("Text", exact=True).fill("typed and left at once")
-    page.get_by_role("button", name="Teaching example").click()
-    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    open_mode("Teaching example", "teaching")
     page.go_back()
-    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed and left at once")
     # left, come back to by its button (a new entry) and left again: that entry keeps the box too
     page.get_by_label("Text", exact=True).fill("typed, then the mode left twice")
     page.wait_for_timeout(400)
-    page.get_by_role("button", name="Teaching example").click()
-    page.wait_for_function("() => location.hash.includes('mode=teaching')")
-    page.get_by_role("button", name="Real model").click()
-    page.wait_for_function("() => location.hash.includes('mode=model')")
+    open_mode("Teaching example", "teaching")
+    open_mode("Real model", "model")
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
-    page.get_by_role("button", name="Teaching example").click()
-    page.wait_for_function("() => location.hash.includes('mode=teaching')")
+    open_mode("Teaching example", "teaching")
     page.go_back()
-    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
     expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
     # typed, the teaching example, the model again by its button (a new entry): Back, then Forward
     # to that entry, which is reloaded; or Back, then the model's button. The box keeps the text
     page.get_by_label("Text", exact=True).fill("typed before two mode buttons")
     page.wait_for_timeout(400)
-    page.get_by_role("button", name="Teaching example").click()
-    page.wait_for_function("() => location.hash.includes('mode=teaching')")
-    page.get_by_role("button", name="Real model").click()
-    page.wait_for_function("() => location.hash.includes('mode=model') && !window.mhaExplorer.linkPending")
+    open_mode("Teaching example", "teaching")
+    open_mode("Real model", "model")
     page.go_back()
     page.wait_for_function("() => location.hash.includes('mode=teaching') && document.querySelector('.mha-explorer .stage h2')")
     page.go_forward()
-    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed before two mode buttons")
     page.go_back()
     page.wait_for_function("() => location.hash.includes('mode=teaching') && document.querySelector('.mha-explorer .stage h2')")
     page.get_by_role("button", name="Real model").click()
-    page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
+    model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed before two mode buttons")
     expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
 
