@@ -817,11 +817,14 @@ def _output(t, tokens, i, heads, weights: AttentionWeights | None, fits):
         table = _output_table(t, i, b_O, shown, lengths)
         if fits(table):
             break
-    # y as the sum of the rows shown, each component shown in every row; as on the page, only for a
-    # small layer's (a real model's sums of a dozen rounded rows land 0.01 to 0.03 off at every turn)
-    misses = [] if d > SMALL_D_MODEL else [
+    # y as the sum of the rows shown, each component shown in every row
+    misses = [
         (f"y[{m}]", hand_sum(as_shown(v) for v in [*t["contributions"][:, i, m], *([] if b_O is None else [b_O[m]])]), fmt(t["output"][i, m])) for m in range(shown)
     ]
+    if d > SMALL_D_MODEL:  # a real model's sums of a dozen rounded rows land off at every turn: said once, with how far they may
+        rows = c.n_heads + (b_O is not None)
+        off = [what for what, hand, y in misses if hand not in (None, y)]
+        return [table, *([Text(f"Every number here is rounded: the heads' parts of {', '.join(off)}, added up, land off the y shown (a sum of {rows} numbers rounded to two decimals may land up to {rows * 0.005:.3f} off); y is worked out from the full numbers.", style="dim")] if off else [])]
     if weights is None or d > MAX_SHOWN or c.n_heads * c.d_v > 2 * MAX_SHOWN:
         return [table, *noted(misses)]
     title = "W^O: head i's rows multiply its z_i"

@@ -844,3 +844,20 @@ def test_a_short_texts_value_mixing_lists_every_key_and_says_where_its_shown_z_m
             assert "from the rounded numbers shown" not in said, said
         if model == "smollm2":
             assert misses  # (here z_2[1] and z_2[2] land off)
+
+
+@needs["smollm2"]
+def test_a_real_models_output_says_which_components_its_rounded_parts_do_not_add_up_to():
+    """Nine heads' parts of y, each rounded: their sum lands off the y shown in some components, by
+    up to 9 × 0.005. One line says which, and why, rather than a note for each."""
+    text = "The cat sat on the mat."
+    out = ok("--model", "smollm2", "--text", text, "--layer", "3", "--head", "2", "--query", "cat", "--stage", "output", width=80)
+    run = load_model("smollm2").run(text, 3)
+    t, i = run.trace, run.tokens.index("Ġcat")
+    shown_m = [int(m) for m in re.findall(r"y\[(\d+)\]", out.split("Output projection")[1].split("head 0")[0])]
+    assert shown_m == list(range(len(shown_m))) and shown_m, out
+    part = lambda x: Decimal(two(float(x)))  # noqa: E731
+    off = [f"y[{m}]" for m in shown_m if sum((part(c) for c in t["contributions"][:, i, m]), Decimal(0)) != part(t["output"][i, m])]
+    said = " ".join(out.replace("│", " ").split())
+    assert off, "this query was picked for parts that land off"
+    assert f"the heads' parts of {', '.join(off)}, added up, land off the y shown (a sum of 9 numbers rounded to two decimals may land up to 0.045 off)" in said, said
