@@ -252,7 +252,7 @@ def test_a_layer_with_biases_shows_them_where_they_are_added(page, server_url, a
     assert {"b_Q:3,1", "b_K:0,0", "b_V:1,0", "b_O:7"} <= shown
     # GQA: each K/V head's W^K and W^V once, beside the W^Q of the query heads that read it
     titles = page.locator(".matrices .head-matrices h3").all_inner_texts()
-    assert titles == ["K/V head 0, shared by query heads 0, 1", "K/V head 1, shared by query heads 2, 3"]
+    assert titles == ["WQ of query heads 0, 1 · WK and WV of K/V head 0, which they share", "WQ of query heads 2, 3 · WK and WV of K/V head 1, which they share"]
     assert page.locator(".matrices [data-src='W_K:1,0,0']").count() == 1
     # the output stage's formula adds b^O once
     page.get_by_label("Calculation stage").select_option(label="Output projection")

@@ -1290,6 +1290,8 @@ def test_smollm2_shows_rotary_positions_the_causal_mask_and_gqa(page, server_url
     # W^O has a few entries ten times the rest: its colours span the 99th percentile of |W^O|, and
     # the legend says how far the few beyond it go
     page.get_by_text("Matrices", exact=True).click()
+    # the inspected head's W^Q is its own; the W^K and W^V beside it, its K/V head's, shared
+    expect(page.locator(".matrices .head-matrices h3")).to_have_text("WQ of query head 0 · WK and WV of K/V head 0, shared by query heads 0, 1, 2")
     # the page holds head 0's rows of W^O (its block of 64 of the 576), and says so: another head brings its own
     held = ~np.isnan(arrays["W_O"][:, 0])
     assert held.sum() == 64 and held[:64].all()

@@ -3826,7 +3826,10 @@ function matricesView(view) {
     const readers = range(c.n_heads).filter((i) => payload.kv_group[i] === g);
     const shown = readers.filter((i) => w.W_Q.has(i)); // a real model's payload: the inspected head
     if (!shown.length) return null;
-    const title = c.n_kv_heads === c.n_heads ? `Head ${g}` : `K/V head ${g}, shared by query heads ${readers.join(", ")}`;
+    // shared K/V heads: the title says whose each matrix is (over a query head's W^Q, "K/V head 0,
+    // shared by query heads 0–3" read as if W^Q were shared too)
+    const title = c.n_kv_heads === c.n_heads ? `Head ${g}`
+      : [sup("W", "Q"), ` of query head${shown.length > 1 ? "s" : ""} ${shown.join(", ")} · `, sup("W", "K"), " and ", sup("W", "V"), ` of K/V head ${g}, `, shown.length === readers.length ? "which they share" : `shared by query heads ${readers.join(", ")}`];
     return h("div", { class: "head-matrices" }, h("h3", {}, title), h("div", { class: "row" }, shown.map((i) => column("W_Q", i, c.d_head)), column("W_K", g, c.d_head), column("W_V", g, c.d_v)));
   });
   const rows = heldRows(w.W_O, c);
