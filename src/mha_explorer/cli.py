@@ -490,7 +490,7 @@ def layer_groups(layers: list[dict]) -> list[str]:
 
 def _setting(key: str, value) -> str:
     if key == "sliding_window":
-        return "no sliding window (full attention)" if value is None else f"sliding window {value}"
+        return "no sliding window (global: full attention)" if value is None else f"sliding window {value}"
     if key in WORDS and (value is None or isinstance(value, bool)):
         return WORDS[key][bool(value)]
     if value is None or isinstance(value, bool):

@@ -113,10 +113,10 @@ def test_layers_are_grouped_by_kind_and_the_sliding_window_ones_named():
     kinds = {line.partition(": ")[2]: _spans_to_layers(line.removeprefix("layers ").partition(": ")[0]) for line in lines[1:]}
     assert kinds == {
         "rope_theta 10000, sliding window 512": [i for i in range(18) if sliding[i]],
-        "rope_theta 1000000, no sliding window (full attention)": [i for i in range(18) if not sliding[i]],
+        "rope_theta 1000000, no sliding window (global: full attention)": [i for i in range(18) if not sliding[i]],
     }
     # a kind of one layer is "layer 2", not "layers 2" (layers 3 to 5 given, as 0 to 2)
-    assert layer_groups(layers[3:6])[1:] == ["layers 0–1: rope_theta 10000, sliding window 512", "layer 2: rope_theta 1000000, no sliding window (full attention)"]
+    assert layer_groups(layers[3:6])[1:] == ["layers 0–1: rope_theta 10000, sliding window 512", "layer 2: rope_theta 1000000, no sliding window (global: full attention)"]
 
 
 # --- 5. token labels, as the page draws them -----------------------------------

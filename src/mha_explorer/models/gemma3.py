@@ -178,7 +178,7 @@ class Gemma3(Architecture):
             "norm": "pre- and post-norm RMSNorm, multiplying by 1 + g (g: the weight Hugging Face checkpoints store; GGUF files store 1 + g)",
             "mlp": "GeGLU (tanh GELU)",
             "positions": "RoPE",
-            "mask": f"causal; sliding window of {s.sliding_window} except on full-attention layers",
+            "mask": f"causal; sliding window of {s.sliding_window} (local layers) except on full-attention (global) layers",
             "full_attention_layers": [i for i, t in enumerate(s.layer_types) if t == "full_attention"],
             "rope_theta": s.rope_theta,
             "scale": s.scale,
