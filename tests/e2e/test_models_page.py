@@ -3460,3 +3460,21 @@ def test_a_real_models_scores_say_where_the_rounded_numbers_divided_by_hand_miss
         "Every number here is rounded to two decimals, and each result is worked out from the full numbers. Worked from the rounded numbers instead, "
         + "; ".join(misses) + ". Point at a number, or tap it, to see it in full."
     )
+
+
+@needs("minilm")
+def test_the_querys_row_of_x_takes_the_colours_of_xs_map_under_it(page, server_url):
+    """x of the query, drawn above the map of X, is one of X's rows: on a scale of its own (its
+    largest |value|, where X's map is clipped at its 99th percentile) the same numbers had other
+    colours. Both legends give X's scale, worked out here from the trace."""
+    text = "The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat."
+    page.goto(server_url + f"#mode=model&model=minilm&layer=2&text={quote_plus(text)}&stage=projections&head=0&query=3")
+    expect(page.locator(".stage figure.heatmap-figure figcaption", has_text=re.compile("^X$"))).to_be_visible(timeout=120_000)
+    x = to_numpy(api_trace(server_url, model="minilm", text=text, layer=2, head=0).stages["x"]).astype(np.float64)
+    peak, p99 = np.abs(x).max(), np.quantile(np.abs(x), 0.99)
+    assert p99 * 4 < peak  # a few far larger than the rest: X's map is clipped
+    legend = lambda caption: " ".join(page.locator(".stage figure.heatmap-figure", has=page.locator("figcaption", has_text=re.compile(caption))).locator(".heatmap-legend").inner_text().split())  # noqa: E731
+    row, whole = legend("^xbrown$"), legend("^X$")
+    scale = re.match(r"Colours: −(\S+) · 0 · \+(\S+); beyond", whole)
+    assert scale and scale[1] == scale[2] and abs(float(scale[1]) - p99) <= 0.01 * p99 + 0.01, (whole, p99)
+    assert row.startswith(f"Colours: −{scale[1]} · 0 · +{scale[1]}; beyond ±{scale[1]}"), (row, whole)

@@ -1742,6 +1742,7 @@ function projections(view, query, head) {
       cols: range(c.d_model),
       value: (r, k) => t.x.at(outRows[r], k),
       plane: one ? null : t.x.plane(), // every token's row, in order
+      scale: one && bigX ? xScale(t, n, c.d_model) : undefined, // the query's row on the colours of X's map below it
       src: (r, k) => `x:${outRows[r]},${k}`,
       rowLabel: (row) => h("span", { class: "tok" }, tokenName(payload, row)), tokenRows: true,
       rowText: (row) => tokenName(payload, row),
@@ -2697,7 +2698,16 @@ function grid(options) {
     source: options.source,
     mark: options.mark,
     markSpan: options.markSpan,
+    scale: options.scale,
   });
+}
+
+// X's colour scale, as its map takes it (sharedScale), worked out once for a trace: the query's row
+// of X, drawn above the map, takes it too (on its own scale, the same numbers looked otherwise)
+const xScales = new WeakMap();
+function xScale(t, n, d) {
+  if (!xScales.has(t.x)) xScales.set(t.x, sharedScale(n, d, (r, k) => t.x.at(r, k)));
+  return xScales.get(t.x);
 }
 
 function textOf(x) {
