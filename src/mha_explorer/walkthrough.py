@@ -549,7 +549,8 @@ def _turned_pairs(t, i, h, q_before, fits) -> list[Table | Text]:
             cos, sin = math.cos(angle), math.sin(angle)
             layer = (f"{fmt(after[m])}{join}{fmt(after[m + half])}",) if with_layer else ()
             shown_angle = f"{angle:.3e}".replace("e-0", "e-") if 0 < angle < 1e-3 else format(Decimal(f"{angle:.4g}"), "f")  # as the page: 0.002783, 2.866e-5
-            table.add_row(f"({m}, {m + half})", shown_angle, f"{fmt(cos, 4)}{join}{fmt(sin, 4)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer)
+            # stacked, a rule under each pair: its second line (sin, b, b′) read as a row with no pair of its own
+            table.add_row(f"({m}, {m + half})", shown_angle, f"{fmt(cos, 4)}{join}{fmt(sin, 4)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer, end_section=stacked and m != pairs[-1])
         return table
 
     misses = []

@@ -565,6 +565,8 @@ def test_on_60_columns_the_rotary_pairs_stack_under_a_title_of_one_line():
     out = ok("--model", "smollm2", "--text", FOX, "--layer", "3", "--head", "2", "--stage", "rope", width=60)
     assert max(map(cell_len, out.splitlines())) <= 60
     assert re.search(r"│ +head 2: q's pairs turned by hand at position \d+ +│", out)  # the narrow title, whole on its line
+    # a pair's second line, with no pair of its own, is set apart from the next pair's first
+    assert re.search(r"│ \(0, 32\) .*│\n│ +-?\d.*│\n│ +│\n│ \(1, 33\) ", out), out
     for m in (0, 1, 31):  # each pair's numbers on two lines: cos, then sin below it
         assert re.search(rf"│ \({m}, {m + 32}\) +\S+ +-?\d\.\d{{4}} +-?\d\.\d\d +-?\d\.\d\d +│\n│ +-?\d\.\d{{4}}", out), m
 
