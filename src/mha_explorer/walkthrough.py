@@ -529,6 +529,11 @@ def _turned_pairs(t, i, h, q_before, fits) -> list[Table | Text]:
     pairs = sorted({0, 1, half - 1} & set(range(half)))
     at = t.position(i)
     counted_pairs = {1: "one pair", 2: "two pairs", 3: "three pairs"}[len(pairs)]
+    # each pair: m, its angle, cos and sin, and q's two numbers before the turn
+    turns = []
+    for m in pairs:
+        angle = at * t.config.rope_theta ** (-2 * m / d)
+        turns.append((m, angle, math.cos(angle), math.sin(angle), float(q_before[h, i, m]), float(q_before[h, i, m + half])))
 
     def table_of(with_layer: bool, stacked: bool = False) -> Table:
         """stacked: each pair of numbers on two lines, for a narrow terminal."""
@@ -543,21 +548,16 @@ def _turned_pairs(t, i, h, q_before, fits) -> list[Table | Text]:
         table.caption_justify = "left"
         for col in ("pair", "angle", "cos, sin", "a, b", "a′, b′ by hand") + (("a′, b′ in the layer",) if with_layer else ()):
             add_column(table, col, no_wrap=col == "pair" or not stacked)  # stacked: a header may take two lines, a number never
-        for m in pairs:
-            angle = at * t.config.rope_theta ** (-2 * m / d)
-            a, b = float(q_before[h, i, m]), float(q_before[h, i, m + half])
-            cos, sin = math.cos(angle), math.sin(angle)
+        for m, angle, cos, sin, a, b in turns:
             layer = (f"{fmt(after[m])}{join}{fmt(after[m + half])}",) if with_layer else ()
             shown_angle = f"{angle:.3e}".replace("e-0", "e-") if 0 < angle < 1e-3 else format(Decimal(f"{angle:.4g}"), "f")  # as the page: 0.002783, 2.866e-5
             # stacked, a rule under each pair: its second line (sin, b, b′) read as a row with no pair of its own
             table.add_row(f"({m}, {m + half})", shown_angle, f"{fmt(cos, 4)}{join}{fmt(sin, 4)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer, end_section=stacked and m != pairs[-1])
         return table
 
-    misses = []
-    for m in pairs:
-        angle = at * t.config.rope_theta ** (-2 * m / d)
-        a, b = as_shown(q_before[h, i, m]), as_shown(q_before[h, i, m + half])
-        cos, sin = Decimal(fmt(math.cos(angle), 4)), Decimal(fmt(math.sin(angle), 4))
+    misses = []  # each pair turned by hand from its numbers as shown
+    for m, _, cos, sin, a, b in turns:
+        cos, sin, a, b = Decimal(fmt(cos, 4)), Decimal(fmt(sin, 4)), as_shown(a), as_shown(b)
         if a is not None and b is not None:
             misses += [(f"a′ of pair ({m}, {m + half})", hand_sum([a * cos, -b * sin]), fmt(after[m])), (f"b′ of pair ({m}, {m + half})", hand_sum([a * sin, b * cos]), fmt(after[m + half]))]
     for with_layer in (True, False):  # built one at a time: the second only where the first does not fit
@@ -789,8 +789,8 @@ def _mixing(t, tokens, i, heads, fits):
         if len(keys) == visible < len(tokens):  # a long text's every visible key shown: the rest are masked
             line.append(f"\n(the other {len(tokens) - visible} keys are masked: their weights are 0)", style="dim")
         if len(keys) == len(tokens):  # every term shown: z's numbers shown can be worked by hand (a long v's first 3, as vec shows it)
-            shown = range(t.config.d_v) if t.config.d_v <= MAX_SHOWN else range(3)
-            misses = [(f"z_{h}[{e}]", dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e])) for e in shown]
+            checked = range(t.config.d_v) if t.config.d_v <= MAX_SHOWN else range(3)
+            misses = [(f"z_{h}[{e}]", dot_by_hand(t["weights"][h, i], t["v"][g, :, e]), fmt(t["z"][h, i, e])) for e in checked]
         else:
             misses = []
         out += [line, *noted(misses)]
