@@ -2748,7 +2748,7 @@ const paintedCells = new WeakMap();
 // drawing on a canvas in a frame costs a millisecond or two, however small it is.
 // A place has two canvases at most: the one in the page, and one for a panel drawn ahead (a
 // head about to be picked, see drawAhead), which must leave the page's alone.
-const canvasPlaces = new Map(); // place -> [{ canvas, box, mark, markLabel, cursor, active: the handlers showing it, base: the cells drawn }]
+const canvasPlaces = new Map(); // place -> [{ canvas, box, mark, markLabel, cursor, active: the handlers showing it, base: the cells drawn, shown: ever in the page }]
 const CANVASES_PER_PLACE = 2;
 const claims = new WeakMap(); // figure -> () => void: put its canvas in, and draw
 const drawnBy = new WeakMap(); // canvas -> the handlers of the heatmap last drawn on it
@@ -2826,11 +2826,15 @@ function fitText(ctx, text, width) {
 
 // A canvas for a heatmap with these handlers and cells: one already showing them, else one whose
 // cells are these (nothing to redraw), else one out of the page, else a new one. Drawn ahead, it
-// never takes the page's: null when the place has no other.
+// never takes the page's: null when the place has no other. A map being shown takes, before one
+// out of the page that was never shown, the page's own (the map it replaces lets it go): a
+// canvas's first showing costs that frame 5 to 15 ms more at 512 tokens (the browser sets up its
+// pixels for the screen), a canvas shown before does not.
 function heatmapCanvas(place, handlers, cells, ahead) {
   const pool = place ? (canvasPlaces.get(place) ?? []) : [];
-  const free = ahead ? pool.filter((e) => !e.box.isConnected) : pool;
-  let entry = free.find((e) => e.active === handlers) ?? free.find((e) => e.base && e.base === cells) ?? free.find((e) => !e.box.isConnected);
+  const out = pool.filter((e) => !e.box.isConnected);
+  const free = ahead ? out : pool;
+  let entry = free.find((e) => e.active === handlers) ?? free.find((e) => e.base && e.base === cells) ?? (ahead ? out[0] : (out.find((e) => e.shown) ?? pool.find((e) => e.box.isConnected) ?? out[0]));
   if (!entry && pool.length < CANVASES_PER_PLACE) {
     // an application, not an image: a screen reader in browse mode would keep the arrow keys that read the map
     const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "application", "aria-roledescription": "heatmap" });
@@ -3240,7 +3244,8 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
   const figure = h("figure", { class: "heatmap-figure" }, h("figcaption", {}, caption), legend(kind, scale, anyHidden, peak, root), axis, readout);
   function claim(ahead = false) {
     // a figure already on screen when its turn to be drawn ahead comes (an idle task queued before it was shown) keeps its canvas
-    const taken = heatmapCanvas(place, handlers, cells, ahead && !figure.isConnected);
+    const outOfPage = ahead && !figure.isConnected;
+    const taken = heatmapCanvas(place, handlers, cells, outOfPage);
     if (!taken) return cells || paintCells(); // the page's canvas is not for a panel drawn ahead: its colours at least
     entry = taken;
     const { canvas, box } = entry;
@@ -3254,6 +3259,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     }
     canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols}; use the arrow keys to read values`);
     if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
+    entry.shown ||= !outOfPage;
     // a map showing again (another query's, then this one's) has its lens as the pointer and focus are now
     lensOn = canvas.matches(":hover") || canvas.matches(":focus-visible");
     draw();
