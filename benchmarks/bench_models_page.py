@@ -32,7 +32,7 @@ from mha_explorer.models import load_model
 
 from ._browser import ARGS, CHROMIUM, serve
 from .bench_models import text_of
-from .bench_page import MEASURE
+from .bench_page import LAID_OUT, MEASURE
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 56 + ["the quick brown fox jumps over"])  # 512 tokens
@@ -97,11 +97,12 @@ TIMED_HEAD = """async ([selector, head]) => {
   if (selector === null) window.mhaExplorer.model.set("head", head);
   else document.querySelector(selector).click();
   await null;
+  LAID_OUT
   const t1 = performance.now();
   await painted;
   const t2 = performance.now();
   return { busy: t1 - t0 + (t2 - tFrame), raw: t2 - t0, drawn, ...(selector === null && { worked }) };
-}"""
+}""".replace("LAID_OUT", LAID_OUT)
 # The same for a real click (a script's click() picks no option from a menu's list): armed before
 # the click, read after, timed from the button's release (the list picks the option on it, before
 # the click event). The explorer draws in a microtask of the menu's change; a listener on the
@@ -119,8 +120,8 @@ ARM_CLICK = """(head) => {
       setTimeout(() => { window.timedClick = { busy: t1 - t0 + (performance.now() - tFrame), raw: performance.now() - t0, drawn }; }, 0);
     });
   }, { capture: true, once: true });
-  document.addEventListener("change", () => { t1 = performance.now(); }, { once: true });
-}"""
+  document.addEventListener("change", () => { LAID_OUT t1 = performance.now(); }, { once: true });
+}""".replace("LAID_OUT", LAID_OUT)
 STAGE_INDEX = "(i) => { const s = [...document.querySelectorAll('select')].find((x) => x.labels[0].textContent === 'Calculation stage'); s.selectedIndex = i; s.dispatchEvent(new Event('change', { bubbles: true })); return s.options.length; }"
 HEAD = "() => [window.mhaExplorer.model.get('head'), window.mhaExplorer.model.get('payload').config.n_heads]"
 
