@@ -434,6 +434,23 @@ def test_past_sixteen_heads_the_head_outputs_name_no_two_heads_by_one_colour(pag
     assert len(set(keys)) == 16, keys
 
 
+def test_every_map_of_the_projections_keeps_its_canvas_from_query_to_query(page, server_url):
+    """Every map of the Projections stays drawn as the query changes. The maps after the keys' and
+    values' equations (shared by every query's panel) took other places in the first query's
+    panel than in the next ones', so that the packed W^Q of the next query's panel had W^V's: the
+    two are the same size here, and the packed view took W^V's canvas from the page."""
+    tokens = "+".join(f"t{i}" for i in range(22))
+    open_link(page, server_url + f"#mode=lab&d_model=16&n_heads=2&n_kv_heads=2&d_head=8&d_v=16&causal=0&bias=0&tokens={tokens}&seed=0&stage=projections&query=0")
+    page.wait_for_selector(".stage figure.heatmap-figure canvas.heatmap")
+    settle(page)
+    for query in ("t1", "t2", "t0"):
+        page.get_by_label("Query token").select_option(label=query)
+        expect(page.locator(".stage h2")).to_contain_text(query)
+        figures = page.locator(".stage figure.heatmap-figure")
+        counts = figures.evaluate_all("(fs) => fs.map((f) => [f.querySelector('figcaption').textContent, f.querySelectorAll('canvas.heatmap').length])")
+        assert len(counts) >= 4 and all(n == 1 for _, n in counts), (query, counts)
+
+
 def test_packed_view_gives_the_same_q(page, server_url):
     open_lab(page, server_url)
     page.locator("summary", has_text="Packed view").click()

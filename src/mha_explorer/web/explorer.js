@@ -930,7 +930,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const sections = view.stageIds.map((stage) => {
       if (stage === place.stage) return null;
       const panel = panelOf(view, { ...place, stage });
-      for (const node of panel.content) claimCanvases(node);
+      claimCanvases(...panel.content);
       placeChildren(panel.box, panel.content);
       // lent to the paper: hidden from screen readers, as its title's id repeats the one on screen
       return h("section", { class: "stage printed-stage", "aria-hidden": "true" }, panel);
@@ -1449,7 +1449,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const outputNodes = outputsOf(view, place);
     // Draw the heatmaps while their figures are still out of the page and the page is unchanged:
     // text drawn on a canvas in the page first brings the page's styles up to date.
-    for (const node of [...panel.content, ...outputNodes]) claimCanvases(node);
+    claimCanvases(...panel.content, ...outputNodes);
 
     allToggle.setAttribute("aria-pressed", String(all));
     querySelect.value = String(query);
@@ -1832,15 +1832,16 @@ function projections(view, query, head) {
   const keysOrValues = (name, weight, dOut) => {
     if (n * dOut <= TABLE_LIMIT) return linked(name, weight, all, dOut);
     const key = `${name}|${head}`;
-    if (!view.sharedEquations.has(key)) {
-      const first = slots.next;
-      const equation = linked(name, weight, all, dOut);
-      // its maps of every token frame the query shown, moved when the panel is (update)
-      for (const figure of equation.querySelectorAll(".heatmap-figure")) if (figure.markRow) figure.dataset.queryRow = "";
-      view.sharedEquations.set(key, [equation, slots.next - first]);
+    if (view.sharedEquations.has(key)) {
+      const [equation, maps] = view.sharedEquations.get(key);
+      slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
+      return equation;
     }
-    const [equation, maps] = view.sharedEquations.get(key);
-    slots.next += maps; // the maps after it keep the places (and canvases) they have in every query's panel
+    const first = slots.next;
+    const equation = linked(name, weight, all, dOut); // (its maps take their places)
+    // its maps of every token frame the query shown, moved when the panel is (update)
+    for (const figure of equation.querySelectorAll(".heatmap-figure")) if (figure.markRow) figure.dataset.queryRow = "";
+    view.sharedEquations.set(key, [equation, slots.next - first]);
     return equation;
   };
   // the breakdown of a number pointed at comes right under its equation: under q's when only q's
@@ -2763,8 +2764,18 @@ function slotsFor(panel, build) {
   }
 }
 
-function claimCanvases(node) {
-  forEachMap(node, (figure) => claims.get(figure)?.());
+// The maps of the nodes about to be shown, each given its canvas. None takes the canvas of
+// another among them (the page's own canvas is taken only from a map these replace).
+let showing = null; // the figures being given their canvases, while they are
+function claimCanvases(...nodes) {
+  const figures = [];
+  for (const node of nodes) forEachMap(node, (figure) => figures.push(figure));
+  showing = new Set(figures);
+  try {
+    for (const figure of figures) claims.get(figure)?.();
+  } finally {
+    showing = null;
+  }
 }
 
 // A panel's maps drawn before it is shown, each on a canvas the page is not showing: showing the
@@ -2826,15 +2837,16 @@ function fitText(ctx, text, width) {
 
 // A canvas for a heatmap with these handlers and cells: one already showing them, else one whose
 // cells are these (nothing to redraw), else one out of the page, else a new one. Drawn ahead, it
-// never takes the page's: null when the place has no other. A map being shown takes, before one
-// out of the page that was never shown, the page's own (the map it replaces lets it go): a
-// canvas's first showing costs that frame 5 to 15 ms more at 512 tokens (the browser sets up its
-// pixels for the screen), a canvas shown before does not.
+// never takes the page's: null when the place has no other. A map being shown (claimCanvases)
+// takes one out of the page that was shown before, else the page's own, which the map it
+// replaces lets go, before one never shown: a canvas's first showing costs that frame 5 to 15 ms
+// more at 512 tokens (the browser sets up its pixels for the screen).
 function heatmapCanvas(place, handlers, cells, ahead) {
   const pool = place ? (canvasPlaces.get(place) ?? []) : [];
   const out = pool.filter((e) => !e.box.isConnected);
   const free = ahead ? out : pool;
-  let entry = free.find((e) => e.active === handlers) ?? free.find((e) => e.base && e.base === cells) ?? (ahead ? out[0] : (out.find((e) => e.shown) ?? pool.find((e) => e.box.isConnected) ?? out[0]));
+  const replaced = () => (showing ? pool.find((e) => e.box.isConnected && !showing.has(e.box.parentNode)) : undefined); // (a map shown with it keeps its own)
+  let entry = free.find((e) => e.active === handlers) ?? free.find((e) => e.base && e.base === cells) ?? (ahead ? out[0] : (out.find((e) => e.shown) ?? replaced() ?? out[0]));
   if (!entry && pool.length < CANVASES_PER_PLACE) {
     // an application, not an image: a screen reader in browse mode would keep the arrow keys that read the map
     const canvas = h("canvas", { class: "heatmap", tabindex: 0, role: "application", "aria-roledescription": "heatmap" });
@@ -3248,6 +3260,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     const taken = heatmapCanvas(place, handlers, cells, outOfPage);
     if (!taken) return cells || paintCells(); // the page's canvas is not for a panel drawn ahead: its colours at least
     entry = taken;
+    entry.shown ||= !outOfPage;
     const { canvas, box } = entry;
     if (box.parentNode === figure && drawnBy.get(canvas) === handlers) return; // still showing this map
     if (canvas.width !== width * ratio || canvas.height !== height * ratio) {
@@ -3259,7 +3272,6 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     }
     canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols}; use the arrow keys to read values`);
     if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
-    entry.shown ||= !outOfPage;
     // a map showing again (another query's, then this one's) has its lens as the pointer and focus are now
     lensOn = canvas.matches(":hover") || canvas.matches(":focus-visible");
     draw();
