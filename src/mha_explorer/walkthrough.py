@@ -529,11 +529,12 @@ def _turned_pairs(t, i, h, q_before, fits) -> list[Table | Text]:
     pairs = sorted({0, 1, half - 1} & set(range(half)))
     at = t.position(i)
     counted_pairs = {1: "one pair", 2: "two pairs", 3: "three pairs"}[len(pairs)]
-    # each pair: m, its angle, cos and sin, and q's two numbers before the turn
+    # each pair: m, its angle as shown, cos and sin, and q's two numbers before the turn
     turns = []
     for m in pairs:
         angle = at * t.config.rope_theta ** (-2 * m / d)
-        turns.append((m, angle, math.cos(angle), math.sin(angle), float(q_before[h, i, m]), float(q_before[h, i, m + half])))
+        shown_angle = f"{angle:.3e}".replace("e-0", "e-") if 0 < angle < 1e-3 else format(Decimal(f"{angle:.4g}"), "f")  # as the page: 0.002783, 2.866e-5
+        turns.append((m, shown_angle, math.cos(angle), math.sin(angle), float(q_before[h, i, m]), float(q_before[h, i, m + half])))
 
     def table_of(with_layer: bool, stacked: bool = False) -> Table:
         """stacked: each pair of numbers on two lines, for a narrow terminal."""
@@ -548,9 +549,8 @@ def _turned_pairs(t, i, h, q_before, fits) -> list[Table | Text]:
         table.caption_justify = "left"
         for col in ("pair", "angle", "cos, sin", "a, b", "a′, b′ by hand") + (("a′, b′ in the layer",) if with_layer else ()):
             add_column(table, col, no_wrap=col == "pair" or not stacked)  # stacked: a header may take two lines, a number never
-        for m, angle, cos, sin, a, b in turns:
+        for m, shown_angle, cos, sin, a, b in turns:
             layer = (f"{fmt(after[m])}{join}{fmt(after[m + half])}",) if with_layer else ()
-            shown_angle = f"{angle:.3e}".replace("e-0", "e-") if 0 < angle < 1e-3 else format(Decimal(f"{angle:.4g}"), "f")  # as the page: 0.002783, 2.866e-5
             # stacked, a rule under each pair: its second line (sin, b, b′) read as a row with no pair of its own
             table.add_row(f"({m}, {m + half})", shown_angle, f"{fmt(cos, 4)}{join}{fmt(sin, 4)}", f"{fmt(a)}{join}{fmt(b)}", f"{fmt(a * cos - b * sin)}{join}{fmt(a * sin + b * cos)}", *layer, end_section=stacked and m != pairs[-1])
         return table
