@@ -745,10 +745,11 @@ SHOWN = """() => {
     copy.drawImage(canvas, 0, 0);
     return copy.getImageData(0, 0, canvas.width, canvas.height).data.reduce((a, b) => a + b, 0);
   };
-  window.shownCanvases = new Map([...document.querySelectorAll('.stage canvas.heatmap')].map((c) => [c, window.pixelSum(c)]));
+  window.shownCanvases ??= new Map();
+  for (const c of document.querySelectorAll('.stage canvas.heatmap')) window.shownCanvases.set(c, window.pixelSum(c));
 }"""
 # each of the stage's maps: whether it has a canvas, whether the stage showed that canvas when
-# SHOWN was read, and whether its pixels changed since
+# SHOWN was read (at this visit or an earlier one), and whether its pixels changed since
 CANVASES_SHOWN_BEFORE = """() => [...document.querySelectorAll('.stage figure.heatmap-figure')].map((figure) => {
   const canvas = figure.querySelector('canvas.heatmap');
   if (!canvas) return [false, false, false];

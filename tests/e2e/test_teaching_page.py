@@ -77,6 +77,32 @@ def select(page, label, option):
     page.get_by_label(label).select_option(label=option)
 
 
+def test_a_stage_gone_back_to_is_shown_as_it_was_laid_out(page, server_url):
+    """A stage left stays in the page, hidden: going back to it puts nothing in anew (taken out and
+    put back, the Projections panel was laid out anew, 6 to 15 ms). Only the stage on screen is the
+    "stage" section, seen and heard, and only its title has the id the section is labelled by."""
+    open_page(page, server_url)
+    page.evaluate("() => { window.firstTitle = document.querySelector('.mha-explorer .stage h2'); }")
+    page.get_by_role("button", name="Next", exact=True).click()
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores")
+    left = page.evaluate("""() => {
+      const title = window.firstTitle, stage = document.querySelector('.mha-explorer .stage');
+      window.inserted = 0;
+      if (title.isConnected) new MutationObserver((records) => { for (const r of records) window.inserted += r.addedNodes.length; })
+        .observe(title.parentElement, { childList: true, subtree: true });
+      return [title.isConnected, title.checkVisibility(), title.id, document.querySelectorAll('.mha-explorer .stage').length,
+              document.getElementById(stage.getAttribute('aria-labelledby')) === stage.querySelector('h2')]; }""")
+    assert left == [True, False, "", 1, True]
+    expect(page.get_by_role("heading", name=re.compile(r"^1\. Projections"))).to_have_count(0)
+    page.get_by_role("button", name="Previous", exact=True).click()
+    expect(page.locator(".stage h2")).to_contain_text("1. Projections")
+    back = page.evaluate("""() => [document.querySelector('.mha-explorer .stage h2') === window.firstTitle,
+      window.firstTitle.checkVisibility(), window.inserted, document.querySelectorAll('.mha-explorer .stage').length]""")
+    assert back == [True, True, 0, 1]
+    expect(page.get_by_role("heading", name=re.compile(r"^2\. Scores"))).to_have_count(0)
+    expect(page.get_by_role("heading", name=re.compile(r"^1\. Projections"))).to_have_count(1)
+
+
 def test_first_view_and_controls(page, server_url):
     open_page(page, server_url)
     for name in ("Previous", "Next", "Reset example"):
@@ -758,7 +784,7 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
           const tab = document.querySelector('.steps [aria-current="step"]').getBoundingClientRect();
           return tab.left >= row.left - 1 && tab.right <= row.right + 1; }""")
         assert page.evaluate("() => window.scrollX") == 0, title
-        wide = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .figure, .mha-explorer .stage, .mha-explorer .outputs')]
+        wide = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .stage .figure, .mha-explorer .stage, .mha-explorer .outputs')]
             .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => [e.className, e.scrollWidth, e.clientWidth])""")
         assert wide == [], f"{title}: {wide}"
         # the teaching example's formulas fit a phone whole (a real layer's longer ones scroll)

@@ -762,12 +762,17 @@ function render({ model, el, otherConfigs, printAll = null }) {
   const allToggle = h("button", { type: "button", class: "toggle", "aria-pressed": "false" }, "All queries");
   const steps = h("ol", { class: "steps" });
   const live = h("p", { class: "sr-only", "aria-live": "polite", role: "status" });
-  const stagePanel = h("section", { class: "stage", "aria-labelledby": ids.stage + "-title" });
+  // The stage on screen, and beside it the sections of the stages shown before, hidden
+  // (content-visibility): a stage gone back to shows its panel as it was laid out. Taken out and
+  // put back, the teaching example's Projections panel was laid out anew, 6 to 15 ms.
+  let stagePanel = h("section", { class: "stage", "aria-labelledby": ids.stage + "-title" });
+  const sheets = new Map(); // stage -> its section
   const outputs = h("aside", { class: "outputs", "aria-label": "Head outputs" });
   const notes = h("section", { class: "notes", "aria-label": "Things to keep in mind" });
   const matrices = h("details", { class: "matrices" });
   const costs = h("section", { class: "cost-section", "aria-label": "Cost" });
   const overviewBox = h("section", { class: "overview", "aria-label": "Every head of this layer" });
+  const layoutBox = h("div", { class: "layout" }, stagePanel, outputs);
 
   const controls = h(
     "div",
@@ -784,7 +789,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     h("nav", { "aria-label": "Stages" }, steps),
     overviewBox,
     live,
-    h("div", { class: "layout" }, stagePanel, outputs),
+    layoutBox,
     costs,
     matrices,
     notes,
@@ -981,8 +986,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     headPicked = outputs.contains(button) && outputs.getBoundingClientRect().top >= stagePanel.getBoundingClientRect().bottom;
     set({ head: Number(button.dataset.pickHead) });
   };
-  outputs.addEventListener("click", pickHead);
-  stagePanel.addEventListener("click", pickHead); // the Output stage's list of how much each head adds
+  layoutBox.addEventListener("click", pickHead); // (the stage's: the Output stage's list of how much each head adds)
   // the stages above the figure, and the thumbnails of a real model's heads, are each one Tab stop
   // (the current one); the arrow keys move between them, Enter or Space picks
   arrowKeys(steps, "button[data-go-stage]");
@@ -1062,7 +1066,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     });
     seen.observe(title);
   };
-  stagePanel.addEventListener("click", (event) => {
+  layoutBox.addEventListener("click", (event) => {
     const button = event.target.closest?.("button[data-go-on]");
     if (!button) return;
     wentOn = true;
@@ -1083,7 +1087,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   // A stage's title that took the focus from Next (a small window, where Next went out of sight:
   // bringUp) goes on as Next: Enter, Page Down and → step on, Page Up and ← back, and the focus
   // moves to the next title (wentOn), so that a clicker or Enter keeps stepping
-  stagePanel.addEventListener("keydown", (event) => {
+  layoutBox.addEventListener("keydown", (event) => {
     if (!event.target.matches?.("h2[data-steps]") || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
     const delta = event.key === "Enter" ? 1 : STEP_KEYS[event.key];
     if (!delta) return;
@@ -1091,7 +1095,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     if (move(delta)) event.preventDefault();
     else wentOn = false;
   });
-  stagePanel.addEventListener("focusout", (event) => {
+  layoutBox.addEventListener("focusout", (event) => {
     if (event.target.matches?.("h2[data-steps]")) delete event.target.dataset.steps; // left: a title again
   });
   reset.addEventListener("click", () => {
@@ -1172,7 +1176,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
     precisionOf(view); // for the overview's maps
     const { payload } = view;
     const kept = sameLayer(payload, before) || sameFrame(payload, before);
-    if (!kept) dropPlaces(); // sizes may change
+    if (!kept) {
+      dropPlaces(); // sizes may change
+      dropSheets();
+      for (const { id } of payload.page_stages) sheetOf(id); // (made now: a stage shown makes no element)
+    }
     matrices.replaceChildren(h("summary", {}, h("h2", {}, "Matrices"))); // a heading, so that a screen reader lists the section
     if (matrices.open) fillMatrices();
     if (kept) return;
@@ -1490,8 +1498,11 @@ function render({ model, el, otherConfigs, printAll = null }) {
         }, UNANSWERED_MS);
       }
     } else {
+      const sheet = sheetOf(stage);
       placeChildren(panel.box, panel.content);
-      placeChildren(stagePanel, panel);
+      placeChildren(sheet, panel);
+      if (sheet !== stagePanel) showSheet(sheet);
+      panel[0].id = ids.stage + "-title"; // (a hidden section's title has none: see showSheet)
       stagePanel.classList.remove("waiting");
       for (const figure of stagePanel.querySelectorAll(".heatmap-figure[data-query-row]")) figure.markRow(query); // (shared by every query's panel)
       const share = focusShare && stagePanel.querySelector(".head-shares .bar-row.inspected .tok");
@@ -1551,6 +1562,35 @@ function render({ model, el, otherConfigs, printAll = null }) {
       if (live.textContent !== line) live.textContent = line;
     }
     buildNeighbours();
+  }
+
+  // the section of a stage, in the page (hidden until shown)
+  function sheetOf(stage) {
+    if (!sheets.size) sheets.set(stage, stagePanel); // the first stage shown
+    if (!sheets.has(stage)) {
+      const sheet = h("section", { class: "stage-kept" });
+      outputs.before(sheet);
+      sheets.set(stage, sheet);
+    }
+    return sheets.get(stage);
+  }
+  // the section shown, the one before hidden: only the shown one is the "stage", and its title
+  // alone has the title's id
+  function showSheet(sheet) {
+    stagePanel.querySelector(":scope > h2")?.removeAttribute("id");
+    stagePanel.removeAttribute("aria-labelledby");
+    stagePanel.className = "stage-kept";
+    sheet.className = "stage";
+    sheet.setAttribute("aria-labelledby", ids.stage + "-title");
+    stagePanel = sheet;
+  }
+  // the sections of other stages than the one shown, out of the page (another layer or text)
+  function dropSheets() {
+    for (const [stage, sheet] of sheets)
+      if (sheet !== stagePanel) {
+        sheet.remove();
+        sheets.delete(stage);
+      }
   }
 
   // The query in the overview, once the page is idle: the interaction's frame paints the view
@@ -3298,8 +3338,9 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
 let pointed = null;
 if (typeof window !== "undefined") {
   addEventListener("scroll", () => {
-    // (not a canvas another map has taken since: its handlers are that map's now)
-    if (pointed && pointed.entry.active === pointed.handlers && pointed.entry.canvas.isConnected) pointed.handlers.mousemove(pointed);
+    // (not a canvas another map has taken since: its handlers are that map's now; nor one in a
+    // stage left, hidden: read, it would be laid out there and then)
+    if (pointed && pointed.entry.active === pointed.handlers && pointed.entry.canvas.isConnected && !pointed.entry.canvas.closest(".stage-kept")) pointed.handlers.mousemove(pointed);
   }, { capture: true, passive: true });
 }
 
