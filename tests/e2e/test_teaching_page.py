@@ -77,23 +77,39 @@ def select(page, label, option):
     page.get_by_label(label).select_option(label=option)
 
 
-def test_a_stage_gone_back_to_is_shown_as_it_was_laid_out(page, server_url):
-    """A stage left stays in the page, hidden: going back to it puts nothing in anew (taken out and
-    put back, the Projections panel was laid out anew, 6 to 15 ms). Only the stage on screen is the
-    "stage" section, seen and heard, and only its title has the id the section is labelled by."""
+# every node put in the page from now on, counted in window.inserted
+COUNT_INSERTED = """() => {
+  window.inserted = 0;
+  new MutationObserver((records) => { for (const r of records) window.inserted += r.addedNodes.length; })
+    .observe(document.querySelector('.mha-explorer .layout'), { childList: true, subtree: true });
+}"""
+IDLE = "() => new Promise((done) => requestIdleCallback(() => requestIdleCallback(done, { timeout: 500 }), { timeout: 500 }))"
+
+
+def test_the_next_stage_and_a_stage_gone_back_to_are_shown_as_laid_out(page, server_url):
+    """The stage after the one on screen is put in the page while it is idle, hidden, at the stage's
+    width, and laid out there; a stage left stays so. Showing either puts nothing in anew (taken out
+    and put back, or put in for the first time, the Projections panel was laid out anew, 6 to 15 ms).
+    Only the stage on screen is the "stage" section, seen and heard, and only its title has the id
+    the section is labelled by."""
     open_page(page, server_url)
+    page.wait_for_timeout(400)  # at rest: the stages around it built ahead
+    for _ in range(3):
+        page.evaluate(IDLE)
+    ahead = page.evaluate("""() => [...document.querySelectorAll('.mha-explorer .layout > section:not(.stage)')]
+      .map((s) => [s.querySelector(':scope > h2')?.textContent.slice(0, 9) ?? null, s.querySelector(':scope > h2')?.id ?? null, s.querySelector(':scope > h2')?.checkVisibility() ?? null])""")
+    assert ["2. Scores", "", False] in ahead, ahead
     page.evaluate("() => { window.firstTitle = document.querySelector('.mha-explorer .stage h2'); }")
+    page.evaluate(COUNT_INSERTED)
     page.get_by_role("button", name="Next", exact=True).click()
     expect(page.locator(".stage h2")).to_contain_text("2. Scores")
     left = page.evaluate("""() => {
       const title = window.firstTitle, stage = document.querySelector('.mha-explorer .stage');
-      window.inserted = 0;
-      if (title.isConnected) new MutationObserver((records) => { for (const r of records) window.inserted += r.addedNodes.length; })
-        .observe(title.parentElement, { childList: true, subtree: true });
-      return [title.isConnected, title.checkVisibility(), title.id, document.querySelectorAll('.mha-explorer .stage').length,
-              document.getElementById(stage.getAttribute('aria-labelledby')) === stage.querySelector('h2')]; }""")
-    assert left == [True, False, "", 1, True]
+      return [window.inserted, title.isConnected, title.checkVisibility(), title.id, document.querySelectorAll('.mha-explorer .stage').length,
+              document.getElementById(stage.getAttribute('aria-labelledby')) === stage.querySelector('h2'), stage.style.width]; }""")
+    assert left == [0, True, False, "", 1, True, ""]
     expect(page.get_by_role("heading", name=re.compile(r"^1\. Projections"))).to_have_count(0)
+    page.evaluate(COUNT_INSERTED)
     page.get_by_role("button", name="Previous", exact=True).click()
     expect(page.locator(".stage h2")).to_contain_text("1. Projections")
     back = page.evaluate("""() => [document.querySelector('.mha-explorer .stage h2') === window.firstTitle,
@@ -101,6 +117,11 @@ def test_a_stage_gone_back_to_is_shown_as_it_was_laid_out(page, server_url):
     assert back == [True, True, 0, 1]
     expect(page.get_by_role("heading", name=re.compile(r"^2\. Scores"))).to_have_count(0)
     expect(page.get_by_role("heading", name=re.compile(r"^1\. Projections"))).to_have_count(1)
+    # the panel laid out ahead is the one shown: as wide as the stage, its numbers the stage's own
+    page.get_by_role("button", name="Next", exact=True).click()
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores")
+    widths = page.evaluate("() => { const s = document.querySelector('.mha-explorer .stage'); return [s.clientWidth, s.querySelector('.figure').getBoundingClientRect().width]; }")
+    assert widths[1] > widths[0] - 60, widths
 
 
 def test_first_view_and_controls(page, server_url):
@@ -1511,7 +1532,7 @@ def test_the_weighted_rows_a_note_speaks_of_can_be_pointed_at(page, server_url, 
     payload, arrays = api
     page.goto(server_url + "#stage=mixing&head=0&query=3")  # milk: like's weighted row is [0.00, 0.19] by hand, 0.18 shown
     expect(page.locator(".stage .hint")).to_contain_text("the weighted row of “like” comes to [0.00, 0.19] (shown: [0.00, 0.18])")
-    cells = page.locator(".calc-table tbody tr").nth(1).locator("td").last.locator(".num")
+    cells = page.locator(".stage .calc-table tbody tr").nth(1).locator("td").last.locator(".num")
     g = payload.kv_group[0]
     for e in range(payload.config.d_v):
         product = arrays["weights"][0, 3, 1] * arrays["v"][g, 1, e]  # as the page multiplies them: float64
