@@ -838,6 +838,13 @@ function render({ model, el, otherConfigs, printAll = null }) {
     }
   }));
   const watchFormula = (box) => (formulaWidth.observe(box), box);
+  // the stage's width as laid out (a fraction of a pixel too): the width its hidden sections are
+  // laid out at (showSheet, layOutAhead), kept without a measure that would lay the page out
+  let stageWidth = 0;
+  const stageSize = watching(new ResizeObserver(([entry]) => {
+    stageWidth = entry.borderBoxSize?.[0]?.inlineSize ?? entry.target.getBoundingClientRect().width;
+  }));
+  stageSize.observe(stagePanel);
   const stay = () => getComputedStyle(controls).position === "sticky";
   root.addEventListener("keydown", moveFocus);
   root.addEventListener("keydown", menuKeys);
@@ -1046,7 +1053,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
       seen.disconnect();
       const { top, bottom } = entry.boundingClientRect;
       const height = entry.rootBounds?.height ?? window.innerHeight;
-      if (!title.isConnected || !(outOfView(top, bottom, height, stay()) || top > (2 * height) / 3)) return;
+      if (!stagePanel.contains(title) || !(outOfView(top, bottom, height, stay()) || top > (2 * height) / 3)) return;
       // Next or the stage menu pressed where the controls scroll with the page (a small window):
       // the controls at the top, the stage under them, when its title fits there, so that the
       // focus stays in view and Enter steps on; else the title at the top, and the focus with it
@@ -1342,7 +1349,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     placeChildren(panel.box, panel.content);
     placeChildren(sheet, panel);
     panel[0].removeAttribute("id"); // (the title on screen has it)
-    sheet.style.width = `${stagePanel.offsetWidth}px`;
+    sheet.style.width = `${stageWidth || stagePanel.getBoundingClientRect().width}px`;
     sheet.classList.add("laying-out");
     void sheet.offsetHeight; // laid out now
     sheet.classList.remove("laying-out");
@@ -1589,15 +1596,18 @@ function render({ model, el, otherConfigs, printAll = null }) {
     }
     return sheets.get(stage);
   }
-  // the section shown, the one before hidden: only the shown one is the "stage", and its title
-  // alone has the title's id
+  // the section shown, the one before hidden at the width it had: only the shown one is the
+  // "stage", and its title alone has the title's id
   function showSheet(sheet) {
     stagePanel.querySelector(":scope > h2")?.removeAttribute("id");
     stagePanel.removeAttribute("aria-labelledby");
     stagePanel.className = "stage-kept";
+    if (stageWidth) stagePanel.style.width = `${stageWidth}px`; // (anything read in it is laid out as it was)
+    stageSize.unobserve(stagePanel);
     sheet.className = "stage";
     sheet.style.width = ""; // (laid out ahead at the stage's width: see layOutAhead)
     sheet.setAttribute("aria-labelledby", ids.stage + "-title");
+    stageSize.observe(sheet);
     stagePanel = sheet;
   }
   // the sections of other stages than the one shown, out of the page (another layer or text)
