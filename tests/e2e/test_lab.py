@@ -162,6 +162,15 @@ def test_causal_mask_stage_shows_masked_cells_with_zero_weight(page, server_url,
     page.screenshot(path=str(artifacts / "lab-causal-weights.png"), full_page=True)
     page.get_by_label("Causal mask").uncheck()
     page.wait_for_function("() => !Array.from(document.querySelectorAll('select option')).some(o => o.textContent === 'Mask')")
+    # the mask turned off with its stage on screen: the page keeps a section for each stage it has, no more
+    page.get_by_role("checkbox", name="Causal mask").check()
+    page.get_by_label("Calculation stage").select_option(label="Mask")
+    expect(page.locator(".stage h2")).to_contain_text("Mask")
+    page.get_by_role("checkbox", name="Causal mask").uncheck()
+    page.wait_for_function("() => !Array.from(document.querySelectorAll('select option')).some(o => o.textContent === 'Mask')")
+    expect(page.locator(".stage h2")).not_to_contain_text("Mask")
+    sections = page.evaluate("() => [document.querySelectorAll('.mha-explorer .layout > section').length, document.querySelectorAll('.mha-explorer .steps li').length]")
+    assert sections[0] == sections[1], sections
 
 
 def test_gqa_sharing_and_costs_are_shown(page, server_url):

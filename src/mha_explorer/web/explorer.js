@@ -692,7 +692,8 @@ function range(n) {
 // numbers. The screen keeps the table whole; the copies go after the print (unfold).
 const PAPER_WIDTH = 600; // CSS pixels: an A4 or Letter page's width between its margins, less an equation's signs
 function foldForPaper(root) {
-  const wide = [...root.querySelectorAll("table.matrix")].filter((table) => table.scrollWidth > PAPER_WIDTH);
+  // (not in a stage kept hidden, which is not printed: read, it would be laid out)
+  const wide = [...root.querySelectorAll("table.matrix")].filter((table) => !table.closest(".stage-kept") && table.scrollWidth > PAPER_WIDTH);
   for (const table of wide) {
     const cols = table.tHead.rows[0].cells.length - 1; // after the corner
     const label = table.tHead.rows[0].cells[0].offsetWidth; // the row labels' column
@@ -903,7 +904,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
   let foldedForPrint = [];
   const beforePrint = () => {
     if (everyStage && !printedStages.length) addStages();
-    openedForPrint = [...root.querySelectorAll("details:not([open])")].filter((details) => !details.matches(".folded-map") && !(view.payload.model && details.matches(".matrices, .packed")));
+    openedForPrint = [...root.querySelectorAll("details:not([open])")].filter((details) => !details.matches(".folded-map") && !details.closest(".stage-kept") && !(view.payload.model && details.matches(".matrices, .packed")));
     for (const details of openedForPrint) details.open = true;
     if (matrices.open && matrices.children.length === 1) fillMatrices();
     if (!foldedForPrint.length) foldedForPrint = foldForPaper(root);
@@ -1185,7 +1186,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     const kept = sameLayer(payload, before) || sameFrame(payload, before);
     if (!kept) {
       dropPlaces(); // sizes may change
-      dropSheets();
+      dropSheets(payload.page_stages.map((s) => s.id));
       for (const { id } of payload.page_stages) sheetOf(id); // (made now: a stage shown makes no element)
     }
     matrices.replaceChildren(h("summary", {}, h("h2", {}, "Matrices"))); // a heading, so that a screen reader lists the section
@@ -1610,13 +1611,13 @@ function render({ model, el, otherConfigs, printAll = null }) {
     stageSize.observe(sheet);
     stagePanel = sheet;
   }
-  // the sections of other stages than the one shown, out of the page (another layer or text)
-  function dropSheets() {
-    for (const [stage, sheet] of sheets)
-      if (sheet !== stagePanel) {
-        sheet.remove();
-        sheets.delete(stage);
-      }
+  // the sections of other stages than the one shown, out of the page (another layer or text);
+  // the one shown is kept under its stage only if the new view has that stage
+  function dropSheets(stages) {
+    for (const [stage, sheet] of sheets) {
+      if (sheet !== stagePanel) sheet.remove();
+      if (sheet !== stagePanel || !stages.includes(stage)) sheets.delete(stage);
+    }
   }
 
   // The query in the overview, once the page is idle: the interaction's frame paints the view
