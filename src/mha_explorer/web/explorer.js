@@ -763,9 +763,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
   const allToggle = h("button", { type: "button", class: "toggle", "aria-pressed": "false" }, "All queries");
   const steps = h("ol", { class: "steps" });
   const live = h("p", { class: "sr-only", "aria-live": "polite", role: "status" });
-  // The stage on screen, and beside it the sections of the stages shown before, hidden
-  // (content-visibility): a stage gone back to shows its panel as it was laid out. Taken out and
-  // put back, the teaching example's Projections panel was laid out anew, 6 to 15 ms.
+  // The stage on screen, and beside it a section for each of the view's other stages, hidden
+  // (content-visibility): a stage gone back to, or laid out ahead (layOutAhead), shows its panel as
+  // it was laid out. Taken out and put back, the teaching example's Projections panel was laid out
+  // anew, 6 to 15 ms.
   let stagePanel = h("section", { class: "stage", "aria-labelledby": ids.stage + "-title" });
   const sheets = new Map(); // stage -> its section
   const outputs = h("aside", { class: "outputs", "aria-label": "Head outputs" });
@@ -1589,7 +1590,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
 
   // the section of a stage, in the page (hidden until shown)
   function sheetOf(stage) {
-    if (!sheets.size) sheets.set(stage, stagePanel); // the first stage shown
+    if (!sheets.size) sheets.set(stage, stagePanel); // (the section on screen, when it is kept under no stage)
     if (!sheets.has(stage)) {
       const sheet = h("section", { class: "stage-kept" });
       outputs.before(sheet);
