@@ -86,7 +86,7 @@ COUNT_INSERTED = """() => {
 IDLE = "() => new Promise((done) => requestIdleCallback(() => requestIdleCallback(done, { timeout: 500 }), { timeout: 500 }))"
 
 
-def test_the_next_stage_and_a_stage_gone_back_to_are_shown_as_laid_out(page, server_url):
+def test_the_next_stage_and_a_stage_gone_back_to_are_shown_as_laid_out(page, server_url, api):
     """The stage after the one on screen is put in the page while it is idle, hidden, at the stage's
     width, and laid out there; a stage left stays so. Showing either puts nothing in anew (taken out
     and put back, or put in for the first time, the Projections panel was laid out anew, 6 to 15 ms).
@@ -122,6 +122,7 @@ def test_the_next_stage_and_a_stage_gone_back_to_are_shown_as_laid_out(page, ser
     expect(page.locator(".stage h2")).to_contain_text("2. Scores")
     widths = page.evaluate("() => { const s = document.querySelector('.mha-explorer .stage'); return [s.clientWidth, s.querySelector('.figure').getBoundingClientRect().width]; }")
     assert widths[1] > widths[0] - 60, widths
+    assert required_sources("scores", 1, 0, api[0]) <= check_numbers(page, ".stage", api[1])
 
 
 def test_first_view_and_controls(page, server_url):
