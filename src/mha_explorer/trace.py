@@ -398,45 +398,58 @@ def _heads(
     # normalization into z (n x f, not n x n): the weights' rows are only summed, never divided
     q_scaled = None if record else q * np.asarray(scale, q.dtype)  # (h, n, e)
 
-    def one_head(i: int) -> None:
-        """Every stage from the scores to head i's contribution. Heads are independent, so they
-        run in parallel, and each head's (n, n) arrays stay in the core's cache between stages."""
+    # the (rows, keys) blocks each head works on: the whole square when recording; without record, a
+    # masked layer's blocks of rows, each with only the keys one of its rows may see (causal: a
+    # block's keys end at its last row), about half the work of the square at 512 tokens
+    blocks = [(slice(0, n), slice(0, n))] if record or hidden is None else _seen_blocks(n, config)
+
+    def one_head(part: tuple[int, slice, slice]) -> None:
+        """Every stage from the scores to head i's contribution, for queries rows against keys
+        cols (the keys none of those rows may see weigh 0, and are left out). Heads and blocks of
+        rows are independent, so they run in parallel, and each part's arrays stay in the core's
+        cache between stages."""
+        i, rows, cols = part
         g = group[i]
+        a = weights_[i][rows, cols]  # (r, c), filled in place
         if record:
             np.matmul(q[i], k[g].T, out=scores[i])
             np.multiply(scores[i], scale, out=scaled[i])
         else:
-            np.matmul(q_scaled[i], k[g].T, out=scaled[i])
+            np.matmul(q_scaled[i][rows], k[g][cols].T, out=a)
+        logit = logits[i][rows, cols]  # (r, c)
         if hidden is not None:
             if logits is not scaled:
                 np.copyto(logits[i], scaled[i])
-            logits[i][hidden] = -np.inf
+            logit[hidden[rows, cols]] = -np.inf
         # softmax over keys. Subtracting the row max changes nothing but avoids overflow; it is
         # needed only in rows where some |score| could pass _EXP_SAFE. Other rows subtract an
         # exact 0, so each row's numbers depend on that row's bound alone.
-        a = weights_[i]  # (n, n), filled in place
-        unsafe = abs(scale) * q_norms[i] * k_norms[g] > _EXP_SAFE  # (n,)
+        unsafe = abs(scale) * q_norms[i][rows] * k_norms[g][rows] > _EXP_SAFE  # (r,)
         if unsafe.any():
             if unsafe.all():
-                shift = logits[i].max(axis=-1, keepdims=True)  # (n, 1)
+                shift = logit.max(axis=-1, keepdims=True)  # (r, 1)
             else:
-                shift = np.zeros((n, 1), a.dtype)  # (n, 1)
-                shift[unsafe] = logits[i][unsafe].max(axis=-1, keepdims=True)
-            np.subtract(logits[i], shift, out=a)
+                shift = np.zeros((len(unsafe), 1), a.dtype)  # (r, 1)
+                shift[unsafe] = logit[unsafe].max(axis=-1, keepdims=True)
+            np.subtract(logit, shift, out=a)
             np.exp(a, out=a)
         else:
-            np.exp(logits[i], out=a)
-        row_sums = a @ ones  # (n,): a matrix-vector product is the fastest row sum
+            np.exp(logit, out=a)
+        row_sums = a @ ones[cols]  # (r,): a matrix-vector product is the fastest row sum
         np.reciprocal(row_sums, out=row_sums)
         if record:
             np.multiply(a, row_sums[:, None], out=a)  # each row / its sum
             np.matmul(a, v[g], out=z[i])
             np.matmul(z[i], W_O[i], out=contributions[i])
         else:
-            np.matmul(a, v[g], out=z[i])
-            z[i] *= row_sums[:, None]
+            zi = z[i][rows]  # (r, f)
+            np.matmul(a, v[g][cols], out=zi)
+            zi *= row_sums[:, None]
 
-    each(one_head, range(config.n_heads))
+    # the largest parts first, so that the cores finish together (9 heads on 2 cores left one idle
+    # for a head's time)
+    parts = sorted(((i, rows, cols) for i in range(config.n_heads) for rows, cols in blocks), key=lambda p: -(p[1].stop - p[1].start) * (p[2].stop - p[2].start))
+    each(one_head, parts)
     if not record:
         return {"z": z}, bounded
     stages |= {"scores": scores, "scaled": scaled}
@@ -444,6 +457,22 @@ def _heads(
         stages["mask"] = logits
     stages |= {"weights": weights_, "z": z, "contributions": contributions}
     return stages, bounded
+
+
+def _seen_blocks(n: int, config: AttentionConfig) -> list[tuple[slice, slice]]:
+    """A masked layer's queries in blocks of about SEEN_BLOCK rows, each with the keys its rows may
+    see at all: up to its last row when causal, and from the first key inside its first row's
+    window when windowed (hidden_keys() hides the rest of them, row by row)."""
+    edges = np.linspace(0, n, max(1, round(n / SEEN_BLOCK)) + 1).round().astype(int)
+    window = config.sliding_window
+    return [
+        (slice(r0, r1), slice(0 if window is None else max(0, r0 - window + 1), r1 if config.causal else n))
+        for r0, r1 in zip(edges[:-1].tolist(), edges[1:].tolist())
+    ]
+
+
+# a masked layer's blocks of query rows when only its output is wanted (_seen_blocks)
+SEEN_BLOCK = 128
 
 
 # exp() of every scaled score up to this size is far from float32's overflow (88.7) and

@@ -252,3 +252,27 @@ def test_matches_torch_scaled_dot_product_attention(case: Case):
         np.testing.assert_array_equal(np.isneginf(t["mask"]), np.isneginf(logits.numpy()))
         check(t["mask"], logits, "mask")
         assert (t["weights"][:, causal_mask(n).numpy()] == 0.0).all()
+
+
+@pytest.mark.parametrize("causal, window", [(True, None), (True, 100), (False, 100)], ids=["causal", "causal-window", "window"])
+def test_a_long_masked_layer_worked_in_blocks_of_rows_matches_torch(causal: bool, window: int | None):
+    """attention() of a masked layer works each block of query rows against the keys its rows may
+    see (_seen_blocks): here three blocks, the later ones' keys cut by the window at their start."""
+    from mha_explorer.trace import _seen_blocks
+
+    n, config = 400, AttentionConfig(d_model=16, n_heads=4, n_kv_heads=2, causal=causal, sliding_window=window, bias=True)
+    blocks = _seen_blocks(n, config)
+    assert len(blocks) == 3 and (window is None) == all(cols.start == 0 for _, cols in blocks)
+    x, w = Case(config, n, 3001).inputs()
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    hidden = (j > i if causal else torch.zeros(n, n, dtype=torch.bool)) | ((j <= i - window) if window else False)  # (n, n)
+    h, g = config.n_heads, config.n_kv_heads
+    xt = t64(x)
+    with torch.no_grad():
+        q = torch.einsum("nd,hde->hne", xt, t64(w.W_Q)) + t64(w.b_Q)[:, None]  # (h, n, e)
+        k = torch.einsum("nd,gde->gne", xt, t64(w.W_K)) + t64(w.b_K)[:, None]  # (g, n, e)
+        v = torch.einsum("nd,gdf->gnf", xt, t64(w.W_V)) + t64(w.b_V)[:, None]  # (g, n, f)
+        z = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=~hidden, enable_gqa=g < h)[0]  # (h, n, f)
+        y = z.transpose(0, 1).reshape(n, -1) @ t64(w.W_O) + t64(w.b_O)  # (n, d_model)
+    check(attention(x, w, config), y, "output")
+    check(trace(x, w, config)["output"], y, "the traced output")
