@@ -115,3 +115,25 @@ def test_a_part_that_hands_out_parts_itself_runs_them_one_after_another():
     assert not thread.is_alive(), "the parts waited for each other"
     assert sorted(ran) == list(range(6))
     assert seen == [parallel.serially] * 6
+
+
+@pytest.mark.skipif(parallel.WORKERS < 2, reason="one core: nothing runs in parallel")
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_large_answer_is_gzipped_in_one_piece_a_core_and_reads_back_whole(monkeypatch, workers):
+    """gzip_fast() joins pieces deflated on separate cores into one gzip stream: Python's own gzip
+    reader (zlib) gives back every byte, across the size from which the pieces are made."""
+    import gzip
+
+    from mha_explorer import server
+
+    monkeypatch.setattr(parallel, "WORKERS", workers)
+    pieces = []
+    real = parallel.in_parallel
+    monkeypatch.setattr(parallel, "in_parallel", lambda task, items: pieces.append(list(items)) or real(task, pieces[-1]))
+    rng = np.random.default_rng(workers)
+    for size in (0, 1, 4099, server.PARALLEL_GZIP - 1, server.PARALLEL_GZIP, 3 * server.PARALLEL_GZIP + 7):
+        data = rng.standard_normal(size // 4 + 1).astype(np.float32).tobytes()[:size]
+        pieces.clear()
+        zipped = server.gzip_fast(data)
+        assert gzip.decompress(zipped) == data, size
+        assert pieces == ([list(range(workers))] if size >= server.PARALLEL_GZIP else []), size
