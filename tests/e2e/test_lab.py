@@ -3045,3 +3045,29 @@ def test_a_link_with_refused_settings_says_what_else_it_left_out_at_once(page, s
     set_field(page, "d_model", 8)  # mended: computed, and not said a second time
     wait_kind(page, "GQA")
     assert page.locator("#notice").inner_text().count("unknown part") <= 1
+
+
+def test_the_labels_of_the_rows_in_view_stay_at_the_left_as_a_large_grid_scrolls(page, server_url):
+    """A 64 × 64 grid scrolled sideways keeps the labels of the rows in view at its left edge, and
+    of rows scrolled in from far below too. The labels of the rows far from view do not stick: out
+    of sight, sticking cost each lab edit's frame 10 to 20 ms of Chromium's compositing."""
+    tokens = "+".join(f"t{i}" for i in range(64))
+    page.goto(server_url + f"#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=1&bias=0&tokens={tokens}&seed=0")
+    page.wait_for_selector(".edit-grid input")
+    settle(page)
+    labels = """() => {
+      const box = document.querySelector('.grid-box'), b = box.getBoundingClientRect();
+      const head = box.querySelector('.grid-head').getBoundingClientRect().bottom;
+      const rows = [...box.querySelectorAll('.grid-row')].filter((r) => { const y = r.getBoundingClientRect(); return y.top >= head - 1 && y.bottom <= b.bottom; });
+      return { names: rows.map((r) => r.querySelector('.row-head').textContent), lefts: rows.map((r) => r.querySelector('.row-head').getBoundingClientRect().left - b.left - box.clientLeft) };
+    }"""
+    box = page.locator(".grid-box")
+    for top in (0, 1000):  # rows t0 on, then rows far below them before this scroll
+        box.evaluate("(b, top) => { b.scrollTop = top; b.scrollLeft = 900; }", top)
+        page.evaluate(NEXT_FRAME)
+        page.evaluate(NEXT_FRAME)
+        shown = page.evaluate(labels)
+        assert len(shown["names"]) >= 6 and all(abs(x) < 1 for x in shown["lefts"]), shown
+        assert (shown["names"][0] == "t0") == (top == 0), shown
+    far = page.evaluate("() => [...document.querySelectorAll('.grid-row.far .row-head')].map((h) => getComputedStyle(h).position)")
+    assert len(far) >= 40 and set(far) == {"static"}, far[:3]
