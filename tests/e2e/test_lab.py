@@ -3071,3 +3071,32 @@ def test_the_labels_of_the_rows_in_view_stay_at_the_left_as_a_large_grid_scrolls
         assert (shown["names"][0] == "t0") == (top == 0), shown
     far = page.evaluate("() => [...document.querySelectorAll('.grid-row.far .row-head')].map((h) => getComputedStyle(h).position)")
     assert len(far) >= 40 and set(far) == {"static"}, far[:3]
+
+
+def test_the_link_waits_for_a_lab_trace_being_computed_then_says_all_that_changed_meanwhile(page, server_url):
+    """Writing the address took the page's thread 1 to 8 ms, which an answer come meanwhile waited
+    for: a stage picked while the server computes an edit is written into the link once the edit
+    is answered, together with the edit."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c&seed=0&stage=scores")
+    page.wait_for_selector(".edit-grid input")
+    settle(page)
+    # the lab's answers come 800 ms late; a cell is edited, then the stage is changed at once
+    page.evaluate("""() => {
+      const real = window.fetch;
+      window.fetch = async (...args) => {
+        const answer = await real(...args);
+        if (String(args[0]).includes('api/trace')) await new Promise((done) => setTimeout(done, 800));
+        return answer;
+      };
+      const cell = document.querySelector('.edit-grid input[data-key="x:1,2"]');
+      cell.value = '0.25';
+      cell.dispatchEvent(new Event('change', { bubbles: true }));
+      [...document.querySelectorAll('.mha-explorer button')].find((b) => b.textContent.trim() === 'Next').click();
+    }""")
+    expect(page.locator(".stage h2")).to_contain_text("Weights")
+    page.wait_for_timeout(400)
+    assert page.evaluate("() => document.getElementById('lab').dataset.busy") == "true"
+    assert "stage=scores" in page.url and "edits=" not in page.url  # nothing written while the trace is computed
+    settle(page)
+    page.wait_for_function("() => location.hash.includes('stage=weights') && location.hash.includes('edits=')")
+    assert unquote(page.url).count("x:1,2=0.25") == 1

@@ -161,6 +161,8 @@ function readLink(hash) {
 
 // Several traits change together; write the link once, after all of them.
 let linkQueued = false;
+let computing = 0; // lab traces asked of the server and not answered yet
+let linkWhenComputed = null; // the link's write, put off until they are
 let ownHash = location.hash; // the link this page shows: read at its start, or written since
 let models = null; // the real-model panel, once the page has one
 let resetStep = false; // "Reset example" pressed: its link is a new step of the tab's history
@@ -174,6 +176,12 @@ function writeLink(model, lab) {
   // once the page is idle: writing the URL makes the browser lay the page out again (8 ms at 512
   // tokens), which must not delay the frame that shows the change
   const write = () => {
+    // not while the server computes a lab trace: writing the URL took 1 to 8 ms of the page's
+    // thread, which the answer, come meanwhile, waited for (see compute)
+    if (computing) {
+      linkWhenComputed = write;
+      return;
+    }
     linkQueued = false;
     // a link pasted or edited meanwhile is not written over: the page reloads on it (hashchange)
     if (location.hash === ownHash) writeLinkNow(model, currentMode(), lab);
@@ -301,6 +309,7 @@ async function compute(state) {
   // the server draws the values from the seed, as it drew those on screen, and sets the edited
   // ones: a request stays small however large the configuration
   const body = { config: state.config, tokens: state.tokens, seed: state.seed, edits: Object.fromEntries(state.edits || []), encoding: "binary" };
+  computing += 1;
   try {
     const response = await fetch("api/trace", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     if (response.ok) return { payload: unpack(await response.arrayBuffer()) };
@@ -310,6 +319,14 @@ async function compute(state) {
     return { errors: Object.keys(errors).length ? errors : { request: `the server answered ${response.status}` } };
   } catch (error) {
     return { errors: { request: `the server could not be reached (${error.message})` } };
+  } finally {
+    computing -= 1;
+    const write = !computing && linkWhenComputed;
+    if (write) {
+      linkWhenComputed = null;
+      if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
+      else setTimeout(write, 50);
+    }
   }
 }
 
