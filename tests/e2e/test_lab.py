@@ -3049,8 +3049,9 @@ def test_a_link_with_refused_settings_says_what_else_it_left_out_at_once(page, s
 
 def test_the_labels_of_the_rows_in_view_stay_at_the_left_as_a_large_grid_scrolls(page, server_url):
     """A 64 × 64 grid scrolled sideways keeps the labels of the rows in view at its left edge, and
-    of rows scrolled in from far below too. The labels of the rows far from view do not stick: out
-    of sight, sticking cost each lab edit's frame 10 to 20 ms of Chromium's compositing."""
+    of rows scrolled in from far below too; those of the rows within 160 px of the view stick too,
+    ready for a quick scroll. The labels of the rows farther away do not: out of sight, sticking
+    cost each lab edit's frame 10 to 20 ms of Chromium's compositing."""
     tokens = "+".join(f"t{i}" for i in range(64))
     page.goto(server_url + f"#mode=lab&d_model=64&n_heads=8&n_kv_heads=8&d_head=8&d_v=8&causal=1&bias=0&tokens={tokens}&seed=0")
     page.wait_for_selector(".edit-grid input")
@@ -3069,8 +3070,15 @@ def test_the_labels_of_the_rows_in_view_stay_at_the_left_as_a_large_grid_scrolls
         shown = page.evaluate(labels)
         assert len(shown["names"]) >= 6 and all(abs(x) < 1 for x in shown["lefts"]), shown
         assert (shown["names"][0] == "t0") == (top == 0), shown
-    far = page.evaluate("() => [...document.querySelectorAll('.grid-row.far .row-head')].map((h) => getComputedStyle(h).position)")
-    assert len(far) >= 40 and set(far) == {"static"}, far[:3]
+        # the rows within 160 px below the view stick too
+        below = page.evaluate("""() => {
+          const box = document.querySelector('.grid-box'), bottom = box.getBoundingClientRect().bottom;
+          return [...box.querySelectorAll('.grid-row')].filter((r) => { const top = r.getBoundingClientRect().top; return top > bottom && top < bottom + 160 - 28; })
+            .map((r) => getComputedStyle(r.querySelector('.row-head')).position);
+        }""")
+        assert len(below) >= 4 and set(below) == {"sticky"}, below
+    far = page.evaluate("() => [...document.querySelectorAll('.grid-row.far:not(.labelled) .row-head')].map((h) => getComputedStyle(h).position)")
+    assert len(far) >= 30 and set(far) == {"static"}, far[:3]
 
 
 def test_the_link_waits_for_a_lab_trace_being_computed_then_says_all_that_changed_meanwhile(page, server_url):
@@ -3100,3 +3108,27 @@ def test_the_link_waits_for_a_lab_trace_being_computed_then_says_all_that_change
     settle(page)
     page.wait_for_function("() => location.hash.includes('stage=weights') && location.hash.includes('edits=')")
     assert unquote(page.url).count("x:1,2=0.25") == 1
+
+
+def test_a_lab_trace_that_takes_long_holds_the_link_back_a_second_at_most(page, server_url):
+    """The link's write waits for a lab trace being computed, but not for an answer that does not
+    come: a stage picked meanwhile is in the link a second later, the trace still computing."""
+    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c&seed=0&stage=scores")
+    page.wait_for_selector(".edit-grid input")
+    settle(page)
+    page.evaluate("""() => {
+      const real = window.fetch;
+      window.fetch = async (...args) => {
+        if (String(args[0]).includes('api/trace')) await new Promise((done) => setTimeout(done, 4000));
+        return real(...args);
+      };
+      const cell = document.querySelector('.edit-grid input[data-key="x:0,1"]');
+      cell.value = '0.5';
+      cell.dispatchEvent(new Event('change', { bubbles: true }));
+      [...document.querySelectorAll('.mha-explorer button')].find((b) => b.textContent.trim() === 'Next').click();
+    }""")
+    expect(page.locator(".stage h2")).to_contain_text("Weights")
+    page.wait_for_function("() => location.hash.includes('stage=weights')", timeout=2500)
+    assert page.evaluate("() => document.getElementById('lab').dataset.busy") == "true"  # written while the trace computes
+    page.wait_for_function("() => !document.getElementById('lab').dataset.busy", timeout=10_000)
+    page.wait_for_function("() => location.hash.includes('edits=')")  # the edit, once answered

@@ -509,6 +509,8 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   let gridRows = []; // the row elements, in order
   let gridCols = 0;
   let drawn = new Set(); // the rows drawn now (see drawWindow)
+  let labelled = new Set(); // the rows whose label sticks now: those within LABELLED px of the view
+  const LABELLED = 160;
   let focused = null; // [row, column] of the cell with the focus
   const drafts = new Map(); // key -> the text of a bad cell, kept until it is corrected
   // key -> a good value typed while the settings above had an error: used with the next settings
@@ -588,6 +590,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     gridBox.replaceChildren(grid);
     if (!editable) for (const input of grid.querySelectorAll("input")) input.disabled = true;
     drawn = new Set();
+    labelled = new Set();
     focused = null;
     drawWindow();
   }
@@ -609,6 +612,14 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     if (focused) rows.add(focused[0]);
     const first = Math.floor(scrollLeft / block) - 1;
     const last = Math.floor((scrollLeft + clientWidth - rowHead) / block) + 1;
+    // a far row's label stays in place (page.css), but one within LABELLED px of the view sticks
+    // too: a row scrolled in faster than this runs (the browser scrolls ahead of it, a frame or
+    // two) shows its label at once. (Each label that sticks costs the frame after a lab edit.)
+    const near = new Set();
+    for (let r = Math.max(0, rowAt(scrollTop - LABELLED)); r <= Math.min(gridRows.length - 1, rowAt(scrollTop + clientHeight + LABELLED)); r++) near.add(r);
+    for (const r of labelled) if (!near.has(r)) gridRows[r].classList.remove("labelled");
+    for (const r of near) if (!labelled.has(r)) gridRows[r].classList.add("labelled");
+    labelled = near;
     for (const r of drawn) if (!rows.has(r)) gridRows[r].classList.add("far");
     for (const r of rows) {
       gridRows[r].classList.remove("far");

@@ -162,7 +162,9 @@ function readLink(hash) {
 // Several traits change together; write the link once, after all of them.
 let linkQueued = false;
 let computing = 0; // lab traces asked of the server and not answered yet
-let linkWhenComputed = null; // the link's write, put off until they are
+let linkWhenComputed = null; // the link's write, put off until they are answered: LINK_WAIT_MS at most
+let linkWaiting = null; // the timer that writes it then, whatever is still computed
+const LINK_WAIT_MS = 1000;
 let ownHash = location.hash; // the link this page shows: read at its start, or written since
 let models = null; // the real-model panel, once the page has one
 let resetStep = false; // "Reset example" pressed: its link is a new step of the tab's history
@@ -175,11 +177,13 @@ function writeLink(model, lab) {
   linkQueued = true;
   // once the page is idle: writing the URL makes the browser lay the page out again (8 ms at 512
   // tokens), which must not delay the frame that shows the change
-  const write = () => {
+  const write = (waited) => {
     // not while the server computes a lab trace: writing the URL took 1 to 8 ms of the page's
-    // thread, which the answer, come meanwhile, waited for (see compute)
-    if (computing) {
+    // thread, which the answer, come meanwhile, waited for (see compute); for a second at most,
+    // so that an answer that never comes leaves no link unwritten
+    if (computing && waited !== true) {
       linkWhenComputed = write;
+      linkWaiting ??= setTimeout(() => writePutOff(false), LINK_WAIT_MS);
       return;
     }
     linkQueued = false;
@@ -188,6 +192,17 @@ function writeLink(model, lab) {
   };
   if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
   else setTimeout(write, 50);
+}
+// the link's write put off while a lab trace computed: once the page is idle (idle), or now
+function writePutOff(idle) {
+  const write = linkWhenComputed;
+  linkWhenComputed = null;
+  clearTimeout(linkWaiting);
+  linkWaiting = null;
+  if (!write) return;
+  if (!idle) write(true);
+  else if (window.requestIdleCallback) requestIdleCallback(() => write(true), { timeout: 200 });
+  else setTimeout(() => write(true), 50);
 }
 
 function writeLinkNow(model, mode, lab) {
@@ -321,12 +336,7 @@ async function compute(state) {
     return { errors: { request: `the server could not be reached (${error.message})` } };
   } finally {
     computing -= 1;
-    const write = !computing && linkWhenComputed;
-    if (write) {
-      linkWhenComputed = null;
-      if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
-      else setTimeout(write, 50);
-    }
+    if (!computing) writePutOff(true);
   }
 }
 
