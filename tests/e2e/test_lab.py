@@ -3081,27 +3081,32 @@ def test_the_labels_of_the_rows_in_view_stay_at_the_left_as_a_large_grid_scrolls
     assert len(far) >= 30 and set(far) == {"static"}, far[:3]
 
 
-def test_the_link_waits_for_a_lab_trace_being_computed_then_says_all_that_changed_meanwhile(page, server_url):
-    """Writing the address took the page's thread 1 to 8 ms, which an answer come meanwhile waited
-    for: a stage picked while the server computes an edit is written into the link once the edit
-    is answered, together with the edit."""
+def edit_then_next_with_a_late_answer(page, server_url, late_ms):
+    """A small lab at its Scores stage, whose answers come late_ms late: a cell is edited, then
+    Next is pressed at once, while the server computes the edit."""
     page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c&seed=0&stage=scores")
     page.wait_for_selector(".edit-grid input")
     settle(page)
-    # the lab's answers come 800 ms late; a cell is edited, then the stage is changed at once
-    page.evaluate("""() => {
+    page.evaluate("""(late) => {
       const real = window.fetch;
       window.fetch = async (...args) => {
         const answer = await real(...args);
-        if (String(args[0]).includes('api/trace')) await new Promise((done) => setTimeout(done, 800));
+        if (String(args[0]).includes('api/trace')) await new Promise((done) => setTimeout(done, late));
         return answer;
       };
       const cell = document.querySelector('.edit-grid input[data-key="x:1,2"]');
       cell.value = '0.25';
       cell.dispatchEvent(new Event('change', { bubbles: true }));
       [...document.querySelectorAll('.mha-explorer button')].find((b) => b.textContent.trim() === 'Next').click();
-    }""")
+    }""", late_ms)
     expect(page.locator(".stage h2")).to_contain_text("Weights")
+
+
+def test_the_link_waits_for_a_lab_trace_being_computed_then_says_all_that_changed_meanwhile(page, server_url):
+    """Writing the address took the page's thread 1 to 8 ms, which an answer come meanwhile waited
+    for: a stage picked while the server computes an edit is written into the link once the edit
+    is answered, together with the edit."""
+    edit_then_next_with_a_late_answer(page, server_url, 800)
     page.wait_for_timeout(400)
     assert page.evaluate("() => document.getElementById('lab').dataset.busy") == "true"
     assert "stage=scores" in page.url and "edits=" not in page.url  # nothing written while the trace is computed
@@ -3113,21 +3118,7 @@ def test_the_link_waits_for_a_lab_trace_being_computed_then_says_all_that_change
 def test_a_lab_trace_that_takes_long_holds_the_link_back_a_second_at_most(page, server_url):
     """The link's write waits for a lab trace being computed, but not for an answer that does not
     come: a stage picked meanwhile is in the link a second later, the trace still computing."""
-    page.goto(server_url + "#mode=lab&d_model=8&n_heads=2&n_kv_heads=2&d_head=4&d_v=4&causal=0&bias=0&tokens=a+b+c&seed=0&stage=scores")
-    page.wait_for_selector(".edit-grid input")
-    settle(page)
-    page.evaluate("""() => {
-      const real = window.fetch;
-      window.fetch = async (...args) => {
-        if (String(args[0]).includes('api/trace')) await new Promise((done) => setTimeout(done, 4000));
-        return real(...args);
-      };
-      const cell = document.querySelector('.edit-grid input[data-key="x:0,1"]');
-      cell.value = '0.5';
-      cell.dispatchEvent(new Event('change', { bubbles: true }));
-      [...document.querySelectorAll('.mha-explorer button')].find((b) => b.textContent.trim() === 'Next').click();
-    }""")
-    expect(page.locator(".stage h2")).to_contain_text("Weights")
+    edit_then_next_with_a_late_answer(page, server_url, 4000)
     page.wait_for_function("() => location.hash.includes('stage=weights')", timeout=2500)
     assert page.evaluate("() => document.getElementById('lab').dataset.busy") == "true"  # written while the trace computes
     page.wait_for_function("() => !document.getElementById('lab').dataset.busy", timeout=10_000)
