@@ -190,6 +190,10 @@ function writeLink(model, lab) {
     // a link pasted or edited meanwhile is not written over: the page reloads on it (hashchange)
     if (location.hash === ownHash) writeLinkNow(model, currentMode(), lab);
   };
+  whenIdle(write);
+}
+// a link's write, once the page is idle (within 200 ms)
+function whenIdle(write) {
   if (window.requestIdleCallback) requestIdleCallback(write, { timeout: 200 });
   else setTimeout(write, 50);
 }
@@ -200,9 +204,8 @@ function writePutOff(idle) {
   clearTimeout(linkWaiting);
   linkWaiting = null;
   if (!write) return;
-  if (!idle) write(true);
-  else if (window.requestIdleCallback) requestIdleCallback(() => write(true), { timeout: 200 });
-  else setTimeout(() => write(true), 50);
+  if (idle) whenIdle(() => write(true));
+  else write(true);
 }
 
 function writeLinkNow(model, mode, lab) {
