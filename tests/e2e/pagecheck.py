@@ -98,3 +98,13 @@ def open_link(page, url: str) -> None:
     reload ("execution context was destroyed")."""
     page.goto("about:blank")
     page.goto(url)
+
+
+def through_history(page, step) -> None:
+    """Back or Forward (`step`: page.go_back or page.go_forward) between two of the page's links.
+    It is a step within the document, which the page answers with a reload a moment later
+    (hashchange): returns once the reloaded document has loaded, so that what follows reaches it.
+    A wait for a selector alone could be met by the old document, and a click on it lost in the
+    reload."""
+    with page.expect_event("load", timeout=120_000):
+        step()

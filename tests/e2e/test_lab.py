@@ -17,7 +17,7 @@ from mha_explorer.export import export_site
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, payload_arrays, to_numpy
 from mha_explorer.walkthrough import fmt
 
-from .pagecheck import BARE_SIGN, check_numbers, file_page, open_link, routed, times_ten
+from .pagecheck import BARE_SIGN, check_numbers, file_page, open_link, routed, through_history, times_ten
 
 pytestmark = pytest.mark.e2e
 
@@ -1537,7 +1537,7 @@ def test_a_links_notice_speaks_in_its_own_mode_and_goes_once_the_view_is_changed
     page.get_by_role("button", name="Attention lab").click()
     page.wait_for_function("(link) => location.hash === link", arg=refused)
     expect(page.locator("#notice")).to_contain_text("lab settings were rejected")
-    page.go_back()
+    through_history(page, page.go_back)
     page.wait_for_function("() => location.hash.startsWith('#mode=teaching')")
     page.wait_for_selector(".mha-explorer .stage h2")
     page.get_by_role("button", name="Attention lab").click()

@@ -18,7 +18,7 @@ from mha_explorer.models import available_models, load_model
 from mha_explorer.modelview import DEFAULT_TEXT, HeadArrays, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, TracePayload, to_numpy
 
-from .pagecheck import REFINED, SETTLED, check_numbers, file_page, open_link, page_text, routed
+from .pagecheck import REFINED, SETTLED, check_numbers, file_page, open_link, page_text, routed, through_history
 
 pytestmark = pytest.mark.e2e
 
@@ -2379,7 +2379,7 @@ def test_after_back_or_forward_each_modes_button_opens_it_as_it_was_left(page, s
     page.wait_for_function("() => location.hash.includes('head=5') && location.hash.includes('text=Alice') && !window.mhaExplorer.linkPending")
     page.get_by_role("button", name="Teaching example").click()
     page.wait_for_function("() => location.hash.includes('mode=teaching') && !window.mhaExplorer.linkPending")
-    page.go_back()  # the page reloads on the model's link
+    through_history(page, page.go_back)  # the page reloads on the model's link
     page.wait_for_function("() => document.querySelector('.overview')?.hidden === false", timeout=120_000)
     # the lab, left two steps before, comes back as it was: tokens and edit
     page.get_by_role("button", name="Attention lab").click()
@@ -2419,16 +2419,16 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.get_by_label("Calculation stage").select_option(label="Weights")  # a step rewrites the link: the text stays kept
     page.wait_for_function("() => location.hash.includes('stage=weights') && !window.mhaExplorer.linkPending")
     open_mode("Teaching example", "teaching")  # a new entry in the history
-    page.go_back()  # the page reloads on the model's link
+    through_history(page, page.go_back)  # the page reloads on the model's link
     model_shown()
     # the link's trace is shown (the link's text), and the box holds what was typed, said to be untraced
     expect(page.locator(".overview h2")).to_contain_text("all-MiniLM-L6-v2 · layer 1")
     assert page.evaluate("() => window.mhaExplorer.model.get('payload').model.text") == "The cat sat on the mat."
     expect(page.get_by_label("Text", exact=True)).to_have_value(typed)
     expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
-    page.go_forward()
+    through_history(page, page.go_forward)
     page.wait_for_function("() => location.hash.includes('mode=teaching')")
-    page.go_back()
+    through_history(page, page.go_back)
     model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value(typed)
     # traced, it is the link's text, and the box and the trace agree
@@ -2438,7 +2438,7 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     # typed and left at once (the box is kept a moment after typing stops): kept with the entry left
     page.get_by_label("Text", exact=True).fill("typed and left at once")
     open_mode("Teaching example", "teaching")
-    page.go_back()
+    through_history(page, page.go_back)
     model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed and left at once")
     # left, come back to by its button (a new entry) and left again: that entry keeps the box too
@@ -2448,7 +2448,7 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     open_mode("Real model", "model")
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
     open_mode("Teaching example", "teaching")
-    page.go_back()
+    through_history(page, page.go_back)
     model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed, then the mode left twice")
     expect(page.locator(".model-status")).to_have_text("The text has changed: press Trace (or Ctrl+Enter) to follow a query through it.")
@@ -2458,12 +2458,12 @@ def test_a_text_typed_and_not_traced_comes_back_with_the_browsers_back_and_forwa
     page.wait_for_timeout(400)
     open_mode("Teaching example", "teaching")
     open_mode("Real model", "model")
-    page.go_back()
+    through_history(page, page.go_back)
     page.wait_for_function("() => location.hash.includes('mode=teaching') && document.querySelector('.mha-explorer .stage h2')")
-    page.go_forward()
+    through_history(page, page.go_forward)
     model_shown()
     expect(page.get_by_label("Text", exact=True)).to_have_value("typed before two mode buttons")
-    page.go_back()
+    through_history(page, page.go_back)
     page.wait_for_function("() => location.hash.includes('mode=teaching') && document.querySelector('.mha-explorer .stage h2')")
     page.get_by_role("button", name="Real model").click()
     model_shown()
