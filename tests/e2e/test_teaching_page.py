@@ -1579,3 +1579,24 @@ def test_a_trace_given_positions_of_its_own_is_turned_by_them_on_the_page(page, 
         cells = row.locator("td").all_inner_texts()
         assert cells[3] == cells[4], cells
     assert table.locator("tbody tr td").first.inner_text() == "12"  # pair (0, 2) turns by 12 × θ⁰ (four significant digits)
+
+
+def test_a_stage_changed_from_outside_moves_the_focus_out_of_the_section_it_hides(page, server_url):
+    """A keyboard user reads a number, and the stage changes from outside (a notebook's Python sets
+    it, as here): the number's section is hidden, and the focus goes to the new stage's title, not
+    to the page's start (where the browser drops a focus hidden from it) nor left out of sight."""
+    open_page(page, server_url)
+    number = page.locator(".stage .num").first
+    number.focus()
+    page.evaluate("() => window.mhaExplorer.model.set('stage', 'scores')")
+    expect(page.locator(".stage h2")).to_contain_text("2. Scores")
+    focused = page.evaluate("() => [document.activeElement.matches('.stage > h2'), Boolean(document.activeElement.closest('.stage-kept'))]")
+    assert focused == [True, False], focused
+    # Tab goes on into the stage shown
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => Boolean(document.activeElement.closest('.stage')) && !document.activeElement.closest('.stage-kept')")
+    # a stage changed while the focus is elsewhere (a control above the stage) leaves it there
+    page.get_by_label("Query token").focus()
+    page.evaluate("() => window.mhaExplorer.model.set('stage', 'weights')")
+    expect(page.locator(".stage h2")).to_contain_text("3. Weights")
+    assert page.evaluate("() => document.activeElement.matches('select')")

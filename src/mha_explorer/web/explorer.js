@@ -1525,6 +1525,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
       const sheet = sheetOf(stage);
       placeChildren(panel.box, panel.content);
       placeChildren(sheet, panel);
+      // a stage changed from outside (a notebook's Python, a link) hides the section that holds the
+      // focus: the focus goes to the stage shown, not left on an element out of sight (the page's
+      // own ways to change stage move it first, or go on with wentOn)
+      const hidden = sheet !== stagePanel && !wentOn && stagePanel.contains(document.activeElement);
       if (sheet !== stagePanel) showSheet(sheet);
       panel[0].id = ids.stage + "-title"; // (a hidden section's title has none: see showSheet)
       stagePanel.classList.remove("waiting");
@@ -1536,6 +1540,10 @@ function render({ model, el, otherConfigs, printAll = null }) {
         share.focus({ preventScroll: true });
       }
       const title = panel[0];
+      if (hidden) {
+        title.tabIndex = -1; // focusable by script only
+        title.focus({ preventScroll: true });
+      }
       if (wentOn) {
         title.tabIndex = -1; // focusable by script only
         if (wentOn === "steps") title.dataset.steps = ""; // stepped from the title before: this one steps on
