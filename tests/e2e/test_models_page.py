@@ -3520,3 +3520,32 @@ def test_the_querys_row_of_x_takes_the_colours_of_xs_map_under_it(page, server_u
     scale = re.match(r"Colours: −(\S+) · 0 · \+(\S+); beyond", whole)
     assert scale and scale[1] == scale[2] and abs(float(scale[1]) - p99) <= 0.01 * p99 + 0.01, (whole, p99)
     assert row.startswith(f"Colours: −{scale[1]} · 0 · +{scale[1]}; beyond ±{scale[1]}"), (row, whole)
+
+
+@needs("minilm")
+def test_the_head_outputs_follow_a_head_picked_from_outside_them_and_the_last_pick_wins(page, server_url):
+    """A head picked from outside the head outputs (a thumbnail, a menu, a notebook) has its stage
+    in the frame that answers and the outputs' list a frame later; a head picked in the list itself
+    places the list at once. Two picks in one frame, one of each: the list shows the last, never
+    the earlier pick's, placed after it."""
+    trace_model(page, server_url, "minilm", "The cat sat on the mat.", 1)
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length === 11")
+    shown = page.evaluate("""async () => {
+      const frames = (k) => new Promise((done) => { const step = () => (k-- ? requestAnimationFrame(step) : done()); step(); });
+      const inspected = () => document.querySelector('.outputs .inspected').dataset.head;
+      window.mhaExplorer.model.set('head', 3);  // from outside the list: placed later
+      await null; await null;
+      const before = [document.querySelector('.stage h2').textContent.includes('head 3'), inspected()];
+      const pick = document.querySelector('.outputs button[data-pick-head="7"]');
+      pick.focus();
+      pick.click();  // in the list: placed at once
+      await null; await null;
+      const picked = inspected();
+      await frames(4);
+      return [...before, picked, inspected()];
+    }""")
+    assert shown == [True, "0", "7", "7"], shown
+    # from outside the list alone: the list follows
+    page.locator('.thumb-button[data-head="5"]').click()
+    expect(page.locator(".outputs .inspected")).to_have_attribute("data-head", "5")
+    expect(page.locator(".stage h2")).to_contain_text("· head 5 ·")
