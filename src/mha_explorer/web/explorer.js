@@ -1541,14 +1541,12 @@ function render({ model, el, otherConfigs, printAll = null }) {
         share.focus({ preventScroll: true });
       }
       const title = panel[0];
-      if (hidden) {
-        title.tabIndex = -1; // focusable by script only
-        title.focus({ preventScroll: true });
-      }
-      if (wentOn) {
+      if (hidden || wentOn) {
         title.tabIndex = -1; // focusable by script only
         if (wentOn === "steps") title.dataset.steps = ""; // stepped from the title before: this one steps on
         title.focus({ preventScroll: true });
+      }
+      if (wentOn) {
         const { top, bottom } = title.getBoundingClientRect(); // (at once: the focus is there)
         if (outOfView(top, bottom, window.innerHeight, stay())) title.scrollIntoView({ block: "start" }); // (a phone's: it lies far above)
       } else if (pickedStage === stage || headPicked) bringUp(title);
@@ -1580,7 +1578,7 @@ function render({ model, el, otherConfigs, printAll = null }) {
     // list's two entries that change (the inspected z: some 130 boxes at 512 tokens, 3 to 4 ms of
     // layout and paint) follow in the next, as the overview's query mark does (markLater). A pick
     // in the list itself, the first view and a print place them at once.
-    const later = view.payload.model && outputs.firstChild && !outputs.contains(document.activeElement) && focusHead === null && !printing;
+    const later = view.payload.model && outputs.firstChild && !outputs.contains(document.activeElement) && focusHead === null && !printing; // (a head picked in the list by keys: its entry takes the focus below)
     if (later) requestAnimationFrame(() => requestAnimationFrame(placeOutputs));
     else placeOutputs();
     if (focusHead !== null) {
