@@ -780,6 +780,32 @@ def test_another_head_at_a_stage_draws_on_the_canvases_it_showed(page, server_ur
     check_numbers(page, ".stage", full_arrays(api_trace(server_url, model="minilm", text=text, layer=2, head=1)))
 
 
+@needs("minilm")
+def test_a_map_drawn_again_on_the_canvas_it_showed_is_the_map_drawn_afresh(page, server_url):
+    """Another head's map, drawn on the canvas that showed this head's, writes its cells alone
+    where the row labels are the same (K's and V's tokens at Projections), and its labels too where
+    they are not (Value mixing's "0.74 × [CLS]"). Each stage's canvases equal, pixel for pixel,
+    those of a page opened afresh on that head and stage."""
+    text = "The quick brown fox jumps over the lazy dog."
+    trace_model(page, server_url, "minilm", text, 2)
+    page.wait_for_function("() => window.mhaExplorer.workedHeads.length === 11")
+    seen = {}
+    for stage, title in [("projections", "Projections"), ("mixing", "Value mixing")]:
+        page.get_by_label("Calculation stage").select_option(label=title)
+        for head in (0, 4, 7):
+            page.get_by_label("Inspect head").select_option(str(head))
+            expect(page.locator(".stage h2")).to_contain_text(f"head {head}")
+            page.wait_for_timeout(200)
+            seen[stage, head] = page.evaluate(CANVASES)
+    for (stage, head), drawn in seen.items():
+        open_link(page, server_url + f"#mode=model&model=minilm&layer=2&text={quote_plus(text)}&stage={stage}&head={head}")
+        expect(page.locator(".stage h2")).to_contain_text(f"head {head}", timeout=120_000)
+        page.wait_for_timeout(200)
+        assert page.evaluate(CANVASES) == drawn, (stage, head)
+    for stage in ("projections", "mixing"):
+        assert seen[stage, 0] != seen[stage, 4] != seen[stage, 7]
+
+
 # The browser's print dialog stood in for: while it is "open", each stage on the paper, its title and
 # whether each of its maps' canvases holds a drawing (and is a canvas of its own)
 PRINT_MAPS = """() => {

@@ -3248,16 +3248,25 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
     Object.assign(lens.style, { left: `${lx}px`, top: `${ly}px` });
   }
 
+  // the row labels as drawn: another head's map of the same tokens (K, V) finds them on the canvas
+  // already, and draws its cells alone (the labels were a millisecond a head change at 512 tokens)
+  const labelsDrawn = () => `${left}|${fontSize}|${darkHost()}|${drawnLabels.map(([r, label]) => `${r}:${label}`).join("\n")}`;
   function drawBase() {
     const ctx = entry.canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    ctx.clearRect(0, 0, width, height);
+    const labels = labelsDrawn();
+    const same = entry.labels === labels;
+    if (same) ctx.clearRect(left, 0, width - left, height);
+    else ctx.clearRect(0, 0, width, height);
     putCells(ctx);
-    ctx.font = `${fontSize}px system-ui, sans-serif`;
-    ctx.textBaseline = "middle";
-    ctx.textAlign = "right";
-    ctx.fillStyle = darkHost() ? DARK_LABELS : LIGHT_LABELS; // --muted of the two looks (the canvas may be out of the page here)
-    for (const [r, label] of drawnLabels) ctx.fillText(fitText(ctx, String(label), left - 8), left - 6, labelY(r));
+    if (!same) {
+      ctx.font = `${fontSize}px system-ui, sans-serif`;
+      ctx.textBaseline = "middle";
+      ctx.textAlign = "right";
+      ctx.fillStyle = darkHost() ? DARK_LABELS : LIGHT_LABELS; // --muted of the two looks (the canvas may be out of the page here)
+      for (const [r, label] of drawnLabels) ctx.fillText(fitText(ctx, String(label), left - 8), left - 6, labelY(r));
+      entry.labels = labels;
+    }
     if (cw >= 6) {
       // masked cells: a diagonal stroke as well as grey, so colour is not the only sign
       ctx.strokeStyle = "#a0a6b0";
@@ -3356,7 +3365,7 @@ function heatmap({ caption, rows, cols, value, plane = null, rowLabel, colLabel,
       canvas.height = height * ratio;
       canvas.style.width = `${width}px`;
       canvas.style.height = `${height}px`;
-      entry.base = null;
+      entry.base = entry.labels = null;
     }
     canvas.setAttribute("aria-label", `${spokenText(caption)}: ${rows} × ${cols}; use the arrow keys to read values`);
     if (box.parentNode !== figure) figure.insertBefore(box, axis || readout);
