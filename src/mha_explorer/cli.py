@@ -602,6 +602,7 @@ def check_port(host: str, port: int) -> None:
     "--model",
     "model_name",
     default=None,
+    metavar="NAME|PATH",
     help="also write layers of a real model into the copy (minilm, smollm2, gemma3, or a checkpoint path), "
     "on one text, every head: the copy's Real model mode then shows them with no server",
 )

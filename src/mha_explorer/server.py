@@ -460,7 +460,7 @@ PARALLEL_GZIP = 1 << 20
 
 
 class PageFilesGzip:
-    """The page's own files (about 320 KB of scripts and styles) gzipped for a browser that takes
+    """The page's own files (about 470 KB of scripts and styles) gzipped for a browser that takes
     it: a class loading the page over a network fetches a third of it. The API's answers are
     left as they are (a real model's layer is compressed where it is made; a lab trace and a
     head's arrays reach the page sooner without)."""
