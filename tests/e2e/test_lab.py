@@ -634,6 +634,37 @@ def test_new_values_replace_edits_only_when_the_user_agrees(page, server_url):
     assert page.get_by_role("button", name="All queries").get_attribute("aria-pressed") == "false"
 
 
+def test_the_arrow_keys_on_the_preset_menu_keep_the_settings_typed_until_enter(page, server_url):
+    """Chromium changes a closed menu with the arrow keys at once: passing over the presets must
+    not throw away settings the user typed. The preset reached is applied on Enter; leaving the
+    menu on it asks first."""
+    open_lab(page, server_url)
+    preset = page.get_by_label("Preset")
+    for label, value in [("d_model", 12), ("n_heads", 3), ("n_kv_heads", 1), ("d_head", 4), ("d_v", 4)]:
+        set_field(page, label, value)
+    typed = lab_state(page)["config"]
+    assert preset.input_value() == "" and typed["d_model"] == 12  # none of the presets
+    asked = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    preset.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    settle(page)
+    assert preset.input_value() == "mha"  # (the teaching example, then MHA: passed over)
+    assert asked == [] and page.get_by_label("d_model", exact=True).input_value() == "12" and lab_state(page)["config"] == typed
+    page.keyboard.press("Tab")  # left on a preset: asked, and declined
+    settle(page)
+    assert len(asked) == 1 and "“MHA: 4 heads” replaces the settings you typed" in asked[0]
+    assert preset.input_value() == "" and page.get_by_label("n_heads", exact=True).input_value() == "3" and lab_state(page)["config"] == typed
+    preset.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")  # applied, with no question
+    settle(page)
+    assert len(asked) == 1 and preset.input_value() == "mha"
+    assert lab_state(page)["config"] == {"d_model": 8, "n_heads": 4, "n_kv_heads": 4, "d_head": 2, "d_v": 2, "causal": False, "bias": False}
+
+
 @pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5", "1,500", "-2,000,000", "0,125", "1234,567"])  # 1e200: a number, too large to compute with
 def test_a_bad_cell_is_reported_there_and_loses_nothing(page, server_url, typed, artifacts):
     open_lab(page, server_url)

@@ -819,17 +819,23 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     seedInput.value = String((Number(seedInput.value) + 1) % (SEED_MAX + 1)); // after the largest seed, 0 again
     run({ ...readForm(), edits: new Map() }, { redraw: true });
   });
-  // With edits to lose, the arrow keys on the closed menu only move through the presets: the one
-  // reached is applied on Enter or when the focus leaves, so that the question comes once
+  // With edits or settings of the user's own to lose, the arrow keys on the closed menu (which
+  // change it at once in Chromium on Linux and Windows) only move through the presets: the one
+  // reached is applied on Enter, or, once asked, when the focus leaves
   let arrowed = false; // the change comes from an arrow key
   let waiting = false; // a preset reached by the arrow keys, not applied yet
+  // the settings in the form are the user's: none of the presets', nor the teaching example's
+  const typedOwn = () => {
+    const { config } = readForm();
+    return presetOf(config) === "" && !(own && Object.entries(own.config).every(([key, value]) => config[key] === value));
+  };
   presetSelect.addEventListener("keydown", (event) => {
     if (["ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(event.key)) arrowed = true;
     else if (event.key === "Enter" && waiting) applyPreset();
   });
-  presetSelect.addEventListener("blur", () => waiting && applyPreset());
+  presetSelect.addEventListener("blur", () => waiting && applyPreset(true));
   presetSelect.addEventListener("change", () => {
-    if (arrowed && editedCount()) {
+    if (arrowed && (editedCount() || typedOwn())) {
       arrowed = false;
       waiting = true;
       return;
@@ -837,11 +843,13 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     arrowed = false;
     applyPreset();
   });
-  function applyPreset() {
+  // (leaving: a preset only passed over on the way may replace the settings typed; Enter says so)
+  function applyPreset(leaving = false) {
     waiting = false;
     const preset = presetSelect.value === "example" ? own : PRESETS[presetSelect.value];
     if (!preset) return;
-    if (!dropEdits("A preset")) {
+    const settingsKept = () => !leaving || editedCount() || !typedOwn() || window.confirm(`“${presetSelect.selectedOptions[0].textContent}” replaces the settings you typed. Go on?`);
+    if (!dropEdits("A preset") || !settingsKept()) {
       presetSelect.value = presetNow(); // back to what the lab still is
       return;
     }
