@@ -785,6 +785,26 @@ def test_a_touch_phone_keeps_every_column_of_the_scores_on_screen(browser, serve
         context.close()
 
 
+EQUATION_RULES = """() => [...document.querySelectorAll('.stage .equation')].map((e) => {
+  const style = getComputedStyle(e);
+  return { rule: style.borderTopWidth + ' ' + style.borderTopStyle, top: e.getBoundingClientRect().top,
+    bottom: e.getBoundingClientRect().bottom, first: e.firstElementChild.getBoundingClientRect().top };
+})"""
+
+
+def test_on_a_phone_the_projections_equations_that_wrap_are_ruled_apart(page, server_url):
+    """On a phone each product wraps over several lines: without a rule between them, K's X (its
+    first line) read as the end of q's product above it. A wide screen, each on one line, has none."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, server_url)
+    q, k, v = page.evaluate(EQUATION_RULES)[:3]  # (then the packed view's, folded)
+    assert q["rule"].startswith("0px") and k["rule"] == v["rule"] == "1px solid"
+    for above, below in [(q, k), (k, v)]:
+        assert above["bottom"] <= below["top"] < below["first"] - 5, (above, below)  # the rule, then X a little below it
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.wait_for_function("() => getComputedStyle(document.querySelectorAll('.stage .equation')[1]).borderTopStyle === 'none'")
+
+
 def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url, artifacts):
     page.set_viewport_size({"width": 390, "height": 844})
     open_page(page, server_url)
