@@ -2290,6 +2290,27 @@ def test_on_a_phone_a_grid_rows_label_is_level_with_its_cells(browser, server_ur
     context.close()
 
 
+def test_on_a_phone_a_grid_wider_than_its_box_fades_at_the_right_while_more_lies_there(browser, server_url):
+    """A phone shows no scrollbar until the grid is touched: its last column, cut at the box's
+    edge, fades, and stops fading once the grid is scrolled to its end. A grid that fits has none."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(server_url + "#mode=lab")
+    wait_kind(page, "GQA")
+    box = page.locator(".grid-box").first
+    fade = "(b) => getComputedStyle(b).maskImage"
+    assert box.evaluate("(b) => b.scrollWidth > b.clientWidth") and "linear-gradient" in box.evaluate(fade)
+    box.evaluate("(b) => { b.scrollLeft = b.scrollWidth; }")
+    page.wait_for_function(f"() => ({fade})(document.querySelector('.grid-box')) === 'none'")
+    context.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(server_url + "#mode=lab")
+    wait_kind(page, "GQA")
+    box = page.locator(".grid-box").first
+    assert box.evaluate("(b) => b.scrollWidth <= b.clientWidth") and box.evaluate(fade) == "none"
+    page.close()
+
+
 def test_a_labs_projections_keep_to_one_line_on_a_laptop(page, server_url):
     """The lab's default (an 8-wide x, six tokens) at 1366 px: X × W = K is one line, its cells a
     little closer than the teaching example's, which keeps its own spacing."""
