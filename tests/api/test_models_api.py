@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mha_explorer.models import available_models, load_model
+from mha_explorer.models.errors import ModelError
 from mha_explorer.modelview import PER_HEAD_WEIGHTS, WHOLE_WEIGHTS, HeadArrays, LayerWeights, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, Array, Packer, TracePayload, to_numpy, unpack
 from mha_explorer.server import create_app
@@ -303,7 +304,7 @@ def test_a_query_outside_the_text_gets_a_422_with_the_range(query):
     assert client.post("/api/model-trace", json={**request, "query": 2}).json()["query"] == 2
 
 
-@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+@pytest.mark.skipif(not {"minilm", "smollm2"} <= INSTALLED, reason="minilm and smollm2 are not installed: run make models")
 def test_a_local_checkpoint_given_to_the_server_is_offered_loaded_and_traced_by_its_short_name(tmp_path):
     """`serve --model PATH`: a Hugging Face directory (here a copy of MiniLM's, under a name of its own)."""
     import shutil
@@ -317,6 +318,10 @@ def test_a_local_checkpoint_given_to_the_server_is_offered_loaded_and_traced_by_
     assert local == {"my-bert-v2": folder.resolve()}
     gguf = tmp_path / "Tiny.Q8_0.gguf"
     gguf.write_bytes(b"GGUF")
+    with pytest.raises(ModelError, match="Tiny.Q8_0.gguf is cut short"):  # its header read as the server starts
+        local_models([str(gguf)])
+    gguf.unlink()
+    gguf.symlink_to(load_model("smollm2").source)
     assert list(local_models([str(gguf)])) == ["tiny-q8_0"]  # a file's .gguf ending is no part of its name
     client = TestClient(create_app(models=ModelService(local=local)))
     listed = client.get("/api/models").json()
@@ -442,16 +447,17 @@ def test_a_text_whose_numbers_outgrow_float32_is_a_422_on_the_text_not_a_server_
     model.forget()
 
 
-@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+@pytest.mark.skipif(not {"minilm", "smollm2"} <= INSTALLED, reason="minilm and smollm2 are not installed: run make models")
 def test_a_checkpoint_files_failed_load_names_neither_it_nor_its_folder_by_path(tmp_path):
     import shutil
 
     from mha_explorer.models.registry import local_models
     from mha_explorer.modelview import ModelService
 
-    # a GGUF file is read, and refused, when it loads (a lone .safetensors file is refused at the start)
-    shutil.copy(load_model("minilm").source + "/model.safetensors", tmp_path / "weights.gguf")
+    # a GGUF file saved again, damaged, after the server started: read, and refused, when it loads
+    shutil.copy(load_model("smollm2").source, tmp_path / "weights.gguf")
     client = TestClient(create_app(models=ModelService(local=local_models([str(tmp_path / "weights.gguf")]))))
+    shutil.copy(load_model("minilm").source + "/model.safetensors", tmp_path / "weights.gguf")
     client.post("/api/models/weights/load")
     deadline = time.monotonic() + 60
     while (state := client.get("/api/models/weights").json())["state"] == "loading":

@@ -373,6 +373,31 @@ def test_serve_refuses_a_checkpoint_of_an_architecture_it_cannot_read_before_sta
     assert result.exit_code == 2 and "config.json is not readable JSON" in result.stderr, result.output
 
 
+def test_serve_refuses_a_gguf_file_of_another_architecture_or_none_before_starting(tmp_path):
+    """A GGUF file is checked at the start as a directory is: its header and tensor table read, not
+    its tensors (it was offered on the page, and refused only when picked)."""
+    import gguf
+
+    phi = tmp_path / "phi.gguf"
+    w = gguf.GGUFWriter(phi, "phi2")
+    w.add_tensor("t", np.ones(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model", encoding="utf-8")
+    with socket.socket() as taken:  # (a server started all the same would stop at its port, not serve on)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = CliRunner().invoke(main, ["serve", "--host", "127.0.0.1", "--port", port, "--model", str(phi)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == f"Error: phi.gguf: general.architecture 'phi2' is not supported; supported: {SUPPORTED}"
+        result = CliRunner().invoke(main, ["serve", "--host", "127.0.0.1", "--port", port, "--model", str(text)])
+        assert result.exit_code == 2 and "notes.gguf is not a GGUF file: it does not start with the bytes 'GGUF'" in result.stderr, result.output
+
+
 def test_serve_offers_only_the_named_models_asked_for(monkeypatch):
     """A host with little memory leaves Gemma 3 out: --offer lists the models the page may load."""
     import uvicorn
