@@ -316,6 +316,11 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     holds already; where the head reads that one, its arrays (GROUP_AXIS) are left out too: the
     page keeps its own."""
     _check_head(model, layer, head)
+    n_kv_heads = model.layer_config(layer).n_kv_heads
+    if kv_held is not None and not 0 <= kv_held < n_kv_heads:
+        from .models import ModelError
+
+        raise ModelError(f"kv_held {kv_held} does not exist: this layer has K/V heads 0 to {n_kv_heads - 1}")
     run = layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
     config = run.trace.config

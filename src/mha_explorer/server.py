@@ -392,6 +392,7 @@ class ModelHeadRequest(ModelTextRequest):
 
     kv_held: int | None = Field(
         default=None,
+        ge=0,
         description="the K/V head whose arrays (k, v and theirs, W_K, W_V) the page holds for this layer and text: "
         "left out of the answer where the head reads that one (every head of an MQA layer)",
     )
@@ -556,7 +557,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
                 await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
             answer = await (gate.run(serialize) if gated else run_in_threadpool(serialize))
         except ModelError as error:
-            field = next((f for f in ("head", "layer", "query") if str(error).startswith(f)), "text")
+            field = next((f for f in ("head", "layer", "query", "kv_held") if str(error).startswith(f)), "text")
             raise LabError(field, str(error)) from None
         headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"} if gzip else None
         return Response(answer, media_type=BINARY_MEDIA_TYPE if binary else "application/json", headers=headers)

@@ -217,6 +217,10 @@ def test_a_heads_answer_leaves_out_the_kv_heads_arrays_the_page_holds_where_the_
                 np.testing.assert_array_equal(to_numpy(answer.stages[name]), to_numpy(whole.stages[name]), err_msg=name)
     bad = client.post("/api/model-head", json={**request, "head": 0, "kv_held": "one"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "kv_held"
+    for held in (3, -1):  # a K/V head the layer has not: said, not taken for one the page does not hold
+        bad = client.post("/api/model-head", json={**request, "head": 0, "kv_held": held})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "kv_held", bad.text
+        assert "K/V heads 0 to 2" in bad.json()["detail"][0]["message"] or held < 0, bad.text
 
 
 @pytest.mark.skipif("gemma3" not in INSTALLED, reason="gemma3 is not installed: run make models")
