@@ -145,6 +145,8 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
         fail(f"--query {wanted}: {hint}")
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {listed(labels)}, or a position from 0 to {len(tokens) - 1}{of}")
+    if len(found) > 1 and "@" not in wanted:  # a token the text holds more than once: its first, said
+        note(f"{wanted!r} is at positions {', '.join(map(str, found))}; the first is traced (name another as {wanted.strip()}@{found[1]})")
     return position
 
 

@@ -234,6 +234,10 @@ def test_a_query_may_be_written_as_text_as_the_page_labels_it_or_as_the_token(qu
     tokens = payload("--model", "smollm2", "--text", CATS).tokens
     out = ok("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "weights", "--head", "0")
     assert f"query ␣cat @{tokens.index('Ġcat')} (position {tokens.index('Ġcat')})" in out  # twice in the text: named as the tables name it
+    first, second = [j for j, t in enumerate(tokens) if t == "Ġcat"]
+    result = trace("--model", "smollm2", "--text", CATS, "--query", query, "--stage", "weights", "--head", "0")
+    assert f"Note: {query!r} is at positions {first}, {second}; the first is traced (name another as {query}@{second})" in result.stderr.splitlines()
+    assert "Note:" not in trace("--model", "smollm2", "--text", CATS, "--query", f"{query}@{first}", "--stage", "weights", "--head", "0").stderr
 
 
 @needs["smollm2"]
