@@ -25,7 +25,7 @@ from .schema import trace_payload
 from .trace import trace as run_trace
 from .models.errors import empty_text
 from .models.forward import MAX_TOKENS
-from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, short_label, token_labels
+from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, short_label, token_labels, token_positions
 from .walkthrough import ASCII_SIGNS, print_wrapped, render
 
 
@@ -145,8 +145,8 @@ def find_query(tokens: list[str], texts: list[str], wanted: str, labels: list[st
         fail(f"--query {wanted}: {hint}")
     if not found or not wanted.strip():
         fail(f"unknown query token {wanted!r}; choose one of: {listed(labels)}, or a position from 0 to {len(tokens) - 1}{of}")
-    if len(found) > 1 and "@" not in wanted:  # a token the text holds more than once: its first, said
-        note(f"{wanted!r} is at positions {', '.join(map(str, found))}; the first is traced (name another as {wanted.strip()}@{found[1]})")
+    if len(alone := token_positions(tokens, texts, wanted, labels)) > 1:  # a token named alone that the text holds more than once: its first, said
+        note(f"{wanted!r} is at positions {', '.join(map(str, alone))}; the first is traced (name another as {wanted.strip()}@{alone[1]})")
     return position
 
 

@@ -239,13 +239,25 @@ def _check_head(model, layer: int, head: int) -> None:
         raise ModelError(f"head {head} does not exist: this layer has heads 0 to {n_heads - 1}")
 
 
-def check_request(model, text: str, layer: int, head: int | None, query: int | None = None) -> None:
+def _check_kv_held(model, layer: int, kv_held: int | None) -> None:
+    """A K/V head the page says it holds is one the layer has."""
+    n_kv_heads = model.layer_config(layer).n_kv_heads
+    if kv_held is not None and not 0 <= kv_held < n_kv_heads:
+        from .models import ModelError
+
+        has = "K/V head 0 only" if n_kv_heads == 1 else f"K/V heads 0 to {n_kv_heads - 1}"
+        raise ModelError(f"kv_held {kv_held} does not exist: this layer has {has}")
+
+
+def check_request(model, text: str, layer: int, head: int | None, query: int | None = None, kv_held: int | None = None) -> None:
     """What a run of the request would refuse, found without running it (a tokenization at most):
-    a layer or head the model lacks, a text it cannot take, a query past the text's tokens."""
+    a layer or head the model lacks (or K/V head, kv_held), a text it cannot take, a query past the
+    text's tokens."""
     if head is None:
         model.layer_config(layer)  # a layer that does not exist is said here
     else:
         _check_head(model, layer, head)
+    _check_kv_held(model, layer, kv_held)
     _check_query(query, len(model.encode(text).ids))
 
 
@@ -316,11 +328,7 @@ def head_arrays(model, text: str, layer: int, head: int, packer: Packer | None =
     holds already; where the head reads that one, its arrays (GROUP_AXIS) are left out too: the
     page keeps its own."""
     _check_head(model, layer, head)
-    n_kv_heads = model.layer_config(layer).n_kv_heads
-    if kv_held is not None and not 0 <= kv_held < n_kv_heads:
-        from .models import ModelError
-
-        raise ModelError(f"kv_held {kv_held} does not exist: this layer has K/V heads 0 to {n_kv_heads - 1}")
+    _check_kv_held(model, layer, kv_held)
     run = layer_run(model, text, layer)
     encode = _head_encoder(run, head, packer)
     config = run.trace.config

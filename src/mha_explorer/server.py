@@ -554,7 +554,7 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
 
         try:
             if gated and gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
-                await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None))
+                await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None), getattr(request, "kv_held", None))
             answer = await (gate.run(serialize) if gated else run_in_threadpool(serialize))
         except ModelError as error:
             field = next((f for f in ("head", "layer", "query", "kv_held") if str(error).startswith(f)), "text")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from mha_explorer.models import available_models, load_model
 from mha_explorer.models.errors import ModelError
-from mha_explorer.modelview import PER_HEAD_WEIGHTS, WHOLE_WEIGHTS, HeadArrays, LayerWeights, model_payload
+from mha_explorer.modelview import PER_HEAD_WEIGHTS, WHOLE_WEIGHTS, HeadArrays, LayerWeights, _check_kv_held, model_payload
 from mha_explorer.schema import BINARY_MEDIA_TYPE, Array, Packer, TracePayload, to_numpy, unpack
 from mha_explorer.server import create_app
 
@@ -221,6 +222,15 @@ def test_a_heads_answer_leaves_out_the_kv_heads_arrays_the_page_holds_where_the_
         bad = client.post("/api/model-head", json={**request, "head": 0, "kv_held": held})
         assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "kv_held", bad.text
         assert "K/V heads 0 to 2" in bad.json()["detail"][0]["message"] or held < 0, bad.text
+    # said before a run is waited for, as a bad head is (the server's check while the trace gate is busy)
+    from mha_explorer.models import ModelError
+    from mha_explorer.modelview import check_request
+
+    with pytest.raises(ModelError, match=r"^kv_held 3 does not exist: this layer has K/V heads 0 to 2$"):
+        check_request(load_model("smollm2"), request["text"], 2, 0, None, 3)
+    mqa = SimpleNamespace(layer_config=lambda layer: SimpleNamespace(n_kv_heads=1))  # (Gemma 3's one K/V head)
+    with pytest.raises(ModelError, match=r"^kv_held 1 does not exist: this layer has K/V head 0 only$"):
+        _check_kv_held(mqa, 0, 1)
 
 
 @pytest.mark.skipif("gemma3" not in INSTALLED, reason="gemma3 is not installed: run make models")

@@ -240,6 +240,16 @@ def test_a_query_may_be_written_as_text_as_the_page_labels_it_or_as_the_token(qu
     assert "Note:" not in trace("--model", "smollm2", "--text", CATS, "--query", f"{query}@{first}", "--stage", "weights", "--head", "0").stderr
 
 
+@needs["minilm"]
+def test_a_token_that_is_an_at_sign_and_occurs_twice_gets_the_note_too():
+    text = "me @ home @ work"
+    tokens = payload("--model", "minilm", "--text", text).tokens
+    first, second = [j for j, t in enumerate(tokens) if t == "@"]
+    result = trace("--model", "minilm", "--text", text, "--query", "@", "--stage", "weights", "--head", "0")
+    assert result.exit_code == 0 and f"query @ @{first} (position {first})" in result.stdout
+    assert f"Note: '@' is at positions {first}, {second}; the first is traced (name another as @@{second})" in result.stderr.splitlines()
+
+
 @needs["smollm2"]
 def test_a_position_and_labels_as_on_the_page():
     tokens = payload("--model", "smollm2", "--text", CATS).tokens

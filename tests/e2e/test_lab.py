@@ -663,6 +663,26 @@ def test_the_arrow_keys_on_the_preset_menu_keep_the_settings_typed_until_enter(p
     settle(page)
     assert len(asked) == 1 and preset.input_value() == "mha"
     assert lab_state(page)["config"] == {"d_model": 8, "n_heads": 4, "n_kv_heads": 4, "d_head": 2, "d_v": 2, "causal": False, "bias": False}
+    # a setting in error is the user's too: declined, the menu names no preset, as the form is none
+    kv = page.get_by_label("n_kv_heads", exact=True)
+    kv.fill("3")
+    kv.blur()
+    settle(page)
+    assert preset.input_value() == ""
+    preset.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Tab")
+    settle(page)
+    assert len(asked) == 2 and preset.input_value() == "" and kv.input_value() == "3"
+    # an arrow key that changed nothing (the first entry's ArrowUp) leaves a pick after it alone: applied at once
+    set_field(page, "n_kv_heads", 1)
+    preset.focus()
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowUp")
+    page.wait_for_timeout(50)
+    preset.select_option("causal")
+    settle(page)
+    assert len(asked) == 2 and lab_state(page)["config"]["n_kv_heads"] == 4 and lab_state(page)["config"]["causal"]
 
 
 @pytest.mark.parametrize("typed", ["abc", "NaN", "1e999", "", "1e200", "1,5", "1,500", "-2,000,000", "0,125", "1234,567"])  # 1e200: a number, too large to compute with
@@ -2302,6 +2322,9 @@ def test_on_a_phone_a_grid_wider_than_its_box_fades_at_the_right_while_more_lies
     assert box.evaluate("(b) => b.scrollWidth > b.clientWidth") and "linear-gradient" in box.evaluate(fade)
     box.evaluate("(b) => { b.scrollLeft = b.scrollWidth; }")
     page.wait_for_function(f"() => ({fade})(document.querySelector('.grid-box')) === 'none'")
+    page.get_by_label("Edit the values of").select_option("W_Q:0")  # 8 rows of 2: it fits
+    page.wait_for_function("() => !document.querySelector('.edit-grid [data-key^=\"x:\"]')")
+    assert box.evaluate("(b) => b.scrollWidth <= b.clientWidth") and box.evaluate(fade) == "none"
     context.close()
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(server_url + "#mode=lab")

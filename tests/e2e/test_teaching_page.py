@@ -801,6 +801,10 @@ def test_on_a_phone_the_projections_equations_that_wrap_are_ruled_apart(page, se
     assert q["rule"].startswith("0px") and k["rule"] == v["rule"] == "1px solid"
     for above, below in [(q, k), (k, v)]:
         assert above["bottom"] <= below["top"] < below["first"] - 5, (above, below)  # the rule, then X a little below it
+    # the packed view's heads, under its product, continue it: no rule between them
+    page.locator("details.packed > summary").click()
+    packed = page.locator("details.packed > .equation").evaluate_all("(es) => es.map((e) => getComputedStyle(e).borderTopStyle)")
+    assert packed == ["none", "none"], packed
     page.set_viewport_size({"width": 1280, "height": 900})
     page.wait_for_function("() => getComputedStyle(document.querySelectorAll('.stage .equation')[1]).borderTopStyle === 'none'")
 

@@ -830,7 +830,10 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     return presetOf(config) === "" && !(own && Object.entries(own.config).every(([key, value]) => config[key] === value));
   };
   presetSelect.addEventListener("keydown", (event) => {
-    if (["ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(event.key)) arrowed = true;
+    if (["ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(event.key)) {
+      arrowed = true; // for the change the key makes, at once (Chromium); a key that changed nothing (the first entry's ArrowUp, or a macOS popup opened) leaves the next pick alone
+      setTimeout(() => (arrowed = false));
+    }
     else if (event.key === "Enter" && waiting) applyPreset();
   });
   presetSelect.addEventListener("blur", () => waiting && applyPreset(true));
@@ -850,7 +853,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
     if (!preset) return;
     const settingsKept = () => !leaving || editedCount() || !typedOwn() || window.confirm(`“${presetSelect.selectedOptions[0].textContent}” replaces the settings you typed. Go on?`);
     if (!dropEdits("A preset") || !settingsKept()) {
-      presetSelect.value = presetNow(); // back to what the lab still is
+      presetSelect.value = Object.keys(formErrors(readForm())).length ? "" : presetNow(); // back to what the form still is: no preset while a setting is wrong
       return;
     }
     loadPreset(preset);
