@@ -1397,8 +1397,35 @@ def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_
             figure = page.locator(".stage .figure").evaluate("f => [f.scrollWidth, f.clientWidth, getComputedStyle(f).maskImage]")
             assert figure[0] <= figure[1] + 1 and figure[2] == "none", (stage, figure)
             if stage == "Scores":  # the strip itself is wider, and scrolls
-                strip = page.locator(".stage .wide-table:has(.heatmap-figure)").evaluate("b => [b.scrollWidth, b.clientWidth]")
+                strip = page.locator(".stage .heatmap-figure").first.evaluate("b => [b.scrollWidth, b.clientWidth]")
                 assert strip[0] > strip[1], strip
+    finally:
+        context.close()
+
+
+@needs("minilm")
+def test_on_a_phone_maps_scroll_in_their_own_boxes_and_the_stages_text_stays_put(browser, server_url):
+    """At 390 px Value mixing's, Concatenation's and Output projection's maps are wider than the
+    phone. The stage's whole figure scrolled: a swipe past a map's end slid every paragraph of the
+    stage, and the caption of a map narrower than the widest was cut. Each map (or each group of
+    maps compared column by column) scrolls in its own box now, its caption and legend in sight."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        trace_model(page, server_url, "minilm", "The cat sat on the mat because it was warm.", 2)
+        for stage in ("Value mixing", "Concatenation", "Output projection"):
+            page.get_by_label("Calculation stage").select_option(label=stage)
+            expect(page.locator(".stage h2")).to_contain_text(stage)
+            seen = page.evaluate("""() => {
+              const figure = document.querySelector('.stage .figure');
+              const boxes = [...figure.querySelectorAll('.aligned-maps, .heatmap-figure:not(.aligned-maps > *)')];
+              const wide = boxes.filter((b) => b.scrollWidth > b.clientWidth);
+              for (const b of wide) b.scrollLeft = b.scrollWidth;
+              const edge = figure.getBoundingClientRect();
+              const parts = [...figure.querySelectorAll('.heatmap-figure > :is(figcaption, .heatmap-legend)')].map((e) => e.getBoundingClientRect());
+              return [figure.scrollWidth <= figure.clientWidth, wide.length, parts.every((r) => r.left >= edge.left - 0.5 && r.right <= edge.right + 0.5)];
+            }""")
+            assert seen[0] and seen[1] >= 1 and seen[2], (stage, seen)
     finally:
         context.close()
 
@@ -1510,19 +1537,25 @@ def test_a_map_wider_than_its_product_line_scrolls_by_itself(browser, server_url
 @needs("minilm")
 def test_maps_wider_than_the_stage_scroll_together_their_captions_in_sight(browser, server_url):
     """At 911 px Value mixing's maps (v, a·v, z: 560 px of cells and their labels) pass the stage's
-    width and scroll in its figure together, their columns aligned. Each map's caption and legend
-    stay in sight: scrolled to the end, they were cut at the figure's left edge."""
+    width and scroll in a box of their own together, their columns aligned; the stage's figure, and
+    the text in it, stays put. Each map's caption and legend stay in sight: scrolled to the end,
+    they were cut at the box's left edge."""
     page = browser.new_page(viewport={"width": 911, "height": 900})
     try:
         minilm_stage(page, server_url, "Value mixing")
         seen = page.evaluate("""() => {
           const figure = document.querySelector('.stage .figure');
-          figure.scrollLeft = figure.scrollWidth;
-          const edge = figure.getBoundingClientRect();
-          const parts = [...figure.querySelectorAll('.heatmap-figure > :is(figcaption, .heatmap-legend)')].map((e) => e.getBoundingClientRect());
-          return [figure.scrollLeft > 50, parts.length, parts.every((r) => r.left >= edge.left - 0.5 && r.right <= edge.right + 0.5)];
+          const box = figure.querySelector('.aligned-maps');
+          box.scrollLeft = box.scrollWidth;
+          const edge = box.getBoundingClientRect();
+          const maps = [...box.querySelectorAll('.heatmap-figure')];
+          const parts = [...box.querySelectorAll('.heatmap-figure > :is(figcaption, .heatmap-legend)')].map((e) => e.getBoundingClientRect());
+          const cells = maps.map((m) => m.querySelector('canvas').getBoundingClientRect().right);
+          return [box.scrollLeft > 50, figure.scrollWidth <= figure.clientWidth, maps.length, parts.length,
+            parts.every((r) => r.left >= edge.left - 0.5 && r.right <= edge.right + 0.5), Math.max(...cells) - Math.min(...cells)];
         }""")
-        assert seen[0] and seen[1] >= 6 and seen[2], seen
+        scrolled, figure_still, maps, parts, in_sight, unaligned = seen
+        assert scrolled and figure_still and maps == 3 and parts >= 6 and in_sight and unaligned < 1, seen
     finally:
         page.close()
 

@@ -2329,7 +2329,7 @@ function mixingMany(view, query, head) {
   const left = labelRoom([...top.map((_, r) => [r, weighted(r)]), [0, `z${head}`]], Math.round(12 * labelScale()));
   return [
     h("p", { class: "lead" }, `z is the weighted sum of the ${visible.length} value rows of ${kvHead(payload, g)} that “`, tokenName(payload, query), `” sees. Below: ${few ? "those value rows, each with its weight" : `the value rows of the ${top.length} keys with the most weight`}, then z.`),
-    heatmap({
+    h("div", { class: "aligned-maps" }, heatmap({
       caption: few ? "Value rows, one per key, each to be scaled by its weight" : "Value rows of the top keys, one per key, each to be scaled by its weight",
       rows: top.length,
       cols: dv,
@@ -2348,7 +2348,7 @@ function mixingMany(view, query, head) {
       colLabel: (e) => `a·v[${e}]`,
       labelsAtLeast: left,
     }),
-    vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`, left),
+    vector(h("span", {}, sub("z", head)), dv, (e) => t.z.at(head, query, e), (e) => `z:${head},${query},${e}`, `z${head}`, left)),
   ];
 }
 
@@ -2594,7 +2594,7 @@ function output(view, query, head) {
   const oneHead = () =>
     h(
       "div",
-      {},
+      { class: "aligned-maps" },
       vector(h("span", {}, `Head ${head}'s contribution to each output component, `, sub("z", head), " ", sup("W", "O"), `[${head}]`, h("span", { class: "screen-only" }, " (pick another head to see its share)")), d_model, (m) => contrib[shown.indexOf(head)][m], (m) => `contributions:${head},${query},${m}`, `head ${head}`, 0, undefined, component),
       payload.config.bias ? vector(h("span", {}, "The bias ", sup("b", "O"), ", added once"), d_model, (m) => w.b_O.at(m), (m) => `b_O:${m}`, "bias", 0, undefined, component) : null,
       vector(`The output y: every head's contribution${payload.config.bias ? ", and the bias," : ""} added`, d_model, (m) => y[m], (m) => `output:${query},${m}`, "output y", 0, undefined, component),
