@@ -792,6 +792,24 @@ EQUATION_RULES = """() => [...document.querySelectorAll('.stage .equation')].map
 })"""
 
 
+HEAD_NAME = """() => { const name = document.querySelector('.head-output button.head-name'); const card = name.closest('.head-output');
+  return [name.getBoundingClientRect().height, card.getBoundingClientRect().height]; }"""
+
+
+def test_on_a_touch_screen_a_heads_name_in_the_outputs_is_a_fingers_target_on_the_line_it_had(browser, server_url):
+    """The other head's name, a button, was 23 px tall: too small for a finger. On a touch screen
+    its target is 40 px and more; its card is laid out as before."""
+    sizes = {}
+    for touch in (False, True):
+        context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=touch, has_touch=touch)
+        page = context.new_page()
+        open_page(page, server_url)
+        sizes[touch] = page.evaluate(HEAD_NAME)
+        context.close()
+    (name, card), (finger, touch_card) = sizes[False], sizes[True]
+    assert name < 30 <= 40 <= finger and card == touch_card, sizes
+
+
 def test_on_a_phone_the_projections_equations_that_wrap_are_ruled_apart(page, server_url):
     """On a phone each product wraps over several lines: without a rule between them, K's X (its
     first line) read as the end of q's product above it. A wide screen, each on one line, has none."""
