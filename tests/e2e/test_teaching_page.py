@@ -810,6 +810,25 @@ def test_on_a_touch_screen_a_heads_name_in_the_outputs_is_a_fingers_target_on_th
     assert name < 30 <= 40 <= finger and card == touch_card, sizes
 
 
+CARD_SUMMARIES = """() => [...document.querySelectorAll('details.costs > summary, details.matrices > summary')].map((s) => {
+  const box = s.getBoundingClientRect(), text = document.createRange();
+  text.selectNodeContents(s);
+  const line = text.getBoundingClientRect();
+  return [box.height, line.top - box.top, box.bottom - line.bottom];
+})"""
+
+
+def test_on_a_touch_screen_a_cards_summary_is_a_fingers_height_its_line_in_the_middle(browser, server_url):
+    """Cost and Matrices, folded, are a line each: 44 px tall on a touch screen, their line at the
+    top over an empty band of 20 px. It stands in the middle now."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    open_page(page, server_url)
+    summaries = page.evaluate(CARD_SUMMARIES)
+    assert len(summaries) == 2 and all(height >= 44 and abs(above - below) <= 4 for height, above, below in summaries), summaries
+    context.close()
+
+
 def test_on_a_phone_the_projections_equations_that_wrap_are_ruled_apart(page, server_url):
     """On a phone each product wraps over several lines: without a rule between them, K's X (its
     first line) read as the end of q's product above it. A wide screen, each on one line, has none."""
