@@ -1443,6 +1443,9 @@ def test_on_a_phone_the_pairs_turned_by_hand_scroll_by_themselves(browser, serve
         box = page.locator(".stage .wide-table:has(table.rotary)")
         assert box.evaluate("b => b.scrollWidth > b.clientWidth"), "the table fits: nothing to scroll"
         before = box.evaluate("b => [b.querySelector('caption').getBoundingClientRect().left, b.querySelector('tbody th').getBoundingClientRect().left]")
+        # scrolled part way, it fades at its right alone: the pair column, in place at its left, under no fade
+        box.evaluate("b => { b.scrollLeft = 100; }")
+        page.wait_for_function("() => getComputedStyle(document.querySelector('.stage .wide-table:has(table.rotary)')).maskImage.startsWith('linear-gradient(to right, rgb(0, 0, 0) calc(100% - 24px)')")
         box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
         after = box.evaluate("b => [b.querySelector('caption').getBoundingClientRect().left, b.querySelector('tbody th').getBoundingClientRect().left, b.closest('.figure').scrollLeft]")
         assert after[2] == 0 and abs(after[0] - before[0]) < 1 and abs(after[1] - before[1]) < 1, (before, after)

@@ -917,23 +917,38 @@ def test_a_phone_shows_every_column_without_scrolling_sideways(page, server_url,
 
 def test_on_a_phone_a_box_with_more_to_scroll_fades_at_that_edge(page, server_url, artifacts):
     """A phone hides scrollbars until touched: a box cut by the screen fades at the edge with more
-    beyond it, and only there; a box that fits has no fade."""
+    beyond it, and only there; a box that fits has no fade. A calculation's table, whose first
+    column (the row names) stays in place, fades at its right alone: never over the names."""
     page.set_viewport_size({"width": 390, "height": 844})
     open_page(page, server_url)
+    frames = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+    fade = "(e) => { const s = getComputedStyle(e); return [s.maskImage !== 'none', s.maskSize, s.maskPosition]; }"
+    opaque_left = "(e) => getComputedStyle(e).maskImage.startsWith('linear-gradient(to right, rgb(0, 0, 0)')"
+    # the stage tabs, one row that scrolls: at the start the tile reaches one fade past the left
+    # edge, so only the right edge fades; at the end the left edge only; in the middle both
+    tabs = page.locator(".steps")
+    assert tabs.evaluate("(t) => t.scrollWidth > t.clientWidth")
+    tabs.evaluate("(t) => { t.scrollLeft = 0; }")
+    page.evaluate(frames)
+    assert tabs.evaluate(fade) == [True, "calc(100% + 24px) 100%", "-24px 0px"]
+    tabs.evaluate("(t) => { t.scrollLeft = t.scrollWidth; }")
+    page.evaluate(frames)
+    assert tabs.evaluate(fade) == [True, "calc(100% + 24px) 100%", "0px 0px"]
+    tabs.evaluate("(t) => { t.scrollLeft = (t.scrollWidth - t.clientWidth) / 2; }")
+    page.evaluate(frames)
+    assert tabs.evaluate(fade) == [True, "100% 100%", "0px 0px"] and not tabs.evaluate(opaque_left)
     page.locator("summary", has_text="Cost of this configuration").click()
     table = page.locator(".cost-section .wide-table").first
     assert table.evaluate("(t) => t.scrollWidth > t.clientWidth")  # the KV-cache table is wider than a phone
-    fade = "(e) => { const s = getComputedStyle(e); return [s.maskImage !== 'none', s.maskSize, s.maskPosition]; }"
-    # at the start: the tile reaches one fade past the left edge, so only the right edge fades
-    assert table.evaluate(fade) == [True, "calc(100% + 24px) 100%", "-24px 0px"]
+    assert table.evaluate(fade) == [True, "100% 100%", "0px 0px"] and table.evaluate(opaque_left)  # its right edge
     table.scroll_into_view_if_needed()
     table.screenshot(path=str(artifacts / "teaching-phone-cost-fade.png"))
-    table.evaluate("(t) => { t.scrollLeft = t.scrollWidth; }")
-    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    assert table.evaluate(fade) == [True, "calc(100% + 24px) 100%", "0px 0px"]  # at the end: the left edge only
     table.evaluate("(t) => { t.scrollLeft = (t.scrollWidth - t.clientWidth) / 2; }")
-    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    assert table.evaluate(fade) == [True, "100% 100%", "0px 0px"]  # in the middle: both
+    page.evaluate(frames)
+    assert table.evaluate(fade) == [True, "100% 100%", "0px 0px"] and table.evaluate(opaque_left)  # still its right alone
+    table.evaluate("(t) => { t.scrollLeft = t.scrollWidth; }")
+    page.evaluate(frames)
+    assert table.evaluate(fade) == [True, "calc(100% + 24px) 100%", "0px 0px"]  # at the end: the fade slid out of sight
     figure = page.locator(".stage .figure")
     assert figure.evaluate("(f) => f.scrollWidth <= f.clientWidth") and figure.evaluate(fade)[0] is False
     # a wide screen with a mouse shows its scrollbars: no fade there (a mask costs time at each step)
