@@ -14,7 +14,9 @@ export const PRESETS = {
   mqa: { title: "Causal MQA: 4 query heads, 1 K/V head", config: { d_model: 8, n_heads: 4, n_kv_heads: 1, d_head: 2, d_v: 2, causal: true, bias: false } },
 };
 export const PRESET_TOKENS = ["the", "cat", "sat", "on", "the", "mat"];
-const presetOf = (config) => Object.keys(PRESETS).find((id) => Object.entries(PRESETS[id].config).every(([key, value]) => config[key] === value)) ?? "";
+// config holds every setting of given (a preset's or the teaching example's configuration)
+const holds = (config, given) => Object.entries(given).every(([key, value]) => config[key] === value);
+const presetOf = (config) => Object.keys(PRESETS).find((id) => holds(config, PRESETS[id].config)) ?? "";
 
 const CONFIG_FIELDS = [ // name (its label too), smallest, largest
   ["d_model", 1, LAB_LIMITS.width],
@@ -827,7 +829,7 @@ export function createLab({ container, initial, compute, onPayload, editable, ex
   // the settings in the form are the user's: none of the presets', nor the teaching example's
   const typedOwn = () => {
     const { config } = readForm();
-    return presetOf(config) === "" && !(own && Object.entries(own.config).every(([key, value]) => config[key] === value));
+    return presetOf(config) === "" && !(own && holds(config, own.config));
   };
   presetSelect.addEventListener("keydown", (event) => {
     if (["ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(event.key)) {
