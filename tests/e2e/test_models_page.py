@@ -1404,6 +1404,22 @@ def test_on_a_phone_a_strip_of_every_key_scrolls_by_itself_and_leaves_the_table_
 
 
 @needs("minilm")
+@pytest.mark.parametrize("touch", [False, True])
+def test_a_one_letter_tokens_chip_is_a_target_as_wide_as_it_is_tall(browser, server_url, touch):
+    """The chip of ",", "." or "a" was as wide as its letter and padding: 16 px by 24 with a mouse,
+    under 24 px wide on a touch screen too. Every chip is now at least as wide as it is tall."""
+    context = browser.new_context(viewport={"width": 390 if touch else 1280, "height": 844}, is_mobile=touch, has_touch=touch)
+    try:
+        page = context.new_page()
+        trace_model(page, server_url, "minilm", "Yes, a cat sat on a mat.", 2)
+        boxes = page.locator(".token-strip .token").evaluate_all("cs => cs.map((c) => [c.textContent, c.getBoundingClientRect().width, c.getBoundingClientRect().height])")
+        assert [b[0] for b in boxes] == ["[CLS]", "yes", ",", "a", "cat", "sat", "on", "a", "mat", ".", "[SEP]"]
+        assert all(width >= height - 0.5 and height >= (30 if touch else 24) for _, width, height in boxes), boxes
+    finally:
+        context.close()
+
+
+@needs("minilm")
 def test_on_a_phone_maps_scroll_in_their_own_boxes_and_the_stages_text_stays_put(browser, server_url):
     """At 390 px Value mixing's, Concatenation's and Output projection's maps are wider than the
     phone. The stage's whole figure scrolled: a swipe past a map's end slid every paragraph of the
