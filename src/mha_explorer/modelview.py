@@ -74,7 +74,7 @@ class ModelService:
         with self.lock:
             if name in self.loaded and name in self.local and _saved_again(self.local[name], self.stamps.get(name)):
                 del self.loaded[name]
-                self.status[name] = {"state": "idle", "fraction": 0.0, "message": SAVED_AGAIN}
+                self.status[name] = {"state": "idle", "fraction": 0.0, "message": SAVED_AGAIN if Path(self.local[name]).exists() else GONE}
             return dict(self.status.get(name, {"state": "idle", "fraction": 0.0, "message": "not loaded"})), self.loaded.get(name)
 
     def start(self, name: str) -> dict:
@@ -144,6 +144,7 @@ class ModelService:
 
 
 SAVED_AGAIN = "saved again since it was read: trace it again to read it anew"
+GONE = "no longer at the path it was read from (moved or deleted): put it back to trace it"
 
 
 def _saved_again(path, stamp: tuple | None) -> bool:

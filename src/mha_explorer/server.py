@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from . import __version__, parallel
 from .lab import LabError, field_name, lab_inputs, lab_payload
 from .models.errors import ModelError
-from .modelview import MAX_TEXT, SAVED_AGAIN, HeadArrays, LayerWeights, ModelService, check_request, head_arrays, layer_weights, model_payload
+from .modelview import GONE, MAX_TEXT, SAVED_AGAIN, HeadArrays, LayerWeights, ModelService, check_request, head_arrays, layer_weights, model_payload
 from .schema import BINARY_MEDIA_TYPE, NOT_FINITE, Packer, TracePayload, TraceRequest, teaching_payload
 
 WEB = files(__package__).joinpath("web")
@@ -537,10 +537,12 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             name = request.model
             if state["state"] == "loading":
                 why = f"{name} is still loading ({round(100 * state['fraction'])}%, {state['message']}): try again when GET /api/models/{name} says ready"
-            elif state["state"] == "error":
-                why = f"{name} could not be loaded: {state['message']}"
+            elif state["state"] == "error":  # (POST load tries again: a local checkpoint mended is read anew)
+                why = f"{name} could not be loaded: {state['message']}" + (f" (POST /api/models/{name}/load)" if name in service.local else "")
             elif state["message"] == SAVED_AGAIN:
-                why = f"{name} was {SAVED_AGAIN}"
+                why = f"{name} was saved again since it was read: POST /api/models/{name}/load to read it anew, then ask again"
+            elif state["message"] == GONE:
+                why = f"{name} is {GONE}, then POST /api/models/{name}/load"
             else:
                 why = f"{name} is not loaded yet: POST /api/models/{name}/load first"
             return problem(409, "model", why)

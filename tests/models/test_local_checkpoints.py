@@ -394,7 +394,7 @@ def test_a_checkpoint_saved_again_is_read_again_by_the_server_when_next_traced(t
     from fastapi.testclient import TestClient
 
     from mha_explorer.models import load_model
-    from mha_explorer.modelview import SAVED_AGAIN, ModelService
+    from mha_explorer.modelview import GONE, SAVED_AGAIN, ModelService
     from mha_explorer.schema import TracePayload, to_numpy
     from mha_explorer.server import create_app
 
@@ -423,11 +423,27 @@ def test_a_checkpoint_saved_again_is_read_again_by_the_server_when_next_traced(t
     state = client.get("/api/models/tiny").json()
     assert state["state"] == "idle" and state["message"] == SAVED_AGAIN, state
     refused = client.post("/api/model-trace", json=request)
-    assert refused.status_code == 409 and refused.json()["detail"] == [{"field": "model", "message": f"tiny was {SAVED_AGAIN}"}]
+    # (said as an API's client does it: "trace it again", the page's words, gave the same 409 for ever)
+    said = "tiny was saved again since it was read: POST /api/models/tiny/load to read it anew, then ask again"
+    assert refused.status_code == 409 and refused.json()["detail"] == [{"field": "model", "message": said}]
     assert loaded()["state"] == "ready"
     again = weights()
     assert np.abs(again - first).max() > 1e-3  # other rotary positions: other weights
     np.testing.assert_allclose(again[0], load_model(tmp_path).trace(TEXT, 1)[0]["weights"][0], atol=1e-6)
+    # moved away: said so, not "saved again", and its load fails saying where it was
+    moved = tmp_path.with_name(tmp_path.name + "-moved")
+    tmp_path.rename(moved)
+    try:
+        assert client.get("/api/models/tiny").json()["message"] == GONE
+        refused = client.post("/api/model-trace", json=request)
+        assert refused.status_code == 409 and refused.json()["detail"][0]["message"] == f"tiny is {GONE}, then POST /api/models/tiny/load"
+        state = loaded()
+        assert state["state"] == "error" and "is not there any more (moved or deleted?)" in state["message"], state
+        refused = client.post("/api/model-trace", json=request)
+        assert refused.status_code == 409 and refused.json()["detail"][0]["message"].endswith("(POST /api/models/tiny/load)")
+    finally:
+        moved.rename(tmp_path)
+    assert loaded()["state"] == "ready"  # put back, read again
 
 
 def test_weights_whose_residual_outgrows_a_norm_are_refused_not_traced_as_zeros(tmp_path):
@@ -591,3 +607,36 @@ def test_a_gemma3_layer_types_not_a_list_is_said_with_the_names_it_takes(tmp_pat
         (damaged / "config.json").write_text(json.dumps({**cfg, "layer_types": types}))
         with pytest.raises(CheckpointError, match=re.escape(message)):
             load_model(damaged)
+
+
+def test_a_tensor_missing_from_one_layer_is_not_taken_for_a_wrong_layer_count(tmp_path):
+    """Layer 1's q projection left out of a 3-layer checkpoint was said as "num_hidden_layers is 3,
+    but the checkpoint holds no layer 1: give the number of layers it holds", advice that would
+    have cut layer 2 off. A count past the layers held is still said so."""
+    from safetensors.numpy import load_file, save_file
+
+    from mha_explorer.models import CheckpointError, load_model
+
+    build("llama", tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    save_file({k: v for k, v in tensors.items() if k != "model.layers.1.self_attn.q_proj.weight"}, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"layer 1 has no model\.layers\.1\.self_attn\.q_proj\.weight, though layer 2 has its own: the checkpoint is missing tensors"):
+        load_model(tmp_path)
+    save_file({k: v for k, v in tensors.items() if not k.startswith("model.layers.2.")}, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match="num_hidden_layers is 3, but the checkpoint holds no layer 2"):
+        load_model(tmp_path)
+
+
+def test_a_ggufs_vocab_size_other_than_its_embedding_tables_rows_is_refused(monkeypatch):
+    """As config.json's vocab_size is checked against the table, so is a GGUF's: SmolLM2's file
+    saying llama.vocab_size 1000 (its table has 49,152 rows) loaded as if nothing were wrong."""
+    from mha_explorer.models import CheckpointError
+    from mha_explorer.models.readers import GGUFFile
+    from mha_explorer.models.registry import open_checkpoint
+
+    path = require("smollm2").source
+    assert GGUFFile(path).value("llama.vocab_size") == 49152  # the file's own, checked and loaded (require)
+    said = GGUFFile.value
+    monkeypatch.setattr(GGUFFile, "value", lambda self, key, default=...: 1000 if key == "llama.vocab_size" else said(self, key, default))
+    with pytest.raises(CheckpointError, match=r"its metadata's llama\.vocab_size is 1000, but the embedding table has 49152 rows; the file is damaged"):
+        open_checkpoint(path, lambda *_: None)

@@ -546,3 +546,61 @@ def test_a_tokenizer_file_that_cannot_be_read_is_named_by_its_path(tmp_path):
     message = str(said.value)
     assert message.startswith(f"{path} is not a tokenizer file the tokenizers package can read (") and "\n" not in message
     assert message.endswith("): give the tokenizer.json saved with the checkpoint")
+
+
+# --- files that change or are no files --------------------------------------
+
+
+def test_a_file_cut_short_after_its_header_was_read_is_refused_not_read_past_its_end(tmp_path):
+    """A checkpoint saved again in place while it loads (a training step) is cut short under the
+    reader. Read through a memory map, the bytes past its new end killed the whole process (a bus
+    error: the server with it). Read from the file, they come up short, and say so."""
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((64, 32)).astype(np.float32)
+    st = SafetensorsFile(write(tmp_path / "m.safetensors", safetensors_bytes({"table": table})))
+    gg = GGUFFile(write_gguf(tmp_path / "m.gguf", tensors={"table": table}))
+    np.testing.assert_array_equal(st.rows("table", np.array([63, 0])), table[[63, 0]])
+    np.testing.assert_array_equal(gg.rows("table", np.array([63, 0])), table[[63, 0]])
+    for path, file in ((tmp_path / "m.safetensors", st), (tmp_path / "m.gguf", gg)):
+        with path.open("r+b") as f:
+            f.truncate(path.stat().st_size - 1000)
+        np.testing.assert_array_equal(file.rows("table", np.array([0])), table[[0]])  # (what is still there reads)
+        for read in (lambda: file.read("table"), lambda: file.rows("table", np.array([63]))):
+            with pytest.raises(CheckpointError, match=rf"{path.name} is cut short: it changed while it was read"):
+                read()
+        with pytest.raises(CheckpointError, match="has 64 rows; row 64 was asked for"):
+            file.rows("table", np.array([64]))
+
+
+def test_a_ggufs_header_longer_than_the_first_bytes_read_is_read_whole(tmp_path, monkeypatch):
+    """The header is read from the file's first bytes (16 MiB), and more when it is longer."""
+    from mha_explorer.models import readers
+
+    words = [f"token-{i}" for i in range(3000)]
+    path = write_gguf(tmp_path / "m.gguf", tensors={"w": np.ones((2, 32), np.float32)}, words=words)
+    monkeypatch.setattr(readers, "HEADER_READ", 100)
+    f = GGUFFile(path)
+    assert f.value("words") == words and f.read("w").shape == (2, 32)
+    with path.open("r+b") as out:  # cut inside the header: refused as before
+        out.truncate(5000)
+    with pytest.raises(CheckpointError, match="not a readable GGUF file: its metadata or tensor table is damaged or cut short"):
+        GGUFFile(path)
+
+
+def test_a_pipe_named_as_a_weight_file_is_refused_not_waited_on(tmp_path):
+    """A pipe (mkfifo) named m.gguf or model.safetensors: opened, it waits for a writer for ever
+    (serve --model hung at its start, printing nothing)."""
+    import os
+
+    from mha_explorer.models.registry import local_models
+
+    for name in ("m.gguf", "model.safetensors", "m"):
+        os.mkfifo(tmp_path / name)
+    with pytest.raises(CheckpointError, match="m.gguf is not a regular file"):
+        GGUFFile(tmp_path / "m.gguf")
+    with pytest.raises(CheckpointError, match="model.safetensors is not a regular file"):
+        SafetensorsFile(tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match="m.gguf is not a regular file"):
+        local_models([str(tmp_path / "m.gguf")])
+    with pytest.raises(CheckpointError, match="m is not a regular file"):
+        local_models([str(tmp_path / "m")])

@@ -280,11 +280,17 @@ def per_head(w: np.ndarray, n_heads: int) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(n_heads, rows // n_heads, d_model).transpose(0, 2, 1))
 
 
-def check_layer_held(source, name: str, i: int, n_layers: int, key: str, where: str) -> None:
+def check_layer_held(source, name_of, i: int, n_layers: int, key: str, where: str) -> None:
     """A layer the config counts (key: the config's name for the count) must be in the checkpoint:
-    said so when its first tensor, name, is not, rather than as a tensor missing."""
-    if not source.has(name):
-        raise CheckpointError(f"{where}: {key} is {n_layers}, but the checkpoint holds no layer {i} (no {name}): give the number of layers it holds")
+    said so when its first tensor, name_of(i), is not, rather than as a tensor missing. Where a
+    later layer has its own, the count is right and the tensor is missing: the checkpoint is cut."""
+    name = name_of(i)
+    if source.has(name):
+        return
+    later = next((j for j in range(i + 1, n_layers) if source.has(name_of(j))), None)
+    if later is not None:
+        raise CheckpointError(f"{where}: layer {i} has no {name}, though layer {later} has its own: the checkpoint is missing tensors; save it whole again")
+    raise CheckpointError(f"{where}: {key} is {n_layers}, but the checkpoint holds no layer {i} (no {name}): give the number of layers it holds")
 
 
 def check_shape(where: str, name: str, a: np.ndarray, shape: tuple[int, ...], axes: tuple[str, ...] = (), gives: str = "the config") -> np.ndarray:

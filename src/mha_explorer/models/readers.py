@@ -8,15 +8,16 @@ CheckpointError naming the file and the reason. Arrays come back as float32 in t
 libraries use for a linear layer, (out_features, in_features).
 
 Nothing here imports torch, and nothing here runs code from a file: a pickled checkpoint (.bin,
-.pt, ...) is refused by its name and never opened.
+.pt, ...) is refused by its name and never opened. Nor is a file mapped into memory: one cut short
+while it is read (saved again in place) would kill the process; read, it comes up short, and says so.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import mmap
 import os
+import stat
 import struct
 from collections import Counter
 from dataclasses import dataclass
@@ -46,6 +47,16 @@ def refuse_pickle(path: str | os.PathLike) -> CheckpointError:
     )
 
 
+def regular_file(path: Path) -> None:
+    """A weight file is a file: a pipe (or a device) named as one would hold a read up for ever."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise CheckpointError(f"{path.name} is not a regular file (a pipe, a device or a socket): give the checkpoint's own file")
+
+
 # --- safetensors -----------------------------------------------------------
 # Layout: 8 bytes little-endian header length N, N bytes of JSON, then the data. The JSON maps
 # each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, offsets into the data.
@@ -73,13 +84,38 @@ class TensorEntry:
     end: int
 
 
+def _read_spans(path: Path, spans: list[tuple[int, int]]) -> np.ndarray:
+    """The bytes of the spans (start, size) of a file, one row each: (len(spans), size), every span of
+    one size. A span past the file's end (the file cut short since its header was read) fails."""
+    size = spans[0][1] if spans else 0
+    out = np.empty((len(spans), size), dtype=np.uint8)
+    try:
+        with path.open("rb") as f:
+            for row, (start, _) in zip(out, spans):
+                f.seek(start)
+                if f.readinto(row) != size:
+                    raise CheckpointError(f"{path.name} is cut short: it changed while it was read (saved again?); read it again once it is written whole")
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+    return out
+
+
+def _looked_up(file: Path, name: str, shape: tuple[int, ...], ids: np.ndarray) -> np.ndarray:
+    """ids as row numbers of a 2-D tensor, checked: a row lookup past the table is no file's fault."""
+    if len(shape) != 2:
+        raise CheckpointError(f"{file.name}: {name} has shape {shape}; a row lookup needs 2 dimensions")
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if ids.size and not (0 <= ids.min() and ids.max() < shape[0]):
+        raise CheckpointError(f"{file.name}: {name} has {shape[0]} rows; row {int(ids.max() if ids.max() >= shape[0] else ids.min())} was asked for")
+    return ids
+
+
 class SafetensorsFile:
-    """One .safetensors file: a validated header, and tensors read on demand from a memory map."""
+    """One .safetensors file: a validated header, and tensors read from the file when asked for."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.entries, self.metadata, self._data_start = _read_safetensors_header(self.path)
-        self._map: np.memmap | None = None
 
     def names(self) -> list[str]:
         return list(self.entries)
@@ -93,10 +129,12 @@ class SafetensorsFile:
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ids of a 2-D tensor (an embedding lookup) without reading the rest."""
-        raw = self._raw(name)
-        if raw.ndim != 2:
-            raise CheckpointError(f"{self.path.name}: {name} has shape {raw.shape}; a row lookup needs 2 dimensions")
-        return _widen(raw[np.asarray(ids)], self._entry(name).dtype)
+        e = self._entry(name)
+        ids = _looked_up(self.path, name, e.shape, ids)
+        dtype = np.dtype(SAFETENSORS_DTYPES[e.dtype])
+        row = e.shape[1] * dtype.itemsize
+        raw = _read_spans(self.path, [(self._data_start + e.begin + int(i) * row, row) for i in ids]) if row else np.zeros((len(ids), 0), np.uint8)
+        return _widen(raw.view(dtype).reshape(len(ids), e.shape[1]), e.dtype)
 
     def _entry(self, name: str) -> TensorEntry:
         try:
@@ -109,22 +147,22 @@ class SafetensorsFile:
         dtype = np.dtype(SAFETENSORS_DTYPES[e.dtype])
         if e.end == e.begin:
             return np.zeros(e.shape, dtype=dtype)
-        if self._map is None:
-            self._map = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._data_start)
-        return self._map[e.begin : e.end].view(dtype).reshape(e.shape)
+        return _read_spans(self.path, [(self._data_start + e.begin, e.end - e.begin)]).view(dtype).reshape(e.shape)
 
 
 def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
+    """a, read from the file (an array of its own), as float32 for floating dtypes."""
     if dtype == "BF16":
         return (a.astype(np.uint32) << 16).view(np.float32)
     if dtype in ("F64", "F32", "F16"):
-        return np.array(a, dtype=np.float32)
-    return np.array(a)
+        return a.astype(np.float32, copy=False)
+    return a
 
 
 def _read_safetensors_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], int]:
     """Parse and check the header; nothing is allocated from a size the file has not backed."""
     name = path.name
+    regular_file(path)
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -213,11 +251,11 @@ class _CutShort(Exception):
 
 
 class _Header:
-    """A GGUF file's header read in order from its memory map: never past the end, and every
+    """A GGUF file's header read in order from its first bytes: never past their end, and every
     count checked against the bytes left before anything is made of it. (gguf.GGUFReader reads
     the same into a NumPy view per item: 36 of the 42 s Gemma 3's 262,144-token vocabulary took.)"""
 
-    def __init__(self, buffer: mmap.mmap, at: int):
+    def __init__(self, buffer: bytes, at: int):
         self.buffer, self.at = buffer, at
 
     def take(self, size: int) -> int:
@@ -258,49 +296,64 @@ class _Header:
 @dataclass(frozen=True)
 class GGUFTensor:
     """A tensor's entry in a GGUF file: its type, its dimensions in ggml's order (the fastest
-    first), and its bytes, a view of the file's memory map: (rows, bytes per row)."""
+    first), and where its bytes lie: rows of row_bytes each from byte start."""
 
     qtype: Any  # gguf.GGMLQuantizationType
     dims: tuple[int, ...]
-    data: np.ndarray
+    start: int
+    rows: int
+    row_bytes: int
+
+
+HEADER_READ = 16 * 2**20  # bytes read for a GGUF's header at first (Gemma 3's vocabulary takes 6 MB); more if it needs more
 
 
 class GGUFFile:
-    """One GGUF file: its header and tensor table read here from a memory map, its tensors
-    dequantized on demand by gguf's quants."""
+    """One GGUF file: its header and tensor table read here from its first bytes, its tensors
+    read when asked for and dequantized by gguf's quants."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         name = self.path.name
+        regular_file(self.path)
         try:
-            size = self.path.stat().st_size
             with self.path.open("rb") as f:
-                head = f.read(24)
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size >= 24 else None
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"cannot read {self.path}: {getattr(e, 'strerror', None) or e}") from None
-        if head[:4] != GGUF_MAGIC:
-            raise CheckpointError(f"{name} is not a GGUF file: it does not start with the bytes 'GGUF'")
-        if len(head) < 24:
-            raise CheckpointError(f"{name} is cut short: {size} bytes, not even a GGUF header (24 bytes)")
-        version = int.from_bytes(head[4:8], "little")
-        if version not in (2, 3):
-            raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
-        try:
-            entries, self._values = self._header()
+                size = os.fstat(f.fileno()).st_size
+                head = f.read(min(size, HEADER_READ))
+                if head[:4] != GGUF_MAGIC:
+                    raise CheckpointError(f"{name} is not a GGUF file: it does not start with the bytes 'GGUF'")
+                if len(head) < 24:
+                    raise CheckpointError(f"{name} is cut short: {size} bytes, not even a GGUF header (24 bytes)")
+                version = int.from_bytes(head[4:8], "little")
+                if version not in (2, 3):
+                    raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
+                while True:
+                    try:
+                        entries, self._values = self._header(head, size)
+                        break
+                    except _CutShort:
+                        more = f.read(len(head)) if len(head) < size else b""  # a header longer than the bytes read: twice as many
+                        if not more:
+                            raise
+                        head += more
+        except CheckpointError:
+            raise
         except (_CutShort, KeyError, struct.error, RecursionError):  # (arrays of arrays thousands deep)
             raise CheckpointError(f"{name} is not a readable GGUF file: its metadata or tensor table is damaged or cut short; write or download it again") from None
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"cannot read {self.path}: {getattr(e, 'strerror', None) or e}") from None
         self.tensors = self._place(entries, size)
 
-    def _header(self) -> tuple[list, dict[str, Any]]:
-        """The tensor table, (name, dims, type number, offset) each, and the metadata."""
-        header = _Header(self._map, 8)
+    def _header(self, head: bytes, size: int) -> tuple[list, dict[str, Any]]:
+        """The tensor table, (name, dims, type number, offset) each, and the metadata, from the
+        file's first bytes (head) of its size."""
+        header = _Header(head, 8)
         n_tensors, n_values = header.number(10), header.number(10)
         values = {}
         for _ in range(n_values):
             key = header.string()
             values[key] = header.value(header.number(4))
-        if n_tensors > len(self._map):  # each entry takes more than a byte
+        if n_tensors > size:  # each entry takes more than a byte
             raise _CutShort
         entries = []
         for _ in range(n_tensors):
@@ -336,8 +389,7 @@ class GGUFFile:
                     f"{name} is cut short: tensor {tensor} lies at bytes {start}..{start + rows * row_bytes}, "
                     f"past the end of the {size}-byte file; write or download it again"
                 )
-            data = np.frombuffer(self._map, np.uint8, rows * row_bytes, start).reshape(rows, row_bytes)
-            tensors[tensor] = GGUFTensor(qtype, dims, data)
+            tensors[tensor] = GGUFTensor(qtype, dims, start, rows, row_bytes)
         return tensors
 
     def storage(self) -> str:
@@ -379,15 +431,16 @@ class GGUFFile:
     def read(self, name: str) -> np.ndarray:
         """The whole tensor, dequantized to float32."""
         t = self._tensor(name)
-        return self._dequantize(t.data, t).reshape(self.shape(name))
+        data = _read_spans(self.path, [(t.start, t.rows * t.row_bytes)]).reshape(t.rows, t.row_bytes)
+        return self._dequantize(data, t).reshape(self.shape(name))
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ids of a 2-D tensor, dequantized alone: an embedding lookup never widens the whole table."""
         t = self._tensor(name)
         shape = self.shape(name)
-        if len(shape) != 2:
-            raise CheckpointError(f"{self.path.name}: {name} has shape {shape}; a row lookup needs 2 dimensions")
-        return self._dequantize(t.data[np.asarray(ids)], t).reshape(len(ids), shape[1])
+        ids = _looked_up(self.path, name, shape, ids)
+        data = _read_spans(self.path, [(t.start + int(i) * t.row_bytes, t.row_bytes) for i in ids])
+        return self._dequantize(data, t).reshape(len(ids), shape[1])
 
     def _tensor(self, name: str) -> GGUFTensor:
         try:

@@ -356,6 +356,8 @@ def open_checkpoint(path: Path, progress: Progress, name: str | None = None, tit
         if path.suffix.lower() != ".safetensors":
             raise not_a_checkpoint(path)
         raise _alone(path)
+    if not path.exists():
+        raise ModelError(f"{path} is not there any more (moved or deleted?): put it back, or give its path as it is now")
     if not path.is_dir():
         raise ModelError(f"{path} is neither a file nor a directory")
     return _open_hf_dir(path, progress, name, title, origin)
@@ -555,6 +557,9 @@ def _open_gguf(path: Path, progress: Progress, name, title, origin) -> LoadedMod
             arch = gemma3.from_gguf(gguf, step)
     except ConfigError as e:
         raise CheckpointError(f"{path.name}'s metadata gives an attention layer that cannot be built: {said_as_keys(str(e), False, arch_name)}") from None
+    vocab = gguf.value(f"{arch_name}.vocab_size", None)
+    if vocab is not None and vocab != arch.n_vocab:  # (as config.json's vocab_size)
+        raise CheckpointError(f"{path.name}: its metadata's {arch_name}.vocab_size is {vocab}, but the embedding table has {arch.n_vocab} rows; the file is damaged: convert the model again")
     with _ticking(progress, 0.6, "building the tokenizer from the GGUF vocabulary"):  # Gemma's 262,144 tokens: as long as its layers
         tokenizer = tokenize.from_gguf(gguf)
     return LoadedModel(name or str(path), title or path.name, str(path), arch, tokenizer, origin, gguf.storage())
