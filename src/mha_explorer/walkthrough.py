@@ -59,14 +59,15 @@ def spelled(part, spelling: dict[int, str]):
 
 def add_column(table: Table, header: str, **options) -> None:
     """table.add_column; where the output cannot show the header's signs, wide enough for the
-    header as they are spelled there (ASCII_SIGNS: "÷ Σ e^s" as "/ sum e^s")."""
+    header's longest line as they are spelled there (ASCII_SIGNS: "÷ Σ e^s" as "/ sum e^s")."""
     try:
         header.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
         shown = True
     except (UnicodeEncodeError, LookupError):
         shown = False
-    spelled = sum(len(ASCII_SIGNS.get(c, c)) for c in header)
-    table.add_column(header, min_width=None if shown or spelled <= cell_len(header) else spelled, **options)
+    lines = header.split("\n")  # (measured whole, "q·k_j as a sum of products\n(64 products)" made a column of 40, past the panel)
+    spelled = max(sum(len(ASCII_SIGNS.get(c, c)) for c in line) for line in lines)
+    table.add_column(header, min_width=None if shown or spelled <= max(map(cell_len, lines)) else spelled, **options)
 
 
 # Vectors wider than this (real layers: d_model in the hundreds) show their first three numbers and a count.
@@ -300,8 +301,9 @@ def _writes(console: Console, signs: str) -> bool:
 
 def print_wrapped(console: Console, text: str, style: str | None = None) -> None:
     """Plain text wrapped to the terminal's width, no line ending in a space (rich leaves one at
-    each break, which a copied line keeps)."""
-    for line in textwrap.wrap(text, width=console.width) or [""]:
+    each break, which a copied line keeps); its signs spelled first where the output lacks them
+    (θ as theta: wrapped before, a line grew past the width)."""
+    for line in textwrap.wrap(text.translate(spelling(console)), width=console.width) or [""]:
         console.print(Text(line, style=style), soft_wrap=True)
 
 

@@ -877,3 +877,30 @@ def test_a_real_models_output_says_which_components_its_rounded_parts_do_not_add
     said = " ".join(out.replace("│", " ").split())
     assert off, "this query was picked for parts that land off"
     assert f"the heads' parts of {', '.join(off)}, added up, land off the y shown (a sum of 9 numbers rounded to two decimals may land up to 0.045 off)" in said, said
+
+
+@needs["minilm"]
+@needs["gemma3"]
+def test_in_ascii_a_real_layers_scores_and_notes_keep_within_the_width():
+    """Output in ASCII (PYTHONIOENCODING=ascii): the Scores table's two-line header "q·k_j as a
+    sum of products / (32 products)" was measured as one line, spelled: its column took 40
+    characters, the table ran past its panel and cut "scaled s" off, and q·k lost its decimals
+    without a sign. Gemma 3's note (θ, spelled "theta" after it was wrapped) ran 2 past 80."""
+    import os
+    import subprocess
+    import sys
+
+    def run(width, *args):
+        env = os.environ | {"PYTHONIOENCODING": "ascii", "COLUMNS": str(width)}
+        done = subprocess.run([sys.executable, "-m", "mha_explorer.cli", "trace", *args], env=env, capture_output=True, timeout=300)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+        return done.stdout.decode("ascii").splitlines()
+
+    for width in (60, 80):
+        lines = run(width, "--model", "minilm", "--stage", "scores", "--head", "0")
+        assert max(map(len, lines)) <= width, [line for line in lines if len(line) > width]
+        header = next(i for i, line in enumerate(lines) if "scaled s" in line)
+        rows = [line for line in lines[header + 2 :] if line.count("|") >= 4][:13]
+        assert len(rows) == 13 and all(re.search(r"\|\s+-?\d+\.\d\d \|\s+-?\d+\.\d\d \|", row) for row in rows), rows  # q.k_j and s, two decimals each
+    lines = run(80, "--model", "gemma3", "--stage", "concat")
+    assert any("theta" in line for line in lines) and max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
