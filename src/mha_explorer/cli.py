@@ -624,6 +624,11 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
         fail("DIRECTORY is empty: name the directory to write the copy into, such as site")
     if Path(directory).exists() and not Path(directory).is_dir():
         fail(f"{directory} is a file: name a directory to write the copy into (a new one is made)")
+    if Path(directory).is_symlink() and not Path(directory).exists():
+        fail(f"{directory} is a link to {os.readlink(directory)}, which is not there: make that folder, or name another directory")
+    above = next((parent for parent in Path(directory).absolute().parents if parent.exists()), None)
+    if above is not None and not above.is_dir():  # (said as "cannot write to DIR/static: Not a directory")
+        fail(f"{above} is a file, not a folder: name a directory to write the copy into whose parents are folders")
     model_layers = None
     if model_name is None:
         if text is not None or layers:

@@ -109,6 +109,12 @@ def site_data(model: ModelLayers | None = None) -> tuple[dict, dict[str, str]]:
 
 
 DATA_START = "globalThis.MHA_DATA = "  # how static/data.js begins: the mark of a copy written here
+NO_SCRIPT = "This copy of the explorer could not read its script, static/app.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+# static/data.js's end: static/app.js missing (a copy half uploaded) is said where the page would be
+SAY_NO_SCRIPT = (
+    'addEventListener("error", (event) => { if (event.target instanceof HTMLScriptElement && event.target.src.endsWith("/static/app.js")) '
+    f'document.getElementById("app").replaceChildren(Object.assign(document.createElement("p"), {{ className: "error", textContent: {json.dumps(NO_SCRIPT)} }})); }}, true);\n'
+)
 LAYER_START = "(globalThis.MHA_LAYERS ||= {})["  # and static/layer-N.js, each layer a copy holds
 OLD_LAYERS_START = "globalThis.MHA_DATA.models = "  # static/layers.js: every layer in one file, as copies were once written
 
@@ -150,19 +156,21 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     module_tag = '<script type="module" src="static/page.js"></script>'
     if module_tag not in page:
         raise RuntimeError("index.html no longer loads static/page.js as expected")
+    page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
     # the page alone, without its static folder (copied by itself, or sent as one file), says so:
-    # its script, which would say it, is the file missing
-    missing = (
-        "document.getElementById('app').textContent = 'This copy of the explorer could not read its script, "
-        "static/app.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it.'"
-    )
-    page = page.replace(module_tag, f'<script src="static/data.js"></script>\n<script src="static/app.js" defer onerror="{missing}"></script>')
+    # its script, which would say it, is the file missing. Said by the page itself, which the
+    # folder's stylesheet hides, not by a handler in the page (a host's Content-Security-Policy
+    # refuses those, as the server's does); static/app.js alone missing, data.js says it.
+    loading = '<div id="app"><p class="loading">Loading the teaching example…</p></div>'
+    if loading not in page:
+        raise RuntimeError("index.html no longer holds the app's box as expected")
+    page = page.replace(loading, f'<div id="app"><p class="error no-static">{NO_SCRIPT}</p></div>')
     texts = (
         page,
         WEB.joinpath("page.css").read_text(encoding="utf-8"),
         WEB.joinpath("explorer.css").read_text(encoding="utf-8"),
         bundle(),
-        DATA_START + json.dumps(data, separators=(",", ":")) + ";\n",
+        DATA_START + json.dumps(data, separators=(",", ":")) + ";\n" + SAY_NO_SCRIPT,
         *layer_files.values(),
     )
     written = dict(zip(names, texts))

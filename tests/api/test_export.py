@@ -34,7 +34,7 @@ def test_export_site_writes_a_self_contained_site(tmp_path):
     assert not re.search(r"^\s*(import|export)\b", app, flags=re.M)
     for text in (html, app, (site / "static/page.css").read_text(), (site / "static/explorer.css").read_text()):
         assert "http://" not in text.replace("http://www.w3.org/", "") and "https://" not in text
-    data = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
+    data = json.loads((site / "static/data.js").read_text().splitlines()[0].removeprefix("globalThis.MHA_DATA = ").removesuffix(";"))
     assert set(data["presets"]) == {"mha", "causal", "gqa", "mqa"}
     assert [data["presets"][p]["config"]["kind"] for p in ("mha", "causal", "gqa", "mqa")] == ["MHA", "MHA", "GQA", "MQA"]
     assert data["teaching"]["tokens"] == ["cats", "like", "warm", "milk"]
@@ -43,9 +43,14 @@ def test_export_site_writes_a_self_contained_site(tmp_path):
 def test_export_site_to_an_unwritable_place_says_so(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = CliRunner().invoke(main, ["export-site", str(blocker / "site")])
+    result = CliRunner().invoke(main, ["export-site", str(blocker / "site" / "sub")])
     assert result.exit_code == 2
-    assert "Traceback" not in result.output
+    # the file in the way named, not "cannot write to .../site/sub/static: Not a directory", a path never typed
+    assert result.output.strip() == f"Error: {blocker} is a file, not a folder: name a directory to write the copy into whose parents are folders"
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    result = CliRunner().invoke(main, ["export-site", str(tmp_path / "link")])
+    assert result.exit_code == 2  # not "File exists; a file of that name is in the way of a folder"
+    assert result.output.strip() == f"Error: {tmp_path / 'link'} is a link to {tmp_path / 'nowhere'}, which is not there: make that folder, or name another directory"
 
 
 def test_export_site_names_what_is_in_the_way(tmp_path):
@@ -78,7 +83,7 @@ def test_export_site_lists_what_it_wrote_and_what_to_upload(tmp_path):
 
 def read_data(site):
     """static/data.js, each layer a copy holds replaced by its file's payload, static/layer-N.js."""
-    data = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))
+    data = json.loads((site / "static/data.js").read_text().splitlines()[0].removeprefix("globalThis.MHA_DATA = ").removesuffix(";"))
     for held in data.get("models", []):
         layers = {}
         for layer in held["layers"]:
@@ -112,7 +117,7 @@ def test_export_site_with_layers_of_a_real_model(tmp_path):
     layer_files = sorted(p.name for p in (site / "static").glob("layer-*.js"))
     assert layer_files == ["layer-0.js", "layer-2.js"]
     # the page asks for each by the digest of what was written (layer-2.js?v=…), so that no earlier export's file is read from a cache
-    versions = json.loads((site / "static/data.js").read_text().removeprefix("globalThis.MHA_DATA = ").rstrip(";\n"))["models"][0]["versions"]
+    versions = json.loads((site / "static/data.js").read_text().splitlines()[0].removeprefix("globalThis.MHA_DATA = ").removesuffix(";"))["models"][0]["versions"]
     assert versions == {layer: hashlib.sha256((site / f"static/layer-{layer}.js").read_bytes()).hexdigest()[:16] for layer in ("0", "2")}
     assert (site / "static/data.js").stat().st_size < min((site / "static" / name).stat().st_size for name in layer_files)
     assert "layer-" not in (site / "index.html").read_text()

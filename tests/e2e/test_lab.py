@@ -1223,6 +1223,44 @@ def test_a_copy_of_its_page_alone_says_its_folder_is_missing(browser, tmp_path):
     context.close()
 
 
+def test_a_copy_served_under_the_servers_content_security_policy_runs_and_says_a_missing_script(browser, tmp_path):
+    """A host that sends the policy the server sends (no inline script, nothing from elsewhere):
+    the copy's page held an inline onerror handler, which the policy refused, with an error in the
+    console on every load. It holds none now: the copy runs with no error, and a copy whose
+    static/app.js alone is missing still says so."""
+    from mha_explorer.server import SECURITY_HEADERS
+
+    export_site(tmp_path / "site")
+    types = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+    def host(route):
+        path = tmp_path / "site" / route.request.url.removeprefix("http://copy.test/").split("#")[0]
+        if not path.is_file():
+            return route.fulfill(status=404, body="not found")
+        route.fulfill(status=200, body=path.read_bytes(), headers={"Content-Type": types[path.suffix], "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"]})
+
+    for missing in (False, True):
+        if missing:
+            (tmp_path / "site" / "static" / "app.js").unlink()
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.route("**/*", lambda route: host(route) if route.request.url.startswith("http://copy.test/") else route.abort())
+        page = context.new_page()
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+        page.goto("http://copy.test/index.html")
+        if missing:
+            expect(page.locator("#app .error")).to_have_text(
+                "This copy of the explorer could not read its script, static/app.js: put the whole static folder beside index.html, as mha-explorer export-site wrote it."
+            )
+            assert [e for e in errors if "404" not in e] == [], errors
+        else:
+            expect(page.locator(".stage h2")).to_have_text("1. Projections · head 0 · query “like”")
+            page.get_by_role("button", name="Next").click()
+            expect(page.locator(".stage h2")).to_contain_text("2. Scores")
+            assert errors == [] and not page.locator(".no-static").is_visible(), errors
+        context.close()
+
+
 PIXELS = """() => {
   const canvas = document.querySelector(".stage canvas.heatmap");
   const ratio = canvas.width / parseFloat(canvas.style.width);
