@@ -236,10 +236,10 @@ def main(ctx: click.Context) -> None:
     "as_json",
     is_flag=True,
     help="print the trace as JSON, in the server's schema, instead of the walkthrough: the teaching example "
-    "whole (every head and stage); with --model, what the server's /api/model-trace sends: every stage of "
-    "one head, --head (default 0; all: every head's), and the model, layer, text and readable tokens; its arrays are base64 "
-    "float32 (mha_explorer.schema.to_numpy reads them); a per-head array holds the slices its `heads` names, and its "
-    "`shape` is the whole layer's",
+    "whole (every head and stage; its arrays lists of numbers, a masked score null); with --model, what the server's "
+    "/api/model-trace sends: every stage of one head, --head (default 0; all: every head's), and the model, layer, text "
+    "and readable tokens; its arrays base64 float32, a per-head array holding the slices its `heads` names, its "
+    "`shape` the whole layer's. mha_explorer.schema.to_numpy reads either",
 )
 @click.option(
     "--model",

@@ -149,7 +149,8 @@ def available_models() -> list[ModelInfo]:
 
 def short_name(path: str | os.PathLike) -> str:
     """What the page and its links call a local checkpoint: its file or directory name without a
-    .gguf ending, lower case, with anything but letters, digits, - and _ made a -."""
+    .gguf ending, lower case, with anything but ASCII letters, digits, - and _ made a - (the page's links and
+    the API's paths carry it as it is)."""
     name = Path(path).name.lower().removesuffix(".gguf")
     return re.sub(r"[^a-z0-9_-]+", "-", name).strip("-")[:64] or "model"
 
