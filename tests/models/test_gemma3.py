@@ -208,3 +208,25 @@ def test_a_long_texts_view_on_a_local_layer_starts_past_the_window(model):
     assert np.isneginf(row[: query - window + 1]).all() and np.isneginf(row[query + 1 :]).all()  # cut on both sides
     assert np.isfinite(row[query - window + 1 : query + 1]).all()
     assert middle_word(model.run(text, 5), model) < window  # a global layer: the middle word, as before
+
+
+def test_a_damaged_copy_joined_from_the_parts_says_to_delete_it(tmp_path, monkeypatch):
+    """Gemma 3's file is joined from its packages' parts into the cache, checked against their
+    SHA-256 once. Damaged since (same size: not joined again), it was refused as "the checkpoint is
+    damaged", with nothing saying that the file is the explorer's own copy, which a delete mends."""
+    from mha_explorer.models import CheckpointError, registry
+    from mha_explorer.models.readers import GGUFFile
+
+    require("gemma3")
+    monkeypatch.setenv("MHA_EXPLORER_CACHE", str(tmp_path))
+    spec = next(s for s in registry.SPECS if s.name == "gemma3")
+    assert registry._load_named(spec, lambda *_: None).n_layers == 18
+    joined = tmp_path / spec.joined_name
+    start = GGUFFile(joined).tensors["blk.0.attn_q.weight"].start
+    with joined.open("r+b") as f:
+        f.seek(start)
+        f.write(b"\xff" * 4096)  # the blocks' scales NaN
+    with pytest.raises(CheckpointError, match=rf"NaN.*\. {joined} is the explorer's own copy, joined from {spec.package}'s parts: delete it, and it is joined again, and checked, at the next load$"):
+        registry._load_named(spec, lambda *_: None)
+    joined.unlink()
+    assert registry._load_named(spec, lambda *_: None).n_layers == 18

