@@ -485,10 +485,16 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
             return f"{name!r} is at position {found[0]} only, not {position}: write {name}, or {name}@{found[0]}"
         nearest = min(found, key=lambda j: abs(j - position))
         return f"{name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{nearest}"
-    cut = None if found else cut_word(name, texts)
+    # a byte piece stands for no text alone: the first of a run for the character the run makes
+    # ("␣東 1/3": " 東"), the others for nothing, so that a word of such characters is found cut
+    pieces = [re.fullmatch(r"(.+) ([0-9]+)/[0-9]+", label) if "\ufffd" in (text or "") else None for text, label in zip(texts, labels)]
+    whole = [text if piece is None else re.sub(r"^␣+|␣+$", lambda m: " " * len(m[0]), piece[1]) if piece[2] == "1" else "" for text, piece in zip(texts, pieces)]
+    cut = None if found else cut_word(name, whole)
     if cut is None:
         return None
     i, j = cut
+    while j + 1 < len(pieces) and pieces[j + 1] is not None and pieces[j + 1][2] != "1":  # the run's last pieces
+        j += 1
     pieces = " + ".join(repr(label) for label in labels[i : j + 1])
     return f"{name.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"
 

@@ -702,6 +702,8 @@ def test_a_query_word_the_tokenizer_cut_says_into_which_tokens():
     for model, text, word, said in (
         ("smollm2", "Engineers rarely trust attention maps.", "Engineers", "'Engineers' is cut into 2 tokens here, 'Engine' + 'ers' at positions 0 to 1; name one of them"),
         ("minilm", "tokenization of hyperparameters", "hyperparameters", "'hyperparameters' is cut into 4 tokens here, 'hyper' + '##para' + '##meter' + '##s' at positions 4 to 7; name one of them"),
+        # characters cut into byte pieces, a byte-level tokenizer's: each run read as its character (it was "unknown query token")
+        ("smollm2", "café 東京", "東京", "'東京' is cut into 5 tokens here, '␣東 1/3' + '␣東 2/3' + '␣東 3/3' + '京 1/2' + '京 2/2' at positions 3 to 7; name one of them"),
     ):
         result = trace("--model", model, "--text", text, "--query", word)
         assert result.exit_code == 2 and result.stdout == ""
