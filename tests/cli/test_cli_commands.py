@@ -185,6 +185,9 @@ def test_a_config_without_model_type_says_so(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
     error = one_error(invoke("models", str(tmp_path)))
     assert "has no model_type" in error and "None" not in error
+    (tmp_path / "config.json").write_text("[1, 2]")  # (said as "has no model_type": no object has a key)
+    error = one_error(invoke("models", str(tmp_path)))
+    assert error == f"Error: {tmp_path / 'config.json'} is not a JSON object (it holds an array): a checkpoint's config.json maps each setting to its value"
 
 
 def test_a_safetensors_file_without_its_config_says_what_is_missing(tmp_path):

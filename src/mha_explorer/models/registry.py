@@ -453,7 +453,10 @@ def _hf_config(path: Path) -> dict | None:
         raise CheckpointError(f"{file} is not readable JSON ({e})") from None
     except RecursionError:
         raise CheckpointError(f"{file} is not readable JSON (nested too deep): the file is damaged") from None
-    family = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if not isinstance(cfg, dict):
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(cfg), "a number")
+        raise CheckpointError(f"{file} is not a JSON object (it holds {kind}): a checkpoint's config.json maps each setting to its value")
+    family = cfg.get("model_type")
     if family is None:
         raise CheckpointError(f"{file} has no model_type; the explorer reads {SUPPORTED}")
     if family not in HF_FAMILIES:
