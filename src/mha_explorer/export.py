@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+from contextlib import suppress
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -127,8 +128,19 @@ class WouldReplace(Exception):
         self.paths = paths
 
 
+COPY_SCRIPTS = '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>'  # a copy's index.html loads these
+
+
 def _earlier_copy(static: Path) -> bool:
-    return _written_here(static / "data.js", DATA_START)
+    """Whether static's folder holds a copy written here: its data, or its page alone (a copy half
+    uploaded, or its static folder lost)."""
+    if _written_here(static / "data.js", DATA_START):
+        return True
+    try:
+        page = (static.parent / "index.html").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return 'src="static/data.js"' in page and "<title>mha-explorer" in page
 
 
 def _written_here(path: Path, start: str) -> bool:
@@ -151,12 +163,13 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     taken = [path for path in names if path.exists()]
     if taken and not replace and not _earlier_copy(static):
         raise WouldReplace(taken)
+    made = [folder for folder in (static, *static.parents) if not folder.exists()]  # (taken away again if the copy is not written)
     static.mkdir(parents=True, exist_ok=True)
     page = WEB.joinpath("index.html").read_text(encoding="utf-8")
     module_tag = '<script type="module" src="static/page.js"></script>'
     if module_tag not in page:
         raise RuntimeError("index.html no longer loads static/page.js as expected")
-    page = page.replace(module_tag, '<script src="static/data.js"></script>\n<script src="static/app.js" defer></script>')
+    page = page.replace(module_tag, COPY_SCRIPTS)
     # the page alone, without its static folder (copied by itself, or sent as one file), says so:
     # its script, which would say it, is the file missing. Said by the page itself, which the
     # folder's stylesheet hides, not by a handler in the page (a host's Content-Security-Policy
@@ -177,14 +190,19 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     # each file is written beside its place and moved there once all are written (index.html
     # last): a full disk leaves the directory as it was, not a copy that half works
     temporary = {path: path.with_name(f".{path.name}.part") for path in written}
+    done = False
     try:
         for path, text in written.items():
             temporary[path].write_text(text, encoding="utf-8")
         for path in sorted(written, key=lambda p: p.name == "index.html"):
             os.replace(temporary[path], path)
+        done = True
     finally:
         for part in temporary.values():
             part.unlink(missing_ok=True)
+        for folder in [] if done else made:  # the folders made for it, innermost first: nothing is left
+            with suppress(OSError):
+                folder.rmdir()
     # an earlier copy's layers that this one does not hold
     for path in [*static.glob("layer-*.js"), static / "layers.js"]:
         if path not in written and (_written_here(path, LAYER_START) or _written_here(path, OLD_LAYERS_START)):

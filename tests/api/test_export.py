@@ -193,7 +193,7 @@ def test_a_copy_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatc
     monkeypatch.setattr(Path, "write_text", full_disk)
     result = CliRunner().invoke(main, ["export-site", str(tmp_path / "site")])
     assert result.exit_code == 2 and "No space left on device; free some space" in result.output
-    assert [p for p in (tmp_path / "site").rglob("*") if p.is_file()] == []
+    assert not (tmp_path / "site").exists()  # nor the folders made for it (an empty static/ was left)
 
 
 def test_a_directory_holding_other_files_of_the_same_names_is_left_alone(tmp_path):
@@ -225,6 +225,13 @@ def test_an_earlier_copy_is_replaced_without_asking(tmp_path):
     again = CliRunner().invoke(main, ["export-site", str(site)])
     assert again.exit_code == 0, again.output
     assert (site / "static" / "notes.txt").read_text() == "kept"
+    # its page alone (a copy half uploaded, its folder not yet there): still the explorer's copy, not
+    # "already holds index.html, not an earlier copy of the explorer"
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "index.html").write_text((site / "index.html").read_text())
+    again = CliRunner().invoke(main, ["export-site", str(half)])
+    assert again.exit_code == 0 and (half / "static" / "app.js").is_file(), again.output
 
 
 def test_an_empty_directory_name_is_refused(tmp_path, monkeypatch):
