@@ -350,7 +350,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
     if (said.length) status.textContent = shownStatus = `${shownStatus} ${said.join(" ")}`;
   }
   // a model loads when it is chosen, so its layers can be listed; the bar shows how far it is
-  // true when ready, false when it failed, null when another model was picked meanwhile (its
+  // its config when ready, false when it failed, null when another model was picked meanwhile (its
   // layers are not this one's to list)
   async function prepare(name, keepLayer) {
     tell("");
@@ -367,7 +367,7 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       else status.textContent = held
         ? `${state.title}: ${sizes}. This page holds ${heldLayers(held)} on the text above${current ? "" : ": press Trace to follow a query through one"}; mha-explorer serve traces any text and layer.`
         : `${state.title} is loaded: ${sizes}.${stored(state)}${current ? "" : " Type a text and press Trace to follow a query through a layer."}`;
-      return true;
+      return state.config;
     } catch (failure) {
       if (picker.value !== name) return null;
       tell(ended(sentence(failure.message)));
@@ -647,9 +647,10 @@ export function createModels({ container, onPayload, onAhead, onRefined, getView
       layerProblems.push(`the model “${initial.model}” is not in this page, which holds ${models.map((m) => m.title).join(", ")}: ${title} is shown, at its layer ${layer.value}, the first this copy holds${initial.query != null ? " (not the link's query, a token of that model's)" : ""}`);
     } else if (initial.layer !== undefined && Number(layer.value) !== initial.layer) {
       const held = fixed?.layers[picker.value];
-      const why = held
+      const count = ready.n_layers ?? layer.options.length; // (a copy's menu holds its layers alone)
+      const why = held && initial.layer < count
         ? `layer ${initial.layer} is not in this page: it holds ${heldLayers(held)}`
-        : `layer ${initial.layer} does not exist: this model has layers 0 to ${layer.options.length - 1}`;
+        : `layer ${initial.layer} does not exist: this model has layers 0 to ${count - 1}${held ? `, and this page holds ${heldLayers(held)}` : ""}`;
       layerProblems.push(`${why}, so layer ${layer.value} is shown`);
     }
     if (otherText || otherModel) initial.query = null; // a token of the link's own text or model's, dropped as said above
