@@ -1,6 +1,6 @@
 """`python -m mha_explorer`: the same command line as `mha-explorer`."""
 
-from .cli import main
+from .cli import run
 
 if __name__ == "__main__":
-    main(prog_name="mha-explorer")
+    run()

@@ -197,11 +197,6 @@ def main(ctx: click.Context) -> None:
         except (UnicodeEncodeError, LookupError):
             if hasattr(stream, "reconfigure"):
                 stream.reconfigure(errors="mha-explorer-ascii")
-    # piped into a reader that stops early (| head), a command that prints ends as other command-line
-    # tools do, at once and in silence, killed by SIGPIPE (status 141 in the shell). Not the server,
-    # which writes to sockets: a client gone must not end it.
-    if ctx.invoked_subcommand in ("trace", "models") and hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if ctx.invoked_subcommand is None:  # no command: the help, which is what was asked for
         click.echo(ctx.get_help())
 
@@ -624,11 +619,14 @@ def export_site_command(directory: str, model_name, text, layers, replace) -> No
         fail("DIRECTORY is empty: name the directory to write the copy into, such as site")
     if Path(directory).exists() and not Path(directory).is_dir():
         fail(f"{directory} is a file: name a directory to write the copy into (a new one is made)")
-    if Path(directory).is_symlink() and not Path(directory).exists():
-        fail(f"{directory} is a link to {os.readlink(directory)}, which is not there: make that folder, or name another directory")
-    above = next((parent for parent in Path(directory).absolute().parents if parent.exists()), None)
-    if above is not None and not above.is_dir():  # (said as "cannot write to DIR/static: Not a directory")
-        fail(f"{above} is a file, not a folder: name a directory to write the copy into whose parents are folders")
+    # the first part of the path that is there, or a link to nothing: said as what it is, not as
+    # "cannot write to DIR/static: Not a directory" (a path never typed) or "File exists"
+    path = Path(directory)
+    there = next((part for part in (path, *path.parents) if part.exists() or part.is_symlink()), None)
+    if there is not None and there.is_symlink() and not there.exists():
+        fail(f"{there} is a link to {os.readlink(there)}, which is not there: make that folder, or name another directory")
+    if there is not None and there != path and not there.is_dir():
+        fail(f"{there} is a file, not a folder: name a directory to write the copy into whose parents are folders")
     model_layers = None
     if model_name is None:
         if text is not None or layers:
@@ -682,5 +680,16 @@ def _size(n: int) -> str:
     return f"{n / 1000:.0f} KB" if n < 1_000_000 else f"{n / 1e6:.1f} MB"
 
 
+def run() -> None:
+    """The command line (mha-explorer, python -m mha_explorer): main, in a process of its own. Piped
+    into a reader that stops early (| head), a command that prints ends as other command-line tools
+    do, at once and in silence, killed by SIGPIPE (status 141 in the shell). Not the server, which
+    writes to sockets: a client gone must not end it. Nor main called in another's process (a
+    test's, a notebook's): set there, a socket of that process closed under a write killed it."""
+    if sys.argv[1:2] in (["trace"], ["models"]) and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    main(prog_name="mha-explorer")
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -433,7 +433,7 @@ def test_a_walkthrough_piped_into_a_reader_that_stops_early_ends_quietly_as_a_pi
     one page, less than the walkthrough: what is left is written after the reader has gone.)"""
     read, write = os.pipe()
     fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
-    cli = [sys.executable, "-c", "from mha_explorer.cli import main; main()", "trace"]
+    cli = [sys.executable, "-c", "from mha_explorer.cli import run; run()", "trace"]
     with subprocess.Popen(cli, stdout=write, stderr=subprocess.PIPE) as process:
         os.close(write)
         with os.fdopen(read, "rb") as reader:
@@ -441,3 +441,13 @@ def test_a_walkthrough_piped_into_a_reader_that_stops_early_ends_quietly_as_a_pi
         errors = process.stderr.read()
         status = process.wait(timeout=60)
     assert all(first) and status == -signal.SIGPIPE and errors == b"", (status, errors)
+
+
+def test_the_command_called_in_another_process_leaves_its_sigpipe_alone():
+    """main() called in a process of another's (this test's, a notebook's) set that process's
+    SIGPIPE to kill it: a socket of the page's server, closed by the browser under a write, then
+    ended the whole test run (make: Error 141)."""
+    before = signal.getsignal(signal.SIGPIPE)
+    for command in (["trace"], ["models"]):
+        assert CliRunner().invoke(main, command).exit_code == 0
+        assert signal.getsignal(signal.SIGPIPE) == before
