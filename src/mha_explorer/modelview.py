@@ -86,7 +86,7 @@ class ModelService:
         threading.Thread(target=self._load, args=(name,), daemon=True, name=f"load-{name}").start()
         return self.state(name)
 
-    def _without_paths(self, name: str, message: str) -> str:
+    def without_paths(self, name: str, message: str) -> str:
         """A failed load's message as clients may read it: the checkpoint's path said by its short
         name, and a named model's files by their package, as the rest of the API names them."""
         from .models.registry import cache_dir
@@ -127,7 +127,7 @@ class ModelService:
                 model = load_model(name, progress=progress)
         except Exception as error:  # noqa: BLE001 - any failure is reported to the page, the server keeps serving
             with self.lock:
-                message = self._without_paths(name, str(error))
+                message = self.without_paths(name, str(error))
                 from .models import CheckpointError
 
                 if name in self.local and isinstance(error, CheckpointError):  # read anew when picked again: the server need not restart
@@ -487,13 +487,13 @@ def misnamed(wanted: str, found: list[int], position: int | None, texts: list[st
         return f"{name!r} is at positions {', '.join(map(str, found))}, not {position}; name one, as {name}@{nearest}"
     # a byte piece stands for no text alone: the first of a run for the character the run makes
     # ("␣東 1/3": " 東"), the others for nothing, so that a word of such characters is found cut
-    pieces = [re.fullmatch(r"(.+) ([0-9]+)/[0-9]+", label) if "\ufffd" in (text or "") else None for text, label in zip(texts, labels)]
-    whole = [text if piece is None else re.sub(r"^␣+|␣+$", lambda m: " " * len(m[0]), piece[1]) if piece[2] == "1" else "" for text, piece in zip(texts, pieces)]
+    runs = [re.fullmatch(r"(.+) ([0-9]+)/[0-9]+", label) if "\ufffd" in (text or "") else None for text, label in zip(texts, labels)]
+    whole = [text if run is None else re.sub(r"^␣+|␣+$", lambda m: " " * len(m[0]), run[1]) if run[2] == "1" else "" for text, run in zip(texts, runs)]
     cut = None if found else cut_word(name, whole)
     if cut is None:
         return None
     i, j = cut
-    while j + 1 < len(pieces) and pieces[j + 1] is not None and pieces[j + 1][2] != "1":  # the run's last pieces
+    while j + 1 < len(runs) and runs[j + 1] is not None and runs[j + 1][2] != "1":  # the run's last pieces
         j += 1
     pieces = " + ".join(repr(label) for label in labels[i : j + 1])
     return f"{name.strip()!r} is cut into {j - i + 1} tokens here, {pieces} at positions {i} to {j}; name one of them"

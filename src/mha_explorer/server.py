@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import __version__, parallel
 from .lab import LabError, field_name, lab_inputs, lab_payload
-from .models.errors import ModelError
+from .models.errors import CheckpointError, ModelError
 from .modelview import GONE, MAX_TEXT, SAVED_AGAIN, HeadArrays, LayerWeights, ModelService, check_request, head_arrays, layer_weights, model_payload
 from .schema import BINARY_MEDIA_TYPE, NOT_FINITE, Packer, TracePayload, TraceRequest, teaching_payload
 
@@ -558,6 +558,8 @@ def create_app(max_body: int = MAX_BODY, workers: int = 2, queue: int = 16, mode
             if gated and gate.busy():  # a request it would refuse is told what to change now, not after the wait (nor told to retry)
                 await run_in_threadpool(check_request, model, request.text, request.layer, request.head, getattr(request, "query", None), getattr(request, "kv_held", None))
             answer = await (gate.run(serialize) if gated else run_in_threadpool(serialize))
+        except CheckpointError as error:  # its file cut short in place since it was loaded: no fault of the request's
+            return problem(409, "model", f"{request.model}'s weights could not be read: {service.without_paths(request.model, str(error))}")
         except ModelError as error:
             field = next((f for f in ("head", "layer", "query", "kv_held") if str(error).startswith(f)), "text")
             raise LabError(field, str(error)) from None

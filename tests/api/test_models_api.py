@@ -504,3 +504,27 @@ def test_a_model_is_named_in_any_case_as_the_terminal_and_python_take_it():
     assert answer.status_code == 200 and TracePayload.model_validate(answer.json()).model.name == "minilm"
     refused = client.post("/api/model-trace", json={"model": "MiniLMX", "text": "hi", "layer": 0})
     assert refused.status_code == 422 and "choose one of: minilm, smollm2, gemma3" in refused.json()["detail"][0]["message"]
+
+
+@pytest.mark.skipif("minilm" not in INSTALLED, reason="minilm is not installed: run make models")
+def test_weights_that_cannot_be_read_at_a_trace_are_the_models_fault_not_the_texts(monkeypatch):
+    """A loaded model's embedding rows are read from its file at each trace. That file cut short
+    in place since (its load checked it whole) was answered as a 422 on the text, naming a path of
+    the server's machine; it is a 409 on the model now, its path left out."""
+    from mha_explorer.models import CheckpointError
+    from mha_explorer.models.readers import SafetensorsFile
+
+    client = TestClient(create_app())
+    client.post("/api/models/minilm/load")
+    while client.get("/api/models/minilm").json()["state"] == "loading":
+        time.sleep(0.05)
+    source = load_model("minilm").source
+
+    def cut(self, name, ids):
+        raise CheckpointError(f"cannot read {self.path}: it is cut short")
+
+    monkeypatch.setattr(SafetensorsFile, "rows", cut)
+    refused = client.post("/api/model-trace", json={"model": "minilm", "text": "a text never traced before here", "layer": 0})
+    assert refused.status_code == 409, refused.json()
+    [said] = refused.json()["detail"]
+    assert said["field"] == "model" and said["message"].startswith("minilm's weights could not be read: cannot read ") and source not in said["message"], said

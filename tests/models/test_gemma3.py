@@ -226,7 +226,14 @@ def test_a_damaged_copy_joined_from_the_parts_says_to_delete_it(tmp_path, monkey
     with joined.open("r+b") as f:
         f.seek(start)
         f.write(b"\xff" * 4096)  # the blocks' scales NaN
-    with pytest.raises(CheckpointError, match=rf"NaN.*\. {joined} is the explorer's own copy, joined from {spec.package}'s parts: delete it, and it is joined again, and checked, at the next load$"):
+    with pytest.raises(CheckpointError, match=rf"NaN.*\. {joined} is the explorer's own copy, joined from {spec.package}'s parts, and damaged since: delete it, and it is joined again, and checked, at the next load$"):
         registry._load_named(spec, lambda *_: None)
     joined.unlink()
     assert registry._load_named(spec, lambda *_: None).n_layers == 18
+    # refused though whole (its checksum matches): nothing said of deleting it, which would mend nothing
+    def refused(*args, **kwargs):
+        raise CheckpointError("some other fault")
+
+    monkeypatch.setattr(registry, "open_checkpoint", refused)
+    with pytest.raises(CheckpointError, match="^some other fault$"):
+        registry._load_named(spec, lambda *_: None)

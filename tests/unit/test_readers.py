@@ -570,6 +570,48 @@ def test_a_file_cut_short_after_its_header_was_read_is_refused_not_read_past_its
                 read()
         with pytest.raises(CheckpointError, match="has 64 rows; row 64 was asked for"):
             file.rows("table", np.array([64]))
+        assert file.rows("table", np.array([], dtype=np.int64)).shape == (0, 32)
+        for ids in (np.array([1.7]), np.array([[1, 2]])):  # (a float was cut to row 1; a 2-D list flattened)
+            with pytest.raises(TypeError, match="row numbers are a list of whole numbers"):
+                file.rows("table", ids)
+
+
+def test_a_file_deleted_or_replaced_after_its_load_is_still_the_one_read(tmp_path):
+    """A loaded model reads its embedding rows for each text from its file. Reopened by its path
+    for each read, a file deleted since (the joined Gemma copy, as its message advises) failed every
+    later trace, and one replaced (a package upgraded) gave rows of the new file at the old places."""
+    import os
+
+    rng = np.random.default_rng(4)
+    old, new = (rng.standard_normal((8, 32)).astype(np.float32) for _ in range(2))
+    st = SafetensorsFile(write(tmp_path / "m.safetensors", safetensors_bytes({"table": old})))
+    gg = GGUFFile(write_gguf(tmp_path / "m.gguf", tensors={"table": old}))
+    (tmp_path / "m.safetensors").unlink()
+    write(tmp_path / "other.safetensors", safetensors_bytes({"table": new}))
+    write_gguf(tmp_path / "other.gguf", tensors={"table": new})
+    os.replace(tmp_path / "other.gguf", tmp_path / "m.gguf")
+    for file in (st, gg):
+        np.testing.assert_array_equal(file.rows("table", np.array([7, 2])), old[[7, 2]])
+        np.testing.assert_array_equal(file.read("table"), old)
+
+
+def test_a_damaged_ggufs_header_is_refused_without_reading_the_file(tmp_path, monkeypatch):
+    """A tensor table damaged in a large file (a tensor of 7 dimensions, here in a sparse 1 GiB
+    file): each failure to read it was taken for a header longer than the bytes read, and twice as
+    many read again, up to the whole file (20 s and 2 GB for this one)."""
+    from mha_explorer.models import readers
+
+    header = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + struct.pack("<Q", 3) + b"w.x" + struct.pack("<I", 7)
+    path = tmp_path / "big.gguf"
+    with path.open("wb") as f:
+        f.write(header)
+        f.truncate(1 << 30)
+    asked = []
+    held_head = readers.HeldFile.head
+    monkeypatch.setattr(readers.HeldFile, "head", lambda self, size: asked.append(size) or held_head(self, size))
+    with pytest.raises(CheckpointError, match="not a readable GGUF file: its metadata or tensor table is damaged"):
+        GGUFFile(path)
+    assert asked == [readers.HEADER_READ], asked
 
 
 def test_a_ggufs_header_longer_than_the_first_bytes_read_is_read_whole(tmp_path, monkeypatch):
@@ -602,5 +644,7 @@ def test_a_pipe_named_as_a_weight_file_is_refused_not_waited_on(tmp_path):
         SafetensorsFile(tmp_path / "model.safetensors")
     with pytest.raises(CheckpointError, match="m.gguf is not a regular file"):
         local_models([str(tmp_path / "m.gguf")])
+    with pytest.raises(CheckpointError, match="m.d is a folder: give the weight file itself"):
+        GGUFFile(tmp_path / "m.d") if (tmp_path / "m.d").mkdir() is None else None
     with pytest.raises(CheckpointError, match="m is not a regular file"):
         local_models([str(tmp_path / "m")])

@@ -72,7 +72,7 @@ class Bert(Architecture):
         for i in range(self.n_layers):
             progress(i / self.n_layers, f"layer {i}")
             L = f"encoder.layer.{i}."
-            check_layer_held(tensors, lambda j: f"{p}encoder.layer.{j}.attention.self.query.weight", i, self.n_layers, "config.json's num_hidden_layers", where)
+            check_layer_held(tensors, p + "encoder.layer.{i}.attention.self.query.weight", i, self.n_layers, "config.json's num_hidden_layers", where)
             attn = AttentionWeights(
                 W_Q=per_head(get(L + "attention.self.query.weight", (d, d)), h),  # (h, d, e)
                 W_K=per_head(get(L + "attention.self.key.weight", (d, d)), h),

@@ -12,6 +12,7 @@ Layers are numbered from 0. Arrays are float32, as the reference runs.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -280,14 +281,16 @@ def per_head(w: np.ndarray, n_heads: int) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(n_heads, rows // n_heads, d_model).transpose(0, 2, 1))
 
 
-def check_layer_held(source, name_of, i: int, n_layers: int, key: str, where: str) -> None:
+def check_layer_held(source, template: str, i: int, n_layers: int, key: str, where: str) -> None:
     """A layer the config counts (key: the config's name for the count) must be in the checkpoint:
-    said so when its first tensor, name_of(i), is not, rather than as a tensor missing. Where a
-    later layer has its own, the count is right and the tensor is missing: the checkpoint is cut."""
-    name = name_of(i)
+    said so when its first tensor, template with {i} filled, is not, rather than as a tensor missing.
+    Where a later layer has its own, the count is right and the tensor is missing: the checkpoint is cut."""
+    name = template.format(i=i)
     if source.has(name):
         return
-    later = next((j for j in range(i + 1, n_layers) if source.has(name_of(j))), None)
+    pattern = re.compile(re.escape(template).replace(re.escape("{i}"), "([0-9]+)"))
+    held = (int(m[1]) for m in map(pattern.fullmatch, source.names()) if m)  # (the names, not a lookup per layer the count claims)
+    later = min((j for j in held if i < j < n_layers), default=None)
     if later is not None:
         raise CheckpointError(f"{where}: layer {i} has no {name}, though layer {later} has its own: the checkpoint is missing tensors; save it whole again")
     raise CheckpointError(f"{where}: {key} is {n_layers}, but the checkpoint holds no layer {i} (no {name}): give the number of layers it holds")

@@ -116,7 +116,7 @@ class Gemma3(Architecture):
         held = "config.json's num_hidden_layers" if hf else "the metadata's block_count"
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
-            check_layer_held(source, lambda j: names["q"].format(i=j), i, s.n_layers, held, where)
+            check_layer_held(source, names["q"], i, s.n_layers, held, where)
             attn = AttentionWeights(
                 W_Q=per_head(get("q", i, "n_heads*d_head", "d_model"), h),  # (h, d, e)
                 W_K=per_head(get("k", i, "n_kv_heads*d_head", "d_model"), g),  # (g, d, e)

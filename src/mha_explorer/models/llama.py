@@ -182,7 +182,7 @@ class Llama(Architecture):
         held = "the metadata's block_count" if gguf else "config.json's num_hidden_layers"
         for i in range(s.n_layers):
             progress(i / s.n_layers, f"layer {i}")
-            check_layer_held(source, lambda j: names["q"].format(i=j), i, s.n_layers, held, where)
+            check_layer_held(source, names["q"], i, s.n_layers, held, where)
             W_q, W_k = get("q", i, "n_heads*d_head", "d_model"), get("k", i, "n_kv_heads*d_head", "d_model")  # (h*e, d), (g*e, d)
             if gguf:
                 W_q, W_k = unpermute_qk_rows(W_q, h), unpermute_qk_rows(W_k, g)

@@ -9,7 +9,9 @@ libraries use for a linear layer, (out_features, in_features).
 
 Nothing here imports torch, and nothing here runs code from a file: a pickled checkpoint (.bin,
 .pt, ...) is refused by its name and never opened. Nor is a file mapped into memory: one cut short
-while it is read (saved again in place) would kill the process; read, it comes up short, and says so.
+while it is read (saved again in place) would kill the process. Each file is held open from its
+header's read on, and its tensors read from it when asked for: a read that comes up short says so,
+and a file deleted or replaced since is still the one read (the embedding rows of each text).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import math
 import os
 import stat
 import struct
+import threading
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,14 +51,54 @@ def refuse_pickle(path: str | os.PathLike) -> CheckpointError:
     )
 
 
-def regular_file(path: Path) -> None:
+def _regular(path: Path, mode: int) -> None:
     """A weight file is a file: a pipe (or a device) named as one would hold a read up for ever."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as e:
-        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise CheckpointError(f"{path.name} is a folder: give the weight file itself")
     if not stat.S_ISREG(mode):
         raise CheckpointError(f"{path.name} is not a regular file (a pipe, a device or a socket): give the checkpoint's own file")
+
+
+class HeldFile:
+    """A weight file, open from its header's read on (closed with the object): its bytes read at
+    their places, by one thread at a time."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            _regular(path, path.stat().st_mode)  # (before it is opened: opening a pipe waits for a writer)
+            self._file = path.open("rb", buffering=0)
+        except OSError as e:
+            raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+        weakref.finalize(self, self._file.close)
+        try:
+            info = os.fstat(self._file.fileno())
+        except OSError as e:
+            raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+        _regular(path, info.st_mode)
+        self.size = info.st_size
+        self._lock = threading.Lock()
+
+    def spans(self, starts: list[int], size: int) -> np.ndarray:
+        """The bytes from each start, size of them: (len(starts), size). A span past the file's end
+        (cut short since its header was read) fails."""
+        out = np.empty((len(starts), size), dtype=np.uint8)
+        try:
+            with self._lock:
+                for row, start in zip(out, starts):
+                    self._file.seek(start)
+                    view, got = memoryview(row), 0
+                    while got < size and (n := self._file.readinto(view[got:])):
+                        got += n
+                    if got < size:
+                        raise CheckpointError(f"{self.path.name} is cut short: it changed while it was read (saved again in place?); read it again once it is written whole")
+        except OSError as e:
+            raise CheckpointError(f"cannot read {self.path}: {e.strerror or e}") from None
+        return out
+
+    def head(self, size: int) -> bytes:
+        """The file's first bytes, size of them at most."""
+        return self.spans([0], min(size, self.size)).tobytes()
 
 
 # --- safetensors -----------------------------------------------------------
@@ -84,30 +128,16 @@ class TensorEntry:
     end: int
 
 
-def _read_spans(path: Path, spans: list[tuple[int, int]]) -> np.ndarray:
-    """The bytes of the spans (start, size) of a file, one row each: (len(spans), size), every span of
-    one size. A span past the file's end (the file cut short since its header was read) fails."""
-    size = spans[0][1] if spans else 0
-    out = np.empty((len(spans), size), dtype=np.uint8)
-    try:
-        with path.open("rb") as f:
-            for row, (start, _) in zip(out, spans):
-                f.seek(start)
-                if f.readinto(row) != size:
-                    raise CheckpointError(f"{path.name} is cut short: it changed while it was read (saved again?); read it again once it is written whole")
-    except OSError as e:
-        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
-    return out
-
-
 def _looked_up(file: Path, name: str, shape: tuple[int, ...], ids: np.ndarray) -> np.ndarray:
-    """ids as row numbers of a 2-D tensor, checked: a row lookup past the table is no file's fault."""
+    """ids, a list of whole numbers, as row numbers of a 2-D tensor, each within it."""
     if len(shape) != 2:
         raise CheckpointError(f"{file.name}: {name} has shape {shape}; a row lookup needs 2 dimensions")
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    if ids.size and not (0 <= ids.min() and ids.max() < shape[0]):
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
+        raise TypeError(f"row numbers are a list of whole numbers, not {ids.dtype} of shape {ids.shape}")
+    if ids.size and not (0 <= ids.min() and ids.max() < shape[0]):  # (a tokenizer of more tokens than the table: refused at load)
         raise CheckpointError(f"{file.name}: {name} has {shape[0]} rows; row {int(ids.max() if ids.max() >= shape[0] else ids.min())} was asked for")
-    return ids
+    return ids.astype(np.int64)
 
 
 class SafetensorsFile:
@@ -115,7 +145,8 @@ class SafetensorsFile:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self.entries, self.metadata, self._data_start = _read_safetensors_header(self.path)
+        self._file = HeldFile(self.path)
+        self.entries, self.metadata, self._data_start = _read_safetensors_header(self._file)
 
     def names(self) -> list[str]:
         return list(self.entries)
@@ -124,7 +155,7 @@ class SafetensorsFile:
         return self._entry(name).shape
 
     def read(self, name: str) -> np.ndarray:
-        """The whole tensor, as float32 for floating dtypes (a copy: nothing keeps the file open)."""
+        """The whole tensor, as float32 for floating dtypes (an array of its own)."""
         return _widen(self._raw(name), self._entry(name).dtype)
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
@@ -133,7 +164,7 @@ class SafetensorsFile:
         ids = _looked_up(self.path, name, e.shape, ids)
         dtype = np.dtype(SAFETENSORS_DTYPES[e.dtype])
         row = e.shape[1] * dtype.itemsize
-        raw = _read_spans(self.path, [(self._data_start + e.begin + int(i) * row, row) for i in ids]) if row else np.zeros((len(ids), 0), np.uint8)
+        raw = self._file.spans([self._data_start + e.begin + int(i) * row for i in ids], row)
         return _widen(raw.view(dtype).reshape(len(ids), e.shape[1]), e.dtype)
 
     def _entry(self, name: str) -> TensorEntry:
@@ -147,7 +178,7 @@ class SafetensorsFile:
         dtype = np.dtype(SAFETENSORS_DTYPES[e.dtype])
         if e.end == e.begin:
             return np.zeros(e.shape, dtype=dtype)
-        return _read_spans(self.path, [(self._data_start + e.begin, e.end - e.begin)]).view(dtype).reshape(e.shape)
+        return self._file.spans([self._data_start + e.begin], e.end - e.begin).view(dtype).reshape(e.shape)
 
 
 def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
@@ -159,29 +190,23 @@ def _widen(a: np.ndarray, dtype: str) -> np.ndarray:
     return a
 
 
-def _read_safetensors_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], int]:
+def _read_safetensors_header(file: HeldFile) -> tuple[dict[str, TensorEntry], dict[str, str], int]:
     """Parse and check the header; nothing is allocated from a size the file has not backed."""
-    name = path.name
-    regular_file(path)
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            if size < 8:
-                raise CheckpointError(f"{name} has {size} bytes: too short to be a safetensors file")
-            n = int.from_bytes(f.read(8), "little")
-            if n > MAX_HEADER_BYTES:
-                raise CheckpointError(
-                    f"{name}: the header claims {n} bytes; at most {MAX_HEADER_BYTES} are accepted, "
-                    "so this is not a safetensors file or it is damaged"
-                )
-            if 8 + n > size:
-                raise CheckpointError(
-                    f"{name}: the header claims {n} bytes but the file has only {size - 8} after the length; "
-                    "the file is truncated or not safetensors"
-                )
-            raw = f.read(n)
-    except OSError as e:
-        raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+    name, size = file.path.name, file.size
+    if size < 8:
+        raise CheckpointError(f"{name} has {size} bytes: too short to be a safetensors file")
+    n = int.from_bytes(file.head(8), "little")
+    if n > MAX_HEADER_BYTES:
+        raise CheckpointError(
+            f"{name}: the header claims {n} bytes; at most {MAX_HEADER_BYTES} are accepted, "
+            "so this is not a safetensors file or it is damaged"
+        )
+    if 8 + n > size:
+        raise CheckpointError(
+            f"{name}: the header claims {n} bytes but the file has only {size - 8} after the length; "
+            "the file is truncated or not safetensors"
+        )
+    raw = file.head(8 + n)[8:]
     try:
         header = json.loads(raw.decode("utf-8"))
     except ValueError as e:  # (UnicodeDecodeError, JSONDecodeError, and an integer of thousands of digits)
@@ -250,17 +275,27 @@ class _CutShort(Exception):
     """A GGUF header read past the end of its file, or holding what its format does not allow."""
 
 
-class _Header:
-    """A GGUF file's header read in order from its first bytes: never past their end, and every
-    count checked against the bytes left before anything is made of it. (gguf.GGUFReader reads
-    the same into a NumPy view per item: 36 of the 42 s Gemma 3's 262,144-token vocabulary took.)"""
+class _ReadMore(Exception):
+    """A GGUF header longer than the bytes read of it: its reading goes on past `end`."""
 
-    def __init__(self, buffer: bytes, at: int):
-        self.buffer, self.at = buffer, at
+    def __init__(self, end: int):
+        self.end = end
+
+
+class _Header:
+    """A GGUF file's header read in order from its first bytes (buffer) of a file of size bytes:
+    never past the file's end, and every count checked against the bytes left before anything is
+    made of it. (gguf.GGUFReader reads the same into a NumPy view per item: 36 of the 42 s Gemma 3's
+    262,144-token vocabulary took.)"""
+
+    def __init__(self, buffer: bytes, at: int, size: int):
+        self.buffer, self.at, self.size = buffer, at, size
 
     def take(self, size: int) -> int:
-        if size < 0 or self.at + size > len(self.buffer):
+        if size < 0 or self.at + size > self.size:
             raise _CutShort
+        if self.at + size > len(self.buffer):
+            raise _ReadMore(self.at + size)
         self.at += size
         return self.at - size
 
@@ -285,7 +320,7 @@ class _Header:
             if item in GGUF_NUMBERS:  # read at once
                 dtype = np.dtype(GGUF_NUMBERS[item])
                 return np.frombuffer(self.buffer, dtype, count, self.take(count * dtype.itemsize)).tolist()
-            if count > len(self.buffer) - self.at:  # every string or array item takes a byte at least
+            if count > self.size - self.at:  # every string or array item takes a byte at least
                 raise _CutShort
             return [self.value(item) for _ in range(count)]
         if kind not in GGUF_NUMBERS:
@@ -306,6 +341,7 @@ class GGUFTensor:
 
 
 HEADER_READ = 16 * 2**20  # bytes read for a GGUF's header at first (Gemma 3's vocabulary takes 6 MB); more if it needs more
+MAX_GGUF_HEADER = 1 << 30  # and at most: a header that claims more is damaged (a count gone wrong)
 
 
 class GGUFFile:
@@ -315,39 +351,33 @@ class GGUFFile:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         name = self.path.name
-        regular_file(self.path)
-        try:
-            with self.path.open("rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                head = f.read(min(size, HEADER_READ))
-                if head[:4] != GGUF_MAGIC:
-                    raise CheckpointError(f"{name} is not a GGUF file: it does not start with the bytes 'GGUF'")
-                if len(head) < 24:
-                    raise CheckpointError(f"{name} is cut short: {size} bytes, not even a GGUF header (24 bytes)")
-                version = int.from_bytes(head[4:8], "little")
-                if version not in (2, 3):
-                    raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
-                while True:
-                    try:
-                        entries, self._values = self._header(head, size)
-                        break
-                    except _CutShort:
-                        more = f.read(len(head)) if len(head) < size else b""  # a header longer than the bytes read: twice as many
-                        if not more:
-                            raise
-                        head += more
-        except CheckpointError:
-            raise
-        except (_CutShort, KeyError, struct.error, RecursionError):  # (arrays of arrays thousands deep)
-            raise CheckpointError(f"{name} is not a readable GGUF file: its metadata or tensor table is damaged or cut short; write or download it again") from None
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"cannot read {self.path}: {getattr(e, 'strerror', None) or e}") from None
+        self._file = HeldFile(self.path)
+        size = self._file.size
+        head = self._file.head(HEADER_READ)
+        if head[:4] != GGUF_MAGIC:
+            raise CheckpointError(f"{name} is not a GGUF file: it does not start with the bytes 'GGUF'")
+        if len(head) < 24:
+            raise CheckpointError(f"{name} is cut short: {size} bytes, not even a GGUF header (24 bytes)")
+        version = int.from_bytes(head[4:8], "little")
+        if version not in (2, 3):
+            raise CheckpointError(f"{name} is GGUF version {version}; versions 2 and 3 (little-endian) are read")
+        damaged = f"{name} is not a readable GGUF file: its metadata or tensor table is damaged or cut short; write or download it again"
+        while True:
+            try:
+                entries, self._values = self._header(head, size)
+                break
+            except _ReadMore as more:  # twice as many bytes, or as many as it needs
+                if more.end > MAX_GGUF_HEADER:
+                    raise CheckpointError(damaged) from None
+                head = self._file.head(max(more.end, 2 * len(head)))
+            except (_CutShort, KeyError, struct.error, RecursionError):  # (arrays of arrays thousands deep)
+                raise CheckpointError(damaged) from None
         self.tensors = self._place(entries, size)
 
     def _header(self, head: bytes, size: int) -> tuple[list, dict[str, Any]]:
         """The tensor table, (name, dims, type number, offset) each, and the metadata, from the
         file's first bytes (head) of its size."""
-        header = _Header(head, 8)
+        header = _Header(head, 8, size)
         n_tensors, n_values = header.number(10), header.number(10)
         values = {}
         for _ in range(n_values):
@@ -431,7 +461,7 @@ class GGUFFile:
     def read(self, name: str) -> np.ndarray:
         """The whole tensor, dequantized to float32."""
         t = self._tensor(name)
-        data = _read_spans(self.path, [(t.start, t.rows * t.row_bytes)]).reshape(t.rows, t.row_bytes)
+        data = self._file.spans([t.start], t.rows * t.row_bytes).reshape(t.rows, t.row_bytes)
         return self._dequantize(data, t).reshape(self.shape(name))
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
@@ -439,7 +469,7 @@ class GGUFFile:
         t = self._tensor(name)
         shape = self.shape(name)
         ids = _looked_up(self.path, name, shape, ids)
-        data = _read_spans(self.path, [(t.start + int(i) * t.row_bytes, t.row_bytes) for i in ids])
+        data = self._file.spans([t.start + int(i) * t.row_bytes for i in ids], t.row_bytes)
         return self._dequantize(data, t).reshape(len(ids), shape[1])
 
     def _tensor(self, name: str) -> GGUFTensor:

@@ -579,8 +579,30 @@ def _load_named(spec: ModelSpec, progress: Progress) -> LoadedModel:
     location = _join_parts(spec, _scaled(progress, 0.0, 0.3))
     try:
         return open_checkpoint(location, _scaled(progress, 0.3, 1.0), name=spec.name, title=spec.title, origin=origin)
-    except CheckpointError as e:  # (checked when joined, and changed since: the copy, not the packages, is damaged)
-        raise CheckpointError(f"{e}. {location} is the explorer's own copy, joined from {spec.package}'s parts: delete it, and it is joined again, and checked, at the next load") from None
+    except CheckpointError as e:  # checked when joined: one that no longer matches was damaged since, not the packages
+        if _sha256(location) == _expected_sha256(spec):
+            raise
+        raise CheckpointError(f"{e}. {location} is the explorer's own copy, joined from {spec.package}'s parts, and damaged since: delete it, and it is joined again, and checked, at the next load") from None
+
+
+def _sha256(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            while block := f.read(8 * 2**20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _expected_sha256(spec: ModelSpec) -> str:
+    """The SHA-256 the package lists for the file its parts join into."""
+    sums = _installed_file(spec.package, spec.files[0]).read_text(encoding="utf-8")
+    expected = next((line.split()[0] for line in sums.splitlines() if line.strip().endswith(spec.joined_name)), None)
+    if expected is None:
+        raise CheckpointError(f"{spec.package} lists no checksum for {spec.joined_name}")
+    return expected
 
 
 # --- finding installed files ---------------------------------------------------
@@ -629,10 +651,7 @@ def _join_parts(spec: ModelSpec, progress: Progress) -> Path:
     target = cache_dir() / spec.joined_name
     if target.is_file() and target.stat().st_size == sum(p.stat().st_size for p in parts):
         return target  # written only after its checksum matched
-    sums = _installed_file(spec.package, spec.files[0]).read_text(encoding="utf-8")
-    expected = next((line.split()[0] for line in sums.splitlines() if line.strip().endswith(spec.joined_name)), None)
-    if expected is None:
-        raise CheckpointError(f"{spec.package} lists no checksum for {spec.joined_name}")
+    expected = _expected_sha256(spec)
     total, done, digest = sum(p.stat().st_size for p in parts), 0, hashlib.sha256()
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     try:
