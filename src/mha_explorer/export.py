@@ -177,7 +177,8 @@ def export_site(directory: Path, model: ModelLayers | None = None, replace: bool
     loading = '<div id="app"><p class="loading">Loading the teaching example…</p></div>'
     if loading not in page:
         raise RuntimeError("index.html no longer holds the app's box as expected")
-    page = page.replace(loading, f'<div id="app"><p class="error no-static">{NO_SCRIPT}</p></div>')
+    # (the line of the page being loaded shows where the stylesheet is: hidden by the page alone)
+    page = page.replace(loading, f'<div id="app"><p class="loading" hidden>Loading the teaching example…</p><p class="error no-static">{NO_SCRIPT}</p></div>')
     texts = (
         page,
         WEB.joinpath("page.css").read_text(encoding="utf-8"),

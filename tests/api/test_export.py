@@ -51,6 +51,9 @@ def test_export_site_to_an_unwritable_place_says_so(tmp_path):
     result = CliRunner().invoke(main, ["export-site", str(tmp_path / "link")])
     assert result.exit_code == 2  # not "File exists; a file of that name is in the way of a folder"
     assert result.output.strip() == f"Error: {tmp_path / 'link'} is a link to {tmp_path / 'nowhere'}, which is not there: make that folder, or name another directory"
+    for through in (f"{tmp_path / 'link'}/", str(tmp_path / "link" / "site")):  # (with a slash, readlink followed the link: a stack trace)
+        result = CliRunner().invoke(main, ["export-site", through])
+        assert result.output.strip() == f"Error: {tmp_path / 'link'} is a link to {tmp_path / 'nowhere'}, which is not there: make that folder, or name another directory", through
 
 
 def test_export_site_names_what_is_in_the_way(tmp_path):
