@@ -26,7 +26,7 @@ from .trace import trace as run_trace
 from .models.errors import empty_text
 from .models.forward import MAX_TOKENS
 from .modelview import DEFAULT_TEXT, STATIC_MAX_TOKENS, misnamed, named_positions, plain_labels, short_label, token_labels, token_positions
-from .walkthrough import ASCII_SIGNS, print_wrapped, render
+from .walkthrough import ASCII_SIGNS, ROOT, print_wrapped, render
 
 
 def fail(message: str) -> None:
@@ -166,16 +166,20 @@ def _ascii_signs(error: UnicodeError) -> tuple[str, int]:
     signs = text[error.start : error.end]
     wide = [unicodedata.east_asian_width(c) in "WF" for c in signs]  # two columns on screen (🐱, 爱): "? " keeps them
     spelled = "".join(ASCII_SIGNS.get(c) or ("? " if w else "?") for c, w in zip(signs, wide))
-    longer = len(spelled) - len(signs) - sum(wide)  # in columns
-    line_end = text.find("\n", error.end) % (len(text) + 1)  # the end of the text when no line break follows
-    padding = _PADDING.search(text, error.end, line_end) if longer > 0 else None
+    end = error.end
+    root = ROOT.match(text, error.end - 1) if signs.endswith("√") else None
+    if root:  # its operand in brackets: "/sqrt(64)", not "/sqrt64"
+        spelled, end = f"{spelled[: -len(ASCII_SIGNS['√'])]}sqrt({root[1]})", root.end()
+    longer = len(spelled) - (end - error.start) - sum(wide)  # in columns
+    line_end = text.find("\n", end) % (len(text) + 1)  # the end of the text when no line break follows
+    padding = _PADDING.search(text, end, line_end) if longer > 0 else None
     if padding is None:
-        return spelled, error.end
-    between = text[error.end : padding.start()]
+        return spelled, end
+    between = text[end : padding.start()]
     try:
         between.encode(error.encoding)
     except UnicodeEncodeError:  # another sign comes first: it is spelled on its own
-        return spelled, error.end
+        return spelled, end
     return spelled + between + " " * max(1, len(padding.group()) - longer), padding.end()
 
 

@@ -31,6 +31,16 @@ ASCII_SIGNS = {
 }
 
 
+ROOT = re.compile(r"√([A-Za-z0-9_]+)")  # a square root of a number or a name: "÷√64" spelled "/sqrt(64)", not "/sqrt64"
+
+
+def spell(text: str, spelling: dict[int, str]) -> str:
+    """text with its signs spelled out as spelling says (a square root's operand in brackets)."""
+    if ord("√") in spelling:
+        text = ROOT.sub(r"sqrt(\1)", text)
+    return text.translate(spelling)
+
+
 def spelling(console: Console) -> dict[int, str]:
     """How the console spells the signs of ASCII_SIGNS its encoding lacks (ASCII, a Windows code
     page): a table for str.translate, empty where it has them all."""
@@ -51,10 +61,10 @@ def spelled(part, spelling: dict[int, str]):
         out = Text(style=part.style, justify=part.justify, overflow=part.overflow, no_wrap=part.no_wrap, end=part.end)
         # cut where a style begins or ends, so that each piece keeps its styles whole
         for piece in part.divide(sorted({at for span in part.spans for at in (span.start, span.end)})):
-            word = piece.plain.translate(spelling)
+            word = spell(piece.plain, spelling)
             out.append(Text(word, spans=[Span(0, len(word), span.style) for span in piece.spans]))
         return out
-    return part.translate(spelling) if isinstance(part, str) else part
+    return spell(part, spelling) if isinstance(part, str) else part
 
 
 def add_column(table: Table, header: str, **options) -> None:
@@ -66,7 +76,7 @@ def add_column(table: Table, header: str, **options) -> None:
     except (UnicodeEncodeError, LookupError):
         shown = False
     lines = header.split("\n")  # (measured whole, "q·k_j as a sum of products\n(64 products)" made a column of 40, past the panel)
-    spelled = max(sum(len(ASCII_SIGNS.get(c, c)) for c in line) for line in lines)
+    spelled = max(len(spell(line, str.maketrans(ASCII_SIGNS))) for line in lines)
     table.add_column(header, min_width=None if shown or spelled <= max(map(cell_len, lines)) else spelled, **options)
 
 
@@ -303,7 +313,7 @@ def print_wrapped(console: Console, text: str, style: str | None = None) -> None
     """Plain text wrapped to the terminal's width, no line ending in a space (rich leaves one at
     each break, which a copied line keeps); its signs spelled first where the output lacks them
     (θ as theta: wrapped before, a line grew past the width)."""
-    for line in textwrap.wrap(text.translate(spelling(console)), width=console.width) or [""]:
+    for line in textwrap.wrap(spell(text, spelling(console)), width=console.width) or [""]:
         console.print(Text(line, style=style), soft_wrap=True)
 
 

@@ -316,7 +316,7 @@ def test_output_under_another_encoding_spells_out_the_signs_it_cannot_write(enco
     done = subprocess.run([sys.executable, "-m", "mha_explorer.cli", "trace", "--causal"], env=env, capture_output=True, timeout=120)
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     out = done.stdout.decode(encoding)
-    assert "sqrt2" in out and "-inf" in out and "Scores" in out  # cp1252 has ÷ and ·, not √, − or ∞
+    assert "sqrt(2)" in out and "-inf" in out and "Scores" in out  # cp1252 has ÷ and ·, not √, − or ∞
     # a longer spelling takes its room from the padding after it: the panels keep their width
     assert max(len(line) for line in out.splitlines()) == 80
     masked = [line for line in out.splitlines() if "-inf" in line and line.startswith("| |")]
@@ -330,9 +330,10 @@ def test_output_under_another_encoding_spells_out_the_signs_it_cannot_write(enco
 
 
 def test_a_longer_spelling_takes_its_room_from_the_padding_after_it():
-    assert "a √2   |".encode("ascii", "mha-explorer-ascii") == b"a sqrt2 |"
+    assert "a √2     |".encode("ascii", "mha-explorer-ascii") == b"a sqrt(2) |"  # (its operand in brackets: it read "sqrt2", "sqrtd_head")
+    assert "÷√64 x".encode("ascii", "mha-explorer-ascii") == b"/sqrt(64) x" and "√".encode("ascii", "mha-explorer-ascii") == b"sqrt"
     assert "| −∞    |".encode("ascii", "mha-explorer-ascii") == b"| -inf  |"
-    assert "√x|".encode("ascii", "mha-explorer-ascii") == b"sqrtx|"  # no padding: the line grows
+    assert "√x|".encode("ascii", "mha-explorer-ascii") == b"sqrt(x)|"  # no padding: the line grows
     assert "| 🐱 1 |  |".encode("ascii", "mha-explorer-ascii") == b"| ?  1 |  |"  # a wide character keeps its two columns
     assert "h·n²".encode("ascii", "mha-explorer-ascii") == b"h.n^2"
 
