@@ -31,6 +31,7 @@ ASCII_SIGNS = {
 }
 
 
+ALL_SPELLED = str.maketrans(ASCII_SIGNS)  # every sign spelled, as an output of none of them shows them
 ROOT = re.compile(r"√([A-Za-z0-9_]+)")  # a square root of a number or a name: "÷√64" spelled "/sqrt(64)", not "/sqrt64"
 
 
@@ -76,7 +77,7 @@ def add_column(table: Table, header: str, **options) -> None:
     except (UnicodeEncodeError, LookupError):
         shown = False
     lines = header.split("\n")  # (measured whole, "q·k_j as a sum of products\n(64 products)" made a column of 40, past the panel)
-    spelled = max(len(spell(line, str.maketrans(ASCII_SIGNS))) for line in lines)
+    spelled = max(len(spell(line, ALL_SPELLED)) for line in lines)
     table.add_column(header, min_width=None if shown or spelled <= max(map(cell_len, lines)) else spelled, **options)
 
 

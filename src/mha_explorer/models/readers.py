@@ -68,10 +68,7 @@ class HeldFile:
         try:
             _regular(path, path.stat().st_mode)  # (before it is opened: opening a pipe waits for a writer)
             self._file = path.open("rb", buffering=0)
-        except OSError as e:
-            raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
-        weakref.finalize(self, self._file.close)
-        try:
+            weakref.finalize(self, self._file.close)
             info = os.fstat(self._file.fileno())
         except OSError as e:
             raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
@@ -206,7 +203,7 @@ def _read_safetensors_header(file: HeldFile) -> tuple[dict[str, TensorEntry], di
             f"{name}: the header claims {n} bytes but the file has only {size - 8} after the length; "
             "the file is truncated or not safetensors"
         )
-    raw = file.head(8 + n)[8:]
+    raw = file.spans([8], n).tobytes()
     try:
         header = json.loads(raw.decode("utf-8"))
     except ValueError as e:  # (UnicodeDecodeError, JSONDecodeError, and an integer of thousands of digits)
@@ -366,10 +363,10 @@ class GGUFFile:
             try:
                 entries, self._values = self._header(head, size)
                 break
-            except _ReadMore as more:  # twice as many bytes, or as many as it needs
+            except _ReadMore as more:  # twice as many bytes, or as many as it needs: the rest read after those read
                 if more.end > MAX_GGUF_HEADER:
                     raise CheckpointError(damaged) from None
-                head = self._file.head(max(more.end, 2 * len(head)))
+                head += self._file.spans([len(head)], min(size, max(more.end, 2 * len(head))) - len(head)).tobytes()
             except (_CutShort, KeyError, struct.error, RecursionError):  # (arrays of arrays thousands deep)
                 raise CheckpointError(damaged) from None
         self.tensors = self._place(entries, size)
